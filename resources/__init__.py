@@ -1,0 +1,3 @@
+from resources.lake import LakeResource
+
+__all__ = ["LakeResource"]

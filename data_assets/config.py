@@ -1,0 +1,72 @@
+"""Run configuration of the stages: editable in the launchpad, defaults need no config."""
+
+from __future__ import annotations
+
+from dagster import Config
+from pydantic import Field
+
+from tokenmill.clean import CleanSettings
+from tokenmill.dedup import DedupSettings
+from tokenmill.filters import default_filters, load_filter
+
+
+class PluginFilter(Config):
+    path: str = Field(description="Dotted path of a filter class or function, e.g. mylab.f.Spam")
+    params: dict[str, float | int | str | bool] = Field(
+        default_factory=dict, description="Keyword arguments for a filter class"
+    )
+
+
+class CleanConfig(Config):
+    keep_languages: list[str] = Field(
+        default=["en"], description="Languages to keep (ISO 639-1); empty keeps all"
+    )
+    min_language_score: float = Field(default=0.65, description="Minimum language probability")
+    main_content: bool = Field(default=True, description="Extract main content only")
+    mask_pii: bool = Field(default=True, description="Mask e-mail addresses and public IPs")
+    max_html_mb: int = Field(default=8, description="Skip HTML payloads larger than this")
+    skip_filters: list[str] = Field(default=[], description="Names of built-in filters to skip")
+    plugin_filters: list[PluginFilter] = Field(
+        default=[], description="Your own filters, applied after the built-in ones"
+    )
+
+    def settings(self) -> CleanSettings:
+        filters = [f for f in default_filters() if f.name not in self.skip_filters]
+        filters += [load_filter(p.path, dict(p.params)) for p in self.plugin_filters]
+        return CleanSettings(
+            keep_languages=tuple(self.keep_languages),
+            min_language_score=self.min_language_score,
+            main_content=self.main_content,
+            mask_pii=self.mask_pii,
+            max_html_bytes=self.max_html_mb << 20,
+            filters=filters,
+        )
+
+
+class DedupConfig(Config):
+    ngram: int = Field(default=5, description="Words per shingle")
+    bands: int = Field(default=14, description="LSH bands")
+    rows: int = Field(default=8, description="Rows (permutations) per band")
+    threshold: float | None = Field(
+        default=None, description="Target Jaccard similarity; overrides bands/rows if set"
+    )
+    survivor: str = Field(
+        default="first_seen", description="first_seen | earliest_date | lowest_doc_id"
+    )
+
+    def settings(self) -> DedupSettings:
+        return DedupSettings(ngram=self.ngram, bands=self.bands, rows=self.rows,
+                             threshold=self.threshold, survivor=self.survivor)
+
+
+class TokenizerConfig(Config):
+    path: str | None = Field(
+        default=None, description="tokenizer.json to use (local path or s3:// URI); "
+        "if unset, a byte-level BPE is trained on deduplicated text"
+    )
+    vocab_size: int = Field(default=16384, description="Vocabulary size when training")
+    sample_mb: int = Field(default=64, description="Text to train on, in MB")
+
+
+class TokenizeConfig(Config):
+    append_eod: bool = Field(default=True, description="Append an end-of-document token")

@@ -1,0 +1,86 @@
+"""What every stage asset shares: error translation, metadata, and asset check results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    Backoff,
+    Failure,
+    Jitter,
+    MaterializeResult,
+    MetadataValue,
+    RetryPolicy,
+    TableColumn,
+    TableRecord,
+    TableSchema,
+)
+
+from tokenmill.lake import Lake, LakeKeyError
+from tokenmill.outputs import MissingInputError, StageReport
+from tokenmill.verify import Verdict
+from tokenmill.warc import UnusableInputError
+
+# Transient faults (object store, network, preempted node) get retried with backoff; bad input
+# and missing upstream partitions fail at once, see `run_stage`.
+STAGE_RETRY = RetryPolicy(max_retries=3, delay=5, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
+PERMANENT_ERRORS = (UnusableInputError, MissingInputError, LakeKeyError, ValueError)
+
+
+def run_stage(work: Callable[[], StageReport]) -> StageReport:
+    try:
+        return work()
+    except PERMANENT_ERRORS as error:
+        raise Failure(description=str(error), allow_retries=False) from error
+
+
+def check(name: str, verdict: Verdict, warn_only: bool = False) -> AssetCheckResult:
+    return AssetCheckResult(
+        check_name=name,
+        passed=verdict.passed,
+        severity=AssetCheckSeverity.WARN if warn_only else AssetCheckSeverity.ERROR,
+        description=verdict.description,
+        metadata=verdict.metadata,
+    )
+
+
+def stage_result(
+    report: StageReport, lake: Lake, prefix: str, checks: list[AssetCheckResult] | None = None
+) -> MaterializeResult:
+    seconds = max(report.seconds, 1e-9)
+    metadata = {
+        "records_in": report.records_in,
+        "records_out": report.records_out,
+        "records_dropped": sum(report.dropped.values()),
+        "bytes_in": report.bytes_in,
+        "bytes_out": report.bytes_out,
+        "duration_s": round(report.seconds, 3),
+        "records_per_s": round(report.records_in / seconds, 1),
+        "dagster/row_count": report.records_out,
+        "location": MetadataValue.path(lake.uri(prefix)),
+    }
+    # One numeric entry per drop reason, so the UI plots each over partitions.
+    for reason, count in sorted(report.dropped.items()):
+        metadata[f"dropped {reason}"] = count
+        metadata[f"drop_rate {reason}"] = round(count / max(report.records_in, 1), 4)
+    for name, value in report.counts.items():
+        metadata[name] = MetadataValue.json(value) if isinstance(value, dict | list) else value
+    if report.preview:
+        metadata["preview"] = _preview_table(report.preview)
+    return MaterializeResult(metadata=metadata, check_results=checks or [])
+
+
+def _preview_table(rows: list[dict]) -> MetadataValue:
+    columns = list(rows[0])
+    records = [
+        TableRecord({c: _cell(row.get(c)) for c in columns}) for row in rows
+    ]
+    schema = TableSchema(columns=[TableColumn(c, "string") for c in columns])
+    return MetadataValue.table(records, schema)
+
+
+def _cell(value) -> str:
+    text = "" if value is None else str(value)
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import pytest
+
+from tokenmill.lake import Lake, LakeKeyError
+from tokenmill.outputs import MARKER, PartitionWriter, StageReport, is_committed
+from tokenmill.shards import Shard, register_new_files, shard_files
+
+
+@pytest.fixture
+def lake(tmp_path) -> Lake:
+    return Lake.from_url(str(tmp_path / "lake"))
+
+
+def test_write_is_atomic(lake):
+    lake.write_bytes("a/b.txt", b"old")
+    with pytest.raises(RuntimeError), lake.writing("a/b.txt") as f:
+        f.write(b"half of the new")
+        raise RuntimeError("machine died")
+    assert lake.read_bytes("a/b.txt") == b"old"
+    assert lake.list("a") == ["a/b.txt"]
+
+
+def test_temporaries_are_never_listed(lake, tmp_path):
+    with lake.writing("x/data.bin") as f:
+        f.write(b"1")
+        assert lake.list("x") == []
+        assert len(list((tmp_path / "lake" / "x").iterdir())) == 1
+    assert lake.list("x") == ["x/data.bin"]
+
+
+@pytest.mark.parametrize("key", ["../etc/passwd", "/etc/passwd", "a/../../b", "a//b", ""])
+def test_keys_cannot_escape_the_lake(lake, key):
+    with pytest.raises(LakeKeyError):
+        lake.path(key)
+
+
+@pytest.mark.parametrize("crawl", ["../../etc", "..", "a/b", ".hidden"])
+def test_path_like_partition_keys_are_refused(crawl):
+    with pytest.raises(LakeKeyError):
+        Shard(crawl, "00000")
+
+
+def test_partition_is_done_only_after_commit(lake):
+    with pytest.raises(RuntimeError), PartitionWriter(lake, "s/c/0", StageReport()) as out:
+        out.open("part.bin").write(b"data")
+        raise RuntimeError("crash before commit")
+    assert not is_committed(lake, "s/c/0") and lake.list("s/c/0") == []
+    with PartitionWriter(lake, "s/c/0", StageReport()) as out:
+        out.open("part.bin").write(b"data")
+        out.open("stale-next-time.bin").write(b"x")
+    assert is_committed(lake, "s/c/0")
+    with PartitionWriter(lake, "s/c/0", StageReport()) as out:
+        out.open("part.bin").write(b"data2")
+    assert lake.list("s/c/0") == ["s/c/0/" + MARKER, "s/c/0/part.bin"]
+    assert lake.read_json(f"s/c/0/{MARKER}")["outputs"] == {"part.bin": {"bytes": 5}}
+
+
+def test_shard_registration_is_append_only(lake):
+    for name in ["b.warc.gz", "a.warc.gz", "c.warc.gz"]:
+        lake.write_bytes(f"landing/C1/{name}", b"")
+    first = register_new_files(lake, "C1", files_per_shard=2)
+    assert [s.shard for s in first] == ["00000", "00001"]
+    assert shard_files(lake, first[0]) == ["landing/C1/a.warc.gz", "landing/C1/b.warc.gz"]
+    lake.write_bytes("landing/C1/0-early.warc.gz", b"")
+    second = register_new_files(lake, "C1", files_per_shard=2)
+    assert [s.shard for s in second] == ["00002"]
+    assert shard_files(lake, second[0]) == ["landing/C1/0-early.warc.gz"]
+    assert shard_files(lake, first[0]) == ["landing/C1/a.warc.gz", "landing/C1/b.warc.gz"]
+    assert register_new_files(lake, "C1", files_per_shard=2) == []
+    assert shard_files(lake, Shard("C1", "00007")) == []

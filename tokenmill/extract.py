@@ -1,0 +1,141 @@
+"""From an HTTP response payload to clean text: HTTP parsing, decoding, charset, HTML to text."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+
+from resiliparse.extract.html2text import extract_plain_text
+from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+from resiliparse.parse.html import HTMLTree
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_.:-]+)""", re.I)
+CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
+
+
+class Skip(Exception):
+    """A record that yields no document; `reason` is a short, countable label."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def mime(self) -> str:
+        return self.headers.get("content-type", "").split(";")[0].strip().lower()
+
+    @property
+    def declared_charset(self) -> str | None:
+        match = re.search(r"charset\s*=\s*[\"']?([\w.:-]+)", self.headers.get("content-type", ""))
+        return match.group(1).lower() if match else None
+
+
+def parse_http_response(block: bytes) -> HttpResponse:
+    head, sep, body = block.partition(b"\r\n\r\n")
+    if not sep:
+        head, sep, body = block.partition(b"\n\n")
+    lines = head.decode("latin-1").splitlines()
+    if not sep or not lines or not lines[0].startswith("HTTP/"):
+        raise Skip("bad_http", "no HTTP status line and header block")
+    try:
+        status = int(lines[0].split()[1])
+    except (IndexError, ValueError) as error:
+        raise Skip("bad_http", f"status line {lines[0][:60]!r}") from error
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return HttpResponse(status, headers, _decode_transfer(body, headers))
+
+
+def _decode_transfer(body: bytes, headers: dict[str, str]) -> bytes:
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        body = _dechunk(body)
+    encoding = headers.get("content-encoding", "").lower()
+    try:
+        if encoding in ("gzip", "x-gzip"):
+            return zlib.decompressobj(47).decompress(body)
+        if encoding == "deflate":
+            return zlib.decompressobj(15 + 32 if body[:1] == b"\x78" else -15).decompress(body)
+    except zlib.error as error:
+        raise Skip("bad_content_encoding", f"{encoding}: {error}") from error
+    return body
+
+
+def _dechunk(body: bytes) -> bytes:
+    out, pos = bytearray(), 0
+    while pos < len(body):
+        line_end = body.find(b"\r\n", pos)
+        if line_end < 0:
+            break
+        try:
+            size = int(body[pos:line_end].split(b";")[0], 16)
+        except ValueError:
+            return body  # not actually chunked, keep the bytes as they are
+        if size == 0:
+            break
+        out += body[line_end + 2 : line_end + 2 + size]
+        pos = line_end + 2 + size + 2
+    return bytes(out)
+
+
+def decode_html(body: bytes, declared: str | None) -> tuple[str, str]:
+    """Decode with the declared charset (HTTP, then <meta>) if it fits, else detect it."""
+    meta = META_CHARSET.search(body[:2048])
+    candidates = [declared, meta.group(1).decode("ascii").lower() if meta else None]
+    for charset in filter(None, candidates):
+        try:
+            return body.decode(charset), charset
+        except (UnicodeDecodeError, LookupError):
+            continue
+    detected = detect_encoding(body)
+    return bytes_to_str(body, detected, errors="replace"), detected
+
+
+def looks_binary(body: bytes) -> bool:
+    sample = body[:4096]
+    return b"\x00" in sample or len(CONTROL_BYTES.findall(sample)) > len(sample) // 100
+
+
+def html_to_text(html: str, main_content: bool = True) -> str:
+    tree = HTMLTree.parse(html)
+    text = extract_plain_text(
+        tree, main_content=main_content, preserve_formatting=True, alt_texts=False
+    )
+    return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    text: str
+    charset: str
+
+
+def extract_document(block: bytes, max_html_bytes: int, main_content: bool = True) -> Extracted:
+    """Text of an HTTP response block, or `Skip` saying why there is none."""
+    response = parse_http_response(block)
+    if response.status != 200:
+        raise Skip("http_status", str(response.status))
+    if response.mime and response.mime not in HTML_TYPES:
+        raise Skip("non_html", response.mime)
+    if not response.body.strip():
+        raise Skip("empty_body")
+    if len(response.body) > max_html_bytes:
+        raise Skip("html_too_large", f"{len(response.body)} bytes > {max_html_bytes}")
+    if looks_binary(response.body):
+        raise Skip("binary_payload", f"labeled {response.mime or 'without type'}")
+    html, charset = decode_html(response.body, response.declared_charset)
+    text = html_to_text(html, main_content)
+    if not text:
+        raise Skip("no_text")
+    return Extracted(text, charset)

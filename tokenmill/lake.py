@@ -1,0 +1,181 @@
+"""The data lake: one interface over a local directory or an S3-compatible bucket.
+
+Keys are relative POSIX paths ("cleaned/CC-MAIN-2024-10/00003/docs.parquet"). Every write is
+atomic: readers see either the previous object or the complete new one, never a partial file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+TEMP_MARKER = ".tmp-"
+
+
+class LakeKeyError(ValueError):
+    """A key that would escape the lake root."""
+
+
+def check_key(key: str) -> str:
+    path = PurePosixPath(key)
+    if not key or path.is_absolute() or any(part in ("..", "") for part in key.split("/")):
+        raise LakeKeyError(f"invalid lake key {key!r}: must be a relative path inside the lake")
+    return key
+
+
+def check_key_part(part: str) -> str:
+    """A single path segment taken from user input (crawl name, shard key)."""
+    if not part or "/" in part or "\\" in part or part in (".", "..") or part.startswith("."):
+        raise LakeKeyError(f"invalid name {part!r}: must be a plain name, not a path")
+    return part
+
+
+class Lake:
+    def __init__(self, filesystem: pafs.FileSystem, root: str, url: str):
+        self.fs = filesystem
+        self.root = root.rstrip("/")
+        self.url = url
+        self.is_local = isinstance(filesystem, pafs.LocalFileSystem)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        max_attempts: int = 8,
+    ) -> Lake:
+        """`/some/dir`, `file:///some/dir` or `s3://bucket/prefix`."""
+        parsed = urlparse(url)
+        if parsed.scheme == "s3":
+            options: dict[str, Any] = {
+                "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=max_attempts),
+                "region": region or os.environ.get("AWS_REGION", "us-east-1"),
+                "connect_timeout": 10,
+                "request_timeout": 60,
+            }
+            if endpoint_url:
+                endpoint = urlparse(endpoint_url)
+                options["endpoint_override"] = endpoint.netloc or endpoint.path
+                options["scheme"] = endpoint.scheme or "https"
+            if access_key:
+                options.update(access_key=access_key, secret_key=secret_key)
+            root = f"{parsed.netloc}{parsed.path}".rstrip("/")
+            return cls(pafs.S3FileSystem(**options), root, url)
+        if parsed.scheme not in ("", "file"):
+            raise ValueError(f"unsupported lake URL {url!r} (use a directory or s3://bucket/prefix)")
+        directory = Path(parsed.path if parsed.scheme == "file" else url).resolve()
+        directory.mkdir(parents=True, exist_ok=True)
+        return cls(pafs.LocalFileSystem(), str(directory), str(directory))
+
+    def path(self, key: str) -> str:
+        return f"{self.root}/{check_key(key)}"
+
+    def uri(self, key: str) -> str:
+        return f"{self.url.rstrip('/')}/{key}"
+
+    # reading
+
+    def open_input(self, key: str) -> pafs.NativeFile:
+        """A seekable file (Parquet readers need random access)."""
+        return self.fs.open_input_file(self.path(key))
+
+    def open_stream(self, key: str) -> pafs.NativeFile:
+        """A sequential stream, for reading large objects front to back."""
+        return self.fs.open_input_stream(self.path(key), compression=None)
+
+    def read_bytes(self, key: str) -> bytes:
+        with self.open_input(key) as f:
+            return f.read()
+
+    def read_json(self, key: str) -> Any:
+        return json.loads(self.read_bytes(key))
+
+    def exists(self, key: str) -> bool:
+        return self.fs.get_file_info(self.path(key)).type == pafs.FileType.File
+
+    def size(self, key: str) -> int:
+        return self.fs.get_file_info(self.path(key)).size
+
+    def list(self, prefix: str) -> list[str]:
+        """Committed object keys under a prefix, sorted; temporary files are never listed."""
+        selector = pafs.FileSelector(self.path(prefix.rstrip("/")), allow_not_found=True, recursive=True)
+        keys = [
+            info.path[len(self.root) + 1 :]
+            for info in self.fs.get_file_info(selector)
+            if info.type == pafs.FileType.File and TEMP_MARKER not in info.base_name
+        ]
+        return sorted(keys)
+
+    # writing
+
+    @contextmanager
+    def writing(self, key: str) -> Iterator[IO[bytes]]:
+        """Write an object atomically: it appears at `key` only if the block completes."""
+        final = self.path(key)
+        name = PurePosixPath(key).name
+        if self.is_local:
+            Path(final).parent.mkdir(parents=True, exist_ok=True)
+            temp = f"{Path(final).parent}/{TEMP_MARKER}{name}-{uuid.uuid4().hex}"
+        else:
+            temp = tempfile.mktemp(prefix=f"tokenmill-{name}-")
+        try:
+            with open(temp, "wb") as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            if self.is_local:
+                os.replace(temp, final)
+            else:
+                self._upload(temp, final)
+        finally:
+            if os.path.exists(temp):
+                os.remove(temp)
+
+    def _upload(self, local_file: str, final: str) -> None:
+        # Upload under a temporary key, then copy server-side: an interrupted multipart upload
+        # must never complete at the final key.
+        staging = f"{final.rsplit('/', 1)[0]}/{TEMP_MARKER}{uuid.uuid4().hex}"
+        try:
+            with open(local_file, "rb") as src, self.fs.open_output_stream(staging) as dst:
+                shutil.copyfileobj(src, dst, length=8 << 20)
+            self.fs.copy_file(staging, final)
+        finally:
+            try:
+                self.fs.delete_file(staging)
+            except (FileNotFoundError, OSError):
+                pass
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        with self.writing(key) as f:
+            f.write(data)
+
+    def write_json(self, key: str, value: Any) -> None:
+        self.write_bytes(key, json.dumps(value, indent=2, sort_keys=True).encode())
+
+    def put_file(self, key: str, local_file: str | Path) -> None:
+        with self.writing(key) as f, open(local_file, "rb") as src:
+            shutil.copyfileobj(src, f, length=8 << 20)
+
+    def delete(self, key: str) -> None:
+        try:
+            self.fs.delete_file(self.path(key))
+        except FileNotFoundError:
+            pass
+
+    def delete_prefix(self, prefix: str) -> None:
+        for key in self.list(prefix):
+            self.delete(key)

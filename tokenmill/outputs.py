@@ -1,0 +1,178 @@
+"""How every stage writes and reads its partitions: one mechanism for all stages.
+
+A partition's outputs live under one lake prefix. Each file is committed atomically, and the
+partition counts as done only once `_SUCCESS.json` (file list with sizes and row counts, and the
+stage's counters) is written, last. A re-run first removes the marker, so a crash midway never
+leaves a partition that looks done with a mix of old and new files.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokenmill.lake import Lake
+
+MARKER = "_SUCCESS.json"
+ROWS_PER_BATCH = 2048
+PREVIEW_ROWS = 5
+
+
+class MissingInputError(FileNotFoundError):
+    """An upstream partition that has not been committed."""
+
+
+@dataclass
+class StageReport:
+    """Counters a stage collects while it streams; becomes materialization metadata."""
+
+    records_in: int = 0
+    records_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    dropped: Counter = field(default_factory=Counter)
+    counts: dict[str, Any] = field(default_factory=dict)
+    preview: list[dict[str, Any]] = field(default_factory=list)
+    outputs: dict[str, dict[str, int]] = field(default_factory=dict)
+    started: float = field(default_factory=time.perf_counter)
+    seconds: float = 0.0
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        self.dropped[reason] += n
+
+    def add_preview(self, rows: Iterable[dict[str, Any]]) -> None:
+        for row in rows:
+            if len(self.preview) >= PREVIEW_ROWS:
+                return
+            self.preview.append(row)
+
+    def finish(self) -> StageReport:
+        self.seconds = time.perf_counter() - self.started
+        return self
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "records_in": self.records_in,
+            "records_out": self.records_out,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "dropped": dict(sorted(self.dropped.items())),
+            "counts": self.counts,
+            "outputs": self.outputs,
+        }
+
+
+class ParquetSink:
+    """Streams rows into a zstd Parquet file, one row group per batch."""
+
+    def __init__(self, file: IO[bytes], schema: pa.Schema, rows_per_batch: int = ROWS_PER_BATCH):
+        self.schema = schema
+        self.writer = pq.ParquetWriter(file, schema, compression="zstd", compression_level=3)
+        self.rows_per_batch = rows_per_batch
+        self.pending: list[dict[str, Any]] = []
+        self.rows = 0
+
+    def write(self, row: dict[str, Any]) -> None:
+        self.pending.append(row)
+        if len(self.pending) >= self.rows_per_batch:
+            self.flush()
+
+    def write_table(self, table: pa.Table) -> None:
+        self.flush()
+        if table.num_rows:
+            self.writer.write_table(table.select(self.schema.names).cast(self.schema))
+            self.rows += table.num_rows
+
+    def flush(self) -> None:
+        if self.pending:
+            self.writer.write_table(pa.Table.from_pylist(self.pending, self.schema))
+            self.rows += len(self.pending)
+            self.pending = []
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+class PartitionWriter:
+    """Writes the outputs of one partition under `prefix`; use as a context manager."""
+
+    def __init__(self, lake: Lake, prefix: str, report: StageReport):
+        self.lake = lake
+        self.prefix = prefix.rstrip("/")
+        self.report = report
+        self.files: ExitStack = ExitStack()
+        self.sinks: dict[str, ParquetSink] = {}
+        self.written: list[str] = []
+
+    def __enter__(self) -> PartitionWriter:
+        self.lake.delete(f"{self.prefix}/{MARKER}")
+        self.files.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        for sink in self.sinks.values():
+            if exc_type is None:
+                sink.close()
+            else:
+                with suppress(Exception):  # its temporary file is discarded below anyway
+                    sink.writer.close()
+        # Closing the files commits them (or, after an error, discards the temporaries).
+        self.files.__exit__(exc_type, exc, tb)
+        if exc_type is None:
+            self._commit()
+        return False
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}/{name}"
+
+    def open(self, name: str) -> IO[bytes]:
+        self.written.append(name)
+        return self.files.enter_context(self.lake.writing(self.key(name)))
+
+    def parquet(self, name: str, schema: pa.Schema) -> ParquetSink:
+        self.sinks[name] = ParquetSink(self.open(name), schema)
+        return self.sinks[name]
+
+    def _commit(self) -> None:
+        written = {self.key(name) for name in self.written}
+        for stale in set(self.lake.list(self.prefix)) - written - {self.key(MARKER)}:
+            self.lake.delete(stale)
+        for name in self.written:
+            entry = {"bytes": self.lake.size(self.key(name))}
+            if name in self.sinks:
+                entry["rows"] = self.sinks[name].rows
+            self.report.outputs[name] = entry
+        self.report.bytes_out = sum(entry["bytes"] for entry in self.report.outputs.values())
+        self.report.finish()
+        self.lake.write_json(self.key(MARKER), self.report.summary())
+
+
+def is_committed(lake: Lake, prefix: str) -> bool:
+    return lake.exists(f"{prefix.rstrip('/')}/{MARKER}")
+
+
+def require_committed(lake: Lake, prefix: str, what: str) -> dict[str, Any]:
+    marker = f"{prefix.rstrip('/')}/{MARKER}"
+    if not lake.exists(marker):
+        raise MissingInputError(f"{what} is not materialized: no {lake.uri(marker)}")
+    return lake.read_json(marker)
+
+
+def read_batches(
+    lake: Lake, key: str, columns: list[str] | None = None, batch_size: int = ROWS_PER_BATCH
+) -> Iterator[pa.RecordBatch]:
+    with lake.open_input(key) as f:
+        yield from pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=columns)
+
+
+def read_column(lake: Lake, key: str, column: str) -> pa.ChunkedArray:
+    with lake.open_input(key) as f:
+        return pq.read_table(f, columns=[column]).column(column)

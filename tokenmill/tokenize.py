@@ -1,0 +1,152 @@
+"""tokenizer and tokenized_shards: documents to Megatron indexed datasets with a provenance sidecar."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from tokenmill.dedup import DEDUPLICATED
+from tokenmill.lake import Lake
+from tokenmill.megatron import IndexedDatasetWriter, token_dtype
+from tokenmill.outputs import (
+    PartitionWriter,
+    StageReport,
+    is_committed,
+    read_batches,
+    require_committed,
+)
+from tokenmill.shards import Shard, registered_crawls, registered_shards
+
+TOKENIZED = "tokenized"
+TOKENIZER_KEY = "tokenizer/tokenizer.json"
+EOD_TOKEN = "<|endoftext|>"
+EOD_CANDIDATES = (EOD_TOKEN, "</s>", "<|end_of_text|>", "<eos>", "<|eos|>")
+SIDECAR_SCHEMA = pa.schema(
+    [
+        ("doc_index", pa.int64()),
+        ("doc_id", pa.string()),
+        ("crawl", pa.string()),
+        ("source_file", pa.string()),
+        ("record_id", pa.string()),
+        ("record_offset", pa.int64()),
+        ("url", pa.string()),
+        ("token_start", pa.int64()),
+        ("token_end", pa.int64()),
+    ]
+)
+SIDECAR_SOURCE_COLUMNS = ["doc_id", "crawl", "source_file", "record_id", "record_offset", "url"]
+
+
+def train_byte_level_bpe(texts: Iterator[str], vocab_size: int) -> Tokenizer:
+    """A GPT-2 style byte-level BPE: decoding reproduces any text byte for byte."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=[EOD_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer)
+    return tokenizer
+
+
+def sample_texts(lake: Lake, max_bytes: int) -> Iterator[str]:
+    """Deduplicated texts in lake order (crawl, shard, row) up to `max_bytes`: deterministic."""
+    taken = 0
+    for crawl in registered_crawls(lake):
+        for shard in registered_shards(lake, crawl):
+            prefix = shard.prefix(DEDUPLICATED)
+            if not is_committed(lake, prefix):
+                continue
+            for batch in read_batches(lake, f"{prefix}/docs.parquet", columns=["text"]):
+                for text in batch.column("text").to_pylist():
+                    yield text
+                    taken += len(text.encode())
+                    if taken >= max_bytes:
+                        return
+
+
+def build_tokenizer(
+    lake: Lake, source: str | None, vocab_size: int, sample_bytes: int
+) -> StageReport:
+    """Store a tokenizer at TOKENIZER_KEY: a given tokenizer.json, or one trained on the lake."""
+    report = StageReport()
+    if source:
+        filesystem, path = pafs.FileSystem.from_uri(source)
+        with filesystem.open_input_stream(path) as f:
+            data = f.read()
+        tokenizer = Tokenizer.from_str(data.decode())
+        report.counts["source"] = source
+    else:
+        texts = list(sample_texts(lake, sample_bytes))
+        if not texts:
+            raise ValueError("no deduplicated text to train a tokenizer on: materialize "
+                             "deduplicated first, or configure a tokenizer path")
+        tokenizer = train_byte_level_bpe(iter(texts), vocab_size)
+        data = tokenizer.to_str().encode()
+        report.records_in = len(texts)
+        report.bytes_in = sum(len(t.encode()) for t in texts)
+        report.counts["source"] = "trained byte-level BPE on deduplicated sample"
+    lake.write_bytes(TOKENIZER_KEY, data)
+    report.bytes_out = len(data)
+    report.counts.update(vocab_size=tokenizer.get_vocab_size(),
+                         sha256=hashlib.sha256(data).hexdigest(), eod_token=eod_token(tokenizer))
+    return report.finish()
+
+
+def eod_token(tokenizer: Tokenizer) -> str | None:
+    return next((t for t in EOD_CANDIDATES if tokenizer.token_to_id(t) is not None), None)
+
+
+def load_tokenizer(lake: Lake) -> tuple[Tokenizer, str]:
+    if not lake.exists(TOKENIZER_KEY):
+        raise FileNotFoundError(f"no tokenizer at {lake.uri(TOKENIZER_KEY)}: materialize it first")
+    data = lake.read_bytes(TOKENIZER_KEY)
+    return Tokenizer.from_str(data.decode()), hashlib.sha256(data).hexdigest()
+
+
+def tokenize_shard(
+    lake: Lake, shard: Shard, append_eod: bool = True, batch_docs: int = 1024
+) -> StageReport:
+    source = shard.prefix(DEDUPLICATED)
+    require_committed(lake, source, f"deduplicated {shard}")
+    tokenizer, tokenizer_sha = load_tokenizer(lake)
+    eod_id = _eod_id(tokenizer) if append_eod else None
+    report = StageReport()
+    with PartitionWriter(lake, shard.prefix(TOKENIZED), report) as out:
+        writer = IndexedDatasetWriter(out.open("tokens.bin"), token_dtype(tokenizer.get_vocab_size()))
+        sidecar = out.parquet("provenance.parquet", SIDECAR_SCHEMA)
+        columns = [*SIDECAR_SOURCE_COLUMNS, "text"]
+        for batch in read_batches(lake, f"{source}/docs.parquet", columns, batch_docs):
+            texts = batch.column("text").to_pylist()
+            encodings = tokenizer.encode_batch_fast(texts, add_special_tokens=False)
+            rows = batch.select(SIDECAR_SOURCE_COLUMNS).to_pylist()
+            for row, encoding in zip(rows, encodings, strict=True):
+                ids = encoding.ids
+                start = writer.tokens
+                writer.add_document(np.array(ids + [eod_id] if eod_id is not None else ids))
+                sidecar.write({"doc_index": len(writer.lengths) - 1, **row,
+                               "token_start": start, "token_end": start + len(ids)})
+            report.records_in += batch.num_rows
+            report.bytes_in += sum(len(t.encode()) for t in texts)
+        writer.write_index(out.open("tokens.idx"))
+        report.records_out = len(writer.lengths)
+        report.counts.update(tokens=writer.tokens, tokenizer_sha256=tokenizer_sha,
+                             dtype=str(writer.dtype), eod_id=eod_id)
+    return report
+
+
+def _eod_id(tokenizer: Tokenizer) -> int:
+    token = eod_token(tokenizer)
+    if token is None:
+        raise ValueError(f"tokenizer has none of the end-of-document tokens {EOD_CANDIDATES}; "
+                         "disable append_eod or use a tokenizer that has one")
+    return tokenizer.token_to_id(token)
