@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from dagster import Config
 from pydantic import Field
 
@@ -12,9 +15,21 @@ from tokenmill.filters import default_filters, load_filter
 
 class PluginFilter(Config):
     path: str = Field(description="Dotted path of a filter class or function, e.g. mylab.f.Spam")
-    params: dict[str, float | int | str | bool] = Field(
-        default_factory=dict, description="Keyword arguments for a filter class"
+    params: dict[str, str] = Field(
+        default_factory=dict,
+        description="Keyword arguments for a filter class; values are read as JSON when they "
+        "parse (0.3, true, [1, 2]) and as strings otherwise",
     )
+
+    def kwargs(self) -> dict[str, Any]:
+        return {name: _literal(value) for name, value in self.params.items()}
+
+
+def _literal(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
 
 
 class CleanConfig(Config):
@@ -32,7 +47,7 @@ class CleanConfig(Config):
 
     def settings(self) -> CleanSettings:
         filters = [f for f in default_filters() if f.name not in self.skip_filters]
-        filters += [load_filter(p.path, dict(p.params)) for p in self.plugin_filters]
+        filters += [load_filter(p.path, p.kwargs()) for p in self.plugin_filters]
         return CleanSettings(
             keep_languages=tuple(self.keep_languages),
             min_language_score=self.min_language_score,
@@ -55,14 +70,20 @@ class DedupConfig(Config):
     )
 
     def settings(self) -> DedupSettings:
-        return DedupSettings(ngram=self.ngram, bands=self.bands, rows=self.rows,
-                             threshold=self.threshold, survivor=self.survivor)
+        return DedupSettings(
+            ngram=self.ngram,
+            bands=self.bands,
+            rows=self.rows,
+            threshold=self.threshold,
+            survivor=self.survivor,
+        )
 
 
 class TokenizerConfig(Config):
     path: str | None = Field(
-        default=None, description="tokenizer.json to use (local path or s3:// URI); "
-        "if unset, a byte-level BPE is trained on deduplicated text"
+        default=None,
+        description="tokenizer.json to use (local path or s3:// URI); "
+        "if unset, a byte-level BPE is trained on deduplicated text",
     )
     vocab_size: int = Field(default=16384, description="Vocabulary size when training")
     sample_mb: int = Field(default=64, description="Text to train on, in MB")

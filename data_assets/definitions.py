@@ -23,7 +23,9 @@ def lake_resource() -> LakeResource:
     if os.environ.get("TOKENMILL_LAKE_URL"):
         return LakeResource(
             url=EnvVar("TOKENMILL_LAKE_URL"),
-            endpoint_url=EnvVar("TOKENMILL_S3_ENDPOINT") if os.environ.get("TOKENMILL_S3_ENDPOINT") else None,
+            endpoint_url=EnvVar("TOKENMILL_S3_ENDPOINT")
+            if os.environ.get("TOKENMILL_S3_ENDPOINT")
+            else None,
         )
     return LakeResource(url=str(DEFAULT_LAKE))
 

@@ -19,10 +19,17 @@ dedup_crawl_job = define_asset_job(
     description="Cluster the duplicates of one crawl over all its shards.",
 )
 tokenizer_job = define_asset_job("build_tokenizer", selection=["tokenizer"])
-finish_shard_job = define_asset_job(
-    "finish_shard",
-    selection=["deduplicated", "tokenized_shards"],
+dedup_shard_job = define_asset_job(
+    "dedup_shard",
+    selection=["deduplicated"],
     partitions_def=shard_partitions,
-    description="Remove the crawl's duplicates from one shard and tokenize it.",
+    description="Remove the crawl's duplicates from one shard.",
 )
-ALL_JOBS = [ingest_shard_job, dedup_crawl_job, tokenizer_job, finish_shard_job]
+tokenize_shard_job = define_asset_job(
+    "tokenize_shard",
+    selection=["tokenized_shards"],
+    partitions_def=shard_partitions,
+    description="Tokenize one deduplicated shard into a Megatron indexed dataset.",
+)
+# In dependency order: the tokenizer trains on deduplicated text, shards need the tokenizer.
+ALL_JOBS = [ingest_shard_job, dedup_crawl_job, dedup_shard_job, tokenizer_job, tokenize_shard_job]

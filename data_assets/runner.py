@@ -17,8 +17,13 @@ from tokenmill.shards import Shard, register_new_files, registered_crawls, regis
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 STAGE_ASSETS = [
-    "raw_crawl", "cleaned", "dedup_signatures", "dedup_clusters", "deduplicated",
-    "tokenizer", "tokenized_shards",
+    "raw_crawl",
+    "cleaned",
+    "dedup_signatures",
+    "dedup_clusters",
+    "deduplicated",
+    "tokenizer",
+    "tokenized_shards",
 ]
 
 
@@ -32,7 +37,9 @@ def local_instance() -> DagsterInstance:
     return DagsterInstance.get()
 
 
-def register(instance: DagsterInstance, lake: Lake, crawl: str, files_per_shard: int) -> list[Shard]:
+def register(
+    instance: DagsterInstance, lake: Lake, crawl: str, files_per_shard: int
+) -> list[Shard]:
     """Group newly landed files of a crawl into shards and add them as partitions."""
     new = register_new_files(lake, crawl, files_per_shard)
     sync_partitions(instance, lake)
@@ -76,8 +83,9 @@ def materialize_all(instance: DagsterInstance, lake: Lake, workers: int = 2) -> 
     phases = [
         [("ingest_shard", key) for key in shards],
         [("dedup_crawl", crawl) for crawl in crawls],
+        [("dedup_shard", key) for key in shards],
         [("build_tokenizer", None)],
-        [("finish_shard", key) for key in shards],
+        [("tokenize_shard", key) for key in shards],
     ]
     outcomes: list[RunOutcome] = []
     context = multiprocessing.get_context("spawn")
@@ -94,6 +102,5 @@ def materialize_all(instance: DagsterInstance, lake: Lake, workers: int = 2) -> 
 
 def materialized_partitions(instance: DagsterInstance) -> dict[str, set[str]]:
     return {
-        name: set(instance.get_materialized_partitions(AssetKey(name)))
-        for name in STAGE_ASSETS
+        name: set(instance.get_materialized_partitions(AssetKey(name))) for name in STAGE_ASSETS
     }

@@ -25,7 +25,9 @@ from tokenmill.warc import UnusableInputError
 
 # Transient faults (object store, network, preempted node) get retried with backoff; bad input
 # and missing upstream partitions fail at once, see `run_stage`.
-STAGE_RETRY = RetryPolicy(max_retries=3, delay=5, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS)
+STAGE_RETRY = RetryPolicy(
+    max_retries=3, delay=5, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS
+)
 PERMANENT_ERRORS = (UnusableInputError, MissingInputError, LakeKeyError, ValueError)
 
 
@@ -74,9 +76,7 @@ def stage_result(
 
 def _preview_table(rows: list[dict]) -> MetadataValue:
     columns = list(rows[0])
-    records = [
-        TableRecord({c: _cell(row.get(c)) for c in columns}) for row in rows
-    ]
+    records = [TableRecord({c: _cell(row.get(c)) for c in columns}) for row in rows]
     schema = TableSchema(columns=[TableColumn(c, "string") for c in columns])
     return MetadataValue.table(records, schema)
 

@@ -1,8 +1,6 @@
 """The dataset stages as partitioned assets. Each one hands its partition to the processing
 core (`tokenmill`) and reports what it did; nothing here touches data itself."""
 
-from __future__ import annotations
-
 from dagster import AssetCheckSpec, AssetDep, AssetExecutionContext, MaterializeResult, asset
 
 from data_assets.config import CleanConfig, DedupConfig, TokenizeConfig, TokenizerConfig
@@ -57,7 +55,9 @@ def cleaned(
     data, shard = lake.get_lake(), shard_from_key(context.partition_key)
     report = run_stage(lambda: clean_shard(data, shard, config.settings()))
     verdict = verify.provenance_resolves(data, shard)
-    return stage_result(report, data, shard.prefix(CLEANED), [check("provenance_resolves", verdict)])
+    return stage_result(
+        report, data, shard.prefix(CLEANED), [check("provenance_resolves", verdict)]
+    )
 
 
 @asset(
@@ -105,8 +105,9 @@ def deduplicated(context: AssetExecutionContext, lake: LakeResource) -> Material
     data, shard = lake.get_lake(), shard_from_key(context.partition_key)
     report = run_stage(lambda: filter_shard(data, shard))
     verdict = verify.no_exact_duplicates(data, shard)
-    return stage_result(report, data, shard.prefix(DEDUPLICATED),
-                        [check("no_exact_duplicates", verdict)])
+    return stage_result(
+        report, data, shard.prefix(DEDUPLICATED), [check("no_exact_duplicates", verdict)]
+    )
 
 
 @asset(
@@ -140,5 +141,6 @@ def tokenized_shards(
     data, shard = lake.get_lake(), shard_from_key(context.partition_key)
     report = run_stage(lambda: tokenize_shard(data, shard, config.append_eod))
     verdict = verify.shard_is_consistent(data, shard)
-    return stage_result(report, data, shard.prefix(TOKENIZED),
-                        [check("shard_is_consistent", verdict)])
+    return stage_result(
+        report, data, shard.prefix(TOKENIZED), [check("shard_is_consistent", verdict)]
+    )

@@ -112,7 +112,8 @@ def test_real_warc_files(shared):
     with open(shared / "corpora/warc/truncated-record.warc.gz", "rb") as f:
         records = list(iter_records(f))
     assert [r.reason for r in records] == ["truncated_gzip"]
-    with pytest.raises(UnusableInputError, match="ARC"), open(
-        shared / "corpora/warc/aut-2008-heritrix.arc.gz", "rb"
-    ) as f:
+    with (
+        pytest.raises(UnusableInputError, match="ARC"),
+        open(shared / "corpora/warc/aut-2008-heritrix.arc.gz", "rb") as f,
+    ):
         list(iter_records(f, name="aut-2008-heritrix.arc.gz"))

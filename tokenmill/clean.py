@@ -44,8 +44,7 @@ DOC_SCHEMA = pa.schema(
     ]
 )
 REJECTED_SCHEMA = pa.schema(
-    PROVENANCE_FIELDS
-    + [("filter", pa.string()), ("reason", pa.string()), ("text", pa.string())]
+    PROVENANCE_FIELDS + [("filter", pa.string()), ("reason", pa.string()), ("text", pa.string())]
 )
 
 
@@ -107,8 +106,12 @@ def clean_shard(lake: Lake, shard: Shard, settings: CleanSettings | None = None)
                 dropped.with_columns(pl.col("text").str.slice(0, REJECTED_TEXT_CHARS)).to_arrow()
             )
             report.records_out += kept.height
-            report.add_preview(kept.select("doc_id", "url", "language", "text").head(5)
-                               .with_columns(pl.col("text").str.slice(0, 200)).to_dicts())
+            report.add_preview(
+                kept.select("doc_id", "url", "language", "text")
+                .head(5)
+                .with_columns(pl.col("text").str.slice(0, 200))
+                .to_dicts()
+            )
         report.counts["filter_drop_rates"] = {
             reason: round(count / max(report.records_in, 1), 4)
             for reason, count in report.dropped.items()
@@ -134,12 +137,23 @@ def _documents(
                 extracted = _extract(record, settings)
                 if isinstance(extracted, Skip):
                     report.drop(f"extract:{extracted.reason}")
-                    rejected.write({**provenance, "filter": f"extract:{extracted.reason}",
-                                    "reason": extracted.detail, "text": None})
+                    rejected.write(
+                        {
+                            **provenance,
+                            "filter": f"extract:{extracted.reason}",
+                            "reason": extracted.detail,
+                            "text": None,
+                        }
+                    )
                     continue
                 language, score = identify(extracted.text)
-                yield {**provenance, "charset": extracted.charset, "language": language,
-                       "language_score": score, "text": extracted.text}
+                yield {
+                    **provenance,
+                    "charset": extracted.charset,
+                    "language": language,
+                    "language_score": score,
+                    "text": extracted.text,
+                }
 
 
 def _extract(record: WarcRecord, settings: CleanSettings) -> Extracted | Skip:

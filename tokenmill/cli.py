@@ -33,8 +33,9 @@ def land_demo_crawl(lake: Lake, crawl: str, files: int, pages_per_file: int, see
         return lake.read_json(truth_key)
     with tempfile.TemporaryDirectory() as scratch:
         warc_dir, truth_path = Path(scratch, "warc"), Path(scratch, "truth.json")
-        generate_demo_crawl(warc_dir, truth_path, crawl=crawl, files=files,
-                            pages_per_file=pages_per_file, seed=seed)
+        generate_demo_crawl(
+            warc_dir, truth_path, crawl=crawl, files=files, pages_per_file=pages_per_file, seed=seed
+        )
         for path in sorted(warc_dir.iterdir()):
             lake.put_file(f"{LANDING}/{crawl}/{path.name}", path)
         truth = json.loads(truth_path.read_text()) | {"params": params}
@@ -46,8 +47,10 @@ def cmd_demo(args: argparse.Namespace) -> None:
     lake = default_lake()
     started = time.perf_counter()
     truth = land_demo_crawl(lake, args.crawl, args.files, args.pages_per_file, args.seed)
-    print(f"demo crawl {args.crawl}: {len(truth['pages'])} pages in {len(truth['files'])} "
-          f"WARC files at {lake.uri(f'{LANDING}/{args.crawl}')}")
+    print(
+        f"demo crawl {args.crawl}: {len(truth['pages'])} pages in {len(truth['files'])} "
+        f"WARC files at {lake.uri(f'{LANDING}/{args.crawl}')}"
+    )
     _register_and_run(lake, [args.crawl], args.files_per_shard, args.workers)
     print(f"\nfinished in {time.perf_counter() - started:.0f} s")
 
@@ -92,8 +95,10 @@ def cmd_summary(args: argparse.Namespace) -> None:
 
 def cmd_trace(args: argparse.Namespace) -> None:
     found = trace_token(default_lake(), Shard(args.crawl, args.shard), args.position)
-    print(f"token {found['position']} = {found['token']!r} (id {found['token_id']})"
-          + (" [end of document]" if found["is_end_of_document"] else ""))
+    print(
+        f"token {found['position']} = {found['token']!r} (id {found['token_id']})"
+        + (" [end of document]" if found["is_end_of_document"] else "")
+    )
     for field in ("url", "crawl", "source_file", "record_id", "record_offset", "doc_id"):
         print(f"  {field:14} {found[field]}")
     print(f"  {'context':14} …{found['before']}[[{found['text']}]]{found['after']}…")

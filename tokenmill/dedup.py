@@ -96,8 +96,11 @@ def compute_signatures(lake: Lake, shard: Shard, settings: DedupSettings) -> Sta
             texts = batch.column("text").to_pylist()
             band_values = band_hashes(hasher.signatures(texts), bands, rows)
             table = pa.table(
-                {"doc_id": batch.column("doc_id"), "warc_date": batch.column("warc_date"),
-                 "exact_hash": content_hashes(texts)}
+                {
+                    "doc_id": batch.column("doc_id"),
+                    "warc_date": batch.column("warc_date"),
+                    "exact_hash": content_hashes(texts),
+                }
                 | {band_column(b): band_values[:, b] for b in range(bands)}
             )
             sink.write_table(table)
@@ -113,8 +116,10 @@ def compute_clusters(lake: Lake, crawl: str, settings: DedupSettings) -> StageRe
     markers = {s: _signature_marker(lake, s) for s in shards}
     params = {str(s): markers[s]["counts"]["params"] for s in shards}
     if len({repr(p) for p in params.values()}) > 1:
-        raise ValueError(f"shards of {crawl} have signatures with different parameters "
-                         f"{params}; rematerialize signatures for the whole crawl")
+        raise ValueError(
+            f"shards of {crawl} have signatures with different parameters "
+            f"{params}; rematerialize signatures for the whole crawl"
+        )
     bands = next(iter(params.values()))["bands"] if params else 0
     keys = [f"{s.prefix(SIGNATURES)}/signatures.parquet" for s in shards]
     sizes = [markers[s]["outputs"]["signatures.parquet"]["rows"] for s in shards]
@@ -135,8 +140,13 @@ def compute_clusters(lake: Lake, crawl: str, settings: DedupSettings) -> StageRe
     exact = column("exact_hash")
     is_exact = exact[removed] == exact[survivors[removed]]
     shard_of = np.repeat(np.array([s.shard for s in shards], dtype=object), sizes)
-    doc_ids = np.concatenate([read_column(lake, k, "doc_id").to_numpy(zero_copy_only=False)
-                              for k in keys]) if keys else np.zeros(0, object)
+    doc_ids = (
+        np.concatenate(
+            [read_column(lake, k, "doc_id").to_numpy(zero_copy_only=False) for k in keys]
+        )
+        if keys
+        else np.zeros(0, object)
+    )
     report = StageReport(records_in=n_docs, records_out=n_docs - len(removed))
     report.drop("exact_duplicate", int(is_exact.sum()))
     report.drop("near_duplicate", int((~is_exact).sum()))
@@ -149,8 +159,10 @@ def compute_clusters(lake: Lake, crawl: str, settings: DedupSettings) -> StageRe
         survivor_ids = doc_ids[survivors[removed]]
         table = pa.table(
             {
-                "shard": shard_of[removed], "doc_id": doc_ids[removed],
-                "cluster_id": survivor_ids, "survivor_shard": shard_of[survivors[removed]],
+                "shard": shard_of[removed],
+                "doc_id": doc_ids[removed],
+                "cluster_id": survivor_ids,
+                "survivor_shard": shard_of[survivors[removed]],
                 "survivor_doc_id": survivor_ids,
                 "reason": np.where(is_exact, "exact_duplicate", "near_duplicate"),
             },
@@ -188,8 +200,9 @@ def filter_shard(lake: Lake, shard: Shard) -> StageReport:
         for batch in read_batches(lake, f"{source}/docs.parquet"):
             frame = pl.from_arrow(pa.Table.from_batches([batch]))
             kept = frame.join(removed, on="doc_id", how="anti", maintain_order="left")
-            dropped = frame.drop("text").join(removed, on="doc_id", how="inner",
-                                              maintain_order="left")
+            dropped = frame.drop("text").join(
+                removed, on="doc_id", how="inner", maintain_order="left"
+            )
             docs.write_table(kept.to_arrow())
             removed_docs.write_table(dropped.to_arrow())
             report.records_in += frame.height

@@ -74,16 +74,26 @@ def land_shard(
                         bad += 1
                         report.drop(record.reason)
                         quarantine.write(
-                            {"file": name, "offset": record.offset, "length": record.length,
-                             "reason": record.reason, "detail": record.detail, "raw": record.raw}
+                            {
+                                "file": name,
+                                "offset": record.offset,
+                                "length": record.length,
+                                "reason": record.reason,
+                                "detail": record.detail,
+                                "raw": record.raw,
+                            }
                         )
                         continue
                     records += 1
                     by_type[record.type] = by_type.get(record.type, 0) + 1
                     row = {
-                        "file": name, "record_id": record.record_id, "type": record.type,
-                        "uri": record.target_uri, "date": record.date,
-                        "offset": record.offset, "length": record.length,
+                        "file": name,
+                        "record_id": record.record_id,
+                        "type": record.type,
+                        "uri": record.target_uri,
+                        "date": record.date,
+                        "offset": record.offset,
+                        "length": record.length,
                     }
                     index.write(row)
                     if record.type == "response":
@@ -94,8 +104,10 @@ def land_shard(
             report.records_out += records
             report.bytes_in += reader.bytes
             file_stats[name] = {
-                "bytes": reader.bytes, "sha256": reader.sha256.hexdigest(),
-                "records": records, "bad_records": bad,
+                "bytes": reader.bytes,
+                "sha256": reader.sha256.hexdigest(),
+                "records": records,
+                "bad_records": bad,
             }
         report.counts = {"files": len(files), "records_by_type": by_type, "file_stats": file_stats}
     return report

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 from urllib.parse import urlparse
@@ -76,7 +76,9 @@ class Lake:
             root = f"{parsed.netloc}{parsed.path}".rstrip("/")
             return cls(pafs.S3FileSystem(**options), root, url)
         if parsed.scheme not in ("", "file"):
-            raise ValueError(f"unsupported lake URL {url!r} (use a directory or s3://bucket/prefix)")
+            raise ValueError(
+                f"unsupported lake URL {url!r} (use a directory or s3://bucket/prefix)"
+            )
         directory = Path(parsed.path if parsed.scheme == "file" else url).resolve()
         directory.mkdir(parents=True, exist_ok=True)
         return cls(pafs.LocalFileSystem(), str(directory), str(directory))
@@ -112,7 +114,9 @@ class Lake:
 
     def list(self, prefix: str) -> list[str]:
         """Committed object keys under a prefix, sorted; temporary files are never listed."""
-        selector = pafs.FileSelector(self.path(prefix.rstrip("/")), allow_not_found=True, recursive=True)
+        selector = pafs.FileSelector(
+            self.path(prefix.rstrip("/")), allow_not_found=True, recursive=True
+        )
         keys = [
             info.path[len(self.root) + 1 :]
             for info in self.fs.get_file_info(selector)
@@ -154,10 +158,8 @@ class Lake:
                 shutil.copyfileobj(src, dst, length=8 << 20)
             self.fs.copy_file(staging, final)
         finally:
-            try:
+            with suppress(FileNotFoundError, OSError):
                 self.fs.delete_file(staging)
-            except (FileNotFoundError, OSError):
-                pass
 
     def write_bytes(self, key: str, data: bytes) -> None:
         with self.writing(key) as f:
@@ -171,10 +173,8 @@ class Lake:
             shutil.copyfileobj(src, f, length=8 << 20)
 
     def delete(self, key: str) -> None:
-        try:
+        with suppress(FileNotFoundError):
             self.fs.delete_file(self.path(key))
-        except FileNotFoundError:
-            pass
 
     def delete_prefix(self, prefix: str) -> None:
         for key in self.list(prefix):

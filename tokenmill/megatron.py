@@ -17,8 +17,13 @@ import numpy as np
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
 DTYPE_CODES = {
-    np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4,
-    np.dtype(np.int64): 5, np.dtype(np.float64): 6, np.dtype(np.float32): 7,
+    np.dtype(np.uint8): 1,
+    np.dtype(np.int8): 2,
+    np.dtype(np.int16): 3,
+    np.dtype(np.int32): 4,
+    np.dtype(np.int64): 5,
+    np.dtype(np.float64): 6,
+    np.dtype(np.float32): 7,
     np.dtype(np.uint16): 8,
 }
 CODE_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
@@ -43,7 +48,9 @@ class IndexedDatasetWriter:
         self.tokens += len(tokens)
 
     def write_index(self, idx_file: IO[bytes]) -> None:
-        lengths = np.frombuffer(self.lengths, dtype=np.int32) if self.lengths else np.zeros(0, "<i4")
+        lengths = (
+            np.frombuffer(self.lengths, dtype=np.int32) if self.lengths else np.zeros(0, "<i4")
+        )
         pointers = np.zeros(len(lengths), dtype="<i8")
         np.cumsum(lengths[:-1] * self.dtype.itemsize, out=pointers[1:])
         count = len(lengths)

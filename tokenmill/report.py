@@ -16,8 +16,11 @@ from tokenmill.shards import Shard, crawl_prefix, registered_crawls, registered_
 from tokenmill.tokenize import TOKENIZED, load_tokenizer
 
 SHARD_STAGES = [
-    ("raw_crawl", RAW), ("cleaned", CLEANED), ("dedup_signatures", SIGNATURES),
-    ("deduplicated", DEDUPLICATED), ("tokenized_shards", TOKENIZED),
+    ("raw_crawl", RAW),
+    ("cleaned", CLEANED),
+    ("dedup_signatures", SIGNATURES),
+    ("deduplicated", DEDUPLICATED),
+    ("tokenized_shards", TOKENIZED),
 ]
 
 
@@ -34,8 +37,15 @@ def stage_rows(lake: Lake) -> list[dict]:
 
 
 def _row(lake: Lake, name: str, prefixes: list[str]) -> dict:
-    row = {"stage": name, "partitions": f"0/{len(prefixes)}", "docs_in": 0, "docs_out": 0,
-           "dropped": 0, "tokens": 0, "mb_out": 0.0}
+    row = {
+        "stage": name,
+        "partitions": f"0/{len(prefixes)}",
+        "docs_in": 0,
+        "docs_out": 0,
+        "dropped": 0,
+        "tokens": 0,
+        "mb_out": 0.0,
+    }
     done = 0
     for prefix in prefixes:
         if not is_committed(lake, prefix):
@@ -55,10 +65,19 @@ def _row(lake: Lake, name: str, prefixes: list[str]) -> dict:
 def format_table(rows: list[dict]) -> str:
     columns = list(rows[0])
     widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
-    lines = [" | ".join(c.ljust(widths[c]) for c in columns),
-             "-+-".join("-" * widths[c] for c in columns)]
-    lines += [" | ".join(str(r[c]).rjust(widths[c]) if isinstance(r[c], int | float)
-                         else str(r[c]).ljust(widths[c]) for c in columns) for r in rows]
+    lines = [
+        " | ".join(c.ljust(widths[c]) for c in columns),
+        "-+-".join("-" * widths[c] for c in columns),
+    ]
+    lines += [
+        " | ".join(
+            str(r[c]).rjust(widths[c])
+            if isinstance(r[c], int | float)
+            else str(r[c]).ljust(widths[c])
+            for c in columns
+        )
+        for r in rows
+    ]
     return "\n".join(lines)
 
 

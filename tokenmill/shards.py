@@ -50,7 +50,8 @@ def shard_name(index: int) -> str:
 
 def landing_files(lake: Lake, crawl: str) -> list[str]:
     return [
-        key for key in lake.list(f"{LANDING}/{check_key_part(crawl)}")
+        key
+        for key in lake.list(f"{LANDING}/{check_key_part(crawl)}")
         if key.endswith(WARC_SUFFIXES)
     ]
 

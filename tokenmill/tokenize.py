@@ -1,4 +1,4 @@
-"""tokenizer and tokenized_shards: documents to Megatron indexed datasets with a provenance sidecar."""
+"""tokenizer and tokenized_shards: documents to Megatron indexed datasets with provenance."""
 
 from __future__ import annotations
 
@@ -88,8 +88,10 @@ def build_tokenizer(
     else:
         texts = list(sample_texts(lake, sample_bytes))
         if not texts:
-            raise ValueError("no deduplicated text to train a tokenizer on: materialize "
-                             "deduplicated first, or configure a tokenizer path")
+            raise ValueError(
+                "no deduplicated text to train a tokenizer on: materialize "
+                "deduplicated first, or configure a tokenizer path"
+            )
         tokenizer = train_byte_level_bpe(iter(texts), vocab_size)
         data = tokenizer.to_str().encode()
         report.records_in = len(texts)
@@ -97,8 +99,11 @@ def build_tokenizer(
         report.counts["source"] = "trained byte-level BPE on deduplicated sample"
     lake.write_bytes(TOKENIZER_KEY, data)
     report.bytes_out = len(data)
-    report.counts.update(vocab_size=tokenizer.get_vocab_size(),
-                         sha256=hashlib.sha256(data).hexdigest(), eod_token=eod_token(tokenizer))
+    report.counts.update(
+        vocab_size=tokenizer.get_vocab_size(),
+        sha256=hashlib.sha256(data).hexdigest(),
+        eod_token=eod_token(tokenizer),
+    )
     return report.finish()
 
 
@@ -122,7 +127,9 @@ def tokenize_shard(
     eod_id = _eod_id(tokenizer) if append_eod else None
     report = StageReport()
     with PartitionWriter(lake, shard.prefix(TOKENIZED), report) as out:
-        writer = IndexedDatasetWriter(out.open("tokens.bin"), token_dtype(tokenizer.get_vocab_size()))
+        writer = IndexedDatasetWriter(
+            out.open("tokens.bin"), token_dtype(tokenizer.get_vocab_size())
+        )
         sidecar = out.parquet("provenance.parquet", SIDECAR_SCHEMA)
         columns = [*SIDECAR_SOURCE_COLUMNS, "text"]
         for batch in read_batches(lake, f"{source}/docs.parquet", columns, batch_docs):
@@ -133,20 +140,32 @@ def tokenize_shard(
                 ids = encoding.ids
                 start = writer.tokens
                 writer.add_document(np.array(ids + [eod_id] if eod_id is not None else ids))
-                sidecar.write({"doc_index": len(writer.lengths) - 1, **row,
-                               "token_start": start, "token_end": start + len(ids)})
+                sidecar.write(
+                    {
+                        "doc_index": len(writer.lengths) - 1,
+                        **row,
+                        "token_start": start,
+                        "token_end": start + len(ids),
+                    }
+                )
             report.records_in += batch.num_rows
             report.bytes_in += sum(len(t.encode()) for t in texts)
         writer.write_index(out.open("tokens.idx"))
         report.records_out = len(writer.lengths)
-        report.counts.update(tokens=writer.tokens, tokenizer_sha256=tokenizer_sha,
-                             dtype=str(writer.dtype), eod_id=eod_id)
+        report.counts.update(
+            tokens=writer.tokens,
+            tokenizer_sha256=tokenizer_sha,
+            dtype=str(writer.dtype),
+            eod_id=eod_id,
+        )
     return report
 
 
 def _eod_id(tokenizer: Tokenizer) -> int:
     token = eod_token(tokenizer)
     if token is None:
-        raise ValueError(f"tokenizer has none of the end-of-document tokens {EOD_CANDIDATES}; "
-                         "disable append_eod or use a tokenizer that has one")
+        raise ValueError(
+            f"tokenizer has none of the end-of-document tokens {EOD_CANDIDATES}; "
+            "disable append_eod or use a tokenizer that has one"
+        )
     return tokenizer.token_to_id(token)

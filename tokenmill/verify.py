@@ -34,9 +34,12 @@ def bad_record_rate(lake: Lake, shard: Shard, max_rate: float) -> Verdict:
     summary = require_committed(lake, shard.prefix(RAW), f"raw_crawl {shard}")
     bad = summary["records_in"] - summary["records_out"]
     rate = bad / max(summary["records_in"], 1)
-    return Verdict(rate <= max_rate, f"{bad} of {summary['records_in']} records unreadable "
-                   f"({rate:.2%}, limit {max_rate:.2%}); kept aside in quarantine.parquet",
-                   {"bad_records": bad, "bad_record_rate": rate})
+    return Verdict(
+        rate <= max_rate,
+        f"{bad} of {summary['records_in']} records unreadable "
+        f"({rate:.2%}, limit {max_rate:.2%}); kept aside in quarantine.parquet",
+        {"bad_records": bad, "bad_record_rate": rate},
+    )
 
 
 def provenance_resolves(lake: Lake, shard: Shard) -> Verdict:
@@ -45,21 +48,29 @@ def provenance_resolves(lake: Lake, shard: Shard) -> Verdict:
     index = index.filter(pl.col("type") == "response").select(
         source_file=pl.format("{}/{}", pl.lit(shard.prefix(RAW)), "file"), record_offset="offset"
     )
-    docs = _table(lake, f"{shard.prefix(CLEANED)}/docs.parquet",
-                  ["doc_id", "source_file", "record_offset"])
+    docs = _table(
+        lake, f"{shard.prefix(CLEANED)}/docs.parquet", ["doc_id", "source_file", "record_offset"]
+    )
     orphans = docs.join(index, on=["source_file", "record_offset"], how="anti")
-    return Verdict(orphans.is_empty(), f"{orphans.height} of {docs.height} documents do not "
-                   "resolve to a raw WARC record", {"orphans": orphans.height, "docs": docs.height})
+    return Verdict(
+        orphans.is_empty(),
+        f"{orphans.height} of {docs.height} documents do not resolve to a raw WARC record",
+        {"orphans": orphans.height, "docs": docs.height},
+    )
 
 
 def no_exact_duplicates(lake: Lake, shard: Shard) -> Verdict:
-    hashes = [content_hashes(batch.column("text").to_pylist())
-              for batch in read_batches(lake, f"{shard.prefix(DEDUPLICATED)}/docs.parquet",
-                                        ["text"])]
+    hashes = [
+        content_hashes(batch.column("text").to_pylist())
+        for batch in read_batches(lake, f"{shard.prefix(DEDUPLICATED)}/docs.parquet", ["text"])
+    ]
     values = pl.Series([h for chunk in hashes for h in chunk.tolist()], dtype=pl.UInt64)
     repeated = values.len() - values.n_unique()
-    return Verdict(repeated == 0, f"{repeated} documents repeat another's normalized content",
-                   {"repeated": repeated})
+    return Verdict(
+        repeated == 0,
+        f"{repeated} documents repeat another's normalized content",
+        {"repeated": repeated},
+    )
 
 
 def shard_is_consistent(lake: Lake, shard: Shard) -> Verdict:
@@ -76,5 +87,8 @@ def shard_is_consistent(lake: Lake, shard: Shard) -> Verdict:
         problems.append(f".bin has {actual} bytes, .idx describes {expected}")
     if sidecar.height != len(dataset):
         problems.append(f"sidecar has {sidecar.height} rows for {len(dataset)} documents")
-    return Verdict(not problems, "; ".join(problems) or "index, tokens and sidecar agree",
-                   {"documents": len(dataset), "tokens": int(dataset.lengths.sum())})
+    return Verdict(
+        not problems,
+        "; ".join(problems) or "index, tokens and sidecar agree",
+        {"documents": len(dataset), "tokens": int(dataset.lengths.sum())},
+    )

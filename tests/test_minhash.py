@@ -1,0 +1,227 @@
+import random
+import unicodedata
+
+import datasketch
+import numpy as np
+import pytest
+
+from tokenmill.minhash import (
+    _MAPPED_RANGES,
+    MinHasher,
+    _code_point_table,
+    _table_entry,
+    band_hashes,
+    content_hashes,
+    normalize,
+    normalize_batch,
+    optimal_bands_rows,
+    shingle_hash32,
+    shingle_hash64,
+    shingles,
+)
+
+EDGE_CASES = [
+    "",
+    "   \n\t ",
+    "!!! ... ???",
+    "one",
+    "two words",
+    "a b c d",
+    "a b c d e",
+    "a b c d e f",
+    "the cat the cat the cat the cat the cat the cat",  # repeated shingles
+    "Ünïcödé ＦＵＬＬＷＩＤＴＨ ΟΔΟΣ Σίσυφος ﬁne İstanbul",
+    "日本語のテキスト、句読点。한국어 텍스트 ㅎㅎ",
+    "Русский текст — с тире «и кавычками»",
+    "soft\xadhyphen zero\u200bwidth \ufeffbom",
+    "no\xa0break\u2009thin…ellipsis",
+    "lone \ud800 surrogate",
+    "e\u0301 cafe\u0301\n\u0301leading mark",
+    "emoji 🙂🙂 and symbols $5 + 3 = 8 ©",
+    "tab\tnew\nline\r\n  trailing. ",
+]
+
+
+def random_texts(count: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    alphabet = "abcdefghijklmnopqrstuvwxyzéßøçΣσαβЖжж日本ㅎ한"
+    vocab = ["".join(rng.choices(alphabet, k=rng.randint(1, 9))) for _ in range(300)]
+    punctuation = [" ", " ", " ", ", ", ". ", "\n", " - ", "  ", "\xa0", "! "]
+    texts = []
+    for _ in range(count):
+        words = rng.choices(vocab, k=rng.randint(0, 120))
+        pieces = [w.upper() if rng.random() < 0.1 else w for w in words]
+        texts.append("".join(p + rng.choice(punctuation) for p in pieces))
+    return texts
+
+
+def reference_normalize(text: str) -> str:
+    """Character-by-character statement of the normalization contract."""
+
+    def mapped(char: str) -> str:
+        category = unicodedata.category(char)
+        if category[0] in "PSZ" or category in ("Cc", "Cs") or char.isspace():
+            return " "
+        return "" if category == "Cf" else char
+
+    lowered = unicodedata.normalize("NFKC", text).lower()
+    return " ".join(word for word in "".join(map(mapped, lowered)).split(" ") if word)
+
+
+def datasketch_signature(hasher: MinHasher, text: str) -> np.ndarray:
+    minhash = datasketch.MinHash(
+        num_perm=hasher.num_perm, seed=hasher.seed, scheme=hasher.scheme, hashfunc=hasher.hashfunc
+    )
+    minhash.update_batch([shingle.encode("utf-8") for shingle in shingles(text, hasher.ngram)])
+    return minhash.hashvalues
+
+
+@pytest.mark.parametrize("text", EDGE_CASES + random_texts(50))
+def test_normalize_matches_character_reference(text):
+    assert normalize(text) == reference_normalize(text)
+
+
+def test_normalize_examples():
+    assert normalize("  Hello,World!  It's\tFINE…\n") == "hello world it s fine"
+    assert normalize("ＡＢＣ ﬁ") == "abc fi"
+    assert normalize("ΟΔΟΣ") == "οδος"
+    assert normalize("soft\xadhyphen") == "softhyphen"
+    assert normalize("") == normalize(" . ") == ""
+
+
+def test_normalize_batch_equals_single():
+    texts = EDGE_CASES + random_texts(30, seed=1)
+    assert normalize_batch(texts) == [normalize(text) for text in texts]
+    assert normalize_batch([None]) == [""]
+
+
+def test_shingles_edge_cases():
+    assert shingles("") == []
+    assert shingles(" ,. ") == []
+    assert shingles("One") == ["one"]
+    assert shingles("a b c", ngram=5) == ["a b c"]
+    assert shingles("a b c d e f", ngram=5) == ["a b c d e", "b c d e f"]
+    assert shingles("x x x x x x", ngram=5) == ["x x x x x", "x x x x x"]
+
+
+def test_shingle_hashes_are_functions_of_bytes():
+    assert shingle_hash32(b"abc") == shingle_hash64(b"abc") >> 32
+    assert shingle_hash64(b"a") != shingle_hash64(b"\x00a")
+    assert 0 <= shingle_hash32("été".encode()) < 2**32
+
+
+@pytest.mark.parametrize(
+    ("num_perm", "ngram", "seed", "scheme"),
+    [
+        (112, 5, 1, "affine32"),
+        (64, 3, 42, "affine32"),
+        (128, 1, 7, "affine32"),
+        (112, 5, 1, "affine64"),
+        (48, 2, 3, "affine64"),
+        (112, 5, 1, "legacy"),
+        (32, 4, 99, "legacy"),
+    ],
+)
+def test_signatures_equal_datasketch(num_perm, ngram, seed, scheme):
+    hasher = MinHasher(num_perm=num_perm, ngram=ngram, seed=seed, scheme=scheme)
+    texts = EDGE_CASES + random_texts(40, seed=seed)
+    signatures = hasher.signatures(texts)
+    assert signatures.shape == (len(texts), num_perm)
+    for text, signature in zip(texts, signatures, strict=True):
+        expected = datasketch_signature(hasher, text)
+        assert signature.dtype == expected.dtype
+        np.testing.assert_array_equal(signature, expected, err_msg=repr(text))
+
+
+def test_signatures_independent_of_batching():
+    texts = random_texts(60, seed=5) + EDGE_CASES
+    expected = MinHasher().signatures(texts)
+    small = MinHasher()
+    small.docs_per_batch = 7
+    small.permutation_block = 112 * 13  # 13 shingles per block: documents straddle blocks
+    np.testing.assert_array_equal(small.signatures(texts), expected)
+
+
+def test_empty_document_has_all_max_signature():
+    for scheme, maximum in [
+        ("affine32", 2**32 - 1),
+        ("affine64", 2**64 - 1),
+        ("legacy", 2**32 - 1),
+    ]:
+        signature = MinHasher(scheme=scheme).signatures(["", "text"])[0]
+        assert (signature == maximum).all()
+
+
+def test_signatures_accept_arrow_arrays():
+    pa = pytest.importorskip("pyarrow")
+    texts = ["some text here", None, "more words"]
+    hasher = MinHasher()
+    np.testing.assert_array_equal(
+        hasher.signatures(pa.array(texts)), hasher.signatures(["some text here", "", "more words"])
+    )
+
+
+def test_band_hashes_equal_iff_band_rows_equal():
+    rng = np.random.default_rng(0)
+    signatures = rng.integers(0, 2**32, size=(4, 112), dtype=np.uint64).astype(np.uint32)
+    signatures[1] = signatures[0]
+    signatures[2] = signatures[0]
+    signatures[2, 8 * 3 + 5] ^= 1  # differs from doc 0 only in band 3
+    bands = band_hashes(signatures, bands=14, rows=8)
+    assert bands.shape == (4, 14) and bands.dtype == np.uint64
+    assert (bands[0] == bands[1]).all()
+    assert (bands[0] == bands[2]).sum() == 13 and bands[0, 3] != bands[2, 3]
+    assert not (bands[0] == bands[3]).any()
+
+
+def test_band_hashes_ignore_band_position_and_validate_shape():
+    signatures = np.zeros((1, 16), dtype=np.uint32)
+    bands = band_hashes(signatures, bands=2, rows=8)
+    assert bands[0, 0] == bands[0, 1]  # same rows in different bands: same key (columns apart)
+    with pytest.raises(ValueError):
+        band_hashes(signatures, bands=3, rows=8)
+
+
+@pytest.mark.parametrize(
+    ("threshold", "num_perm"), [(0.5, 128), (0.7, 112), (0.85, 112), (0.9, 64)]
+)
+def test_optimal_bands_rows_matches_datasketch(threshold, num_perm):
+    lsh = datasketch.MinHashLSH(threshold=threshold, num_perm=num_perm)
+    assert optimal_bands_rows(threshold, num_perm) == (lsh.b, lsh.r)
+
+
+def test_content_hashes_equal_after_normalization_only_differences():
+    hashes = content_hashes(
+        [
+            "Hello, World! This is   a test.",
+            "hello world this is a test",
+            "HELLO\nWORLD — this is a TEST!!!",
+            "Ｈｅｌｌｏ ｗｏｒｌｄ: this\xa0is a test…",
+            "hello world this is a best",
+            "",
+            " ... ",
+        ]
+    )
+    assert hashes.dtype == np.uint64
+    assert len(set(hashes[:4].tolist())) == 1
+    assert hashes[4] != hashes[0]
+    assert hashes[5] == hashes[6]
+
+
+def test_signatures_and_content_hashes_match_separate_calls():
+    texts = random_texts(20, seed=9) + EDGE_CASES
+    hasher = MinHasher()
+    hasher.docs_per_batch = 8
+    signatures, hashes = hasher.signatures_and_content_hashes(texts)
+    np.testing.assert_array_equal(signatures, hasher.signatures(texts))
+    np.testing.assert_array_equal(hashes, content_hashes(texts))
+
+
+def test_code_point_table_skips_only_identity_planes():
+    table = _code_point_table()
+    skipped = np.ones(len(table), dtype=bool)
+    for code_points in _MAPPED_RANGES:
+        skipped[code_points.start : code_points.stop] = False
+    skipped_code_points = np.flatnonzero(skipped)
+    assert [_table_entry(c) for c in skipped_code_points.tolist()] == skipped_code_points.tolist()
+    np.testing.assert_array_equal(table[skipped_code_points], skipped_code_points)

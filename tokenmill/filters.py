@@ -1,0 +1,1147 @@
+"""Vectorized document quality filters: the FineWeb filter set on polars DataFrames.
+
+A *filter* is any object with a ``name: str`` and ``__call__(docs) -> pl.Series | FilterResult``
+where ``docs`` is a DataFrame with (at least) ``text`` and ``url`` columns. The Series holds one
+nullable Utf8 value per document: null keeps it, a string drops it and says why, e.g.
+``"dup_line_frac=0.42>0.3"`` (rule name, measured value, threshold). A filter that also rewrites
+the text (``C4QualityFilter`` removes lines) returns ``FilterResult(reasons, text)``; the new text
+replaces ``text`` for the documents it keeps.
+
+A *formatter* has a ``name`` and ``__call__(docs) -> pl.Series`` returning the new text; formatters
+run before the filters (see ``PIIMasker``).
+
+``FilterChain(filters, formatters).apply(docs)`` returns ``(kept, rejected)``. Researchers can plug
+in their own filters by dotted path with ``load_filter``:
+
+    class MaxLength:  # (a) a class following the interface, instantiated with params
+        name = "max_length"
+
+        def __init__(self, limit: int = 100_000):
+            self.limit = limit
+
+        def __call__(self, docs: pl.DataFrame) -> pl.Series:
+            chars = docs["text"].str.len_chars()
+            too_long = pl.when(chars > self.limit).then(pl.format("chars={}", chars))
+            return docs.select(chars=chars).select(too_long).to_series()
+
+    # (b) a batch function: first parameter annotated pl.DataFrame (or named ``docs``)
+    def no_digits(docs: pl.DataFrame) -> pl.Series: ...
+
+    # (c) a per-document function, applied row by row: True/None keeps, False/str drops
+    def has_title(text: str) -> bool | str | None: ...
+
+The built-in filters mirror HuggingFace datatrove's FineWeb configuration (GopherRepetition,
+GopherQuality, C4Quality, FineWebQuality; see ``default_filters``). datatrove tokenizes English with
+spaCy; here a regex (``WORD_PATTERN``) approximates spaCy's tokenizer and another
+(``_SENTENCE_BOUNDARY``) its sentencizer, so word counts can differ on hyphenated numbers,
+abbreviations ("e.g." is one spaCy token, two here), URLs, emoticons and other rare constructs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import ipaddress
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+import polars as pl
+
+# --------------------------------------------------------------------------------------------
+# Interface
+
+
+class FilterResult(NamedTuple):
+    """What a filter returns when it also rewrites the text of the documents it keeps."""
+
+    reasons: pl.Series
+    text: pl.Series | None = None
+
+
+class DocumentFilter(Protocol):
+    name: str
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series | FilterResult: ...
+
+
+class Formatter(Protocol):
+    name: str
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series: ...
+
+
+def _as_result(output: pl.Series | FilterResult, n_docs: int) -> FilterResult:
+    result = output if isinstance(output, FilterResult) else FilterResult(output)
+    if len(result.reasons) != n_docs:
+        raise ValueError(f"filter returned {len(result.reasons)} reasons for {n_docs} documents")
+    return FilterResult(result.reasons.cast(pl.Utf8).alias("reason"), result.text)
+
+
+class FilterChain:
+    """Formatters, then filters in order; each filter only sees the survivors of the previous.
+
+    ``apply`` returns ``(kept, rejected)``. ``rejected`` has the input columns (``text`` as the
+    rejecting filter saw it) plus ``filter`` (name of the first filter that dropped the document)
+    and ``reason``. ``drop_counts`` holds the number of documents each filter dropped in the last
+    ``apply`` call, ``total_drop_counts`` the sum over all calls.
+    """
+
+    def __init__(self, filters: Iterable[DocumentFilter], formatters: Iterable[Formatter] = ()):
+        self.filters = list(filters)
+        self.formatters = list(formatters)
+        names = [f.name for f in self.filters]
+        if len(set(names)) != len(names):
+            raise ValueError(f"filter names must be unique: {names}")
+        self.drop_counts: dict[str, int] = dict.fromkeys(names, 0)
+        self.total_drop_counts: dict[str, int] = dict.fromkeys(names, 0)
+
+    def apply(self, docs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        for formatter in self.formatters:
+            docs = docs.with_columns(formatter(docs).alias("text"))
+        rejected = [
+            docs.clear().with_columns(filter=pl.lit(None, pl.Utf8), reason=pl.lit(None, pl.Utf8))
+        ]
+        for flt in self.filters:
+            result = (
+                _as_result(flt(docs), docs.height)
+                if docs.height
+                else FilterResult(pl.Series("reason", [], pl.Utf8))
+            )
+            drop = result.reasons.is_not_null()
+            dropped = docs.filter(drop).with_columns(
+                filter=pl.lit(flt.name, pl.Utf8), reason=result.reasons.filter(drop)
+            )
+            rejected.append(dropped)
+            self.drop_counts[flt.name] = dropped.height
+            self.total_drop_counts[flt.name] += dropped.height
+            if result.text is not None:
+                docs = docs.with_columns(result.text.alias("text"))
+            docs = docs.filter(~drop)
+        return docs, pl.concat(rejected)
+
+
+# --------------------------------------------------------------------------------------------
+# Shared text statistics
+
+
+def _char_class(chars: Iterable[str]) -> str:
+    """A regex character class matching exactly ``chars`` (hex escapes: no escaping pitfalls)."""
+    return "[" + "".join(f"\\x{{{ord(c):x}}}" for c in sorted(set(chars))) + "]"
+
+
+# datatrove.utils.text.PUNCTUATION and TERMINAL_PUNCTUATION
+PUNCTUATION = (
+    "!/—”:％１〈&(、━\\【#%「」，】；+^]~“《„';’{|∶´[=-`*．（–？！：$～«〉,><》)?）。…@_.\"}►»"
+    + "".join(chr(x) for a, b in ((0, 9), (11, 13), (13, 32), (127, 160)) for x in range(a, b))
+)
+TERMINAL_PUNCTUATION = frozenset(
+    "!.?\u0589\u061d\u061e\u061f\u06d4\u0700\u0701\u0702\u07f9\u0837\u0839\u083d\u083e"
+    "\u0964\u0965\u104a\u104b\u1362\u1367\u1368\u166e\u1735\u1736\u17d4\u17d5\u17d6\u17d9"
+    "\u17da\u1803\u1809\u1944\u1945\u1aa8\u1aa9\u1aaa\u1aab\u1b5a\u1b5b\u1b5e\u1b5f\u1b7d"
+    "\u1b7e\u1c3b\u1c3c\u1c7e\u1c7f\u203c\u203d\u2047\u2048\u2049\u2e2e\u2e3c\u2e53\u2e54"
+    "\u3002\ua4ff\ua60e\ua60f\ua6f3\ua6f7\ua876\ua877\ua8ce\ua8cf\ua92f\ua9c8\ua9c9\uaa5d"
+    "\uaa5e\uaa5f\uaaf0\uaaf1\uabeb\ufe52\ufe56\ufe57\uff01\uff0e\uff1f\uff61\U00010a56"
+    "\U00010a57\U00010f55\U00010f56\U00010f57\U00010f58\U00010f59\U00010f86\U00010f87"
+    "\U00010f88\U00010f89\U00011047\U00011048\U000110be\U000110bf\U000110c0\U000110c1"
+    "\U00011141\U00011142\U00011143\U000111c5\U000111c6\U000111cd\U000111de\U000111df"
+    "\U00011238\U00011239\U0001123b\U0001123c\U000112a9\U0001144b\U0001144c\U000115c2"
+    "\U000115c3\U000115c9\U000115ca\U000115cb\U000115cc\U000115cd\U000115ce\U000115cf"
+    "\U000115d0\U000115d1\U000115d2\U000115d3\U000115d4\U000115d5\U000115d6\U000115d7"
+    "\U00011641\U00011642\U0001173c\U0001173d\U0001173e\U00011944\U00011946\U00011a42"
+    "\U00011a43\U00011a9b\U00011a9c\U00011c41\U00011c42\U00011ef7\U00011ef8\U00011f43"
+    "\U00011f44\U00016a6e\U00016a6f\U00016af5\U00016b37\U00016b38\U00016b44\U00016e98"
+    "\U0001bc9f\U0001da88"
+)
+_PUNCTUATION_CLASS = _char_class(set(PUNCTUATION) | TERMINAL_PUNCTUATION)
+_NON_PUNCTUATION = "[^" + _PUNCTUATION_CLASS[1:]
+_ENDS_WITH_TERMINAL = _char_class(TERMINAL_PUNCTUATION) + "$"
+
+# Approximates spaCy's English tokenizer (what datatrove's split_into_words uses for "en"): text
+# splits on whitespace, punctuation becomes separate tokens, hyphens between letters split off,
+# clitics ('s, 're, n't as 't) are tokens; URLs, numbers like 3.5 / 1,000 / 10:30, initials
+# ("J.") and common abbreviations ("U.S.", "e.g.", "Dr.") stay whole; "-5" is two tokens.
+# Differs from spaCy
+# mostly inside chunks mixing letters and symbols (LaTeX, markup, "C++", emoticons), which spaCy
+# keeps together and this splits, and for "hello,world" / "end.Start", which spaCy splits.
+_ABBREVIATIONS = (
+    "Mr|Mrs|Ms|Dr|Prof|Jr|St|Mt|Inc|Ltd|Co|co|Corp|vs|Gen|Gov|Sen|Rep|Rev|Adm|Bros|Messrs"
+    "|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|Ph|Calif|Fla|Mass|Wash"
+)
+# No \b or \B: word-boundary assertions make Rust's regex engine several times slower.
+WORD_PATTERN = (
+    r"(?:https?://|www\.)\S*[^\s.,;:!?'\"()\[\]{}<>]"
+    rf"|(?:\p{{L}}\.){{2,}}|\p{{Lu}}\.|(?:{_ABBREVIATIONS})\."
+    r"|\w+(?:[.,:/@&]\w+)*"
+    r"|['’](?:[sSdDmMtT]|ll|LL|re|RE|ve|VE)"
+    r"|\.{2,}|-{2,}|''"
+    r"|\S"
+)
+
+# str.splitlines() line boundaries, normalized to "\n" before splitting.
+_LINE_BREAKS = "\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"
+# Paragraphs are split on a sentinel; a NUL inside web text would be (harmlessly) a split point.
+_SENTINEL = "\x00"
+
+
+def _doc_index(n_docs: int) -> pl.Series:
+    return pl.Series("doc", np.arange(n_docs, dtype=np.uint32))
+
+
+def _explode(parts: pl.Series, column: str) -> pl.DataFrame:
+    """One row per list element with the index of its document (empty lists produce no row)."""
+    frame = pl.DataFrame([_doc_index(len(parts)), parts.alias(column)])
+    return frame.explode(column).drop_nulls(column)
+
+
+def _per_doc(values: pl.DataFrame, n_docs: int, **aggs: pl.Expr) -> pl.DataFrame:
+    """Aggregate exploded rows per document; documents without rows get 0."""
+    grouped = values.group_by("doc").agg(**aggs)
+    full = pl.DataFrame([_doc_index(n_docs)]).join(grouped, on="doc", how="left")
+    return full.fill_null(0).sort("doc")
+
+
+def split_words(text: pl.Series) -> pl.Series:
+    return text.str.extract_all(WORD_PATTERN)
+
+
+def split_lines(text: pl.Series) -> pl.Series:
+    """``str.splitlines()`` for each document: no trailing empty line, [] for empty text."""
+    normalized = text.str.replace_all(_LINE_BREAKS, "\n")
+    without_last_break = normalized.str.strip_suffix("\n")
+    lines = without_last_break.str.split("\n")
+    return pl.select(pl.when(normalized == "").then([]).otherwise(lines)).to_series()
+
+
+def _find_duplicates(parts: pl.DataFrame, column: str, n_docs: int) -> pl.DataFrame:
+    """datatrove's find_duplicates per document: elements seen before and their characters."""
+    repeated = ~pl.struct("doc", column).is_first_distinct()
+    return _per_doc(
+        parts,
+        n_docs,
+        n=pl.len(),
+        dup=repeated.sum(),
+        dup_chars=pl.col(column).str.len_chars().filter(repeated).sum(),
+    )
+
+
+class _Rule(NamedTuple):
+    label: str
+    value: pl.Expr
+    op: str  # drop when value `op` threshold
+    threshold: float | None
+
+
+def _first_failing(rules: Sequence[_Rule]) -> pl.Expr:
+    """Reason of the first rule that fails, in order (null if all pass or are disabled)."""
+    reasons = []
+    for rule in rules:
+        if not rule.threshold:  # None / 0 / False disable a rule, as in datatrove
+            continue
+        value = rule.value.fill_nan(None).cast(pl.Float64)
+        fails = value > rule.threshold if rule.op == ">" else value < rule.threshold
+        shown = value.round(4).cast(pl.Utf8)
+        message = pl.concat_str(
+            pl.lit(f"{rule.label}="), shown, pl.lit(f"{rule.op}{rule.threshold}")
+        )
+        reasons.append(pl.when(fails.fill_null(False)).then(message))
+    return pl.coalesce(reasons) if reasons else pl.lit(None, pl.Utf8)
+
+
+def _reasons(
+    stats: pl.DataFrame, rules: Sequence[_Rule], empty: pl.Expr | None = None
+) -> pl.Series:
+    reason = _first_failing(rules)
+    if empty is not None:
+        reason = pl.when(empty).then(pl.lit("empty")).otherwise(reason)
+    return stats.select(reason.alias("reason")).to_series()
+
+
+# --------------------------------------------------------------------------------------------
+# Gopher repetition (datatrove GopherRepetitionFilter)
+
+_NGRAM_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+_DOC_MULTIPLIER = np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+class _FlatWords(NamedTuple):
+    doc: np.ndarray  # document index of each word
+    word_hash: np.ndarray
+    length: np.ndarray  # characters per word
+    n_docs: int
+
+
+def _flat_words(words: pl.Series) -> _FlatWords:
+    flat = _explode(words, "word")
+    return _FlatWords(
+        doc=flat["doc"].to_numpy(),
+        word_hash=flat["word"].hash(seed=0).to_numpy(),
+        length=flat["word"].str.len_chars().to_numpy().astype(np.int64),
+        n_docs=len(words),
+    )
+
+
+def _repeated_ngrams(flat: _FlatWords, max_n: int):
+    """Yield (n, starts, keys) for n = 1..max_n: the start positions of the n-grams occurring at
+    least twice in their document (all words for n = 1), and their keys. n-grams never span
+    documents.
+
+    Keys hash the word sequence and the document, so equal keys mean "same n-gram, same doc"
+    (64-bit polynomial hash: collisions are negligible at these sizes). An n-gram can only repeat
+    where its (n-1)-gram prefix repeats, so the candidate set shrinks quickly as n grows.
+    """
+    starts = np.arange(len(flat.doc))
+    keys = flat.word_hash + flat.doc.astype(np.uint64) * _DOC_MULTIPLIER
+    for n in range(1, max_n + 1):
+        if n > 1:
+            ends = starts + n - 1
+            extendable = ends < len(flat.doc)
+            extendable[extendable] = flat.doc[ends[extendable]] == flat.doc[starts[extendable]]
+            starts, keys, ends = starts[extendable], keys[extendable], ends[extendable]
+            keys = keys * _NGRAM_MULTIPLIER + flat.word_hash[ends]
+        if n > 1:  # most single words repeat: filtering them costs more than it saves
+            repeated = pl.Series(keys).is_duplicated().to_numpy()
+            starts, keys = starts[repeated], keys[repeated]
+        yield n, starts, keys
+
+
+def _top_ngram_chars(flat: _FlatWords, n: int, starts: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """len(" ".join(top n-gram)) * its count per doc (Counter.most_common: ties -> first seen).
+
+    ``starts``/``keys`` are the repeated n-grams; a doc without any scores its first n-gram once.
+    """
+    cum = np.concatenate([[0], np.cumsum(flat.length)])
+    result = _first_ngram_chars(flat, n, cum)
+    grams = pl.DataFrame(
+        {
+            "doc": flat.doc[starts],
+            "key": keys,
+            "pos": starts,
+            "chars": cum[starts + n] - cum[starts] + (n - 1),
+        }
+    )
+    counted = grams.group_by("key").agg(
+        pl.col("doc").first(), pl.col("pos").min(), pl.col("chars").first(), count=pl.len()
+    )
+    top = counted.sort(["doc", "count", "pos"], descending=[False, True, False])
+    top = top.group_by("doc").agg(pl.col("chars").first(), pl.col("count").first())
+    result[top["doc"].to_numpy()] = (top["chars"] * top["count"]).to_numpy()
+    return result
+
+
+def _first_ngram_chars(flat: _FlatWords, n: int, cum: np.ndarray) -> np.ndarray:
+    doc_start = np.searchsorted(flat.doc, np.arange(flat.n_docs))
+    n_words = np.bincount(flat.doc, minlength=flat.n_docs)
+    has_ngram = n_words >= n
+    first = doc_start[has_ngram]
+    result = np.zeros(flat.n_docs, dtype=np.int64)
+    result[has_ngram] = cum[first + n] - cum[first] + (n - 1)
+    return result
+
+
+def _covered_dup_chars(
+    flat: _FlatWords, n: int, starts: np.ndarray, keys: np.ndarray
+) -> np.ndarray:
+    """Characters of words inside any n-gram that already occurred earlier in the same doc.
+
+    An upper bound of datatrove's greedy find_all_duplicate (whose counted n-grams are disjoint
+    repeated n-grams): documents above a threshold are re-checked exactly.
+    """
+    repeated_starts = starts[~pl.Series(keys).is_first_distinct().to_numpy()]
+    delta = np.zeros(len(flat.doc) + 1, dtype=np.int32)
+    delta[repeated_starts] += 1
+    delta[repeated_starts + n] -= 1  # start positions are unique, so fancy indexing is safe
+    covered = np.cumsum(delta[:-1]) > 0
+    return np.bincount(flat.doc, weights=flat.length * covered, minlength=flat.n_docs)
+
+
+def find_all_duplicate(words: list[str], n: int) -> int:
+    """datatrove's greedy count of characters in repeated n-grams (exact, pure Python)."""
+    unique: set[str] = set()
+    repeated_chars, idx = 0, 0
+    while idx < len(words) - n + 1:
+        n_gram = "".join(words[idx : idx + n])
+        if n_gram in unique:
+            repeated_chars += len(n_gram)
+            idx += n
+        else:
+            unique.add(n_gram)
+            idx += 1
+    return repeated_chars
+
+
+class GopherRepetitionFilter:
+    """Gopher (Rae et al. 2021, table A1) repetition rules, as in datatrove.
+
+    Paragraphs split on 2+ newlines (after strip), lines on 1+ newlines; fractions of repeated
+    elements and of their characters over len(text); the most frequent 2/3/4-gram's characters
+    and the characters in repeated 5..10-grams over len(text).
+    """
+
+    name = "gopher_repetition"
+
+    def __init__(
+        self,
+        dup_line_frac: float | None = 0.3,
+        dup_para_frac: float | None = 0.3,
+        dup_line_char_frac: float | None = 0.2,
+        dup_para_char_frac: float | None = 0.2,
+        top_n_grams: Sequence[tuple[int, float]] = ((2, 0.2), (3, 0.18), (4, 0.16)),
+        dup_n_grams: Sequence[tuple[int, float]] = (
+            (5, 0.15),
+            (6, 0.14),
+            (7, 0.13),
+            (8, 0.12),
+            (9, 0.11),
+            (10, 0.10),
+        ),
+    ):
+        self.dup_line_frac = dup_line_frac
+        self.dup_para_frac = dup_para_frac
+        self.dup_line_char_frac = dup_line_char_frac
+        self.dup_para_char_frac = dup_para_char_frac
+        self.top_n_grams = tuple((int(n), float(t)) for n, t in top_n_grams)
+        self.dup_n_grams = tuple((int(n), float(t)) for n, t in dup_n_grams)
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        text = docs["text"].fill_null("")
+        n_docs = len(text)
+        paragraphs = (
+            text.str.strip_chars().str.replace_all(r"\n{2,}", _SENTINEL).str.split(_SENTINEL)
+        )
+        lines = text.str.replace_all(r"\n+", "\n").str.split("\n")
+        para = _find_duplicates(_explode(paragraphs, "part"), "part", n_docs)
+        line = _find_duplicates(_explode(lines, "part"), "part", n_docs)
+        stats = pl.DataFrame(
+            {
+                "chars": text.str.len_chars(),
+                "para_n": para["n"],
+                "para_dup": para["dup"],
+                "para_dup_chars": para["dup_chars"],
+                "line_n": line["n"],
+                "line_dup": line["dup"],
+                "line_dup_chars": line["dup_chars"],
+            }
+        )
+        failed = _reasons(stats, self._rules()[:4]).is_not_null().to_numpy()
+        stats = stats.with_columns(self._ngram_stats(split_words(text), text, failed))
+        return _reasons(stats, self._rules(), empty=pl.col("chars") == 0)
+
+    def _ngram_stats(
+        self, words: pl.Series, text: pl.Series, failed: np.ndarray
+    ) -> list[pl.Series]:
+        """Top and duplicated n-gram character counts; ``failed`` marks docs already dropped by an
+        earlier rule, which skip the exact (slow) re-check of the duplicated n-gram bound."""
+        flat = _flat_words(words)
+        top_n = dict(self.top_n_grams)
+        dup_n = dict(self.dup_n_grams)
+        chars = np.maximum(text.str.len_chars().to_numpy(), 1)
+        failed = failed.copy()
+        columns = {}
+        for n, starts, keys in _repeated_ngrams(flat, max([0, *top_n, *dup_n])):
+            if n in top_n:
+                top = _top_ngram_chars(flat, n, starts, keys)
+                failed |= top / chars > top_n[n]
+                columns[f"top_{n}"] = top
+            if n in dup_n:
+                covered = _covered_dup_chars(flat, n, starts, keys)
+                candidates = np.flatnonzero((covered / chars > dup_n[n]) & ~failed)
+                exact = [find_all_duplicate(w, n) for w in words.gather(candidates).to_list()]
+                covered[candidates] = exact
+                failed |= covered / chars > dup_n[n]
+                columns[f"dup_{n}"] = covered
+        return [pl.Series(name, values) for name, values in columns.items()]
+
+    def _rules(self) -> list[_Rule]:
+        chars = pl.col("chars")
+        rules = [
+            _Rule("dup_para_frac", pl.col("para_dup") / pl.col("para_n"), ">", self.dup_para_frac),
+            _Rule(
+                "dup_para_char_frac", pl.col("para_dup_chars") / chars, ">", self.dup_para_char_frac
+            ),
+            _Rule("dup_line_frac", pl.col("line_dup") / pl.col("line_n"), ">", self.dup_line_frac),
+            _Rule(
+                "dup_line_char_frac", pl.col("line_dup_chars") / chars, ">", self.dup_line_char_frac
+            ),
+        ]
+        rules += [
+            _Rule(f"top_{n}_gram", pl.col(f"top_{n}") / chars, ">", t) for n, t in self.top_n_grams
+        ]
+        rules += [
+            _Rule(f"dup_{n}_gram", pl.col(f"dup_{n}") / chars, ">", t) for n, t in self.dup_n_grams
+        ]
+        return rules
+
+
+# --------------------------------------------------------------------------------------------
+# Gopher quality (datatrove GopherQualityFilter)
+
+STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
+
+
+class GopherQualityFilter:
+    """Gopher quality heuristics: document length, word length, symbols, bullets, ellipses,
+    alphabetic words and stop words. Word counts exclude punctuation-only tokens."""
+
+    name = "gopher_quality"
+
+    def __init__(
+        self,
+        min_doc_words: int | None = 50,
+        max_doc_words: int | None = 100_000,
+        min_avg_word_length: float | None = 3,
+        max_avg_word_length: float | None = 10,
+        max_symbol_word_ratio: float | None = 0.1,
+        max_bullet_lines_ratio: float | None = 0.9,
+        max_ellipsis_lines_ratio: float | None = 0.3,
+        max_non_alpha_words_ratio: float | None = 0.8,
+        min_stop_words: int | None = 2,
+        stop_words: Iterable[str] | None = None,
+    ):
+        self.min_doc_words = min_doc_words
+        self.max_doc_words = max_doc_words
+        self.min_avg_word_length = min_avg_word_length
+        self.max_avg_word_length = max_avg_word_length
+        self.max_symbol_word_ratio = max_symbol_word_ratio
+        self.max_bullet_lines_ratio = max_bullet_lines_ratio
+        self.max_ellipsis_lines_ratio = max_ellipsis_lines_ratio
+        # named like datatrove's; it is a *minimum* ratio of words with an alphabetic character
+        self.max_non_alpha_words_ratio = max_non_alpha_words_ratio
+        self.min_stop_words = min_stop_words
+        self.stop_words = list(STOP_WORDS if stop_words is None else stop_words)
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        text = docs["text"].fill_null("")
+        words = _explode(split_words(text), "word")
+        word = pl.col("word")
+        is_content = word.str.contains(_NON_PUNCTUATION)
+        is_stop = word.is_in(self.stop_words)
+        per_doc = _per_doc(
+            words,
+            len(text),
+            n_words=pl.len(),
+            n_content=is_content.sum(),
+            content_chars=word.str.len_chars().filter(is_content).sum(),
+            n_alpha=word.str.contains(r"\p{L}").sum(),
+            n_stop=word.filter(is_stop).n_unique(),
+        )
+        lines = text.str.replace_all(_LINE_BREAKS, "\n")
+        stats = per_doc.with_columns(
+            n_hash=text.str.count_matches("#", literal=True),
+            n_ellipsis=text.str.count_matches("...", literal=True)
+            + text.str.count_matches("…", literal=True),
+            n_lines=split_lines(text).list.len(),
+            n_bullet_lines=lines.str.count_matches(r"(?m)^[^\S\n]*[•-]"),
+            n_ellipsis_lines=lines.str.count_matches(r"(?m)(?:\.\.\.|…)[^\S\n]*$"),
+        )
+        return _reasons(stats, self._rules())
+
+    def _rules(self) -> list[_Rule]:
+        n_words = pl.col("n_words")
+        n_lines = pl.col("n_lines")
+        ellipsis_ratio = pl.col("n_ellipsis") / n_words
+        return [
+            _Rule("n_words", pl.col("n_content"), "<", self.min_doc_words),
+            _Rule("n_words", pl.col("n_content"), ">", self.max_doc_words),
+            _Rule(
+                "avg_word_len",
+                pl.col("content_chars") / pl.col("n_content"),
+                "<",
+                self.min_avg_word_length,
+            ),
+            _Rule(
+                "avg_word_len",
+                pl.col("content_chars") / pl.col("n_content"),
+                ">",
+                self.max_avg_word_length,
+            ),
+            _Rule("hash_word_ratio", pl.col("n_hash") / n_words, ">", self.max_symbol_word_ratio),
+            _Rule("ellipsis_word_ratio", ellipsis_ratio, ">", self.max_symbol_word_ratio),
+            _Rule(
+                "bullet_lines_ratio",
+                pl.col("n_bullet_lines") / n_lines,
+                ">",
+                self.max_bullet_lines_ratio,
+            ),
+            _Rule(
+                "ellipsis_lines_ratio",
+                pl.col("n_ellipsis_lines") / n_lines,
+                ">",
+                self.max_ellipsis_lines_ratio,
+            ),
+            _Rule(
+                "alpha_words_ratio",
+                pl.col("n_alpha") / n_words,
+                "<",
+                self.max_non_alpha_words_ratio,
+            ),
+            _Rule("stop_words", pl.col("n_stop"), "<", self.min_stop_words),
+        ]
+
+
+# --------------------------------------------------------------------------------------------
+# C4 quality (datatrove C4QualityFilter, FineWeb configuration)
+
+CITATION_PATTERN = r"\[\d*]|\[edit]|\[citation needed]"
+POLICY_SUBSTRINGS = (
+    "terms of use",
+    "privacy policy",
+    "cookie policy",
+    "uses cookies",
+    "use of cookies",
+    "use cookies",
+)
+_SENTENCE_END = (
+    "[.!?\u0589\u061f\u06d4\u0964\u0965\u3002\uff01\uff0e\uff1f\uff61\u203c\u203d\u2047-\u2049]"
+)
+# Periods that spaCy's tokenizer keeps inside a token (abbreviation exceptions, single letters
+# like "J." or "e.g.", ellipses) cannot end a sentence; they are removed before counting.
+_NON_SENTENCE_PERIODS = rf"\.{{2,}}|(^|\W)(?:[A-Za-z]|{_ABBREVIATIONS})\."
+# spaCy's sentencizer starts a sentence at the first non-punctuation token after a sentence-ending
+# punctuation token. Tokens are whitespace separated here (see the module docstring).
+_SENTENCE_BOUNDARY = _SENTENCE_END + r"\p{P}*\s[\s\p{P}]*[^\s\p{P}]|\p{Ll}\.\p{Lu}"
+
+
+def count_sentences(lines: pl.Expr) -> pl.Expr:
+    """Approximate number of spaCy sentences in each (stripped, non-empty) line."""
+    without_abbreviations = lines.str.replace_all(_NON_SENTENCE_PERIODS, "$1")
+    return without_abbreviations.str.count_matches(_SENTENCE_BOUNDARY) + 1
+
+
+class C4QualityFilter:
+    """C4 rules as FineWeb ran them (``filter_no_terminal_punct=False``).
+
+    Line by line (str.splitlines, stripped): a line with a word longer than ``max_word_length``,
+    fewer than ``min_words_per_line`` words, mentioning javascript or a cookie/terms policy is
+    removed; "lorem ipsum" or "{" in a surviving line drops the document, as do fewer than
+    ``min_num_sentences`` sentences in the kept lines. Returns ``FilterResult`` whose text is the
+    kept lines joined by newlines.
+    """
+
+    name = "c4_quality"
+
+    def __init__(
+        self,
+        remove_citations: bool = True,
+        filter_no_terminal_punct: bool = False,
+        min_num_sentences: int = 5,
+        min_words_per_line: int = 3,
+        max_word_length: int = 1000,
+        filter_lorem_ipsum: bool = True,
+        filter_javascript: bool = True,
+        filter_curly_bracket: bool = True,
+        filter_policy: bool = True,
+    ):
+        self.remove_citations = remove_citations
+        self.filter_no_terminal_punct = filter_no_terminal_punct
+        self.min_num_sentences = min_num_sentences
+        self.min_words_per_line = min_words_per_line
+        self.max_word_length = max_word_length
+        self.filter_lorem_ipsum = filter_lorem_ipsum
+        self.filter_javascript = filter_javascript
+        self.filter_curly_bracket = filter_curly_bracket
+        self.filter_policy = filter_policy
+
+    def __call__(self, docs: pl.DataFrame) -> FilterResult:
+        text = docs["text"].fill_null("")
+        lines = _explode(split_lines(text), "line").with_columns(pl.col("line").str.strip_chars())
+        lines = lines.with_columns(self._line_flags()).with_columns(
+            sentences=pl.when("kept").then(count_sentences(pl.col("line"))).otherwise(0)
+        )
+        per_doc = lines.group_by("doc", maintain_order=True).agg(
+            new_text=pl.col("line").filter("kept").str.join("\n").str.strip_chars(),
+            sentences=pl.col("sentences").sum(),
+            fatal=pl.col("fatal").drop_nulls().first(),
+        )
+        stats = pl.DataFrame([_doc_index(len(text))]).join(per_doc, on="doc", how="left")
+        stats = stats.sort("doc").with_columns(pl.col("sentences").fill_null(0))
+        reason = pl.coalesce(pl.col("fatal"), _first_failing(self._rules()))
+        reasons = stats.select(reason.alias("reason")).to_series()
+        return FilterResult(reasons, stats["new_text"].fill_null(""))
+
+    def _line_flags(self) -> list[pl.Expr]:
+        """Per line: ``kept`` and ``fatal`` (the reason the line drops its whole document)."""
+        line = pl.col("line")
+        n_words = line.str.count_matches(r"\S+")
+        valid = n_words >= self.min_words_per_line
+        if self.max_word_length != -1:
+            valid &= ~line.str.contains(rf"\S{{{self.max_word_length + 1}}}")
+        if self.remove_citations:
+            line = line.str.replace_all(CITATION_PATTERN, "")
+        if self.filter_no_terminal_punct:
+            valid &= line.str.contains(r"[.?!\"']$") & ~line.str.ends_with("...")
+        lower = line.str.to_lowercase()
+        lorem = valid & lower.str.contains("lorem ipsum", literal=True) & self.filter_lorem_ipsum
+        javascript = lower.str.contains("javascript", literal=True) & self.filter_javascript
+        curly = (
+            valid & ~javascript & line.str.contains("{", literal=True) & self.filter_curly_bracket
+        )
+        policy = lower.str.contains_any(list(POLICY_SUBSTRINGS)) & self.filter_policy
+        fatal = pl.when(lorem).then(pl.lit("lorem_ipsum")).when(curly).then(pl.lit("curly_bracket"))
+        kept = valid & ~lorem & ~javascript & ~curly & ~policy
+        return [line.alias("line"), kept.alias("kept"), fatal.alias("fatal")]
+
+    def _rules(self) -> list[_Rule]:
+        threshold = None if self.min_num_sentences == -1 else self.min_num_sentences
+        return [_Rule("sentences", pl.col("sentences"), "<", threshold)]
+
+
+# --------------------------------------------------------------------------------------------
+# FineWeb quality (datatrove FineWebQualityFilter)
+
+
+class FineWebQualityFilter:
+    """FineWeb's own rules on non-blank lines (split on "\\n" only, not stripped): share of lines
+    ending in terminal punctuation, share of short lines, characters in repeated lines and
+    newlines per word."""
+
+    name = "fineweb_quality"
+
+    def __init__(
+        self,
+        line_punct_thr: float | None = 0.12,
+        line_punct_exclude_zero: bool = False,
+        short_line_thr: float | None = 0.67,
+        short_line_length: int = 30,
+        char_duplicates_ratio: float | None = 0.01,
+        new_line_ratio: float | None = 0.3,
+        stop_chars: Iterable[str] | None = None,
+    ):
+        self.line_punct_thr = line_punct_thr
+        self.line_punct_exclude_zero = line_punct_exclude_zero
+        self.short_line_thr = short_line_thr
+        self.short_line_length = short_line_length
+        self.char_duplicates_ratio = char_duplicates_ratio
+        self.new_line_ratio = new_line_ratio
+        stop_chars = TERMINAL_PUNCTUATION if stop_chars is None else stop_chars
+        self._ends_with_stop_char = "(?:" + "|".join(re.escape(c) for c in stop_chars) + ")$"
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        text = docs["text"].fill_null("")
+        n_docs = len(text)
+        lines = _explode(text.str.split("\n"), "line").filter(
+            pl.col("line").str.strip_chars() != ""
+        )
+        line = pl.col("line")
+        per_line = _per_doc(
+            lines,
+            n_docs,
+            n_lines=pl.len(),
+            n_punct=line.str.contains(self._ends_with_stop_char).sum(),
+            n_short=(line.str.len_chars() <= self.short_line_length).sum(),
+        )
+        dups = _find_duplicates(lines.rename({"line": "part"}), "part", n_docs)
+        words = text.str.count_matches(WORD_PATTERN)
+        stats = per_line.with_columns(
+            dup_chars=dups["dup_chars"],
+            chars_without_newlines=text.str.len_chars()
+            - text.str.count_matches("\n", literal=True),
+            n_newlines=text.str.count_matches("\n", literal=True),
+            n_words=words,
+        )
+        return _reasons(stats, self._rules(), empty=pl.col("n_lines") == 0)
+
+    def _rules(self) -> list[_Rule]:
+        punct_ratio = pl.col("n_punct") / pl.col("n_lines")
+        if self.line_punct_exclude_zero:
+            punct_ratio = pl.when(punct_ratio == 0).then(None).otherwise(punct_ratio)
+        return [
+            _Rule("line_punct_ratio", punct_ratio, "<", self.line_punct_thr),
+            _Rule(
+                "short_line_ratio", pl.col("n_short") / pl.col("n_lines"), ">", self.short_line_thr
+            ),
+            _Rule(
+                "char_dup_ratio",
+                pl.col("dup_chars") / pl.col("chars_without_newlines"),
+                ">",
+                self.char_duplicates_ratio,
+            ),
+            _Rule(
+                "newline_ratio", pl.col("n_newlines") / pl.col("n_words"), ">", self.new_line_ratio
+            ),
+        ]
+
+
+# --------------------------------------------------------------------------------------------
+# URL filter (in the spirit of datatrove's URLFilter, with a small built-in list)
+
+BLOCKED_DOMAINS = frozenset(
+    {
+        "pornhub.com",
+        "xvideos.com",
+        "xnxx.com",
+        "xhamster.com",
+        "redtube.com",
+        "youporn.com",
+        "tube8.com",
+        "spankbang.com",
+        "youjizz.com",
+        "brazzers.com",
+        "chaturbate.com",
+        "livejasmin.com",
+        "stripchat.com",
+        "bongacams.com",
+        "cam4.com",
+        "myfreecams.com",
+        "onlyfans.com",
+        "xtube.com",
+        "porn.com",
+        "motherless.com",
+        "eporner.com",
+        "tnaflix.com",
+        "beeg.com",
+        "hentaihaven.xxx",
+        "nhentai.net",
+        "adultfriendfinder.com",
+        "fapdu.com",
+    }
+)
+# Whole words of the URL (split on non-alphanumerics, case-sensitive as in datatrove).
+BANNED_URL_WORDS = frozenset(
+    {
+        "porn",
+        "porno",
+        "xxx",
+        "sexcam",
+        "sexo",
+        "hentai",
+        "nsfw",
+        "milf",
+        "bdsm",
+        "blowjob",
+        "camgirl",
+        "cumshot",
+        "dildo",
+        "escorts",
+        "fetish",
+        "gangbang",
+        "handjob",
+        "orgy",
+        "pornstar",
+        "slut",
+        "threesome",
+        "upskirt",
+        "viagra",
+        "cialis",
+        "xxxvideos",
+        "hardcore",
+    }
+)
+# At least ``soft_word_threshold`` different ones of these drop the URL.
+SOFT_BANNED_URL_WORDS = frozenset(
+    {
+        "sex",
+        "sexy",
+        "nude",
+        "naked",
+        "adult",
+        "erotic",
+        "babes",
+        "lingerie",
+        "escort",
+        "webcam",
+        "fuck",
+        "pussy",
+        "dick",
+        "boobs",
+        "tits",
+        "ass",
+        "nipples",
+        "amateur",
+        "lesbian",
+        "gay",
+    }
+)
+# Substrings of the URL with non-alphanumerics removed and lowercased.
+BANNED_URL_SUBWORDS = frozenset(
+    {
+        "pornhub",
+        "xvideos",
+        "xnxx",
+        "xhamster",
+        "youjizz",
+        "redtube",
+        "youporn",
+        "chaturbate",
+        "livejasmin",
+        "brazzers",
+        "spankbang",
+        "freesex",
+        "sexvideo",
+        "xxxvideo",
+        "pornvideo",
+    }
+)
+
+_HOST_PATTERN = r"^(?:[A-Za-z][A-Za-z0-9+.-]*://)?(?:[^@/?#]*@)?([^:/?#]+)"
+
+
+def _normalized_words(words: Iterable[str]) -> list[str]:
+    return sorted({re.sub(r"[^a-zA-Z0-9]+", "", w).lower() for w in words} - {""})
+
+
+class URLFilter:
+    """Drops documents whose URL is on a blocklist: the host or one of its parent domains is
+    blocked, the URL contains a banned word, ``soft_word_threshold`` soft-banned words, or a
+    banned subword. ``extra_*`` arguments extend the built-in lists;
+    ``use_integrated_lists=False`` uses only the extra ones."""
+
+    name = "url"
+
+    def __init__(
+        self,
+        soft_word_threshold: int = 2,
+        extra_domains: Iterable[str] = (),
+        extra_urls: Iterable[str] = (),
+        banned_words: Iterable[str] = (),
+        banned_subwords: Iterable[str] = (),
+        soft_banned_words: Iterable[str] = (),
+        use_integrated_lists: bool = True,
+    ):
+        builtin = use_integrated_lists
+        self.soft_word_threshold = soft_word_threshold
+        self.domains = sorted(
+            {d.strip().lower() for d in extra_domains} | (BLOCKED_DOMAINS if builtin else set())
+        )
+        self.urls = sorted({u.strip() for u in extra_urls})
+        self.banned_words = _normalized_words(
+            [*banned_words, *(BANNED_URL_WORDS if builtin else ())]
+        )
+        self.soft_banned_words = _normalized_words(
+            [*soft_banned_words, *(SOFT_BANNED_URL_WORDS if builtin else ())]
+        )
+        self.banned_subwords = _normalized_words(
+            [*banned_subwords, *(BANNED_URL_SUBWORDS if builtin else ())]
+        )
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        url = pl.col("url").fill_null("")
+        host = url.str.extract(_HOST_PATTERN, 1).str.to_lowercase().str.strip_suffix(".")
+        words = url.str.extract_all(r"[a-zA-Z0-9]+").list.unique()
+        normalized = url.str.replace_all(r"[^a-zA-Z0-9]+", "").str.to_lowercase()
+        rules = [
+            (self.domains, "domain", _any_domain_suffix(host, self.domains)),
+            (self.urls, "url", url.is_in(self.urls)),
+            (self.banned_words, "banned_word", _any_word(words, self.banned_words)),
+            (self.soft_banned_words, "soft_banned_words", self._soft_words_hit(words)),
+            (
+                self.banned_subwords,
+                "banned_subword",
+                normalized.str.contains_any(self.banned_subwords),
+            ),
+        ]
+        reasons = [
+            pl.when(hit.fill_null(False)).then(pl.lit(label)) for lst, label, hit in rules if lst
+        ]
+        reason = pl.coalesce(reasons) if reasons else pl.lit(None, pl.Utf8)
+        return docs.select(reason.cast(pl.Utf8).alias("reason")).to_series()
+
+    def _soft_words_hit(self, words: pl.Expr) -> pl.Expr:
+        n_soft = words.list.eval(pl.element().is_in(self.soft_banned_words)).list.sum()
+        return n_soft >= self.soft_word_threshold
+
+
+def _any_domain_suffix(host: pl.Expr, domains: Sequence[str]) -> pl.Expr:
+    alternatives = "|".join(re.escape(d) for d in domains)
+    return host.str.contains(rf"(?:^|\.)(?:{alternatives})$")
+
+
+def _any_word(words: pl.Expr, banned: Sequence[str]) -> pl.Expr:
+    return words.list.eval(pl.element().is_in(banned)).list.any()
+
+
+# --------------------------------------------------------------------------------------------
+# PII masking (datatrove PIIFormatter)
+
+EMAIL_PATTERN = (
+    r"\b[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:(?:[A-Za-z0-9](?:["
+    r"A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?|\[(?:(?:25[0-5]|2[0-4][0-9]|["
+    r"01]?[0-9][0-9]?)\.){3}(?:25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?|[A-Za-z0-9-]*[A-Za-z0-9]:)])"
+)
+IPV4_PATTERN = (
+    r"(?:(?:25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?)\.){3}(?:25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?)"
+)
+EMAIL_REPLACEMENTS = ("email@example.com", "firstname.lastname@example.org")
+# datatrove's "randomly generated" IPs that did not answer pings
+IP_REPLACEMENTS = (
+    "22.214.171.124",
+    "126.96.36.199",
+    "188.8.131.52",
+    "184.108.40.206",
+    "220.127.116.11",
+    "18.104.22.168",
+)
+
+
+class _CyclingReplacer:
+    """re.sub with replacements used in turn (datatrove's PIIReplacer), optionally validated."""
+
+    def __init__(self, pattern: str, replacements: Sequence[str], is_pii: Callable[[str], bool]):
+        self.pattern = re.compile(pattern)
+        self.replacements = (
+            (replacements,) if isinstance(replacements, str) else tuple(replacements)
+        )
+        self.is_pii = is_pii
+        self._next = 0
+
+    def _replace(self, match: re.Match) -> str:
+        if not self.is_pii(match.group(0)):
+            return match.group(0)
+        replacement = self.replacements[self._next]
+        self._next = (self._next + 1) % len(self.replacements)
+        return replacement
+
+    def __call__(self, text: str) -> str:
+        return self.pattern.sub(self._replace, text)
+
+
+def is_public_ip(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_global
+    except ValueError:
+        return False
+
+
+class PIIMasker:
+    """Formatter replacing e-mail addresses and public IPv4 addresses (private, loopback and other
+    reserved ranges are kept), with datatrove's replacement strings used in turn.
+
+    Only documents where the (Rust) regex finds a candidate go through the Python ``re.sub``.
+    """
+
+    name = "pii"
+
+    def __init__(
+        self,
+        remove_emails: bool = True,
+        remove_ips: bool = True,
+        only_remove_public_ips: bool = True,
+        email_replacement: Sequence[str] | str = EMAIL_REPLACEMENTS,
+        ip_replacement: Sequence[str] | str = IP_REPLACEMENTS,
+    ):
+        self.replacers: list[tuple[str, _CyclingReplacer]] = []
+        if remove_emails:
+            self.replacers.append(
+                (EMAIL_PATTERN, _CyclingReplacer(EMAIL_PATTERN, email_replacement, bool))
+            )
+        if remove_ips:
+            is_pii = (
+                is_public_ip
+                if only_remove_public_ips
+                else (lambda ip: is_public_ip(ip) or _is_ip(ip))
+            )
+            self.replacers.append(
+                (IPV4_PATTERN, _CyclingReplacer(IPV4_PATTERN, ip_replacement, is_pii))
+            )
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        text = docs["text"].fill_null("")
+        for pattern, replace in self.replacers:
+            candidates = np.flatnonzero(text.str.contains(pattern).to_numpy())
+            if len(candidates):
+                masked = [replace(t) for t in text.gather(candidates).to_list()]
+                text = text.scatter(candidates, masked)
+        return text.alias("text")
+
+    def mask(self, text: str) -> str:
+        """Mask one string (convenience for callers outside polars)."""
+        return self(pl.DataFrame({"text": [text]}))[0]
+
+
+def _is_ip(address: str) -> bool:
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# Plug-ins and defaults
+
+
+def default_filters() -> list[DocumentFilter]:
+    """FineWeb's filter order (language identification happens elsewhere)."""
+    return [
+        URLFilter(),
+        GopherRepetitionFilter(),
+        GopherQualityFilter(),
+        C4QualityFilter(),
+        FineWebQualityFilter(),
+    ]
+
+
+class BatchFunctionFilter:
+    """Wraps ``f(docs: pl.DataFrame) -> pl.Series`` (null = keep, string = drop reason)."""
+
+    def __init__(self, function: Callable[..., pl.Series], name: str, params: dict | None = None):
+        self.function = function
+        self.name = name
+        self.params = params or {}
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series | FilterResult:
+        return self.function(docs, **self.params)
+
+
+class DocumentFunctionFilter:
+    """Wraps ``f(text: str) -> bool | str | None`` applied row by row (slow path).
+
+    True or None keeps the document; False drops it with the filter name as reason, a string
+    drops it with that string as reason.
+    """
+
+    def __init__(
+        self, function: Callable[..., bool | str | None], name: str, params: dict | None = None
+    ):
+        self.function = function
+        self.name = name
+        self.params = params or {}
+
+    def _reason(self, text: str) -> str | None:
+        verdict = self.function(text, **self.params)
+        if verdict is None or verdict is True:
+            return None
+        return self.name if verdict is False else str(verdict)
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        reasons = [self._reason(text) for text in docs["text"].fill_null("").to_list()]
+        return pl.Series("reason", reasons, dtype=pl.Utf8)
+
+
+def _import(path: str) -> Any:
+    module_name, _, attribute = path.rpartition(".")
+    if not module_name:
+        raise ValueError(f"expected a dotted path 'package.module.object', got {path!r}")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def _takes_dataframe(function: Callable) -> bool:
+    first = next(iter(inspect.signature(function).parameters.values()), None)
+    if first is None:
+        return False
+    annotation = first.annotation
+    if isinstance(annotation, str):
+        return annotation.rsplit(".", 1)[-1] == "DataFrame"
+    return annotation is pl.DataFrame or (
+        annotation is inspect.Parameter.empty and first.name == "docs"
+    )
+
+
+def load_filter(path: str, params: dict | None = None) -> DocumentFilter:
+    """Filter from a dotted path: a class following the filter interface (instantiated with
+    ``params``), a batch function whose first parameter is annotated ``pl.DataFrame`` (or named
+    ``docs``), or a per-document function of the text. Extra ``params`` are passed as keyword
+    arguments to functions. The name is the object's ``name`` or the last path component."""
+    target = _import(path)
+    default_name = path.rpartition(".")[2]
+    if inspect.isclass(target):
+        instance = target(**(params or {}))
+        if not getattr(instance, "name", None):
+            instance.name = default_name
+        return instance
+    if not callable(target):
+        raise TypeError(f"{path} is neither a filter class nor a function")
+    name = getattr(target, "name", default_name)
+    wrapper = BatchFunctionFilter if _takes_dataframe(target) else DocumentFunctionFilter
+    return wrapper(target, name, params)
