@@ -17,6 +17,14 @@ class LakeResource(ConfigurableResource):
         default=None, description="S3-compatible endpoint, e.g. http://minio:9000"
     )
     region: str | None = Field(default=None, description="S3 region")
+    max_attempts: int = Field(
+        default=8, description="S3 request attempts, with exponential backoff between them"
+    )
 
     def get_lake(self) -> Lake:
-        return Lake.from_url(self.url, endpoint_url=self.endpoint_url, region=self.region)
+        return Lake.from_url(
+            self.url,
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            max_attempts=self.max_attempts,
+        )

@@ -40,12 +40,71 @@ def check_key_part(part: str) -> str:
     return part
 
 
+class LakeAccessError(ValueError):
+    """The object store refused our credentials or could not be reached (after the SDK's own
+    retries): re-running the step as is will not help, so stages fail at once with this."""
+
+
+# Substrings of the AWS SDK errors pyarrow reports, and what they mean for the operator.
+S3_FAILURES = {
+    "credentials": (
+        "ACCESS_DENIED",
+        "SIGNATURE_DOES_NOT_MATCH",
+        "INVALID_ACCESS_KEY_ID",
+        "INVALID_CLIENT_TOKEN_ID",
+        "MISSING_AUTHENTICATION_TOKEN",
+        "No response body",  # a HEAD request refused with 403 carries no error code
+    ),
+    "unreachable": ("NETWORK_CONNECTION", "curlCode", "Could not connect", "resolve host"),
+    "no bucket": ("NO_SUCH_BUCKET",),
+}
+
+
+def explain_s3_error(error: OSError, endpoint: str, bucket: str) -> str | None:
+    text = str(error)
+    kind = next((k for k, marks in S3_FAILURES.items() if any(m in text for m in marks)), None)
+    if kind == "credentials":
+        return (
+            f"S3 endpoint {endpoint} refused the credentials for bucket {bucket!r}: check "
+            "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (environment or Kubernetes secret)"
+        )
+    if kind == "unreachable":
+        return (
+            f"S3 endpoint {endpoint} (bucket {bucket!r}) is unreachable: check "
+            "TOKENMILL_S3_ENDPOINT and the network path to it"
+        )
+    if kind == "no bucket":
+        return f"bucket {bucket!r} does not exist at S3 endpoint {endpoint}"
+    return None
+
+
 class Lake:
-    def __init__(self, filesystem: pafs.FileSystem, root: str, url: str):
+    def __init__(
+        self, filesystem: pafs.FileSystem, root: str, url: str, endpoint: str | None = None
+    ):
         self.fs = filesystem
         self.root = root.rstrip("/")
         self.url = url
+        self.endpoint = endpoint
         self.is_local = isinstance(filesystem, pafs.LocalFileSystem)
+
+    @contextmanager
+    def _s3_errors(self) -> Iterator[None]:
+        """Credential and connection failures become a LakeAccessError naming the endpoint
+        and bucket; a missing key stays FileNotFoundError."""
+        try:
+            yield
+        except FileNotFoundError:
+            raise
+        except OSError as error:
+            explained = (
+                None
+                if self.is_local
+                else explain_s3_error(error, str(self.endpoint), self.root.split("/", 1)[0])
+            )
+            if explained is None:
+                raise
+            raise LakeAccessError(f"{explained} [{error}]") from error
 
     @classmethod
     def from_url(
@@ -54,27 +113,34 @@ class Lake:
         *,
         endpoint_url: str | None = None,
         region: str | None = None,
-        access_key: str | None = None,
-        secret_key: str | None = None,
         max_attempts: int = 8,
     ) -> Lake:
-        """`/some/dir`, `file:///some/dir` or `s3://bucket/prefix`."""
+        """`/some/dir`, `file:///some/dir` or `s3://bucket/prefix`.
+
+        S3 credentials come only from the environment, through the AWS SDK's default chain
+        (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, a web identity token, instance metadata),
+        never from arguments or config. Failed requests are retried `max_attempts` times with
+        exponential backoff (the SDK's standard retry mode); objects larger than one part
+        (10 MiB) are uploaded in parts, in the background, while the next part is read.
+        """
         parsed = urlparse(url)
         if parsed.scheme == "s3":
+            if not parsed.netloc:
+                raise ValueError(f"lake URL {url!r} names no bucket (use s3://bucket/prefix)")
             options: dict[str, Any] = {
                 "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=max_attempts),
                 "region": region or os.environ.get("AWS_REGION", "us-east-1"),
                 "connect_timeout": 10,
                 "request_timeout": 60,
             }
+            endpoint = "the AWS S3 endpoint"
             if endpoint_url:
-                endpoint = urlparse(endpoint_url)
-                options["endpoint_override"] = endpoint.netloc or endpoint.path
-                options["scheme"] = endpoint.scheme or "https"
-            if access_key:
-                options.update(access_key=access_key, secret_key=secret_key)
+                parsed_endpoint = urlparse(endpoint_url)
+                options["endpoint_override"] = parsed_endpoint.netloc or parsed_endpoint.path
+                options["scheme"] = parsed_endpoint.scheme or "https"
+                endpoint = endpoint_url
             root = f"{parsed.netloc}{parsed.path}".rstrip("/")
-            return cls(pafs.S3FileSystem(**options), root, url)
+            return cls(pafs.S3FileSystem(**options), root, url, endpoint)
         if parsed.scheme not in ("", "file"):
             raise ValueError(
                 f"unsupported lake URL {url!r} (use a directory or s3://bucket/prefix)"
@@ -93,33 +159,39 @@ class Lake:
 
     def open_input(self, key: str) -> pafs.NativeFile:
         """A seekable file (Parquet readers need random access)."""
-        return self.fs.open_input_file(self.path(key))
+        with self._s3_errors():
+            return self.fs.open_input_file(self.path(key))
 
     def open_stream(self, key: str) -> pafs.NativeFile:
         """A sequential stream, for reading large objects front to back."""
-        return self.fs.open_input_stream(self.path(key), compression=None)
+        with self._s3_errors():
+            return self.fs.open_input_stream(self.path(key), compression=None)
 
     def read_bytes(self, key: str) -> bytes:
-        with self.open_input(key) as f:
+        with self._s3_errors(), self.open_input(key) as f:
             return f.read()
 
     def read_json(self, key: str) -> Any:
         return json.loads(self.read_bytes(key))
 
     def exists(self, key: str) -> bool:
-        return self.fs.get_file_info(self.path(key)).type == pafs.FileType.File
+        with self._s3_errors():
+            return self.fs.get_file_info(self.path(key)).type == pafs.FileType.File
 
     def size(self, key: str) -> int:
-        return self.fs.get_file_info(self.path(key)).size
+        with self._s3_errors():
+            return self.fs.get_file_info(self.path(key)).size
 
     def list(self, prefix: str) -> list[str]:
         """Committed object keys under a prefix, sorted; temporary files are never listed."""
         selector = pafs.FileSelector(
             self.path(prefix.rstrip("/")), allow_not_found=True, recursive=True
         )
+        with self._s3_errors():
+            infos = self.fs.get_file_info(selector)
         keys = [
             info.path[len(self.root) + 1 :]
-            for info in self.fs.get_file_info(selector)
+            for info in infos
             if info.type == pafs.FileType.File and TEMP_MARKER not in info.base_name
         ]
         return sorted(keys)
@@ -144,7 +216,8 @@ class Lake:
             if self.is_local:
                 os.replace(temp, final)
             else:
-                self._upload(temp, final)
+                with self._s3_errors():
+                    self._upload(temp, final)
         finally:
             if os.path.exists(temp):
                 os.remove(temp)
@@ -173,7 +246,7 @@ class Lake:
             shutil.copyfileobj(src, f, length=8 << 20)
 
     def delete(self, key: str) -> None:
-        with suppress(FileNotFoundError):
+        with suppress(FileNotFoundError), self._s3_errors():
             self.fs.delete_file(self.path(key))
 
     def delete_prefix(self, prefix: str) -> None:
