@@ -4,6 +4,7 @@ core (`tokenmill`) and reports what it did; nothing here touches data itself."""
 from dagster import AssetCheckSpec, AssetDep, AssetExecutionContext, MaterializeResult, asset
 
 from data_assets.config import CleanConfig, DedupConfig, TokenizeConfig, TokenizerConfig
+from data_assets.k8s import op_tags
 from data_assets.partitions import crawl_partitions, same_crawl, shard_from_key, shard_partitions
 from data_assets.stage import STAGE_RETRY, check, run_stage, stage_result
 from resources.lake import LakeResource
@@ -26,6 +27,7 @@ MAX_BAD_RECORD_RATE = 0.05
 
 
 @asset(
+    op_tags=op_tags("raw_crawl"),
     **SHARD_STAGE,
     group_name="ingest",
     kinds={"warc"},
@@ -41,6 +43,7 @@ def raw_crawl(context: AssetExecutionContext, lake: LakeResource) -> Materialize
 
 
 @asset(
+    op_tags=op_tags("cleaned"),
     **SHARD_STAGE,
     group_name="clean",
     kinds={"parquet"},
@@ -61,6 +64,7 @@ def cleaned(
 
 
 @asset(
+    op_tags=op_tags("dedup_signatures"),
     **SHARD_STAGE,
     group_name="dedup",
     kinds={"parquet"},
@@ -76,6 +80,7 @@ def dedup_signatures(
 
 
 @asset(
+    op_tags=op_tags("dedup_clusters"),
     partitions_def=crawl_partitions,
     retry_policy=STAGE_RETRY,
     group_name="dedup",
@@ -93,6 +98,7 @@ def dedup_clusters(
 
 
 @asset(
+    op_tags=op_tags("deduplicated"),
     **SHARD_STAGE,
     group_name="dedup",
     kinds={"parquet"},
@@ -111,6 +117,7 @@ def deduplicated(context: AssetExecutionContext, lake: LakeResource) -> Material
 
 
 @asset(
+    op_tags=op_tags("tokenizer"),
     retry_policy=STAGE_RETRY,
     group_name="tokenize",
     kinds={"huggingface"},
@@ -127,6 +134,7 @@ def tokenizer(config: TokenizerConfig, lake: LakeResource) -> MaterializeResult:
 
 
 @asset(
+    op_tags=op_tags("tokenized_shards"),
     **SHARD_STAGE,
     group_name="tokenize",
     kinds={"numpy"},
