@@ -3,31 +3,11 @@
 from __future__ import annotations
 
 import io
-import struct
 
 import numpy as np
 
+from tests.formats import read_indexed_dataset
 from tokenmill.megatron import IndexedDatasetWriter, token_dtype
-
-
-def read_indexed_dataset(idx: bytes, bin_data: bytes) -> list[list[int]]:
-    assert idx[:9] == b"MMIDIDX\x00\x00"
-    (version,) = struct.unpack_from("<Q", idx, 9)
-    (code,) = struct.unpack_from("<B", idx, 17)
-    count, documents = struct.unpack_from("<QQ", idx, 18)
-    assert version == 1 and documents == count + 1
-    dtype = {8: "<u2", 4: "<i4"}[code]
-    pos = 34
-    lengths = struct.unpack_from(f"<{count}i", idx, pos)
-    pointers = struct.unpack_from(f"<{count}q", idx, pos + 4 * count)
-    doc_index = struct.unpack_from(f"<{count + 1}q", idx, pos + 12 * count)
-    assert list(doc_index) == list(range(count + 1))
-    assert len(idx) == pos + 12 * count + 8 * (count + 1)
-    width = np.dtype(dtype).itemsize
-    return [
-        np.frombuffer(bin_data[p : p + n * width], dtype).tolist()
-        for p, n in zip(pointers, lengths, strict=True)
-    ]
 
 
 def write(docs: list[list[int]], vocab_size: int) -> tuple[bytes, bytes]:

@@ -1,0 +1,244 @@
+"""The whole pipeline on the embedded default: a small demo crawl through every stage, recorded
+on a real (temporary) Dagster instance, and checked against the demo's ground truth."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+from dagster import AssetKey, DagsterInstance
+from tokenizers import Tokenizer
+
+from data_assets.runner import (
+    STAGE_ASSETS,
+    local_instance,
+    materialize_all,
+    materialized_partitions,
+    register,
+)
+from tests.formats import read_indexed_dataset, warc_headers_at
+from tokenmill.cli import land_demo_crawl
+from tokenmill.lake import Lake
+from tokenmill.report import trace_token
+from tokenmill.shards import Shard, registered_shards
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+CRAWL = "CC-MAIN-DEMO-2026-02"
+DEMO = {"files": 4, "pages_per_file": 60, "seed": 11}
+DUPLICATE_KINDS = ("exact_dup", "near_dup")
+
+
+class Pipeline:
+    def __init__(self, lake: Lake, instance: DagsterInstance, truth: dict, runs: list):
+        self.lake, self.instance, self.truth, self.runs = lake, instance, truth, runs
+        self.shards = registered_shards(lake, CRAWL)
+        self.kind = {(p["file"], p["offset"]): p["kind"] for p in truth["pages"]}
+        self.page = {(p["file"], p["offset"]): p for p in truth["pages"]}
+
+    def table(self, stage: str, shard: Shard, name: str) -> pl.DataFrame:
+        with self.lake.open_input(f"{shard.prefix(stage)}/{name}") as f:
+            return pl.from_arrow(pq.read_table(f))
+
+    def docs(self, stage: str) -> pl.DataFrame:
+        frames = [self.table(stage, s, "docs.parquet") for s in self.shards]
+        docs = pl.concat(frames)
+        kinds = [
+            self.kind[(source.rsplit("/", 1)[1], offset)]
+            for source, offset in docs.select("source_file", "record_offset").iter_rows()
+        ]
+        return docs.with_columns(kind=pl.Series(kinds, dtype=pl.String))
+
+    def snapshot(self) -> dict[str, str]:
+        """sha256 of every committed output object (not the landing zone or the manifests)."""
+        zones = (
+            "raw",
+            "cleaned",
+            "signatures",
+            "clusters",
+            "deduplicated",
+            "tokenizer",
+            "tokenized",
+        )
+        return {
+            key: hashlib.sha256(self.lake.read_bytes(key)).hexdigest()
+            for zone in zones
+            for key in self.lake.list(zone)
+        }
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory) -> Pipeline:
+    """What `tokenmill demo` does, on a temporary lake and instance."""
+    root = tmp_path_factory.mktemp("pipeline")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TOKENMILL_LAKE_URL", str(root / "lake"))
+        env.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+        lake = Lake.from_url(str(root / "lake"))
+        truth = land_demo_crawl(lake, CRAWL, **DEMO)
+        instance = local_instance()
+        register(instance, lake, CRAWL, files_per_shard=2)
+        runs = materialize_all(instance, lake, workers=2)
+        yield Pipeline(lake, instance, truth, runs)
+        instance.dispose()
+
+
+def test_every_stage_is_materialized_for_every_partition(pipeline):
+    materialized = materialized_partitions(pipeline.instance)
+    shard_keys = {f"{CRAWL}|{s.shard}" for s in pipeline.shards}
+    assert len(shard_keys) == 2
+    for asset in STAGE_ASSETS:
+        expected = (
+            {CRAWL} if asset == "dedup_clusters" else set() if asset == "tokenizer" else shard_keys
+        )
+        if asset == "tokenizer":
+            assert pipeline.instance.get_latest_materialization_event(AssetKey(asset))
+        else:
+            assert materialized[asset] == expected, asset
+    assert all(run.success for run in pipeline.runs)
+
+
+def test_materialization_metadata_counts_records_and_broken_ones(pipeline):
+    broken = Counter(p["kind"] for p in pipeline.truth["pages"] if p["kind"].startswith("broken:"))
+    assert broken["broken:corrupt_gzip"] + broken["broken:truncated_record"] > 0
+    totals: Counter = Counter()
+    for shard in pipeline.shards:
+        event = pipeline.instance.get_latest_materialization_event(
+            AssetKey("raw_crawl")
+        )  # any partition: check the shape
+        assert event is not None
+        marker = pipeline.lake.read_json(f"{shard.prefix('raw')}/_SUCCESS.json")
+        totals.update(marker["dropped"])
+        quarantine = pipeline.table("raw", shard, "quarantine.parquet")
+        assert quarantine.height == sum(marker["dropped"].values()) - marker["dropped"].get(
+            "empty_file", 0
+        )
+        assert quarantine["raw"].bin.size().min() > 0 if quarantine.height else True
+    # Every corrupt or clipped record was kept aside and counted, and the run still succeeded.
+    assert sum(totals.values()) >= broken["broken:corrupt_gzip"]
+    metadata = pipeline.instance.get_latest_materialization_event(
+        AssetKey("cleaned")
+    ).asset_materialization.metadata
+    for name in ("records_in", "records_out", "bytes_in", "bytes_out", "duration_s", "preview"):
+        assert name in metadata, name
+    assert any(name.startswith("dropped filter:") for name in metadata)
+
+
+def test_spam_and_foreign_pages_are_filtered_and_good_pages_kept(pipeline):
+    cleaned = pipeline.docs("cleaned")
+    kinds = Counter(cleaned["kind"])
+    assert not [k for k in kinds if k.startswith(("spam:", "foreign:", "broken:", "non_html"))]
+    good_pages = sum(1 for p in pipeline.truth["pages"] if p["kind"] == "good")
+    assert kinds["good"] >= 0.95 * good_pages
+    assert kinds["exact_dup"] + kinds["near_dup"] > 10  # the dedup stage has work to do
+
+
+def test_known_duplicates_are_gone(pipeline):
+    cleaned, deduplicated = pipeline.docs("cleaned"), pipeline.docs("deduplicated")
+    group_of = {p["url"]: p["group"] or p["url"] for p in pipeline.truth["pages"]}
+    survivors = Counter(group_of[url] for url in deduplicated["url"])
+    before = Counter(group_of[url] for url in cleaned["url"])
+    groups_with_copies = [g for g, n in before.items() if n > 1]
+    assert groups_with_copies
+    assert all(survivors[g] == 1 for g in groups_with_copies)
+    assert deduplicated["doc_id"].n_unique() == deduplicated.height
+    # Nothing else was removed: every distinct page of the cleaned set survives once.
+    assert set(survivors) == set(before)
+    removed = pl.concat(
+        [pipeline.table("deduplicated", s, "removed.parquet") for s in pipeline.shards]
+    )
+    assert removed.height == cleaned.height - deduplicated.height
+    assert set(removed["survivor_doc_id"]) <= set(deduplicated["doc_id"])
+
+
+def test_every_output_document_points_at_its_source_record(pipeline):
+    deduplicated = pipeline.docs("deduplicated")
+    sources = {}
+    for source, offset, record_id, url in deduplicated.select(
+        "source_file", "record_offset", "record_id", "url"
+    ).iter_rows():
+        data = sources.setdefault(source, pipeline.lake.read_bytes(source))
+        headers = warc_headers_at(data, offset)
+        assert headers["WARC-Type"] == "response"
+        assert headers["WARC-Record-ID"] == record_id
+        assert headers["WARC-Target-URI"] == url
+        assert pipeline.page[(source.rsplit("/", 1)[1], offset)]["record_id"] == record_id
+
+
+def test_decoding_tokenized_documents_reproduces_their_text(pipeline):
+    tokenizer = Tokenizer.from_str(pipeline.lake.read_bytes("tokenizer/tokenizer.json").decode())
+    eod = tokenizer.token_to_id("<|endoftext|>")
+    for shard in pipeline.shards:
+        prefix = shard.prefix("tokenized")
+        documents = read_indexed_dataset(
+            pipeline.lake.read_bytes(f"{prefix}/tokens.idx"),
+            pipeline.lake.read_bytes(f"{prefix}/tokens.bin"),
+        )
+        sidecar = pipeline.table("tokenized", shard, "provenance.parquet")
+        texts = pipeline.table("deduplicated", shard, "docs.parquet").select("doc_id", "text")
+        assert len(documents) == sidecar.height == texts.height > 0
+        text_of = dict(texts.iter_rows())
+        for tokens, row in zip(documents, sidecar.iter_rows(named=True), strict=True):
+            assert tokens[-1] == eod
+            assert row["token_end"] - row["token_start"] == len(tokens) - 1
+            assert (
+                tokenizer.decode(tokens[:-1], skip_special_tokens=False) == text_of[row["doc_id"]]
+            )
+
+
+def test_trace_finds_the_record_of_random_tokens(pipeline):
+    rng = random.Random(5)
+    shard = pipeline.shards[0]
+    marker = pipeline.lake.read_json(f"{shard.prefix('tokenized')}/_SUCCESS.json")
+    for position in rng.sample(range(marker["counts"]["tokens"]), 20):
+        found = trace_token(pipeline.lake, shard, position)
+        text = pipeline.docs("deduplicated").filter(pl.col("doc_id") == found["doc_id"])["text"][0]
+        assert found["is_end_of_document"] or found["text"] in text
+        headers = warc_headers_at(
+            pipeline.lake.read_bytes(found["source_file"]), found["record_offset"]
+        )
+        assert headers["WARC-Target-URI"] == found["url"]
+
+
+def test_a_second_materialization_produces_identical_output(pipeline):
+    before = pipeline.snapshot()
+    materialize_all(pipeline.instance, pipeline.lake, workers=2)
+    assert pipeline.snapshot() == before
+
+
+def test_asset_graph_has_the_four_stages_in_lineage_order():
+    from data_assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    order = [key.to_user_string() for key in graph.toposorted_asset_keys]
+    stages = ["raw_crawl", "cleaned", "deduplicated", "tokenized_shards"]
+    assert [name for name in order if name in stages] == stages
+    for name in STAGE_ASSETS:
+        if name != "tokenizer":
+            assert graph.get(AssetKey(name)).is_partitioned, name
+    assert AssetKey("raw_crawl") in graph.get(AssetKey("cleaned")).parent_keys
+
+
+def test_dagster_definitions_validate():
+    result = subprocess.run(
+        [sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Validation successful" in result.stdout + result.stderr
+
+
+def test_demo_truth_is_recorded_in_the_lake(pipeline):
+    truth = pipeline.lake.read_json(f"demo/{CRAWL}/truth.json")
+    assert truth["params"] == DEMO
+    assert json.dumps(truth["pages"]) == json.dumps(pipeline.truth["pages"])
