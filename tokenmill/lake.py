@@ -20,6 +20,8 @@ from urllib.parse import urlparse
 import pyarrow.fs as pafs
 
 TEMP_MARKER = ".tmp-"
+MULTIPART_THRESHOLD = 16 << 20
+PART_SIZE = 8 << 20
 
 
 class LakeKeyError(ValueError):
@@ -54,13 +56,23 @@ S3_FAILURES = {
         "INVALID_CLIENT_TOKEN_ID",
         "MISSING_AUTHENTICATION_TOKEN",
         "No response body",  # a HEAD request refused with 403 carries no error code
+        "SignatureDoesNotMatch",  # boto3 spells the codes this way
+        "InvalidAccessKeyId",
+        "AccessDenied",
     ),
     "unreachable": ("NETWORK_CONNECTION", "curlCode", "Could not connect", "resolve host"),
-    "no bucket": ("NO_SUCH_BUCKET",),
+    "no bucket": ("NO_SUCH_BUCKET", "NoSuchBucket"),
 }
 
 
-def explain_s3_error(error: OSError, endpoint: str, bucket: str) -> str | None:
+def boto_errors() -> tuple[type[Exception], ...]:
+    from boto3.exceptions import S3UploadFailedError
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (BotoCoreError, ClientError, S3UploadFailedError)
+
+
+def explain_s3_error(error: Exception, endpoint: str, bucket: str) -> str | None:
     text = str(error)
     kind = next((k for k, marks in S3_FAILURES.items() if any(m in text for m in marks)), None)
     if kind == "credentials":
@@ -87,6 +99,13 @@ class Lake:
         self.url = url
         self.endpoint = endpoint
         self.is_local = isinstance(filesystem, pafs.LocalFileSystem)
+        # S3 uploads (see `_upload`); set by `from_url`
+        self.endpoint_url: str | None = None
+        self.region: str | None = None
+        self.max_attempts = 8
+        self.multipart_threshold = MULTIPART_THRESHOLD
+        self.part_size = PART_SIZE
+        self._client = None
 
     @contextmanager
     def _s3_errors(self) -> Iterator[None]:
@@ -96,7 +115,7 @@ class Lake:
             yield
         except FileNotFoundError:
             raise
-        except OSError as error:
+        except (OSError, *boto_errors()) as error:
             explained = (
                 None
                 if self.is_local
@@ -119,9 +138,9 @@ class Lake:
 
         S3 credentials come only from the environment, through the AWS SDK's default chain
         (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, a web identity token, instance metadata),
-        never from arguments or config. Failed requests are retried `max_attempts` times with
-        exponential backoff (the SDK's standard retry mode); objects larger than one part
-        (10 MiB) are uploaded in parts, in the background, while the next part is read.
+        never from arguments or config. Failed requests are retried up to `max_attempts` times
+        with exponential backoff (the SDKs' standard retry mode); objects above
+        MULTIPART_THRESHOLD are uploaded as multipart uploads of PART_SIZE parts.
         """
         parsed = urlparse(url)
         if parsed.scheme == "s3":
@@ -140,7 +159,10 @@ class Lake:
                 options["scheme"] = parsed_endpoint.scheme or "https"
                 endpoint = endpoint_url
             root = f"{parsed.netloc}{parsed.path}".rstrip("/")
-            return cls(pafs.S3FileSystem(**options), root, url, endpoint)
+            lake = cls(pafs.S3FileSystem(**options), root, url, endpoint)
+            lake.endpoint_url, lake.region = endpoint_url, options["region"]
+            lake.max_attempts = max_attempts
+            return lake
         if parsed.scheme not in ("", "file"):
             raise ValueError(
                 f"unsupported lake URL {url!r} (use a directory or s3://bucket/prefix)"
@@ -223,16 +245,35 @@ class Lake:
                 os.remove(temp)
 
     def _upload(self, local_file: str, final: str) -> None:
-        # Upload under a temporary key, then copy server-side: an interrupted multipart upload
-        # must never complete at the final key.
-        staging = f"{final.rsplit('/', 1)[0]}/{TEMP_MARKER}{uuid.uuid4().hex}"
-        try:
-            with open(local_file, "rb") as src, self.fs.open_output_stream(staging) as dst:
-                shutil.copyfileobj(src, dst, length=8 << 20)
-            self.fs.copy_file(staging, final)
-        finally:
-            with suppress(FileNotFoundError, OSError):
-                self.fs.delete_file(staging)
+        # boto3's transfer manager: a single PUT below the threshold, otherwise a multipart
+        # upload whose parts are retried on their own and which is aborted on failure, so an
+        # object appears at its key only complete (pyarrow's output stream would complete a
+        # half-written multipart upload when it is closed by an exception).
+        from boto3.s3.transfer import TransferConfig
+
+        bucket, key = final.split("/", 1)
+        config = TransferConfig(
+            multipart_threshold=self.multipart_threshold, multipart_chunksize=self.part_size
+        )
+        self._s3_client().upload_file(local_file, bucket, key, Config=config)
+
+    def _s3_client(self):
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            self._client = boto3.session.Session().client(
+                "s3",
+                endpoint_url=self.endpoint_url,
+                region_name=self.region,
+                config=Config(
+                    retries={"max_attempts": self.max_attempts, "mode": "standard"},
+                    connect_timeout=10,
+                    read_timeout=60,
+                    s3={"addressing_style": "path"} if self.endpoint_url else None,
+                ),
+            )
+        return self._client
 
     def write_bytes(self, key: str, data: bytes) -> None:
         with self.writing(key) as f:
