@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tokenmill.clean import CLEANED, DOC_SCHEMA
-from tokenmill.clusters import choose_survivors, cluster
+from tokenmill.clusters import choose_survivors, cluster, removals
 from tokenmill.lake import Lake
-from tokenmill.minhash import MinHasher, band_hashes, content_hashes, optimal_bands_rows
+from tokenmill.minhash import MinHasher, band_hashes, optimal_bands_rows
 from tokenmill.outputs import (
     PartitionWriter,
     StageReport,
@@ -34,7 +34,8 @@ from tokenmill.shards import Shard, crawl_prefix, registered_shards
 SIGNATURES = "signatures"
 CLUSTERS = "clusters"
 DEDUPLICATED = "deduplicated"
-SURVIVOR_RULES = ("first_seen", "earliest_date", "lowest_doc_id")
+SURVIVOR_RULES = ("first_seen", "earliest_date", "lowest_doc_id", "highest_quality")
+QUALITY_COLUMN = "quality_score"
 
 CLUSTER_SCHEMA = pa.schema(
     [
@@ -54,6 +55,10 @@ REMOVED_SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class DedupSettings:
+    """``survivor`` picks the document each cluster keeps (ties go to the first seen, i.e. the
+    lowest position in shard order): ``first_seen``; ``earliest_date`` (WARC capture date);
+    ``lowest_doc_id``; ``highest_quality`` (see ``quality_scores``)."""
+
     ngram: int = 5
     bands: int = 14
     rows: int = 8
@@ -64,8 +69,12 @@ class DedupSettings:
     def __post_init__(self):
         if self.survivor not in SURVIVOR_RULES:
             raise ValueError(f"survivor must be one of {SURVIVOR_RULES}, not {self.survivor!r}")
+        if self.threshold is not None and not 0 < self.threshold < 1:
+            raise ValueError(f"threshold must lie strictly between 0 and 1, not {self.threshold}")
 
     def banding(self) -> tuple[int, int]:
+        """(bands, rows): as given, or datasketch's optimum for ``threshold`` over the same
+        number of permutations (bands × rows)."""
         if self.threshold is None:
             return self.bands, self.rows
         return optimal_bands_rows(self.threshold, self.bands * self.rows)
@@ -79,91 +88,148 @@ def band_column(band: int) -> str:
     return f"band_{band:02d}"
 
 
+def signature_schema(bands: int) -> pa.Schema:
+    return pa.schema(
+        [
+            ("doc_id", pa.string()),
+            ("warc_date", pa.string()),
+            ("exact_hash", pa.uint64()),
+            (QUALITY_COLUMN, pa.float64()),
+        ]
+        + [(band_column(b), pa.uint64()) for b in range(bands)]
+    )
+
+
+def quality_scores(batch: pa.RecordBatch, word_counts: np.ndarray) -> np.ndarray:
+    """The cleaned docs' ``quality_score`` column if they have one (a missing score ranks
+    last); otherwise the word count of the normalized text, so that among near-duplicates the
+    most complete copy (not a truncated or excerpted one) survives."""
+    if QUALITY_COLUMN not in batch.schema.names:
+        return word_counts.astype(np.float64)
+    given = batch.column(QUALITY_COLUMN).cast(pa.float64())
+    return given.fill_null(-np.inf).to_numpy(zero_copy_only=False)
+
+
 def compute_signatures(lake: Lake, shard: Shard, settings: DedupSettings) -> StageReport:
     source = shard.prefix(CLEANED)
     require_committed(lake, source, f"cleaned {shard}")
     bands, rows = settings.banding()
     hasher = MinHasher(num_perm=bands * rows, ngram=settings.ngram, seed=settings.seed)
-    schema = pa.schema(
-        [("doc_id", pa.string()), ("warc_date", pa.string()), ("exact_hash", pa.uint64())]
-        + [(band_column(b), pa.uint64()) for b in range(bands)]
-    )
+    schema = signature_schema(bands)
+    docs_key = f"{source}/docs.parquet"
+    columns = ["doc_id", "warc_date", "text"]
+    if QUALITY_COLUMN in _parquet_schema(lake, docs_key).names:
+        columns.append(QUALITY_COLUMN)
     report = StageReport()
     with PartitionWriter(lake, shard.prefix(SIGNATURES), report) as out:
         sink = out.parquet("signatures.parquet", schema)
-        columns = ["doc_id", "warc_date", "text"]
-        for batch in read_batches(lake, f"{source}/docs.parquet", columns):
-            texts = batch.column("text").to_pylist()
-            band_values = band_hashes(hasher.signatures(texts), bands, rows)
+        for batch in read_batches(lake, docs_key, columns):
+            texts = batch.column("text")
+            hashed = hasher.hash_documents(texts)
+            band_values = band_hashes(hashed.signatures, bands, rows)
             table = pa.table(
                 {
                     "doc_id": batch.column("doc_id"),
                     "warc_date": batch.column("warc_date"),
-                    "exact_hash": content_hashes(texts),
+                    "exact_hash": hashed.content_hashes,
+                    QUALITY_COLUMN: quality_scores(batch, hashed.word_counts),
                 }
                 | {band_column(b): band_values[:, b] for b in range(bands)}
             )
             sink.write_table(table)
             report.records_in += batch.num_rows
-            report.bytes_in += sum(len(t) for t in texts)
+            report.bytes_in += int(pc.sum(pc.binary_length(texts)).as_py() or 0)
         report.records_out = report.records_in
         report.counts["params"] = settings.signature_params()
     return report
 
 
+def _parquet_schema(lake: Lake, key: str) -> pa.Schema:
+    with lake.open_input(key) as f:
+        return pq.read_schema(f)
+
+
+class _CrawlSignatures:
+    """The committed signature files of a crawl's shards, read one column at a time."""
+
+    def __init__(self, lake: Lake, crawl: str) -> None:
+        self.lake = lake
+        self.shards = registered_shards(lake, crawl)
+        markers = [_signature_marker(lake, s) for s in self.shards]
+        params = {str(s): m["counts"]["params"] for s, m in zip(self.shards, markers, strict=True)}
+        if len({repr(p) for p in params.values()}) > 1:
+            raise ValueError(
+                f"shards of {crawl} have signatures with different parameters "
+                f"{params}; rematerialize signatures for the whole crawl"
+            )
+        self.params = next(iter(params.values()), {})
+        self.keys = [f"{s.prefix(SIGNATURES)}/signatures.parquet" for s in self.shards]
+        sizes = [m["outputs"]["signatures.parquet"]["rows"] for m in markers]
+        self.shard_starts = np.cumsum([0, *sizes])
+        self.n_docs = int(self.shard_starts[-1])
+
+    def arrow(self, name: str) -> pa.ChunkedArray:
+        chunks = [chunk for key in self.keys for chunk in read_column(self.lake, key, name).chunks]
+        schema = signature_schema(self.params.get("bands", 0))
+        return pa.chunked_array(chunks, type=schema.field(name).type)
+
+    def numpy(self, name: str) -> np.ndarray:
+        return self.arrow(name).to_numpy()
+
+    def key_columns(self) -> Iterator[np.ndarray]:
+        """The exact-content hashes, then one LSH band after the other."""
+        yield self.numpy("exact_hash")
+        for band in range(self.params.get("bands", 0)):
+            yield self.arrow(band_column(band)).to_numpy()
+
+    def shard_names(self, docs: np.ndarray) -> pa.Array:
+        names = pa.array([s.shard for s in self.shards], pa.string())
+        return names.take(np.searchsorted(self.shard_starts, docs, side="right") - 1)
+
+    def rank(self, rule: str) -> np.ndarray | None:
+        """Lower rank survives (nulls rank last); None means first seen."""
+        if rule == "first_seen":
+            return None
+        column, descending = {
+            "earliest_date": ("warc_date", False),
+            "lowest_doc_id": ("doc_id", False),
+            "highest_quality": (QUALITY_COLUMN, True),
+        }[rule]
+        values = pl.from_arrow(self.arrow(column))
+        rank = values.rank("dense", descending=descending).fill_null(len(values) + 1)
+        return rank.to_numpy().astype(np.int64)
+
+
 def compute_clusters(lake: Lake, crawl: str, settings: DedupSettings) -> StageReport:
-    shards = registered_shards(lake, crawl)
-    markers = {s: _signature_marker(lake, s) for s in shards}
-    params = {str(s): markers[s]["counts"]["params"] for s in shards}
-    if len({repr(p) for p in params.values()}) > 1:
-        raise ValueError(
-            f"shards of {crawl} have signatures with different parameters "
-            f"{params}; rematerialize signatures for the whole crawl"
-        )
-    bands = next(iter(params.values()))["bands"] if params else 0
-    keys = [f"{s.prefix(SIGNATURES)}/signatures.parquet" for s in shards]
-    sizes = [markers[s]["outputs"]["signatures.parquet"]["rows"] for s in shards]
-    n_docs = sum(sizes)
-
-    def column(name: str) -> np.ndarray:
-        chunks = [read_column(lake, key, name).to_numpy() for key in keys]
-        return np.concatenate(chunks) if chunks else np.zeros(0, np.uint64)
-
-    def key_columns() -> Iterator[np.ndarray]:
-        yield column("exact_hash")
-        for band in range(bands):
-            yield column(band_column(band))
-
-    components = cluster(n_docs, key_columns())
-    survivors = choose_survivors(components, _rank(settings.survivor, column))
-    removed = np.flatnonzero(survivors != np.arange(n_docs))
-    exact = column("exact_hash")
-    is_exact = exact[removed] == exact[survivors[removed]]
-    shard_of = np.repeat(np.array([s.shard for s in shards], dtype=object), sizes)
-    doc_ids = (
-        np.concatenate(
-            [read_column(lake, k, "doc_id").to_numpy(zero_copy_only=False) for k in keys]
-        )
-        if keys
-        else np.zeros(0, object)
+    """Cluster ids are the doc id of the cluster's first-seen member, so they do not change
+    with the survivor rule."""
+    crawl_signatures = _CrawlSignatures(lake, crawl)
+    components = cluster(crawl_signatures.n_docs, crawl_signatures.key_columns())
+    survivors = choose_survivors(components, crawl_signatures.rank(settings.survivor))
+    removed = removals(survivors)
+    exact = crawl_signatures.numpy("exact_hash")
+    is_exact = exact[removed.doc_index] == exact[removed.survivor]
+    del exact
+    doc_ids = crawl_signatures.arrow("doc_id")
+    report = StageReport(
+        records_in=crawl_signatures.n_docs,
+        records_out=crawl_signatures.n_docs - len(removed.doc_index),
     )
-    report = StageReport(records_in=n_docs, records_out=n_docs - len(removed))
     report.drop("exact_duplicate", int(is_exact.sum()))
     report.drop("near_duplicate", int((~is_exact).sum()))
     report.counts.update(
-        shards=len(shards),
-        clusters=int(len(np.unique(survivors[removed]))),
-        params=next(iter(params.values()), {}) | {"survivor": settings.survivor},
+        shards=len(crawl_signatures.shards),
+        clusters=int(len(np.unique(removed.survivor))),
+        params=crawl_signatures.params | {"survivor": settings.survivor},
     )
     with PartitionWriter(lake, crawl_prefix(CLUSTERS, crawl), report) as out:
-        survivor_ids = doc_ids[survivors[removed]]
         table = pa.table(
             {
-                "shard": shard_of[removed],
-                "doc_id": doc_ids[removed],
-                "cluster_id": survivor_ids,
-                "survivor_shard": shard_of[survivors[removed]],
-                "survivor_doc_id": survivor_ids,
+                "shard": crawl_signatures.shard_names(removed.doc_index),
+                "doc_id": doc_ids.take(removed.doc_index),
+                "cluster_id": doc_ids.take(components[removed.doc_index]),
+                "survivor_shard": crawl_signatures.shard_names(removed.survivor),
+                "survivor_doc_id": doc_ids.take(removed.survivor),
                 "reason": np.where(is_exact, "exact_duplicate", "near_duplicate"),
             },
             schema=CLUSTER_SCHEMA,
@@ -175,14 +241,6 @@ def compute_clusters(lake: Lake, crawl: str, settings: DedupSettings) -> StageRe
 
 def _signature_marker(lake: Lake, shard: Shard) -> dict:
     return require_committed(lake, shard.prefix(SIGNATURES), f"dedup signatures of {shard}")
-
-
-def _rank(rule: str, column) -> np.ndarray | None:
-    """Lower rank survives; ties go to the first seen (lowest position in shard order)."""
-    if rule == "first_seen":
-        return None
-    values = column("warc_date" if rule == "earliest_date" else "doc_id")
-    return np.unique(values, return_inverse=True)[1].astype(np.int64)
 
 
 def filter_shard(lake: Lake, shard: Shard) -> StageReport:

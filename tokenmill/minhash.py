@@ -21,7 +21,7 @@ import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import xxhash
@@ -319,7 +319,8 @@ def _range_shingle_hashes64(data: np.ndarray, starts: np.ndarray, stops: np.ndar
 
 
 def _shingle_spans(data: np.ndarray, offsets: np.ndarray, ngram: int):
-    """Code point ranges of every shingle of every document, and the shingle count per document."""
+    """Code point ranges of every shingle of every document, the shingle count and the word
+    count per document."""
     nonempty = offsets[1:] > offsets[:-1]
     spaces = np.flatnonzero(data == 32)
     word_starts = _merge_sorted(spaces + 1, offsets[:-1][nonempty])
@@ -332,7 +333,7 @@ def _shingle_spans(data: np.ndarray, offsets: np.ndarray, ngram: int):
     last_offset = np.minimum(position + ngram - 1, words[doc] - 1)
     starts = word_starts[first_word[doc] + position]
     stops = word_stops[first_word[doc] + last_offset]
-    return starts, stops, counts
+    return starts, stops, counts, words
 
 
 def _merge_sorted(left: np.ndarray, right: np.ndarray) -> np.ndarray:
@@ -364,6 +365,12 @@ def _permutations(num_perm: int, seed: int, scheme: Scheme) -> tuple[np.ndarray,
     a = gen.randint(0, 1 << (width - 1), num_perm, dtype=dtype) * dtype(2) + dtype(1)
     b = gen.randint(0, 1 << width, num_perm, dtype=dtype)
     return a, b
+
+
+class DocumentHashes(NamedTuple):
+    signatures: np.ndarray  # (docs, num_perm)
+    content_hashes: np.ndarray | None  # uint64, see ``content_hashes``
+    word_counts: np.ndarray  # int64: words of the normalized text
 
 
 class MinHasher:
@@ -398,28 +405,32 @@ class MinHasher:
 
     def signatures(self, texts: Sequence[str | None]) -> np.ndarray:
         """MinHash signatures, shape (len(texts), num_perm)."""
-        return self._hash(texts, with_content=False)[0]
+        return self.hash_documents(texts, with_content=False).signatures
 
     def signatures_and_content_hashes(
         self, texts: Sequence[str | None]
     ) -> tuple[np.ndarray, np.ndarray]:
         """``signatures(texts)`` and ``content_hashes(texts)``, normalizing each text once."""
-        return self._hash(texts, with_content=True)
+        hashed = self.hash_documents(texts)
+        return hashed.signatures, hashed.content_hashes
 
-    def _hash(self, texts: Sequence[str | None], with_content: bool):
+    def hash_documents(self, texts: Sequence[str | None], with_content: bool = True):
+        """Signatures, content hashes (unless ``with_content`` is false) and normalized word
+        counts of ``texts``, normalizing each text once."""
         texts = _as_str_list(texts)
         signatures = np.empty((len(texts), self.num_perm), dtype=self.dtype)
         content = np.empty(len(texts), dtype=np.uint64) if with_content else None
+        words = np.empty(len(texts), dtype=np.int64)
         for start in range(0, len(texts), self.docs_per_batch):
             batch = slice(start, start + self.docs_per_batch)
             code_points, offsets = normalize_code_points(texts[batch])
-            signatures[batch] = self._code_point_signatures(code_points, offsets)
+            starts, stops, counts, words[batch] = _shingle_spans(code_points, offsets, self.ngram)
+            signatures[batch] = self._signatures_of_spans(code_points, starts, stops, counts)
             if with_content:
                 content[batch] = _utf8_hashes(*_to_utf8(code_points, offsets))
-        return signatures, content
+        return DocumentHashes(signatures, content, words)
 
-    def _code_point_signatures(self, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        starts, stops, counts = _shingle_spans(data, offsets, self.ngram)
+    def _signatures_of_spans(self, data, starts, stops, counts) -> np.ndarray:
         hashes = _range_shingle_hashes64(data, starts, stops)
         if self.hash_bits == 32:
             hashes = (hashes >> np.uint64(32)).astype(np.uint32)
