@@ -66,7 +66,9 @@ class DedupConfig(Config):
         default=None, description="Target Jaccard similarity; overrides bands/rows if set"
     )
     survivor: str = Field(
-        default="first_seen", description="first_seen | earliest_date | lowest_doc_id"
+        default="first_seen",
+        description="Which member of a duplicate cluster is kept: first_seen | earliest_date | "
+        "lowest_doc_id | highest_quality (the cleaned docs' quality_score, else most words)",
     )
 
     def settings(self) -> DedupSettings:
