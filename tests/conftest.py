@@ -12,3 +12,28 @@ def shared() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"shared data not present at {SHARED}")
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory):
+    """A SeaweedFS S3 gateway on loopback with access keys and a bucket; stopped by PID."""
+    from tests.servers import start_seaweedfs, stop
+
+    server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"))
+    yield server
+    stop(server.process)
+
+
+@pytest.fixture(scope="session")
+def postgres_database():
+    """A fresh database on the PostgreSQL server at 127.0.0.1:5432, dropped afterwards."""
+    import uuid
+
+    from tests.servers import create_database, drop_database, postgres_available
+
+    if not postgres_available():
+        pytest.skip("no PostgreSQL server at 127.0.0.1:5432")
+    name = f"tokenmill_test_{uuid.uuid4().hex[:12]}"
+    create_database(name)
+    yield name
+    drop_database(name)
