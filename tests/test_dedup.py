@@ -286,3 +286,85 @@ def test_ground_truth_recall_and_false_merges(lake):
     assert merged[dissimilar].mean() <= 0.01
     # Originals are distinct articles: none of them is removed.
     assert not any(k.startswith("o") for k in clusters(lake))
+
+
+# --- Dagster: a new shard makes its crawl's clusters and deduplicated shards stale -------------
+
+
+def test_new_shard_makes_its_crawls_dedup_stale_in_dagster(tmp_path, articles):
+    from dagster import (
+        AssetKey,
+        AssetMaterialization,
+        MultiPartitionKey,
+        instance_for_test,
+        materialize,
+    )
+    from dagster._core.definitions.data_version import StaleStatus
+    from dagster._utils.test.data_versions import get_stale_status_resolver
+
+    from data_assets import stages
+    from resources.lake import LakeResource
+
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    other = "CC-MAIN-TEST-2026-02"
+    texts = [a.text for a in articles]
+    for crawl, offset in ((CRAWL, 0), (other, 4)):
+        write_crawl(lake, [[doc("a", texts[offset])], [doc("b", texts[offset + 1])]], crawl=crawl)
+    assets = [stages.cleaned, stages.dedup_signatures, stages.dedup_clusters, stages.deduplicated]
+    resources = {"lake": LakeResource(url=str(tmp_path / "lake"))}
+
+    def shard_key(crawl: str, shard: str) -> str:
+        return str(MultiPartitionKey({"crawl": crawl, "shard": shard}))
+
+    with instance_for_test() as instance:
+
+        def run(asset, partition: str) -> None:
+            result = materialize(
+                assets,
+                selection=[asset],
+                partition_key=partition,
+                instance=instance,
+                resources=resources,
+            )
+            assert result.success
+
+        def sign(crawl: str, shard: str) -> None:
+            # cleaned was written straight to the lake above: tell Dagster, as an import would.
+            instance.report_runless_asset_event(
+                AssetMaterialization("cleaned", partition=shard_key(crawl, shard))
+            )
+            run(stages.dedup_signatures, shard_key(crawl, shard))
+
+        def status(asset: str, partition: str) -> StaleStatus:
+            # A fresh resolver each time: it caches what it has read from the instance.
+            return get_stale_status_resolver(instance, assets).get_status(
+                AssetKey(asset), partition
+            )
+
+        instance.add_dynamic_partitions("crawls", [CRAWL, other])
+        instance.add_dynamic_partitions("shards", ["00000", "00001"])
+        for crawl in (CRAWL, other):
+            for shard in ("00000", "00001"):
+                sign(crawl, shard)
+            run(stages.dedup_clusters, crawl)
+            for shard in ("00000", "00001"):
+                run(stages.deduplicated, shard_key(crawl, shard))
+        everything = [("dedup_clusters", c) for c in (CRAWL, other)] + [
+            ("deduplicated", shard_key(c, s)) for c in (CRAWL, other) for s in ("00000", "00001")
+        ]
+        assert {status(*item) for item in everything} == {StaleStatus.FRESH}
+
+        # A third shard arrives in CRAWL (a copy of its doc "a") and is signed.
+        write_shard(lake, Shard(CRAWL, "00002"), [doc("a2", texts[0])])
+        instance.add_dynamic_partitions("shards", ["00002"])
+        sign(CRAWL, "00002")
+        assert status("dedup_clusters", CRAWL) == StaleStatus.STALE
+        assert status("dedup_clusters", other) == StaleStatus.FRESH
+
+        run(stages.dedup_clusters, CRAWL)
+        assert clusters(lake)["a2"]["survivor_doc_id"] == "a"
+        assert status("dedup_clusters", CRAWL) == StaleStatus.FRESH
+        for shard in ("00000", "00001"):
+            assert status("deduplicated", shard_key(CRAWL, shard)) == StaleStatus.STALE
+            assert status("deduplicated", shard_key(other, shard)) == StaleStatus.FRESH
+        assert status("deduplicated", shard_key(CRAWL, "00002")) == StaleStatus.MISSING
