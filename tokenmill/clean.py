@@ -10,11 +10,11 @@ import polars as pl
 import pyarrow as pa
 import xxhash
 
-from tokenmill.extract import Extracted, Skip, extract_document
+from tokenmill.extract import DEFAULT_EXTRACTOR, EXTRACTORS, Extracted, Skip, extract_document
 from tokenmill.filters import FilterChain, PIIMasker, default_filters
 from tokenmill.ingest import RAW, raw_warc_files
 from tokenmill.lake import Lake
-from tokenmill.language import identify
+from tokenmill.language import BACKENDS, DEFAULT_BACKEND, identifier
 from tokenmill.outputs import PartitionWriter, StageReport, require_committed
 from tokenmill.shards import Shard
 from tokenmill.warc import DEFAULT_MAX_RECORD_BYTES, BadRecord, WarcRecord, iter_records
@@ -77,10 +77,20 @@ class CleanSettings:
     keep_languages: Sequence[str] = ("en",)
     min_language_score: float = 0.65
     main_content: bool = True
+    extractor: str = DEFAULT_EXTRACTOR
+    language_backend: str = DEFAULT_BACKEND
     mask_pii: bool = True
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     max_html_bytes: int = 8 << 20
     filters: list[Any] = field(default_factory=default_filters)
+
+    def __post_init__(self):
+        if self.extractor not in EXTRACTORS:
+            raise ValueError(f"extractor must be one of {EXTRACTORS}, got {self.extractor!r}")
+        if self.language_backend not in BACKENDS:
+            raise ValueError(
+                f"language_backend must be one of {BACKENDS}, got {self.language_backend!r}"
+            )
 
     def chain(self) -> FilterChain:
         language = LanguageFilter(self.keep_languages, self.min_language_score)
@@ -122,6 +132,7 @@ def clean_shard(lake: Lake, shard: Shard, settings: CleanSettings | None = None)
 def _documents(
     lake: Lake, shard: Shard, raw: dict, settings: CleanSettings, report: StageReport, rejected
 ) -> Iterator[dict[str, Any]]:
+    identify = identifier(settings.language_backend)
     for name in raw_warc_files(raw):
         key = f"{shard.prefix(RAW)}/{name}"
         report.bytes_in += lake.size(key)
@@ -158,7 +169,9 @@ def _documents(
 
 def _extract(record: WarcRecord, settings: CleanSettings) -> Extracted | Skip:
     try:
-        return extract_document(record.block, settings.max_html_bytes, settings.main_content)
+        return extract_document(
+            record.block, settings.max_html_bytes, settings.main_content, settings.extractor
+        )
     except Skip as skip:
         return skip
     except Exception as error:  # one record must never fail the shard

@@ -1,4 +1,11 @@
-"""From an HTTP response payload to clean text: HTTP parsing, decoding, charset, HTML to text."""
+"""From an HTTP response payload to clean text: HTTP parsing, decoding, charset, HTML to text.
+
+Extractors (``EXTRACTORS``): ``resiliparse`` (main-content heuristics, fast), ``trafilatura``
+(slower, better on pages where resiliparse's main-content pass drops most of the text) and
+``hybrid`` (the default): resiliparse, falling back to trafilatura (its ``fast`` mode) only on
+the pages where resiliparse's main content keeps fewer than ``FALLBACK_MIN_WORDS`` words or less
+than ``FALLBACK_SHARE`` of the page's words. ``benchmarks/bench_clean.py`` measures all three.
+"""
 
 from __future__ import annotations
 
@@ -107,12 +114,54 @@ def looks_binary(body: bytes) -> bool:
     return b"\x00" in sample or len(CONTROL_BYTES.findall(sample)) > len(sample) // 100
 
 
-def html_to_text(html: str, main_content: bool = True) -> str:
-    tree = HTMLTree.parse(html)
-    text = extract_plain_text(
-        tree, main_content=main_content, preserve_formatting=True, alt_texts=False
-    )
+EXTRACTORS = ("hybrid", "resiliparse", "trafilatura")
+DEFAULT_EXTRACTOR = "hybrid"
+# Chosen on wcxb-dev-sample: about 9 % of pages fall back (see benchmarks/bench_clean.py).
+FALLBACK_SHARE = 0.2
+FALLBACK_MIN_WORDS = 50
+
+
+def _lines(text: str) -> str:
     return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _resiliparse(tree: HTMLTree, main_content: bool) -> str:
+    return _lines(
+        extract_plain_text(
+            tree, main_content=main_content, preserve_formatting=True, alt_texts=False
+        )
+    )
+
+
+def _trafilatura(html: str, fast: bool = False) -> str:
+    import trafilatura  # imported on first use: it is slow to import and rarely needed
+
+    return _lines(trafilatura.extract(html, fast=fast) or "")
+
+
+def _word_count(text: str) -> int:
+    return len(text.split())
+
+
+def html_to_text(html: str, main_content: bool = True, extractor: str = DEFAULT_EXTRACTOR) -> str:
+    """Text of an HTML page. ``main_content=False`` keeps the whole page (resiliparse only)."""
+    if extractor not in EXTRACTORS:
+        raise ValueError(f"unknown extractor {extractor!r}, expected one of {EXTRACTORS}")
+    if extractor == "trafilatura" and main_content:
+        return _trafilatura(html)
+    tree = HTMLTree.parse(html)
+    text = _resiliparse(tree, main_content)
+    if extractor == "hybrid" and main_content and needs_fallback(text, tree):
+        return _trafilatura(html, fast=True) or text
+    return text
+
+
+def needs_fallback(main_text: str, tree: HTMLTree) -> bool:
+    """Whether resiliparse's main content looks like it lost the page's content."""
+    words = _word_count(main_text)
+    if words < FALLBACK_MIN_WORDS:
+        return True
+    return words < FALLBACK_SHARE * _word_count(_resiliparse(tree, main_content=False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +170,12 @@ class Extracted:
     charset: str
 
 
-def extract_document(block: bytes, max_html_bytes: int, main_content: bool = True) -> Extracted:
+def extract_document(
+    block: bytes,
+    max_html_bytes: int,
+    main_content: bool = True,
+    extractor: str = DEFAULT_EXTRACTOR,
+) -> Extracted:
     """Text of an HTTP response block, or `Skip` saying why there is none."""
     response = parse_http_response(block)
     if response.status != 200:
@@ -135,7 +189,7 @@ def extract_document(block: bytes, max_html_bytes: int, main_content: bool = Tru
     if looks_binary(response.body):
         raise Skip("binary_payload", f"labeled {response.mime or 'without type'}")
     html, charset = decode_html(response.body, response.declared_charset)
-    text = html_to_text(html, main_content)
+    text = html_to_text(html, main_content, extractor)
     if not text:
         raise Skip("no_text")
     return Extracted(text, charset)
