@@ -1,0 +1,195 @@
+"""The production path on real servers: the Dagster instance of helm/dagster-instance.yaml on
+PostgreSQL (127.0.0.1:5432) and the lake on SeaweedFS, running the same demo as a local run."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg2
+import pytest
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus
+
+from data_assets.partitions import shard_key
+from data_assets.runner import STAGE_ASSETS, local_instance, materialize_all, register
+from resources.lake import LakeResource
+from tests.servers import PG_HOST, PG_PORT, PG_USER, free_port
+from tokenmill.cli import land_demo_crawl
+from tokenmill.lake import Lake
+from tokenmill.outputs import MARKER
+from tokenmill.shards import Shard
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+INSTANCE_YAML = PROJECT_DIR / "helm" / "dagster-instance.yaml"
+CRAWL, FAILING_CRAWL = "CC-MAIN-DEMO-2026-06", "CC-MAIN-DEMO-2026-07"
+DEMO = {"files": 2, "pages_per_file": 40, "seed": 6}
+OUTPUT_ZONES = (
+    "raw",
+    "cleaned",
+    "signatures",
+    "clusters",
+    "deduplicated",
+    "tokenizer",
+    "tokenized",
+)
+
+
+@dataclass
+class PipelineRun:
+    lake: Lake
+    instance: DagsterInstance
+    run_ids: list[str]
+
+
+def run_demo(crawl: str) -> PipelineRun:
+    """`tokenmill demo` on the lake and instance the environment names."""
+    from tokenmill.cli import default_lake
+
+    lake = default_lake()
+    land_demo_crawl(lake, crawl, **DEMO)
+    instance = DagsterInstance.get()
+    register(instance, lake, crawl, files_per_shard=2)
+    outcomes = materialize_all(instance, lake, workers=2)
+    return PipelineRun(lake, instance, [o.run_id for o in outcomes])
+
+
+def snapshot(lake: Lake) -> dict[str, str]:
+    return {
+        key: hashlib.sha256(lake.read_bytes(key)).hexdigest()
+        for zone in OUTPUT_ZONES
+        for key in lake.list(zone)
+    }
+
+
+@pytest.fixture(scope="module")
+def production(seaweedfs, postgres_database, tmp_path_factory):
+    home = tmp_path_factory.mktemp("dagster_home")
+    shutil.copy(INSTANCE_YAML, home / "dagster.yaml")
+    environment = seaweedfs.env(
+        DAGSTER_HOME=str(home),
+        DAGSTER_PG_HOST=PG_HOST,
+        DAGSTER_PG_PORT=str(PG_PORT),
+        DAGSTER_PG_USERNAME=PG_USER,
+        DAGSTER_PG_PASSWORD="unused-with-trust-auth",
+        DAGSTER_PG_DB=postgres_database,
+        TOKENMILL_LAKE_URL=f"s3://{seaweedfs.bucket}/lake",
+        TOKENMILL_S3_ENDPOINT=seaweedfs.endpoint,
+    )
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in environment.items():
+            env.setenv(name, value)
+        run = run_demo(CRAWL)
+    yield run
+    run.instance.dispose()
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory):
+    root = tmp_path_factory.mktemp("local")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TOKENMILL_LAKE_URL", str(root / "lake"))
+        env.delenv("TOKENMILL_S3_ENDPOINT", raising=False)
+        env.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+        local_instance()
+        run = run_demo(CRAWL)
+    yield run
+    run.instance.dispose()
+
+
+def test_runs_and_materializations_are_in_postgres(production, postgres_database):
+    instance = production.instance
+    assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+    assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+    runs = instance.get_runs()
+    assert sorted(r.run_id for r in runs) == sorted(production.run_ids)
+    assert {r.status for r in runs} == {DagsterRunStatus.SUCCESS}
+    shard = f"{CRAWL}|00000"
+    for asset in STAGE_ASSETS:
+        expected = {CRAWL} if asset == "dedup_clusters" else {shard}
+        if asset == "tokenizer":
+            assert instance.get_latest_materialization_event(AssetKey(asset)) is not None
+        else:
+            assert instance.get_materialized_partitions(AssetKey(asset)) == expected, asset
+    # The same, read straight from the database the instance was pointed at.
+    with psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=postgres_database) as db:
+        cursor = db.cursor()
+        cursor.execute("SELECT count(*) FROM runs WHERE status = 'SUCCESS'")
+        assert cursor.fetchone()[0] == len(production.run_ids)
+        cursor.execute(
+            "SELECT count(DISTINCT asset_key) FROM event_logs "
+            "WHERE dagster_event_type = 'ASSET_MATERIALIZATION'"
+        )
+        assert cursor.fetchone()[0] == len(STAGE_ASSETS)
+
+
+def test_outputs_are_objects_in_the_bucket(production, seaweedfs):
+    keys = seaweedfs.keys("lake/")
+    for zone, name in [
+        ("landing", f"{CRAWL}/{CRAWL}-00000.warc.gz"),
+        ("raw", f"{CRAWL}/00000/{MARKER}"),
+        ("clusters", f"{CRAWL}/clusters.parquet"),
+        ("tokenized", f"{CRAWL}/00000/tokens.bin"),
+        ("tokenized", f"{CRAWL}/00000/{MARKER}"),
+        ("tokenizer", "tokenizer.json"),
+    ]:
+        assert f"lake/{zone}/{name}" in keys
+    assert not [k for k in keys if ".tmp-" in k]
+
+
+def test_outputs_are_identical_to_a_local_run(production, local, seaweedfs, monkeypatch):
+    for name, value in seaweedfs.env().items():
+        monkeypatch.setenv(name, value)
+    on_s3, on_disk = snapshot(production.lake), snapshot(local.lake)
+    assert len(on_disk) > 20
+    assert on_s3 == on_disk
+
+
+@pytest.fixture(scope="module")
+def failing_partition(production, seaweedfs):
+    """A landed, registered shard that has never been materialized."""
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in seaweedfs.env().items():
+            env.setenv(name, value)
+        land_demo_crawl(production.lake, FAILING_CRAWL, files=2, pages_per_file=10, seed=7)
+        register(production.instance, production.lake, FAILING_CRAWL, files_per_shard=2)
+    return str(shard_key(Shard(FAILING_CRAWL, "00000")))
+
+
+def run_ingest(instance, partition: str, endpoint: str, bucket: str):
+    from data_assets.definitions import defs
+
+    lake = LakeResource(url=f"s3://{bucket}/lake", endpoint_url=endpoint, max_attempts=2)
+    job = defs.resolve_job_def("ingest_shard")
+    return job.execute_in_process(
+        instance=instance, partition_key=partition, raise_on_error=False, resources={"lake": lake}
+    )
+
+
+def failure_message(result) -> str:
+    failures = [event for event in result.all_events if event.is_step_failure]
+    assert failures, "the run failed outside a step"
+    return "\n".join(str(event.step_failure_data.error.message) for event in failures)
+
+
+@pytest.mark.parametrize("fault", ["wrong credentials", "unreachable endpoint"])
+def test_s3_faults_fail_the_run_with_a_clear_message(
+    fault, production, seaweedfs, failing_partition, monkeypatch
+):
+    for name, value in seaweedfs.env().items():
+        monkeypatch.setenv(name, value)
+    endpoint = seaweedfs.endpoint
+    if fault == "wrong credentials":
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+        expected = "refused the credentials"
+    else:
+        endpoint = f"http://127.0.0.1:{free_port()}"
+        expected = "is unreachable"
+    result = run_ingest(production.instance, failing_partition, endpoint, seaweedfs.bucket)
+    assert not result.success
+    assert production.instance.get_run_by_id(result.run_id).status == DagsterRunStatus.FAILURE
+    message = failure_message(result)
+    assert expected in message and endpoint in message and f"'{seaweedfs.bucket}'" in message
+    done = [k for k in seaweedfs.keys("lake/") if FAILING_CRAWL in k and k.endswith(MARKER)]
+    assert done == []
