@@ -30,16 +30,20 @@ def lake_resource() -> LakeResource:
     return LakeResource(url=str(DEFAULT_LAKE))
 
 
-defs = Definitions(
-    assets=[
-        stages.raw_crawl,
-        stages.cleaned,
-        stages.dedup_signatures,
-        stages.dedup_clusters,
-        stages.deduplicated,
-        stages.tokenizer,
-        stages.tokenized_shards,
-    ],
-    jobs=ALL_JOBS,
-    resources={"lake": lake_resource()},
-)
+def build_definitions(lake: LakeResource) -> Definitions:
+    return Definitions(
+        assets=[
+            stages.raw_crawl,
+            stages.cleaned,
+            stages.dedup_signatures,
+            stages.dedup_clusters,
+            stages.deduplicated,
+            stages.tokenizer,
+            stages.tokenized_shards,
+        ],
+        jobs=ALL_JOBS,
+        resources={"lake": lake},
+    )
+
+
+defs = build_definitions(lake_resource())

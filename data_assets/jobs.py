@@ -5,20 +5,17 @@ from __future__ import annotations
 from dagster import define_asset_job
 
 from data_assets.k8s import run_tags
-from data_assets.partitions import crawl_partitions, shard_partitions
 
 ingest_shard_job = define_asset_job(
     "ingest_shard",
     selection=["raw_crawl", "cleaned", "dedup_signatures"],
     tags=run_tags("raw_crawl", "cleaned", "dedup_signatures"),
-    partitions_def=shard_partitions,
     description="Land, clean and sign one shard.",
 )
 dedup_crawl_job = define_asset_job(
     "dedup_crawl",
     selection=["dedup_clusters"],
     tags=run_tags("dedup_clusters"),
-    partitions_def=crawl_partitions,
     description="Cluster the duplicates of one crawl over all its shards.",
 )
 tokenizer_job = define_asset_job(
@@ -28,14 +25,12 @@ dedup_shard_job = define_asset_job(
     "dedup_shard",
     selection=["deduplicated"],
     tags=run_tags("deduplicated"),
-    partitions_def=shard_partitions,
     description="Remove the crawl's duplicates from one shard.",
 )
 tokenize_shard_job = define_asset_job(
     "tokenize_shard",
     selection=["tokenized_shards"],
     tags=run_tags("tokenized_shards"),
-    partitions_def=shard_partitions,
     description="Tokenize one deduplicated shard into a Megatron indexed dataset.",
 )
 # In dependency order: the tokenizer trains on deduplicated text, shards need the tokenizer.

@@ -15,6 +15,8 @@ from data_assets.partitions import crawl_partitions, shard_index_partitions, sha
 from tokenmill.lake import Lake
 from tokenmill.shards import Shard, register_new_files, registered_crawls, registered_shards
 
+# The event log keeps every event; the terminal only gets warnings (the UI shows the rest).
+QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 STAGE_ASSETS = [
     "raw_crawl",
@@ -70,7 +72,10 @@ def _execute(job_name: str, partition_key: str | None) -> RunOutcome:
     job = defs.resolve_job_def(job_name)
     with DagsterInstance.get() as instance:
         result = job.execute_in_process(
-            instance=instance, partition_key=partition_key, raise_on_error=False
+            run_config=QUIET_CONSOLE,
+            instance=instance,
+            partition_key=partition_key,
+            raise_on_error=False,
         )
     return RunOutcome(job_name, partition_key, result.run_id, result.success)
 
@@ -91,7 +96,11 @@ def materialize_all(instance: DagsterInstance, lake: Lake, workers: int = 2) -> 
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         for phase in phases:
-            results = list(pool.map(_execute, *zip(*phase, strict=True)))
+            results = []
+            for outcome in pool.map(_execute, *zip(*phase, strict=True)):
+                state = "ok" if outcome.success else "FAILED"
+                print(f"  {outcome.job:16} {outcome.partition or '-':32} {state}", flush=True)
+                results.append(outcome)
             outcomes += results
             failed = [r for r in results if not r.success]
             if failed:

@@ -8,6 +8,7 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     Backoff,
+    DataVersion,
     Failure,
     Jitter,
     MaterializeResult,
@@ -71,7 +72,11 @@ def stage_result(
         metadata[name] = MetadataValue.json(value) if isinstance(value, dict | list) else value
     if report.preview:
         metadata["preview"] = _preview_table(report.preview)
-    return MaterializeResult(metadata=metadata, check_results=checks or [])
+    return MaterializeResult(
+        metadata=metadata,
+        check_results=checks or [],
+        data_version=DataVersion(report.data_version()),
+    )
 
 
 def _preview_table(rows: list[dict]) -> MetadataValue:

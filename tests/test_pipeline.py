@@ -3,7 +3,6 @@ on a real (temporary) Dagster instance, and checked against the demo's ground tr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import subprocess
@@ -12,82 +11,28 @@ from collections import Counter
 from pathlib import Path
 
 import polars as pl
-import pyarrow.parquet as pq
 import pytest
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetKey
 from tokenizers import Tokenizer
 
 from data_assets.runner import (
     STAGE_ASSETS,
-    local_instance,
     materialize_all,
     materialized_partitions,
-    register,
 )
+from tests.demo_pipeline import Pipeline, demo_pipeline
 from tests.formats import read_indexed_dataset, warc_headers_at
-from tokenmill.cli import land_demo_crawl
-from tokenmill.lake import Lake
 from tokenmill.report import trace_token
-from tokenmill.shards import Shard, registered_shards
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 CRAWL = "CC-MAIN-DEMO-2026-02"
 DEMO = {"files": 4, "pages_per_file": 60, "seed": 11}
-DUPLICATE_KINDS = ("exact_dup", "near_dup")
-
-
-class Pipeline:
-    def __init__(self, lake: Lake, instance: DagsterInstance, truth: dict, runs: list):
-        self.lake, self.instance, self.truth, self.runs = lake, instance, truth, runs
-        self.shards = registered_shards(lake, CRAWL)
-        self.kind = {(p["file"], p["offset"]): p["kind"] for p in truth["pages"]}
-        self.page = {(p["file"], p["offset"]): p for p in truth["pages"]}
-
-    def table(self, stage: str, shard: Shard, name: str) -> pl.DataFrame:
-        with self.lake.open_input(f"{shard.prefix(stage)}/{name}") as f:
-            return pl.from_arrow(pq.read_table(f))
-
-    def docs(self, stage: str) -> pl.DataFrame:
-        frames = [self.table(stage, s, "docs.parquet") for s in self.shards]
-        docs = pl.concat(frames)
-        kinds = [
-            self.kind[(source.rsplit("/", 1)[1], offset)]
-            for source, offset in docs.select("source_file", "record_offset").iter_rows()
-        ]
-        return docs.with_columns(kind=pl.Series(kinds, dtype=pl.String))
-
-    def snapshot(self) -> dict[str, str]:
-        """sha256 of every committed output object (not the landing zone or the manifests)."""
-        zones = (
-            "raw",
-            "cleaned",
-            "signatures",
-            "clusters",
-            "deduplicated",
-            "tokenizer",
-            "tokenized",
-        )
-        return {
-            key: hashlib.sha256(self.lake.read_bytes(key)).hexdigest()
-            for zone in zones
-            for key in self.lake.list(zone)
-        }
 
 
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory) -> Pipeline:
-    """What `tokenmill demo` does, on a temporary lake and instance."""
-    root = tmp_path_factory.mktemp("pipeline")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("TOKENMILL_LAKE_URL", str(root / "lake"))
-        env.setenv("DAGSTER_HOME", str(root / "dagster_home"))
-        lake = Lake.from_url(str(root / "lake"))
-        truth = land_demo_crawl(lake, CRAWL, **DEMO)
-        instance = local_instance()
-        register(instance, lake, CRAWL, files_per_shard=2)
-        runs = materialize_all(instance, lake, workers=2)
-        yield Pipeline(lake, instance, truth, runs)
-        instance.dispose()
+    with demo_pipeline(tmp_path_factory.mktemp("pipeline"), CRAWL, **DEMO) as pipeline:
+        yield pipeline
 
 
 def test_every_stage_is_materialized_for_every_partition(pipeline):

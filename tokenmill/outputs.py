@@ -8,6 +8,8 @@ leaves a partition that looks done with a mix of old and new files.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -57,6 +59,12 @@ class StageReport:
         self.seconds = time.perf_counter() - self.started
         return self
 
+    def data_version(self) -> str:
+        """Changes exactly when the committed files' content does: downstream partitions are
+        stale after a re-run only if it produced different data."""
+        digests = {name: entry["sha256"] for name, entry in sorted(self.outputs.items())}
+        return hashlib.sha256(json.dumps(digests).encode()).hexdigest()[:32]
+
     def summary(self) -> dict[str, Any]:
         return {
             "records_in": self.records_in,
@@ -67,6 +75,30 @@ class StageReport:
             "counts": self.counts,
             "outputs": self.outputs,
         }
+
+
+class HashingFile:
+    """A write-only file that keeps the sha256 of what passes through it."""
+
+    def __init__(self, file: IO[bytes]):
+        self.file = file
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data) -> int:
+        self.sha256.update(data)
+        self.size += len(data)
+        return self.file.write(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self.file.closed
 
 
 class ParquetSink:
@@ -110,7 +142,7 @@ class PartitionWriter:
         self.report = report
         self.files: ExitStack = ExitStack()
         self.sinks: dict[str, ParquetSink] = {}
-        self.written: list[str] = []
+        self.written: dict[str, HashingFile] = {}
 
     def __enter__(self) -> PartitionWriter:
         self.lake.delete(f"{self.prefix}/{MARKER}")
@@ -133,9 +165,11 @@ class PartitionWriter:
     def key(self, name: str) -> str:
         return f"{self.prefix}/{name}"
 
-    def open(self, name: str) -> IO[bytes]:
-        self.written.append(name)
-        return self.files.enter_context(self.lake.writing(self.key(name)))
+    def open(self, name: str) -> HashingFile:
+        self.written[name] = HashingFile(
+            self.files.enter_context(self.lake.writing(self.key(name)))
+        )
+        return self.written[name]
 
     def parquet(self, name: str, schema: pa.Schema) -> ParquetSink:
         self.sinks[name] = ParquetSink(self.open(name), schema)
@@ -145,8 +179,8 @@ class PartitionWriter:
         written = {self.key(name) for name in self.written}
         for stale in set(self.lake.list(self.prefix)) - written - {self.key(MARKER)}:
             self.lake.delete(stale)
-        for name in self.written:
-            entry = {"bytes": self.lake.size(self.key(name))}
+        for name, file in self.written.items():
+            entry = {"bytes": file.size, "sha256": file.sha256.hexdigest()}
             if name in self.sinks:
                 entry["rows"] = self.sinks[name].rows
             self.report.outputs[name] = entry

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 
 import numpy as np
@@ -23,7 +24,9 @@ from tokenmill.outputs import (
 from tokenmill.shards import Shard, registered_crawls, registered_shards
 
 TOKENIZED = "tokenized"
-TOKENIZER_KEY = "tokenizer/tokenizer.json"
+TOKENIZER_PREFIX = "tokenizer"
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_KEY = f"{TOKENIZER_PREFIX}/{TOKENIZER_FILE}"
 EOD_TOKEN = "<|endoftext|>"
 EOD_CANDIDATES = (EOD_TOKEN, "</s>", "<|end_of_text|>", "<eos>", "<|eos|>")
 SIDECAR_SCHEMA = pa.schema(
@@ -77,12 +80,10 @@ def sample_texts(lake: Lake, max_bytes: int) -> Iterator[str]:
 def build_tokenizer(
     lake: Lake, source: str | None, vocab_size: int, sample_bytes: int
 ) -> StageReport:
-    """Store a tokenizer at TOKENIZER_KEY: a given tokenizer.json, or one trained on the lake."""
+    """Commit a tokenizer at TOKENIZER_KEY: a given tokenizer.json, or one trained on the lake."""
     report = StageReport()
     if source:
-        filesystem, path = pafs.FileSystem.from_uri(source)
-        with filesystem.open_input_stream(path) as f:
-            data = f.read()
+        data = read_uri(lake, source)
         tokenizer = Tokenizer.from_str(data.decode())
         report.counts["source"] = source
     else:
@@ -97,14 +98,24 @@ def build_tokenizer(
         report.records_in = len(texts)
         report.bytes_in = sum(len(t.encode()) for t in texts)
         report.counts["source"] = "trained byte-level BPE on deduplicated sample"
-    lake.write_bytes(TOKENIZER_KEY, data)
-    report.bytes_out = len(data)
     report.counts.update(
         vocab_size=tokenizer.get_vocab_size(),
         sha256=hashlib.sha256(data).hexdigest(),
         eod_token=eod_token(tokenizer),
     )
-    return report.finish()
+    with PartitionWriter(lake, TOKENIZER_PREFIX, report) as out:
+        out.open(TOKENIZER_FILE).write(data)
+    return report
+
+
+def read_uri(lake: Lake, uri: str) -> bytes:
+    """A local path, or an s3:// URI read with the lake's own S3 settings (endpoint, keys)."""
+    if uri.startswith("s3://") and not lake.is_local:
+        with lake.fs.open_input_stream(uri.removeprefix("s3://")) as f:
+            return f.read()
+    filesystem, path = pafs.FileSystem.from_uri(uri if "://" in uri else os.path.abspath(uri))
+    with filesystem.open_input_stream(path) as f:
+        return f.read()
 
 
 def eod_token(tokenizer: Tokenizer) -> str | None:
@@ -112,8 +123,7 @@ def eod_token(tokenizer: Tokenizer) -> str | None:
 
 
 def load_tokenizer(lake: Lake) -> tuple[Tokenizer, str]:
-    if not lake.exists(TOKENIZER_KEY):
-        raise FileNotFoundError(f"no tokenizer at {lake.uri(TOKENIZER_KEY)}: materialize it first")
+    require_committed(lake, TOKENIZER_PREFIX, "tokenizer")
     data = lake.read_bytes(TOKENIZER_KEY)
     return Tokenizer.from_str(data.decode()), hashlib.sha256(data).hexdigest()
 

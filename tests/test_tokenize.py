@@ -1,0 +1,189 @@
+"""Tokenized shards: the Megatron format read back by the tests' own reader, exact round trips,
+the provenance sidecar, `trace`, and tokenizer changes making shards stale in Dagster."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+from dagster import AssetKey, DagsterInstance
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.loader import LoadingContextForTest
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from data_assets.definitions import build_definitions
+from resources.lake import LakeResource
+from tests.demo_pipeline import demo_pipeline
+from tests.formats import read_indexed_dataset, warc_headers_at
+from tokenmill.clean import DOC_SCHEMA
+from tokenmill.cli import main as cli
+from tokenmill.dedup import DEDUPLICATED
+from tokenmill.lake import Lake
+from tokenmill.outputs import PartitionWriter, StageReport, read_batches
+from tokenmill.shards import Shard
+from tokenmill.tokenize import TOKENIZED, build_tokenizer, tokenize_shard
+
+SHARD = Shard("CC-MAIN-TEST", "00000")
+TEXTS = [
+    "Plain English text, with punctuation; and numbers 1,234.5.",
+    "Deutsch: Grüße aus Köln — Straße, Maß und Fuß.",
+    "日本語のテキストと中文文本，混在しています。",
+    "Emoji 🚀🔥 and symbols ∑∫√ and tabs\tand\nnewlines\n\n  indented",
+    "",
+    "Русский текст: съешь же ещё этих мягких французских булок.",
+]
+
+
+def deduplicated_shard(lake: Lake, texts: list[str]) -> None:
+    rows = [
+        {
+            "doc_id": f"doc{i:04d}",
+            "crawl": SHARD.crawl,
+            "shard": SHARD.shard,
+            "source_file": f"raw/{SHARD.crawl}/{SHARD.shard}/f.warc.gz",
+            "record_id": f"<urn:uuid:{i}>",
+            "record_offset": 1000 * i,
+            "record_length": 999,
+            "url": f"https://example.com/{i}",
+            "warc_date": "2026-01-01T00:00:00Z",
+            "charset": "utf-8",
+            "language": "en",
+            "language_score": 0.99,
+            "text": text,
+        }
+        for i, text in enumerate(texts)
+    ]
+    lake.write_json(SHARD.manifest_key, {"crawl": SHARD.crawl, "shard": SHARD.shard, "files": []})
+    with PartitionWriter(lake, SHARD.prefix(DEDUPLICATED), StageReport()) as out:
+        out.parquet("docs.parquet", DOC_SCHEMA).write_table(pa.Table.from_pylist(rows, DOC_SCHEMA))
+
+
+@pytest.fixture
+def lake(tmp_path) -> Lake:
+    return Lake.from_url(str(tmp_path / "lake"))
+
+
+@pytest.mark.parametrize(
+    "name, eod", [("gpt-neox-style-50k", "<|endoftext|>"), ("llama-style-32k", "</s>")]
+)
+def test_real_tokenizers_round_trip_every_document(lake, shared, name, eod):
+    path = shared / "tokenizers" / f"{name}.tokenizer.json"
+    deduplicated_shard(lake, TEXTS)
+    build_tokenizer(lake, str(path), vocab_size=0, sample_bytes=0)
+    report = tokenize_shard(lake, SHARD, batch_docs=2)
+    tokenizer = Tokenizer.from_file(str(path))
+    docs, sidecar = read_shard(lake)
+    assert lake.read_bytes(f"{SHARD.prefix(TOKENIZED)}/tokens.idx")[17] == 8  # uint16
+    assert len(docs) == len(sidecar) == len(TEXTS) == report.records_out
+    position = 0
+    for tokens, row, text in zip(docs, sidecar, TEXTS, strict=True):
+        assert tokens[-1] == tokenizer.token_to_id(eod)
+        assert (row["token_start"], row["token_end"]) == (position, position + len(tokens) - 1)
+        assert tokenizer.decode(tokens[:-1], skip_special_tokens=False) == text
+        position += len(tokens)
+    assert report.counts["tokens"] == position
+    assert [r["doc_index"] for r in sidecar] == list(range(len(TEXTS)))
+    assert sidecar[3]["url"] == "https://example.com/3" and sidecar[3]["record_offset"] == 3000
+
+
+def test_large_vocabularies_are_written_as_int32(lake, tmp_path):
+    vocab = {f"w{i}": i for i in range(70_000)} | {"[UNK]": 70_000, "<|endoftext|>": 70_001}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.save(str(tmp_path / "big.json"))
+    deduplicated_shard(lake, ["w1 w69999 w65536", "w0"])
+    build_tokenizer(lake, str(tmp_path / "big.json"), vocab_size=0, sample_bytes=0)
+    tokenize_shard(lake, SHARD)
+    docs, _ = read_shard(lake)
+    assert lake.read_bytes(f"{SHARD.prefix(TOKENIZED)}/tokens.idx")[17] == 4
+    assert docs == [[1, 69_999, 65_536, 70_001], [0, 70_001]]
+
+
+def test_trained_tokenizer_round_trips_and_eod_is_optional(lake):
+    texts = TEXTS * 20
+    deduplicated_shard(lake, texts)
+    build_tokenizer(lake, None, vocab_size=400, sample_bytes=1 << 20)
+    tokenize_shard(lake, SHARD, append_eod=False)
+    tokenizer = Tokenizer.from_str(lake.read_bytes("tokenizer/tokenizer.json").decode())
+    docs, sidecar = read_shard(lake)
+    assert [tokenizer.decode(d) for d in docs] == texts
+    assert all(
+        r["token_end"] - r["token_start"] == len(d) for r, d in zip(sidecar, docs, strict=True)
+    )
+
+
+def test_a_tokenizer_without_an_end_of_document_token_is_refused(lake, tmp_path):
+    tokenizer = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
+    tokenizer.save(str(tmp_path / "no_eod.json"))
+    deduplicated_shard(lake, ["a"])
+    build_tokenizer(lake, str(tmp_path / "no_eod.json"), vocab_size=0, sample_bytes=0)
+    with pytest.raises(ValueError, match="end-of-document"):
+        tokenize_shard(lake, SHARD)
+
+
+@pytest.fixture(scope="module")
+def small_pipeline(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tokenize")
+    with demo_pipeline(root, "CC-MAIN-DEMO-2026-03", files=2, pages_per_file=30, seed=3) as run:
+        yield run
+
+
+def test_trace_command_prints_the_source_of_random_tokens(small_pipeline, capsys):
+    pipeline = small_pipeline
+    shard = pipeline.shards[0]
+    _, sidecar = read_shard(pipeline.lake, shard)
+    tokens = sidecar[-1]["token_end"] + 1
+    for position in random.Random(1).sample(range(tokens), 10):
+        cli(["trace", shard.crawl, shard.shard, str(position)])
+        out = capsys.readouterr().out
+        fields = dict(
+            line.strip().split(None, 1) for line in out.splitlines()[1:] if line.startswith("  ")
+        )
+        row = next(r for r in sidecar if r["token_start"] <= position <= r["token_end"])
+        assert fields["url"] == row["url"] and fields["record_id"] == row["record_id"]
+        warc = pipeline.lake.read_bytes(row["source_file"])
+        assert warc_headers_at(warc, row["record_offset"])["WARC-Target-URI"] == row["url"]
+        token_text = out.split("[[", 1)[1].split("]]", 1)[0]
+        text = next(
+            t
+            for b in read_batches(pipeline.lake, f"{shard.prefix(DEDUPLICATED)}/docs.parquet")
+            for d, t in zip(
+                b.column("doc_id").to_pylist(), b.column("text").to_pylist(), strict=True
+            )
+            if d == row["doc_id"]
+        )
+        assert "[end of document]" in out or token_text in text
+
+
+def read_shard(lake: Lake, shard: Shard = SHARD):
+    prefix = shard.prefix(TOKENIZED)
+    docs = read_indexed_dataset(
+        lake.read_bytes(f"{prefix}/tokens.idx"), lake.read_bytes(f"{prefix}/tokens.bin")
+    )
+    rows = [r for b in read_batches(lake, f"{prefix}/provenance.parquet") for r in b.to_pylist()]
+    return docs, rows
+
+
+def stale_status(instance: DagsterInstance, defs, asset: str, partition: str) -> StaleStatus:
+    resolver = CachingStaleStatusResolver(
+        instance, defs.resolve_asset_graph(), LoadingContextForTest(instance)
+    )
+    return resolver.get_status(AssetKey(asset), partition)
+
+
+def test_changing_the_tokenizer_makes_tokenized_shards_stale(small_pipeline, shared):
+    pipeline = small_pipeline
+    defs = build_definitions(LakeResource(url=pipeline.lake.url))
+    partition = f"{pipeline.shards[0].crawl}|{pipeline.shards[0].shard}"
+    build = defs.resolve_job_def("build_tokenizer")
+    assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.FRESH
+
+    # Re-training on the same text gives the same tokenizer: same data version, nothing stale.
+    assert build.execute_in_process(instance=pipeline.instance).success
+    assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.FRESH
+
+    neox = shared / "tokenizers" / "gpt-neox-style-50k.tokenizer.json"
+    config = {"ops": {"tokenizer": {"config": {"path": str(neox)}}}}
+    assert build.execute_in_process(run_config=config, instance=pipeline.instance).success
+    assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.STALE
