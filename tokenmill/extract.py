@@ -19,6 +19,7 @@ from resiliparse.parse.html import HTMLTree
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_.:-]+)""", re.I)
+GZIP_MAGIC = b"\x1f\x8b"
 CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
 
 
@@ -48,6 +49,8 @@ class HttpResponse:
 
 
 def parse_http_response(block: bytes) -> HttpResponse:
+    if not block.startswith(b"HTTP/"):  # e.g. Heritrix's dns: responses
+        raise Skip("non_http", repr(block[:40]))
     head, sep, body = block.partition(b"\r\n\r\n")
     if not sep:
         head, sep, body = block.partition(b"\n\n")
@@ -69,6 +72,8 @@ def _decode_transfer(body: bytes, headers: dict[str, str]) -> bytes:
     if "chunked" in headers.get("transfer-encoding", "").lower():
         body = _dechunk(body)
     encoding = headers.get("content-encoding", "").lower()
+    if encoding in ("gzip", "x-gzip") and not body.startswith(GZIP_MAGIC):
+        return body  # some crawlers (ClueWeb) store the decoded body but keep the header
     try:
         if encoding in ("gzip", "x-gzip"):
             return zlib.decompressobj(47).decompress(body)
@@ -96,11 +101,31 @@ def _dechunk(body: bytes) -> bytes:
     return bytes(out)
 
 
+# Labels browsers decode as a superset (WHATWG Encoding Standard), so bytes of the superset that
+# pages labeled with the subset use anyway still decode.
+SUPERSETS = {
+    "gb2312": "gb18030",
+    "gbk": "gb18030",
+    "x-gbk": "gb18030",
+    "iso-8859-1": "cp1252",
+    "latin1": "cp1252",
+    "us-ascii": "cp1252",
+    "ascii": "cp1252",
+    "iso-8859-9": "cp1254",
+    "tis-620": "cp874",
+    "ks_c_5601-1987": "cp949",
+    "euc-kr": "cp949",
+}
+
+
 def decode_html(body: bytes, declared: str | None) -> tuple[str, str]:
     """Decode with the declared charset (HTTP, then <meta>) if it fits, else detect it."""
     meta = META_CHARSET.search(body[:2048])
     candidates = [declared, meta.group(1).decode("ascii").lower() if meta else None]
-    for charset in filter(None, candidates):
+    if body.startswith(b"\xef\xbb\xbf"):
+        candidates.insert(0, "utf-8-sig")
+    for label in filter(None, candidates):
+        charset = SUPERSETS.get(label, label)
         try:
             return body.decode(charset), charset
         except (UnicodeDecodeError, LookupError):
@@ -122,6 +147,7 @@ FALLBACK_MIN_WORDS = 50
 
 
 def _lines(text: str) -> str:
+    text = text.replace("\ufeff", "")  # byte-order marks pasted mid-page by templates
     return "\n".join(line.strip() for line in text.splitlines() if line.strip())
 
 

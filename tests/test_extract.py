@@ -1,0 +1,208 @@
+"""HTTP parsing, charset decoding and HTML-to-text, on hand-made responses and real pages."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from collections import Counter
+
+import pytest
+
+from tokenmill.extract import (
+    EXTRACTORS,
+    Skip,
+    decode_html,
+    extract_document,
+    html_to_text,
+    parse_http_response,
+)
+from tokenmill.warc import BadRecord, iter_records
+
+BODY = (
+    "<html><head><title>T</title></head><body><nav><a href='/'>Home</a> | <a>About</a></nav>"
+    "<article><h1>Gardening in winter</h1>"
+    + "".join(
+        f"<p>Paragraph {i}: the soil stays cold, so the roots of the plants grow slowly "
+        "and gardeners cover the beds with straw to keep the frost away.</p>"
+        for i in range(8)
+    )
+    + "</article><footer>Copyright 2026 Example Ltd. All rights reserved.</footer></body></html>"
+)
+
+
+def response(body: bytes, *headers: str, status: str = "200 OK") -> bytes:
+    head = "\r\n".join([f"HTTP/1.1 {status}", *headers])
+    return head.encode("latin-1") + b"\r\n\r\n" + body
+
+
+def text_of(block: bytes, extractor: str = "hybrid") -> str:
+    return extract_document(block, 1 << 20, extractor=extractor).text
+
+
+@pytest.mark.parametrize("extractor", EXTRACTORS)
+def test_main_content_without_boilerplate(extractor):
+    text = text_of(response(BODY.encode(), "Content-Type: text/html"), extractor)
+    assert "Gardening in winter" in text
+    assert text.count("the soil stays cold") == 8
+    assert "All rights reserved" not in text
+
+
+def test_whole_page_when_main_content_is_off():
+    html = BODY
+    assert "All rights reserved" in html_to_text(html, main_content=False)
+
+
+def test_unknown_extractor_is_refused():
+    with pytest.raises(ValueError, match="unknown extractor"):
+        html_to_text(BODY, extractor="readability")
+
+
+def test_chunked_and_gzip_transfer():
+    packed = gzip.compress(BODY.encode())
+    chunked = b"".join(
+        f"{len(packed[i : i + 100]):x}\r\n".encode() + packed[i : i + 100] + b"\r\n"
+        for i in range(0, len(packed), 100)
+    )
+    block = response(
+        chunked + b"0\r\n\r\n",
+        "Content-Type: text/html",
+        "Transfer-Encoding: chunked",
+        "Content-Encoding: gzip",
+    )
+    assert "Gardening in winter" in text_of(block)
+
+
+def test_deflate_and_already_decoded_gzip():
+    deflated = zlib.compress(BODY.encode())
+    assert "Gardening" in text_of(response(deflated, "Content-Encoding: deflate"))
+    # ClueWeb keeps "Content-Encoding: gzip" on bodies it stored decoded
+    assert "Gardening" in text_of(response(BODY.encode(), "Content-Encoding: gzip"))
+
+
+@pytest.mark.parametrize(
+    ("block", "reason"),
+    [
+        (response(BODY.encode(), "Content-Type: application/pdf"), "non_html"),
+        (response(b'{"a": 1}', "Content-Type: application/json"), "non_html"),
+        (response(b"%PDF-1.4\x00\x01\x02" * 50, "Content-Type: text/html"), "binary_payload"),
+        (response(BODY.encode(), status="404 Not Found"), "http_status"),
+        (response(b"  \n ", "Content-Type: text/html"), "empty_body"),
+        (response(b"<html><body><script>x()</script></body></html>"), "no_text"),
+        (b"20080430204825\nwww.archive.org.\t589\tIN\tA\t207.241.229.39\n", "non_http"),
+        (b"HTTP/1.1 OK\r\n\r\n<html></html>", "bad_http"),
+        (response(b"\x1f\x8bnot really gzip", "Content-Encoding: gzip"), "bad_content_encoding"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_records_without_a_document_are_skipped_with_a_reason(block, reason):
+    with pytest.raises(Skip) as skipped:
+        extract_document(block, 1 << 20)
+    assert skipped.value.reason == reason
+
+
+def test_too_large_html_is_skipped():
+    with pytest.raises(Skip, match="html_too_large"):
+        extract_document(response(BODY.encode()), max_html_bytes=100)
+
+
+RUSSIAN = "<html><body><article>" + "<p>Пожарная безопасность зданий и сооружений.</p>" * 20
+
+
+@pytest.mark.parametrize(
+    ("body", "declared", "charset"),
+    [
+        (RUSSIAN.encode("cp1251"), "windows-1251", "windows-1251"),  # HTTP header
+        (
+            ('<meta charset="windows-1251">' + RUSSIAN).encode("cp1251"),
+            None,
+            "windows-1251",
+        ),  # <meta>
+        (RUSSIAN.encode("cp1251"), "utf-8", None),  # wrong label: detected instead
+        (RUSSIAN.encode("koi8-r"), None, None),  # no label at all
+        ("<p>Caf\u00e9 \u20ac5</p>".encode("cp1252"), "iso-8859-1", "cp1252"),  # WHATWG superset
+        ("<p>\u4f60\u597d\u4e16\u754c</p>".encode("gb18030"), "gb2312", "gb18030"),
+        (b"\xef\xbb\xbf<p>bom</p>", None, "utf-8-sig"),
+    ],
+)
+def test_charset(body, declared, charset):
+    text, used = decode_html(body, declared)
+    if charset:
+        assert used == charset
+    assert "\ufffd" not in text
+    if b"<article>" in body:
+        assert "Пожарная безопасность" in text
+
+
+def test_http_header_charset_parsing():
+    parsed = parse_http_response(response(b"x", 'Content-Type: text/html; charset="UTF-8"'))
+    assert (parsed.mime, parsed.declared_charset) == ("text/html", "utf-8")
+
+
+# --------------------------------------------------------------------------------------------
+# Real pages from ../shared
+
+
+def warc_outcomes(path) -> tuple[Counter, list[str]]:
+    outcomes, texts = Counter(), []
+    with open(path, "rb") as stream:
+        for record in iter_records(stream, 64 << 20, name=path.name):
+            if isinstance(record, BadRecord) or record.type != "response":
+                continue
+            try:
+                extracted = extract_document(record.block, 8 << 20)
+            except Skip as skip:
+                outcomes[skip.reason] += 1
+                continue
+            outcomes[f"charset:{extracted.charset}"] += 1
+            texts.append(extracted.text)
+    return outcomes, texts
+
+
+def test_real_crawl_with_legacy_charsets(shared):
+    outcomes, texts = warc_outcomes(shared / "corpora/warc/cc-main-2020-34-excerpt.warc.gz")
+    assert sum(outcomes.values()) == 16 and len(texts) == 16
+    assert {"charset:windows-1251", "charset:gb18030"} <= set(outcomes)
+    assert not any("\ufffd" in text for text in texts)
+    assert sum(bool(re.search(r"[\u4e00-\u9fff]", t)) for t in texts) >= 10
+    assert any(re.search(r"[а-яА-Я]{5}", t) for t in texts)
+
+
+def test_real_japanese_pages_with_stale_content_encoding(shared):
+    outcomes, texts = warc_outcomes(shared / "corpora/warc/clueweb-japanese-quirk.warc.gz")
+    assert outcomes == Counter({"charset:euc-jp": 29})
+    assert all(re.search(r"[\u3040-\u30ff]", text) for text in texts)
+
+
+def test_real_heritrix_crawl_skips_non_html(shared):
+    outcomes, texts = warc_outcomes(shared / "corpora/warc/aut-2008-heritrix.warc.gz")
+    assert outcomes["non_html"] == 120  # images, CSS, scripts, PDFs
+    assert outcomes["non_http"] == 38  # dns: records
+    assert len(texts) >= 90
+    assert not any("\ufffd" in text for text in texts)
+
+
+def word_f1(predicted: str, truth: str) -> float:
+    words = Counter(re.findall(r"\w+", predicted.lower()))
+    gold = Counter(re.findall(r"\w+", truth.lower()))
+    overlap = sum((words & gold).values())
+    if not overlap:
+        return 0.0
+    precision, recall = overlap / sum(words.values()), overlap / sum(gold.values())
+    return 2 * precision * recall / (precision + recall)
+
+
+def test_real_articles_extract_close_to_ground_truth(shared):
+    folder = shared / "corpora/extraction/wcxb-dev-sample"
+    scores = []
+    for truth_path in sorted((folder / "ground-truth").glob("*.json"))[:80]:
+        truth = json.loads(truth_path.read_text())
+        if truth["_internal"]["page_type"]["primary"] != "article":
+            continue
+        html, _ = decode_html(
+            gzip.decompress((folder / "html" / f"{truth_path.stem}.html.gz").read_bytes()), None
+        )
+        scores.append(word_f1(html_to_text(html), truth["ground_truth"]["main_content"]))
+    assert len(scores) >= 10
+    assert sum(scores) / len(scores) >= 0.85
