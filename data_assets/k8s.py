@@ -52,6 +52,10 @@ def op_tags(stage: str) -> dict:
 
 def run_tags(*stages: str) -> dict:
     """A job's tags: a run pod large enough for each of its stages, and its queue key."""
+    unknown = set(stages) - set(STAGE_RESOURCES)
+    if unknown:
+        raise KeyError(f"no Kubernetes resources for stages {sorted(unknown)}")
+    stages = tuple(stage for stage in STAGE_RESOURCES if stage in stages)  # lineage order
     merged: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
     for stage in stages:
         for kind, amounts in STAGE_RESOURCES[stage].items():
