@@ -103,6 +103,8 @@ def clean_shard(lake: Lake, shard: Shard, settings: CleanSettings | None = None)
     raw = require_committed(lake, shard.prefix(RAW), f"raw_crawl {shard}")
     chain = settings.chain()
     report = StageReport()
+    for flt in chain.filters:  # zero counts too, so every partition plots every filter
+        report.drop(f"filter:{flt.name}", 0)
     with PartitionWriter(lake, shard.prefix(CLEANED), report) as out:
         docs = out.parquet("docs.parquet", DOC_SCHEMA)
         rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA)
@@ -152,7 +154,7 @@ def _documents(
                         {
                             **provenance,
                             "filter": f"extract:{extracted.reason}",
-                            "reason": extracted.detail,
+                            "reason": extracted.detail or extracted.reason,
                             "text": None,
                         }
                     )

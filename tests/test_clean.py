@@ -1,0 +1,176 @@
+"""The cleaning stage end to end on a generated crawl: decisions against the crawl's ground truth,
+rejections, per-filter counts, run config with plug-in filters."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import polars as pl
+import pytest
+
+from data_assets.config import CleanConfig, PluginFilter
+from data_assets.stage import stage_result
+from tokenmill.clean import CLEANED, CleanSettings, clean_shard
+from tokenmill.demo import generate_demo_crawl
+from tokenmill.ingest import land_shard
+from tokenmill.lake import Lake
+from tokenmill.shards import LANDING, register_new_files
+
+CRAWL = "CC-MAIN-TEST-2026-02"
+BUILTIN = ["url", "gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality"]
+
+
+@pytest.fixture(scope="module")
+def landed(tmp_path_factory):
+    """A lake with one landed shard of a 2 x 100-page demo crawl, and the crawl's truth."""
+    root = tmp_path_factory.mktemp("clean")
+    generate_demo_crawl(
+        root / "warc", root / "truth.json", crawl=CRAWL, files=2, pages_per_file=100, seed=11
+    )
+    lake = Lake.from_url(str(root / "lake"))
+    for path in sorted((root / "warc").iterdir()):
+        lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
+    (shard,) = register_new_files(lake, CRAWL, files_per_shard=2)
+    land_shard(lake, shard)
+    truth = json.loads((root / "truth.json").read_text())
+    return lake, shard, {page["record_id"]: page for page in truth["pages"]}
+
+
+def run(landed, settings: CleanSettings | None = None):
+    lake, shard, truth = landed
+    report = clean_shard(lake, shard, settings)
+    prefix = shard.prefix(CLEANED)
+    docs = pl.read_parquet(lake.path(f"{prefix}/docs.parquet"))
+    rejected = pl.read_parquet(lake.path(f"{prefix}/rejected.parquet"))
+    return report, docs, rejected, truth
+
+
+@pytest.fixture(scope="module")
+def default_run(landed):
+    return run(landed)
+
+
+def kind(page: dict) -> str:
+    return page["kind"].split(":")[0]
+
+
+def test_every_response_is_kept_or_rejected_once(default_run):
+    report, docs, rejected, truth = default_run
+    readable = [p for p in truth.values() if p["kind"] != "broken:corrupt_gzip"]
+    seen = docs["record_id"].to_list() + rejected["record_id"].to_list()
+    assert len(seen) == len(set(seen)) == report.records_in
+    assert set(seen) <= set(truth)
+    assert report.records_in >= len(readable) - 2  # truncated records may be unreadable
+    assert report.records_out == docs.height
+
+
+def test_decisions_match_the_ground_truth(default_run):
+    _, docs, rejected, truth = default_run
+    kept_kinds = Counter(kind(truth[r]) for r in docs["record_id"])
+    rejected_by = {r: f for r, f in rejected.select("record_id", "filter").iter_rows()}
+    all_kinds = Counter(kind(p) for p in truth.values())
+    assert kept_kinds["foreign"] == kept_kinds["non_html"] == 0
+    assert kept_kinds["spam"] <= all_kinds["spam"] // 4
+    # duplicates are the dedup stage's job: here they look like any good page
+    kept_good = kept_kinds["good"] + kept_kinds["exact_dup"] + kept_kinds["near_dup"]
+    assert kept_good >= 0.95 * (all_kinds["good"] + all_kinds["exact_dup"] + all_kinds["near_dup"])
+    for record_id, page in truth.items():
+        if page["kind"] == "non_html":
+            assert rejected_by[record_id] == "extract:non_html"
+        if page["kind"].startswith("foreign:"):
+            assert rejected_by[record_id] == "language"
+
+
+def test_kept_documents_carry_language_and_provenance(default_run):
+    _, docs, _, truth = default_run
+    assert set(docs["language"]) == {"en"}
+    assert docs["language_score"].min() >= 0.65
+    for row in docs.select("record_id", "url", "record_offset").iter_rows():
+        assert (truth[row[0]]["url"], truth[row[0]]["offset"]) == row[1:]
+    assert not docs["text"].str.contains("@").any()  # e-mail addresses are masked
+
+
+def test_rejections_name_filter_and_reason(default_run):
+    report, _, rejected, _ = default_run
+    assert rejected["filter"].null_count() == rejected["reason"].null_count() == 0
+    assert (rejected["reason"].str.len_chars() > 0).all()
+    counts = dict(rejected.group_by("filter").len().iter_rows())
+    for name in BUILTIN + ["language"]:
+        assert report.dropped[f"filter:{name}"] == counts.get(name, 0)
+    assert report.dropped["extract:non_html"] == counts["extract:non_html"]
+
+
+def test_per_filter_drop_counts_are_numeric_metadata(landed, default_run):
+    lake, shard, _ = landed
+    report = default_run[0]
+    metadata = stage_result(report.finish(), lake, shard.prefix(CLEANED)).metadata
+    for name in BUILTIN + ["language"]:
+        assert isinstance(metadata[f"dropped filter:{name}"], int)
+        assert 0 <= metadata[f"drop_rate filter:{name}"] <= 1
+    assert metadata["dropped filter:language"] > 0
+
+
+PLUGIN = """
+import polars as pl
+
+class MaxWords:
+    name = "max_words"
+
+    def __init__(self, limit=100_000, label="too_long"):
+        self.limit, self.label = limit, label
+
+    def __call__(self, docs):
+        words = docs["text"].str.count_matches(r"\\S+")
+        return docs.select(
+            pl.when(words > self.limit).then(pl.format("{}={}", pl.lit(self.label), words))
+        ).to_series()
+
+
+def few_questions(docs: pl.DataFrame, most=3) -> pl.Series:
+    questions = docs["text"].str.count_matches("?", literal=True)
+    reason = pl.when(questions > most).then(pl.format("questions={}", questions))
+    return docs.select(reason).to_series()
+
+
+def mentions(text, word):
+    return word not in text
+"""
+
+
+def test_run_config_with_plugins_of_every_kind(landed, tmp_path, monkeypatch):
+    (tmp_path / "lab_filters.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = CleanConfig(
+        keep_languages=["en", "de"],
+        skip_filters=["c4_quality"],
+        extractor="resiliparse",
+        language_backend="py3langid",
+        plugin_filters=[
+            PluginFilter(path="lab_filters.MaxWords", params={"limit": "700", "label": "words"}),
+            PluginFilter(path="lab_filters.few_questions", params={"most": "4"}),
+            PluginFilter(path="lab_filters.mentions", params={"word": '"Tuesday"'}),
+        ],
+    )
+    report, docs, rejected, truth = run(landed, config.settings())
+    by_filter = {name: frame for (name,), frame in rejected.group_by("filter", maintain_order=True)}
+    assert "c4_quality" not in by_filter and report.dropped["filter:c4_quality"] == 0
+    assert by_filter["max_words"]["reason"].str.starts_with("words=").all()
+    assert by_filter["few_questions"]["reason"].str.starts_with("questions=").all()
+    assert (by_filter["mentions"]["reason"] == "mentions").all()
+    for plugin in ("max_words", "few_questions", "mentions"):
+        assert report.dropped[f"filter:{plugin}"] == by_filter[plugin].height > 0
+    assert (docs["text"].str.count_matches(r"\S+") <= 700).all()
+    assert (docs["text"].str.count_matches("?", literal=True) <= 4).all()
+    assert not docs["text"].str.contains("Tuesday", literal=True).any()
+    german = [r for r, page in truth.items() if page["kind"] == "foreign:de"]
+    german_drops = rejected.filter(pl.col("record_id").is_in(german))
+    assert german_drops.height == len(german)  # English stop words still drop them, but
+    assert "language" not in set(german_drops["filter"])  # the language filter lets them pass
+
+
+def test_bad_settings_fail_at_once():
+    with pytest.raises(ValueError, match="extractor"):
+        CleanConfig(extractor="boilerpipe").settings()
+    with pytest.raises(ValueError, match="language_backend"):
+        CleanSettings(language_backend="cld2")
