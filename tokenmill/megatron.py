@@ -47,6 +47,12 @@ class IndexedDatasetWriter:
         self.lengths.append(len(tokens))
         self.tokens += len(tokens)
 
+    def add_documents(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
+        """Several documents at once: their tokens back to back, and each one's length."""
+        self.bin_file.write(np.asarray(tokens, dtype=self.dtype).tobytes())
+        self.lengths.extend(np.asarray(lengths, dtype=np.int32).tolist())
+        self.tokens += len(tokens)
+
     def write_index(self, idx_file: IO[bytes]) -> None:
         lengths = (
             np.frombuffer(self.lengths, dtype=np.int32) if self.lengths else np.zeros(0, "<i4")

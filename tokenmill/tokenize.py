@@ -5,9 +5,12 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from itertools import chain
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -137,29 +140,32 @@ def tokenize_shard(
     eod_id = _eod_id(tokenizer) if append_eod else None
     report = StageReport()
     with PartitionWriter(lake, shard.prefix(TOKENIZED), report) as out:
-        writer = IndexedDatasetWriter(
-            out.open("tokens.bin"), token_dtype(tokenizer.get_vocab_size())
-        )
+        dtype = token_dtype(tokenizer.get_vocab_size())
+        writer = IndexedDatasetWriter(out.open("tokens.bin"), dtype)
         sidecar = out.parquet("provenance.parquet", SIDECAR_SCHEMA)
-        columns = [*SIDECAR_SOURCE_COLUMNS, "text"]
-        for batch in read_batches(lake, f"{source}/docs.parquet", columns, batch_docs):
-            texts = batch.column("text").to_pylist()
-            encodings = tokenizer.encode_batch_fast(texts, add_special_tokens=False)
-            rows = batch.select(SIDECAR_SOURCE_COLUMNS).to_pylist()
-            for row, encoding in zip(rows, encodings, strict=True):
-                ids = encoding.ids
-                start = writer.tokens
-                writer.add_document(np.array(ids + [eod_id] if eod_id is not None else ids))
-                sidecar.write(
-                    {
-                        "doc_index": len(writer.lengths) - 1,
-                        **row,
-                        "token_start": start,
-                        "token_end": start + len(ids),
-                    }
+        batches = read_batches(
+            lake, f"{source}/docs.parquet", [*SIDECAR_SOURCE_COLUMNS, "text"], batch_docs
+        )
+        for batch, encodings in _encoded(tokenizer, batches):
+            ids = [encoding.ids for encoding in encodings]
+            lengths = np.fromiter(map(len, ids), np.int64, len(ids))
+            tokens = np.fromiter(chain.from_iterable(ids), dtype, int(lengths.sum()))
+            if eod_id is not None:
+                tokens = np.insert(tokens, np.cumsum(lengths), eod_id)
+            doc_lengths = lengths + (eod_id is not None)
+            first_doc = len(writer.lengths)
+            starts = writer.tokens + np.cumsum(doc_lengths) - doc_lengths
+            writer.add_documents(tokens, doc_lengths)
+            sidecar.write_table(
+                pa.Table.from_batches([batch.select(SIDECAR_SOURCE_COLUMNS)])
+                .append_column(
+                    "doc_index", pa.array(np.arange(first_doc, len(writer.lengths)), pa.int64())
                 )
+                .append_column("token_start", pa.array(starts, pa.int64()))
+                .append_column("token_end", pa.array(starts + lengths, pa.int64()))
+            )
             report.records_in += batch.num_rows
-            report.bytes_in += sum(len(t.encode()) for t in texts)
+            report.bytes_in += pc.sum(pc.binary_length(batch.column("text"))).as_py() or 0
         writer.write_index(out.open("tokens.idx"))
         report.records_out = len(writer.lengths)
         report.counts.update(
@@ -169,6 +175,28 @@ def tokenize_shard(
             eod_id=eod_id,
         )
     return report
+
+
+def _encoded(
+    tokenizer: Tokenizer, batches: Iterator[pa.RecordBatch]
+) -> Iterator[tuple[pa.RecordBatch, list]]:
+    """Batches with their encodings; the next batch is encoded (GIL released, all cores) while
+    the caller writes the current one."""
+
+    def encode(batch: pa.RecordBatch) -> list:
+        return tokenizer.encode_batch_fast(
+            batch.column("text").to_pylist(), add_special_tokens=False
+        )
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = None
+        for batch in batches:
+            future = pool.submit(encode, batch)
+            if pending is not None:
+                yield pending[0], pending[1].result()
+            pending = (batch, future)
+        if pending is not None:
+            yield pending[0], pending[1].result()
 
 
 def _eod_id(tokenizer: Tokenizer) -> int:
