@@ -1,0 +1,450 @@
+"""Cleaning stage: extraction quality and speed, language ID, filter speed and agreement with
+datatrove, whole-stage overhead over the bare extractor, peak memory in shard size.
+
+    uv run python benchmarks/bench_clean.py              # everything (about 10 minutes)
+    uv run python benchmarks/bench_clean.py extraction language filters stage memory
+
+Everything runs on one core: each measurement in a fresh process with one polars thread, so
+speeds are "per core". Extraction uses ../shared/corpora/extraction/, the filters
+../shared/corpora/text/cc-main-2019-30-697docs.jsonl.gz and a generated demo crawl; parts whose
+data is absent are skipped with a message.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("POLARS_MAX_THREADS", "1")  # before polars is imported, here and in children
+
+import argparse  # noqa: E402
+import functools  # noqa: E402
+import gzip  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from collections import Counter, defaultdict  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import polars as pl  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
+from tokenmill.clean import CleanSettings, clean_shard  # noqa: E402
+from tokenmill.demo import FOREIGN_LOCALES, generate_demo_crawl, sample_articles  # noqa: E402
+from tokenmill.extract import (  # noqa: E402
+    EXTRACTORS,
+    Skip,
+    decode_html,
+    extract_document,
+    html_to_text,
+    needs_fallback,
+)
+from tokenmill.filters import (  # noqa: E402
+    C4QualityFilter,
+    FilterChain,
+    FineWebQualityFilter,
+    GopherQualityFilter,
+    GopherRepetitionFilter,
+    default_filters,
+)
+from tokenmill.ingest import RAW, land_shard, raw_warc_files  # noqa: E402
+from tokenmill.lake import Lake  # noqa: E402
+from tokenmill.language import BACKENDS, identifier  # noqa: E402
+from tokenmill.outputs import require_committed  # noqa: E402
+from tokenmill.shards import LANDING, register_new_files  # noqa: E402
+from tokenmill.warc import BadRecord, iter_records  # noqa: E402
+
+EXTRACTION = ("corpora", "extraction")
+CORPUS = ("corpora", "text", "cc-main-2019-30-697docs.jsonl.gz")
+CRAWL = "CC-MAIN-BENCH-2026-03"
+WORD = re.compile(r"\w+")
+
+# --- extraction: word-level P/R/F1 per page type, pages/s ---------------------------------------
+
+
+def load_pages(corpus: str) -> list[tuple[str, str, str]]:
+    """(html, ground-truth text, page type) of every page of a ground-truth corpus."""
+    folder = shared_path(*EXTRACTION, corpus)
+    pages = []
+    if corpus == "wcxb-dev-sample":
+        for truth_path in sorted((folder / "ground-truth").glob("*.json")):
+            truth = json.loads(truth_path.read_text())
+            body = gzip.decompress((folder / "html" / f"{truth_path.stem}.html.gz").read_bytes())
+            page_type = truth["_internal"]["page_type"]["primary"]
+            pages.append((body, truth["ground_truth"]["main_content"], page_type))
+    else:
+        truth = json.loads((folder / "ground-truth.json").read_text())
+        for key, entry in sorted(truth.items()):
+            body = gzip.decompress((folder / "html" / f"{key}.html.gz").read_bytes())
+            pages.append((body, entry["articleBody"], "article"))
+    return [(decode_html(body, None)[0], gold, kind) for body, gold, kind in pages]
+
+
+def word_prf(predicted: str, truth: str) -> tuple[float, float, float]:
+    words = Counter(w.lower() for w in WORD.findall(predicted))
+    gold = Counter(w.lower() for w in WORD.findall(truth))
+    overlap = sum((words & gold).values())
+    precision = overlap / max(sum(words.values()), 1)
+    recall = overlap / max(sum(gold.values()), 1)
+    f1 = 2 * precision * recall / (precision + recall) if overlap else 0.0
+    return precision, recall, f1
+
+
+def extract_all(corpus: str, extractor: str) -> tuple[list[str], float, int]:
+    """Texts of every page, seconds spent in html_to_text, pages that took the fallback."""
+    pages = load_pages(corpus)
+    html_to_text("<p>warm up every library</p>", extractor=extractor)
+    if extractor != "resiliparse":
+        html_to_text("<p>warm up</p>", extractor="trafilatura")
+    texts, seconds = timed(
+        lambda: [html_to_text(html, extractor=extractor) for html, _, _ in pages]
+    )
+    fallbacks = 0
+    if extractor == "hybrid":
+        from resiliparse.parse.html import HTMLTree
+
+        fallbacks = sum(
+            needs_fallback(html_to_text(html, extractor="resiliparse"), HTMLTree.parse(html))
+            for html, _, _ in pages
+        )
+    return texts, seconds, fallbacks
+
+
+def bench_extraction() -> None:
+    for corpus in ("wcxb-dev-sample", "scrapinghub-articles"):
+        if shared_path(*EXTRACTION, corpus) is None:
+            print(f"\n(skipped extraction on {corpus}: ../shared is absent)")
+            continue
+        truth = [(gold, kind) for _, gold, kind in load_pages(corpus)]
+        kinds = sorted({kind for _, kind in truth})
+        rows, header = [], ["extractor", "pages/s", "fallback pages", "P", "R", "F1"]
+        if len(kinds) > 1:
+            header += [f"F1 {kind}" for kind in kinds]
+        for extractor in EXTRACTORS:
+            texts, seconds, fallbacks = in_fresh_process(
+                functools.partial(extract_all, corpus, extractor)
+            )[0]
+            scores = [word_prf(text, gold) for text, (gold, _) in zip(texts, truth, strict=True)]
+            by_kind = defaultdict(list)
+            for (_, kind), score in zip(truth, scores, strict=True):
+                by_kind[kind].append(score[2])
+            mean = [sum(s[i] for s in scores) / len(scores) for i in range(3)]
+            row = [extractor, len(texts) / seconds, fallbacks, *mean]
+            if len(kinds) > 1:
+                row += [sum(by_kind[k]) / len(by_kind[k]) for k in kinds]
+            rows.append(row)
+        print_table(
+            f"Extraction on {corpus} ({len(truth)} pages; mean word-level P/R/F1, one core)",
+            header,
+            rows,
+        )
+
+
+# --- language ID: accuracy and speed ---------------------------------------------------------
+
+
+def language_samples() -> list[tuple[str, str]]:
+    """(language, text): generated demo-crawl articles of every language, whole and as
+    the first 100 characters (harder)."""
+    samples = []
+    for language in ["en", *FOREIGN_LOCALES]:
+        for text in sample_articles(language, 40, seed=5):
+            samples.append((language, text))
+            samples.append((language, text[:100]))
+    return samples
+
+
+def real_english_texts() -> list[str]:
+    with gzip.open(shared_path(*CORPUS), "rt", encoding="utf-8") as f:
+        return [json.loads(line)["text"] for line in f]
+
+
+def identify_all(backend: str) -> tuple[list, float, list, float]:
+    identify = identifier(backend)
+    identify("warm up")
+    texts = [text for _, text in language_samples()]
+    found, seconds = timed(lambda: [identify(text) for text in texts])
+    real = real_english_texts() if shared_path(*CORPUS) else []
+    real_found, real_seconds = timed(lambda: [identify(text) for text in real])
+    return found, seconds, real_found, real_seconds
+
+
+def bench_language() -> None:
+    samples = language_samples()
+    rows = []
+    for backend in BACKENDS:
+        found, seconds, real, real_seconds = in_fresh_process(
+            functools.partial(identify_all, backend)
+        )[0]
+        whole = [(lang, f) for (lang, _), f in zip(samples[::2], found[::2], strict=True)]
+        short = [(lang, f) for (lang, _), f in zip(samples[1::2], found[1::2], strict=True)]
+        accuracy = [sum(lang == f[0] for lang, f in part) / len(part) for part in (whole, short)]
+        kept = sum(f[0] == "en" and f[1] >= 0.65 for lang, f in whole + short if lang == "en")
+        english = sum(lang == "en" for lang, _ in whole + short)
+        row = [backend, *accuracy, kept / english, len(samples) / seconds]
+        if real:
+            row += [sum(lang == "en" for lang, _ in real) / len(real), len(real) / real_seconds]
+        rows.append(row)
+    header = ["backend", "accuracy whole", "accuracy 100 chars", "en kept at >=0.65", "docs/s"]
+    if len(rows[0]) > len(header):
+        header += ["CC 2019-30 'en' share", "CC docs/s"]
+    print_table(
+        f"Language ID on {len(samples)} generated texts in 10 languages (demo truth), one core",
+        header,
+        rows,
+    )
+
+
+# --- filters: MB/s per core, agreement with datatrove -----------------------------------------
+
+DATATROVE_FILTERS = ("gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality")
+
+
+def our_filter(name: str):
+    return {
+        "gopher_repetition": GopherRepetitionFilter,
+        "gopher_quality": GopherQualityFilter,
+        "c4_quality": C4QualityFilter,
+        "fineweb_quality": FineWebQualityFilter,
+    }[name]()
+
+
+def datatrove_filter(name: str):
+    from datatrove.pipeline import filters
+
+    return {
+        "gopher_repetition": filters.GopherRepetitionFilter,
+        "gopher_quality": filters.GopherQualityFilter,
+        "c4_quality": functools.partial(filters.C4QualityFilter, filter_no_terminal_punct=False),
+        "fineweb_quality": filters.FineWebQualityFilter,
+    }[name]()
+
+
+def our_decisions(texts: list[str], repeat: int = 1) -> tuple[dict[str, list[bool]], float, float]:
+    """Per-filter keep decisions (each filter on every document, as datatrove is run below),
+    and the seconds of the whole default chain (URL filter + the four) over ``repeat`` copies."""
+    docs = pl.DataFrame({"text": texts, "url": ["https://example.com/"] * len(texts)})
+    decisions = {}
+    for name in DATATROVE_FILTERS:
+        output = our_filter(name)(docs)
+        reasons = output.reasons if hasattr(output, "reasons") else output
+        decisions[name] = reasons.is_null().to_list()
+    chain = FilterChain(default_filters())
+    big = pl.concat([docs] * repeat)
+    chain.apply(big.head(50))
+    _, seconds = timed(lambda: chain.apply(big))
+    one_pass = sum(
+        timed(lambda f=f: f(big))[1] for f in [our_filter(name) for name in DATATROVE_FILTERS]
+    )
+    return decisions, seconds, one_pass
+
+
+def datatrove_decisions(texts: list[str]) -> tuple[dict[str, list[bool]], float]:
+    from datatrove.data import Document
+
+    decisions, seconds = {}, 0.0
+    for name in DATATROVE_FILTERS:
+        flt = datatrove_filter(name)
+        flt.filter(Document(text="warm up the tokenizer", id="0"))
+        docs = [Document(text=text, id=str(i)) for i, text in enumerate(texts)]
+
+        def keep(doc, flt=flt) -> bool:
+            verdict = flt.filter(doc)
+            return verdict[0] if isinstance(verdict, tuple) else bool(verdict)
+
+        decisions[name], spent = timed(lambda docs=docs, keep=keep: [keep(d) for d in docs])
+        seconds += spent
+    return decisions, seconds
+
+
+def demo_english_texts(pages_per_file: int = 400) -> list[str]:
+    """Extracted texts of the English pages of a generated crawl (as the stage sees them)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        truth = generate_demo_crawl(
+            root / "warc", root / "truth.json", crawl=CRAWL, files=1, pages_per_file=pages_per_file
+        )
+        texts = []
+        for name in truth["files"]:
+            with open(root / "warc" / name, "rb") as stream:
+                for record in iter_records(stream, 64 << 20, name=name):
+                    if isinstance(record, BadRecord) or record.type != "response":
+                        continue
+                    try:
+                        texts.append(extract_document(record.block, 8 << 20).text)
+                    except Skip:
+                        continue
+    return texts
+
+
+def bench_filters() -> None:
+    corpora = []
+    if shared_path(*CORPUS):
+        corpora.append(("CC-MAIN-2019-30 (697 docs)", real_english_texts()))
+    else:
+        print("\n(skipped the Common Crawl corpus: ../shared is absent)")
+    corpora.append(("demo crawl, extracted (400 pages)", demo_english_texts()))
+    speed_rows, agreement_rows = [], []
+    for label, texts in corpora:
+        megabytes = sum(len(t.encode()) for t in texts) / 1e6
+        repeat = 5
+        ours, chain_seconds, four_seconds = in_fresh_process(
+            functools.partial(our_decisions, texts, repeat)
+        )[0]
+        theirs, dt_seconds = in_fresh_process(functools.partial(datatrove_decisions, texts))[0]
+        speed_rows.append(
+            [
+                label,
+                megabytes,
+                megabytes * repeat / chain_seconds,
+                megabytes * repeat / four_seconds,
+                megabytes / dt_seconds,
+                len(texts) / dt_seconds,
+                dt_seconds / (four_seconds / repeat),
+            ]
+        )
+        for name in DATATROVE_FILTERS:
+            same = sum(a == b for a, b in zip(ours[name], theirs[name], strict=True))
+            drops = (len(texts) - sum(ours[name]), len(texts) - sum(theirs[name]))
+            agreement_rows.append([label, name, same / len(texts), *drops])
+        ours_all = [all(d) for d in zip(*ours.values(), strict=True)]
+        theirs_all = [all(d) for d in zip(*theirs.values(), strict=True)]
+        same = sum(a == b for a, b in zip(ours_all, theirs_all, strict=True))
+        agreement_rows.append(
+            [
+                label,
+                "all four",
+                same / len(texts),
+                len(texts) - sum(ours_all),
+                len(texts) - sum(theirs_all),
+            ]
+        )
+    print_table(
+        "Filter speed, one core (MB of text/s)",
+        [
+            "corpus",
+            "MB",
+            "tokenmill chain (url+4) MB/s",
+            "tokenmill 4 filters MB/s",
+            "datatrove 4 filters MB/s",
+            "datatrove docs/s",
+            "speed-up (4 vs 4)",
+        ],
+        speed_rows,
+    )
+    print_table(
+        "Keep/drop agreement with datatrove (each filter on every document)",
+        ["corpus", "filter", "agreement", "tokenmill drops", "datatrove drops"],
+        agreement_rows,
+    )
+
+
+# --- whole stage vs bare extractor; peak RSS in shard size -------------------------------------
+
+
+def demo_lake(root: Path, files: int, pages_per_file: int) -> tuple[Lake, object]:
+    generate_demo_crawl(
+        root / "warc", root / "truth.json", crawl=CRAWL, files=files, pages_per_file=pages_per_file
+    )
+    lake = Lake.from_url(str(root / "lake"))
+    for path in sorted((root / "warc").iterdir()):
+        lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
+    (shard,) = register_new_files(lake, CRAWL, files_per_shard=files)
+    land_shard(lake, shard)
+    return lake, shard
+
+
+def bare_extraction(root: str, shard, extractor: str) -> int:
+    """Read the shard's WARC records and extract every response, nothing else."""
+    lake = Lake.from_url(root)
+    raw = require_committed(lake, shard.prefix(RAW), "raw")
+    pages = 0
+    for name in raw_warc_files(raw):
+        with lake.open_stream(f"{shard.prefix(RAW)}/{name}") as stream:
+            for record in iter_records(stream, 64 << 20, name=name):
+                if isinstance(record, BadRecord) or record.type != "response":
+                    continue
+                try:
+                    extract_document(record.block, 8 << 20, extractor=extractor)
+                    pages += 1
+                except Skip:
+                    continue
+    return pages
+
+
+def whole_stage(root: str, shard, extractor: str) -> int:
+    lake = Lake.from_url(root)
+    return clean_shard(lake, shard, CleanSettings(extractor=extractor)).records_in
+
+
+def warm_then(work):
+    """Load the models (language ID, trafilatura) before timing, as a long-running worker has."""
+    identifier()("warm up")
+    html_to_text("<p>warm up</p>", extractor="trafilatura")
+    return timed(work)
+
+
+def bench_stage() -> None:
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        lake, shard = demo_lake(Path(scratch), files=2, pages_per_file=500)
+        root = str(Path(scratch) / "lake")
+        for extractor in ("hybrid", "resiliparse"):
+            bare = in_fresh_process(
+                functools.partial(
+                    warm_then, functools.partial(bare_extraction, root, shard, extractor)
+                )
+            )[0]
+            stage = in_fresh_process(
+                functools.partial(warm_then, functools.partial(whole_stage, root, shard, extractor))
+            )[0]
+            rows.append([extractor, bare[0], bare[1], stage[1], stage[1] / bare[1]])
+    print_table(
+        "Whole cleaning stage vs bare extractor, demo crawl shard of 1,000 pages, one core",
+        ["extractor", "pages extracted", "bare extractor s", "clean_shard s", "ratio"],
+        rows,
+    )
+
+
+def bench_memory() -> None:
+    rows = []
+    for files in (1, 4):
+        with tempfile.TemporaryDirectory() as scratch:
+            lake, shard = demo_lake(Path(scratch), files=files, pages_per_file=500)
+            root = str(Path(scratch) / "lake")
+            records, seconds, peak = in_fresh_process(
+                functools.partial(whole_stage, root, shard, "hybrid")
+            )
+            raw_bytes = sum(lake.size(k) for k in lake.list(shard.prefix(RAW)) if "warc" in k)
+            rows.append([f"{files}x", records, raw_bytes / 1e6, seconds, peak / 2**20])
+    print_table(
+        "Peak RSS of clean_shard in a fresh process, by shard size",
+        ["shard", "records", "WARC MB", "seconds", "peak RSS MiB"],
+        rows,
+    )
+
+
+SECTIONS = {
+    "extraction": bench_extraction,
+    "language": bench_language,
+    "filters": bench_filters,
+    "stage": bench_stage,
+    "memory": bench_memory,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sections", nargs="*", help=f"any of {', '.join(SECTIONS)}")
+    sections = parser.parse_args().sections or list(SECTIONS)
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {list(SECTIONS)}")
+    for section in sections:
+        SECTIONS[section]()
+
+
+if __name__ == "__main__":
+    main()
