@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
+    AssetExecutionContext,
     Backoff,
     DataVersion,
     Failure,
@@ -19,8 +22,10 @@ from dagster import (
     TableSchema,
 )
 
+from data_assets.partitions import shard_from_key
 from tokenmill.lake import Lake, LakeKeyError
-from tokenmill.outputs import MissingInputError, StageReport
+from tokenmill.outputs import MissingInputError, StageReport, combine
+from tokenmill.shards import Shard
 from tokenmill.verify import Verdict
 from tokenmill.warc import UnusableInputError
 
@@ -37,6 +42,36 @@ def run_stage(work: Callable[[], StageReport]) -> StageReport:
         return work()
     except PERMANENT_ERRORS as error:
         raise Failure(description=str(error), allow_retries=False) from error
+
+
+@dataclass(frozen=True)
+class ShardCheck:
+    name: str
+    verify: Callable[[Lake, Shard], Verdict]
+    warn_only: bool = False
+
+
+def materialize_shards(
+    context: AssetExecutionContext,
+    lake: Lake,
+    zone: str,
+    work: Callable[[Lake, Shard], StageReport],
+    checks: Sequence[ShardCheck] = (),
+) -> MaterializeResult:
+    """Run a per-shard stage over the run's partitions: one, or a range when a backfill
+    groups several shards into one run (see BackfillPolicy in stages.py)."""
+    shards = [shard_from_key(key) for key in context.partition_keys]
+    reports = []
+    for shard in shards:
+        context.log.info(f"{context.asset_key.to_user_string()} {shard}")
+        reports.append(run_stage(partial(work, lake, shard)))
+    names = [str(shard) for shard in shards]
+    results = [
+        check(c.name, Verdict.all([c.verify(lake, shard) for shard in shards], names), c.warn_only)
+        for c in checks
+    ]
+    location = shards[0].prefix(zone) if len(shards) == 1 else zone
+    return stage_result(combine(reports), lake, location, results)
 
 
 def check(name: str, verdict: Verdict, warn_only: bool = False) -> AssetCheckResult:

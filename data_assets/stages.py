@@ -1,12 +1,20 @@
 """The dataset stages as partitioned assets. Each one hands its partition to the processing
 core (`tokenmill`) and reports what it did; nothing here touches data itself."""
 
-from dagster import AssetCheckSpec, AssetDep, AssetExecutionContext, MaterializeResult, asset
+from dagster import (
+    AssetCheckSpec,
+    AssetDep,
+    AssetExecutionContext,
+    AutomationCondition,
+    BackfillPolicy,
+    MaterializeResult,
+    asset,
+)
 
 from data_assets.config import CleanConfig, DedupConfig, TokenizeConfig, TokenizerConfig
 from data_assets.k8s import op_tags
-from data_assets.partitions import crawl_partitions, same_crawl, shard_from_key, shard_partitions
-from data_assets.stage import STAGE_RETRY, check, run_stage, stage_result
+from data_assets.partitions import crawl_partitions, same_crawl, shard_partitions
+from data_assets.stage import STAGE_RETRY, ShardCheck, materialize_shards, run_stage, stage_result
 from resources.lake import LakeResource
 from tokenmill import verify
 from tokenmill.clean import CLEANED, clean_shard
@@ -22,13 +30,25 @@ from tokenmill.ingest import RAW, land_shard
 from tokenmill.shards import crawl_prefix
 from tokenmill.tokenize import TOKENIZED, TOKENIZER_KEY, build_tokenizer, tokenize_shard
 
-SHARD_STAGE = dict(partitions_def=shard_partitions, retry_policy=STAGE_RETRY)
+# A backfill over many shards launches one run per MAX_SHARDS_PER_RUN shards, not one per shard.
+MAX_SHARDS_PER_RUN = 8
+SHARD_STAGE = dict(
+    partitions_def=shard_partitions,
+    retry_policy=STAGE_RETRY,
+    backfill_policy=BackfillPolicy.multi_run(max_partitions_per_run=MAX_SHARDS_PER_RUN),
+)
+# Each stage follows its inputs on its own: a landed shard is cleaned and signed, a crawl's
+# clusters are recomputed once all its shards are signed, and so on down to the tokens.
+FOLLOWS_INPUTS = AutomationCondition.eager()
 MAX_BAD_RECORD_RATE = 0.05
 
 
 @asset(
     op_tags=op_tags("raw_crawl"),
     **SHARD_STAGE,
+    # New shards are launched by the landing sensor; on_missing catches any it did not launch
+    # (shards registered by the reconciliation schedule or `tokenmill register`).
+    automation_condition=AutomationCondition.on_missing(),
     group_name="ingest",
     kinds={"warc"},
     check_specs=[AssetCheckSpec("bad_record_rate", asset="raw_crawl")],
@@ -36,15 +56,18 @@ MAX_BAD_RECORD_RATE = 0.05
     "index (record id, URI, offset) and unreadable records kept aside in quarantine.parquet.",
 )
 def raw_crawl(context: AssetExecutionContext, lake: LakeResource) -> MaterializeResult:
-    data, shard = lake.get_lake(), shard_from_key(context.partition_key)
-    report = run_stage(lambda: land_shard(data, shard))
-    verdict = verify.bad_record_rate(data, shard, MAX_BAD_RECORD_RATE)
-    return stage_result(report, data, shard.prefix(RAW), [check("bad_record_rate", verdict, True)])
+    bad_records = ShardCheck(
+        "bad_record_rate",
+        lambda data, shard: verify.bad_record_rate(data, shard, MAX_BAD_RECORD_RATE),
+        warn_only=True,
+    )
+    return materialize_shards(context, lake.get_lake(), RAW, land_shard, [bad_records])
 
 
 @asset(
     op_tags=op_tags("cleaned"),
     **SHARD_STAGE,
+    automation_condition=FOLLOWS_INPUTS,
     group_name="clean",
     kinds={"parquet"},
     deps=[raw_crawl],
@@ -55,17 +78,20 @@ def raw_crawl(context: AssetExecutionContext, lake: LakeResource) -> Materialize
 def cleaned(
     context: AssetExecutionContext, config: CleanConfig, lake: LakeResource
 ) -> MaterializeResult:
-    data, shard = lake.get_lake(), shard_from_key(context.partition_key)
-    report = run_stage(lambda: clean_shard(data, shard, config.settings()))
-    verdict = verify.provenance_resolves(data, shard)
-    return stage_result(
-        report, data, shard.prefix(CLEANED), [check("provenance_resolves", verdict)]
+    settings = config.settings()
+    return materialize_shards(
+        context,
+        lake.get_lake(),
+        CLEANED,
+        lambda data, shard: clean_shard(data, shard, settings),
+        [ShardCheck("provenance_resolves", verify.provenance_resolves)],
     )
 
 
 @asset(
     op_tags=op_tags("dedup_signatures"),
     **SHARD_STAGE,
+    automation_condition=FOLLOWS_INPUTS,
     group_name="dedup",
     kinds={"parquet"},
     deps=[cleaned],
@@ -74,14 +100,19 @@ def cleaned(
 def dedup_signatures(
     context: AssetExecutionContext, config: DedupConfig, lake: LakeResource
 ) -> MaterializeResult:
-    data, shard = lake.get_lake(), shard_from_key(context.partition_key)
-    report = run_stage(lambda: compute_signatures(data, shard, config.settings()))
-    return stage_result(report, data, shard.prefix(SIGNATURES))
+    settings = config.settings()
+    return materialize_shards(
+        context,
+        lake.get_lake(),
+        SIGNATURES,
+        lambda data, shard: compute_signatures(data, shard, settings),
+    )
 
 
 @asset(
     op_tags=op_tags("dedup_clusters"),
     partitions_def=crawl_partitions,
+    automation_condition=FOLLOWS_INPUTS,
     retry_policy=STAGE_RETRY,
     group_name="dedup",
     kinds={"parquet"},
@@ -100,6 +131,7 @@ def dedup_clusters(
 @asset(
     op_tags=op_tags("deduplicated"),
     **SHARD_STAGE,
+    automation_condition=FOLLOWS_INPUTS,
     group_name="dedup",
     kinds={"parquet"},
     deps=[cleaned, AssetDep(dedup_clusters, partition_mapping=same_crawl)],
@@ -108,17 +140,20 @@ def dedup_clusters(
     "lists each removed document with its cluster and survivor.",
 )
 def deduplicated(context: AssetExecutionContext, lake: LakeResource) -> MaterializeResult:
-    data, shard = lake.get_lake(), shard_from_key(context.partition_key)
-    report = run_stage(lambda: filter_shard(data, shard))
-    verdict = verify.no_exact_duplicates(data, shard)
-    return stage_result(
-        report, data, shard.prefix(DEDUPLICATED), [check("no_exact_duplicates", verdict)]
+    return materialize_shards(
+        context,
+        lake.get_lake(),
+        DEDUPLICATED,
+        filter_shard,
+        [ShardCheck("no_exact_duplicates", verify.no_exact_duplicates)],
     )
 
 
 @asset(
     op_tags=op_tags("tokenizer"),
     retry_policy=STAGE_RETRY,
+    # Trained once; changing it re-tokenizes everything, so that is a deliberate launch.
+    automation_condition=AutomationCondition.on_missing(),
     group_name="tokenize",
     kinds={"huggingface"},
     deps=[deduplicated],
@@ -136,6 +171,7 @@ def tokenizer(config: TokenizerConfig, lake: LakeResource) -> MaterializeResult:
 @asset(
     op_tags=op_tags("tokenized_shards"),
     **SHARD_STAGE,
+    automation_condition=FOLLOWS_INPUTS,
     group_name="tokenize",
     kinds={"numpy"},
     deps=[deduplicated, tokenizer],
@@ -146,9 +182,10 @@ def tokenizer(config: TokenizerConfig, lake: LakeResource) -> MaterializeResult:
 def tokenized_shards(
     context: AssetExecutionContext, config: TokenizeConfig, lake: LakeResource
 ) -> MaterializeResult:
-    data, shard = lake.get_lake(), shard_from_key(context.partition_key)
-    report = run_stage(lambda: tokenize_shard(data, shard, config.append_eod))
-    verdict = verify.shard_is_consistent(data, shard)
-    return stage_result(
-        report, data, shard.prefix(TOKENIZED), [check("shard_is_consistent", verdict)]
+    return materialize_shards(
+        context,
+        lake.get_lake(),
+        TOKENIZED,
+        lambda data, shard: tokenize_shard(data, shard, config.append_eod),
+        [ShardCheck("shard_is_consistent", verify.shard_is_consistent)],
     )

@@ -218,6 +218,23 @@ class Lake:
         ]
         return sorted(keys)
 
+    def list_after(self, prefix: str, start_after: str, limit: int) -> list[str]:
+        """At most `limit` committed keys under `prefix` that sort after `start_after`: one
+        bounded page of a listing that may hold millions of objects (S3 lists from there)."""
+        if self.is_local:
+            return [key for key in self.list(prefix) if key > start_after][:limit]
+        bucket, _, root_key = self.root.partition("/")
+        base = f"{root_key}/" if root_key else ""
+        pages = self._s3_client().get_paginator("list_objects_v2").paginate(
+            Bucket=bucket,
+            Prefix=base + check_key(prefix.rstrip("/")) + "/",
+            StartAfter=base + start_after if start_after else "",
+            PaginationConfig={"MaxItems": limit, "PageSize": min(limit, 1000)},
+        )
+        with self._s3_errors():
+            keys = [item["Key"][len(base) :] for page in pages for item in page.get("Contents", [])]
+        return [key for key in keys if TEMP_MARKER not in key.rsplit("/", 1)[-1]]
+
     # writing
 
     @contextmanager

@@ -77,6 +77,28 @@ class StageReport:
         }
 
 
+def combine(reports: list[StageReport]) -> StageReport:
+    """One report for a run over several partitions: counters summed, first previews kept."""
+    if len(reports) == 1:
+        return reports[0]
+    total = StageReport()
+    for report in reports:
+        total.records_in += report.records_in
+        total.records_out += report.records_out
+        total.bytes_in += report.bytes_in
+        total.bytes_out += report.bytes_out
+        total.dropped.update(report.dropped)
+        total.seconds += report.seconds
+        total.add_preview(report.preview)
+    total.counts["partitions"] = len(reports)
+    total.outputs = {
+        f"{index}/{name}": entry
+        for index, report in enumerate(reports)
+        for name, entry in report.outputs.items()
+    }
+    return total
+
+
 class HashingFile:
     """A write-only file that keeps the sha256 of what passes through it."""
 

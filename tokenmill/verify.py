@@ -24,6 +24,22 @@ class Verdict:
     description: str
     metadata: dict = field(default_factory=dict)
 
+    @classmethod
+    def all(cls, verdicts: list[Verdict], names: list[str]) -> Verdict:
+        """One verdict for several partitions: passed if each one passed."""
+        if len(verdicts) == 1:
+            return verdicts[0]
+        failed = [
+            f"{name}: {v.description}"
+            for name, v in zip(names, verdicts, strict=True)
+            if not v.passed
+        ]
+        return cls(
+            not failed,
+            "; ".join(failed) or f"passed on all {len(verdicts)} partitions",
+            {"partitions": len(verdicts), "failed_partitions": len(failed)},
+        )
+
 
 def _table(lake: Lake, key: str, columns: list[str]) -> pl.DataFrame:
     with lake.open_input(key) as f:
