@@ -6,13 +6,24 @@ import os
 import warnings
 from pathlib import Path
 
-from dagster import BetaWarning, Definitions, EnvVar
+from dagster import (
+    AssetSelection,
+    AutomationConditionSensorDefinition,
+    BetaWarning,
+    DefaultSensorStatus,
+    Definitions,
+    EnvVar,
+)
 
 warnings.filterwarnings("ignore", category=BetaWarning)
 
 from data_assets import stages  # noqa: E402
 from data_assets.jobs import ALL_JOBS  # noqa: E402
+from resources.automation import AlertsResource, DiscoveryResource  # noqa: E402
 from resources.lake import LakeResource  # noqa: E402
+from sensors.failures import record_run_failures  # noqa: E402
+from sensors.landing import landing_zone  # noqa: E402
+from sensors.reconcile import reconcile_landing, reconcile_schedule  # noqa: E402
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 DEFAULT_LAKE = PROJECT_DIR / "lake"
@@ -30,7 +41,27 @@ def lake_resource() -> LakeResource:
     return LakeResource(url=str(DEFAULT_LAKE))
 
 
-def build_definitions(lake: LakeResource) -> Definitions:
+def alerts_resource() -> AlertsResource:
+    """Failure posts go to TOKENMILL_FAILURE_WEBHOOK when it is set."""
+    if os.environ.get("TOKENMILL_FAILURE_WEBHOOK"):
+        return AlertsResource(webhook_url=EnvVar("TOKENMILL_FAILURE_WEBHOOK"))
+    return AlertsResource()
+
+
+automation = AutomationConditionSensorDefinition(
+    "automation",
+    target=AssetSelection.all(),
+    default_status=DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description="Evaluates every stage's automation condition: downstream stages follow.",
+)
+
+
+def build_definitions(
+    lake: LakeResource,
+    alerts: AlertsResource | None = None,
+    discovery: DiscoveryResource | None = None,
+) -> Definitions:
     return Definitions(
         assets=[
             stages.raw_crawl,
@@ -41,9 +72,15 @@ def build_definitions(lake: LakeResource) -> Definitions:
             stages.tokenizer,
             stages.tokenized_shards,
         ],
-        jobs=ALL_JOBS,
-        resources={"lake": lake},
+        jobs=[*ALL_JOBS, reconcile_landing],
+        sensors=[landing_zone, record_run_failures, automation],
+        schedules=[reconcile_schedule],
+        resources={
+            "lake": lake,
+            "alerts": alerts or AlertsResource(),
+            "discovery": discovery or DiscoveryResource(),
+        },
     )
 
 
-defs = build_definitions(lake_resource())
+defs = build_definitions(lake_resource(), alerts_resource())

@@ -7,13 +7,15 @@ import warnings
 
 from dagster import (
     BetaWarning,
+    DagsterInstance,
     DynamicPartitionsDefinition,
     MultiPartitionKey,
     MultiPartitionsDefinition,
     MultiToSingleDimensionPartitionMapping,
 )
 
-from tokenmill.shards import Shard
+from tokenmill.lake import Lake
+from tokenmill.shards import Shard, registered_crawls, registered_shards
 
 crawl_partitions = DynamicPartitionsDefinition(name="crawls")
 shard_index_partitions = DynamicPartitionsDefinition(name="shards")
@@ -35,3 +37,14 @@ def shard_from_key(partition_key: str | MultiPartitionKey) -> Shard:
 
 def shard_key(shard: Shard) -> MultiPartitionKey:
     return MultiPartitionKey({"crawl": shard.crawl, "shard": shard.shard})
+
+
+def sync_partitions(instance: DagsterInstance, lake: Lake) -> None:
+    """Add every registered crawl and shard of the lake that the instance does not know."""
+    crawls = registered_crawls(lake)
+    shard_names = sorted({s.shard for c in crawls for s in registered_shards(lake, c)})
+    for definition, keys in ((crawl_partitions, crawls), (shard_index_partitions, shard_names)):
+        known = set(instance.get_dynamic_partitions(definition.name))
+        missing = [k for k in keys if k not in known]
+        if missing:
+            instance.add_dynamic_partitions(definition.name, missing)

@@ -11,9 +11,14 @@ from pathlib import Path
 
 from dagster import AssetKey, DagsterInstance
 
-from data_assets.partitions import crawl_partitions, shard_index_partitions, shard_key
+from data_assets.partitions import (
+    crawl_partitions,
+    shard_index_partitions,
+    shard_key,
+    sync_partitions,
+)
 from tokenmill.lake import Lake
-from tokenmill.shards import Shard, register_new_files, registered_crawls, registered_shards
+from tokenmill.shards import Shard, register_new_files
 
 # The event log keeps every event; the terminal only gets warnings (the UI shows the rest).
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -46,16 +51,6 @@ def register(
     new = register_new_files(lake, crawl, files_per_shard)
     sync_partitions(instance, lake)
     return new
-
-
-def sync_partitions(instance: DagsterInstance, lake: Lake) -> None:
-    crawls = registered_crawls(lake)
-    shard_names = sorted({s.shard for c in crawls for s in registered_shards(lake, c)})
-    for definition, keys in ((crawl_partitions, crawls), (shard_index_partitions, shard_names)):
-        known = set(instance.get_dynamic_partitions(definition.name))
-        missing = [k for k in keys if k not in known]
-        if missing:
-            instance.add_dynamic_partitions(definition.name, missing)
 
 
 @dataclass(frozen=True)

@@ -218,6 +218,13 @@ class Lake:
         ]
         return sorted(keys)
 
+    def list_dirs(self, prefix: str) -> list[str]:
+        """Names of the folders (common prefixes, on S3) directly under `prefix`, sorted."""
+        selector = pafs.FileSelector(self.path(prefix.rstrip("/")), allow_not_found=True)
+        with self._s3_errors():
+            infos = self.fs.get_file_info(selector)
+        return sorted(info.base_name for info in infos if info.type == pafs.FileType.Directory)
+
     def list_after(self, prefix: str, start_after: str, limit: int) -> list[str]:
         """At most `limit` committed keys under `prefix` that sort after `start_after`: one
         bounded page of a listing that may hold millions of objects (S3 lists from there)."""

@@ -12,6 +12,7 @@ per-crawl stages.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from tokenmill.lake import Lake, check_key_part
 
@@ -85,3 +86,56 @@ def register_new_files(lake: Lake, crawl: str, files_per_shard: int) -> list[Sha
         lake.write_json(shard.manifest_key, {"crawl": crawl, "shard": shard.shard, "files": files})
         created.append(shard)
     return created
+
+
+def landed_crawls(lake: Lake) -> list[str]:
+    return [crawl for crawl in lake.list_dirs(LANDING) if not crawl.startswith(".")]
+
+
+def resume_position(lake: Lake, crawl: str) -> dict[str, Any]:
+    """Where discovery of a crawl goes on from: after the last file of its newest shard."""
+    shards = registered_shards(lake, crawl)
+    if not shards:
+        return {"after": "", "next": 0}
+    last = shards[-1]
+    return {"after": max(shard_files(lake, last), default=""), "next": int(last.shard) + 1}
+
+
+def discover(
+    lake: Lake, positions: dict[str, dict], files_per_shard: int, max_keys: int
+) -> tuple[list[Shard], dict[str, dict]]:
+    """Register shards for files landed since `positions` (per crawl: last key seen, next shard
+    index), listing at most `max_keys` keys; returns the new shards and the new positions.
+
+    Files are taken in key order (Common Crawl names sort by arrival). A trailing group smaller
+    than `files_per_shard` waits for more files unless the listing reached the end. Re-running
+    from older positions (a tick that crashed) rewrites the same manifests, so nothing doubles;
+    a manifest that differs (shards registered meanwhile by `tokenmill register`) resumes from
+    the lake instead. Files landing out of key order are left to `register_new_files`.
+    """
+    if max_keys < 2 * files_per_shard:
+        raise ValueError(f"max_keys ({max_keys}) must be at least twice files_per_shard")
+    positions = {crawl: dict(position) for crawl, position in positions.items()}
+    created: list[Shard] = []
+    budget = max_keys
+    for crawl in landed_crawls(lake):
+        if budget <= 0:
+            break
+        position = positions.setdefault(crawl, resume_position(lake, crawl))
+        keys = lake.list_after(f"{LANDING}/{crawl}", position["after"], budget)
+        budget -= len(keys)
+        exhausted = budget > 0
+        files = [key for key in keys if key.endswith(WARC_SUFFIXES)]
+        for start in range(0, len(files), files_per_shard):
+            group = files[start : start + files_per_shard]
+            if len(group) < files_per_shard and not exhausted:
+                break
+            shard = Shard(crawl, shard_name(position["next"]))
+            manifest = {"crawl": crawl, "shard": shard.shard, "files": group}
+            if lake.exists(shard.manifest_key) and lake.read_json(shard.manifest_key) != manifest:
+                positions[crawl] = resume_position(lake, crawl)
+                break
+            lake.write_json(shard.manifest_key, manifest)
+            created.append(shard)
+            position.update(after=group[-1], next=position["next"] + 1)
+    return created, positions
