@@ -152,8 +152,14 @@ def deduplicated(context: AssetExecutionContext, lake: LakeResource) -> Material
 @asset(
     op_tags=op_tags("tokenizer"),
     retry_policy=STAGE_RETRY,
-    # Trained once; changing it re-tokenizes everything, so that is a deliberate launch.
-    automation_condition=AutomationCondition.on_missing(),
+    # Built once, when there is deduplicated text to train on; changing it re-tokenizes
+    # everything, so that is a deliberate launch.
+    automation_condition=(
+        AutomationCondition.missing()
+        & ~AutomationCondition.any_deps_missing()
+        & ~AutomationCondition.any_deps_in_progress()
+        & ~AutomationCondition.in_progress()
+    ),
     group_name="tokenize",
     kinds={"huggingface"},
     deps=[deduplicated],
