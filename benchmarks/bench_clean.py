@@ -156,7 +156,7 @@ def language_samples() -> list[tuple[str, str]]:
     return samples
 
 
-def real_english_texts() -> list[str]:
+def real_texts() -> list[str]:
     with gzip.open(shared_path(*CORPUS), "rt", encoding="utf-8") as f:
         return [json.loads(line)["text"] for line in f]
 
@@ -166,7 +166,7 @@ def identify_all(backend: str) -> tuple[list, float, list, float]:
     identify("warm up")
     texts = [text for _, text in language_samples()]
     found, seconds = timed(lambda: [identify(text) for text in texts])
-    real = real_english_texts() if shared_path(*CORPUS) else []
+    real = real_texts() if shared_path(*CORPUS) else []
     real_found, real_seconds = timed(lambda: [identify(text) for text in real])
     return found, seconds, real_found, real_seconds
 
@@ -260,17 +260,22 @@ def datatrove_decisions(texts: list[str]) -> tuple[dict[str, list[bool]], float]
 
 
 def demo_english_texts(pages_per_file: int = 400) -> list[str]:
-    """Extracted texts of the English pages of a generated crawl (as the stage sees them)."""
+    """Extracted texts of the English pages of a generated crawl (as the filters see them)."""
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         truth = generate_demo_crawl(
             root / "warc", root / "truth.json", crawl=CRAWL, files=1, pages_per_file=pages_per_file
         )
+        english = {
+            p["record_id"]
+            for p in json.loads((root / "truth.json").read_text())["pages"]
+            if p["language"] == "en"
+        }
         texts = []
         for name in truth["files"]:
             with open(root / "warc" / name, "rb") as stream:
                 for record in iter_records(stream, 64 << 20, name=name):
-                    if isinstance(record, BadRecord) or record.type != "response":
+                    if isinstance(record, BadRecord) or record.record_id not in english:
                         continue
                     try:
                         texts.append(extract_document(record.block, 8 << 20).text)
@@ -279,13 +284,23 @@ def demo_english_texts(pages_per_file: int = 400) -> list[str]:
     return texts
 
 
+def is_kept_english(found: tuple[str, float]) -> bool:
+    """What the stage's default language filter keeps."""
+    return found[0] == "en" and found[1] >= 0.65
+
+
 def bench_filters() -> None:
     corpora = []
     if shared_path(*CORPUS):
-        corpora.append(("CC-MAIN-2019-30 (697 docs)", real_english_texts()))
+        texts = real_texts()
+        identify = identifier()
+        english = [t for t in texts if is_kept_english(identify(t))]
+        corpora.append((f"CC-MAIN-2019-30, all {len(texts)} docs", texts))
+        corpora.append((f"CC-MAIN-2019-30, {len(english)} docs ID'd en", english))
     else:
         print("\n(skipped the Common Crawl corpus: ../shared is absent)")
-    corpora.append(("demo crawl, extracted (400 pages)", demo_english_texts()))
+    english_demo = demo_english_texts()
+    corpora.append((f"demo crawl, {len(english_demo)} English pages", english_demo))
     speed_rows, agreement_rows = [], []
     for label, texts in corpora:
         megabytes = sum(len(t.encode()) for t in texts) / 1e6
@@ -348,6 +363,29 @@ def demo_lake(root: Path, files: int, pages_per_file: int) -> tuple[Lake, object
     generate_demo_crawl(
         root / "warc", root / "truth.json", crawl=CRAWL, files=files, pages_per_file=pages_per_file
     )
+    return landed_lake(root, files)
+
+
+def real_pages_lake(root: Path) -> tuple[Lake, object]:
+    """The WCXB pages as the HTTP responses of one WARC file, landed as a shard."""
+    from tokenmill.warc_writer import WarcWriter
+
+    folder = shared_path(*EXTRACTION, "wcxb-dev-sample")
+    (root / "warc").mkdir(parents=True)
+    with open(root / "warc" / f"{CRAWL}-real.warc.gz", "wb") as stream:
+        writer = WarcWriter(stream, id_seed="wcxb")
+        for index, path in enumerate(sorted((folder / "html").glob("*.html.gz"))):
+            writer.write_response(
+                f"https://wcxb.example/{path.stem}",
+                gzip.decompress(path.read_bytes()),
+                content_type="text/html",
+                date="2026-03-01T00:00:00Z",
+                record_id=f"<urn:uuid:00000000-0000-0000-0000-{index:012d}>",
+            )
+    return landed_lake(root, 1)
+
+
+def landed_lake(root: Path, files: int) -> tuple[Lake, object]:
     lake = Lake.from_url(str(root / "lake"))
     for path in sorted((root / "warc").iterdir()):
         lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
@@ -388,24 +426,34 @@ def warm_then(work):
 
 def bench_stage() -> None:
     rows = []
-    with tempfile.TemporaryDirectory() as scratch:
-        lake, shard = demo_lake(Path(scratch), files=2, pages_per_file=500)
-        root = str(Path(scratch) / "lake")
-        for extractor in ("hybrid", "resiliparse"):
-            bare = in_fresh_process(
-                functools.partial(
-                    warm_then, functools.partial(bare_extraction, root, shard, extractor)
-                )
-            )[0]
-            stage = in_fresh_process(
-                functools.partial(warm_then, functools.partial(whole_stage, root, shard, extractor))
-            )[0]
-            rows.append([extractor, bare[0], bare[1], stage[1], stage[1] / bare[1]])
+    sources = [
+        ("demo crawl, 1,000 pages", functools.partial(demo_lake, files=2, pages_per_file=500))
+    ]
+    if shared_path(*EXTRACTION, "wcxb-dev-sample"):
+        sources.append(("WCXB real pages, 400", real_pages_lake))
+    for label, make in sources:
+        with tempfile.TemporaryDirectory() as scratch:
+            rows += stage_rows(label, make, Path(scratch))
     print_table(
-        "Whole cleaning stage vs bare extractor, demo crawl shard of 1,000 pages, one core",
-        ["extractor", "pages extracted", "bare extractor s", "clean_shard s", "ratio"],
+        "Whole cleaning stage vs bare extractor (WARC reading + extract_document), one core",
+        ["pages", "extractor", "pages extracted", "bare extractor s", "clean_shard s", "ratio"],
         rows,
     )
+
+
+def stage_rows(label: str, make, scratch: Path) -> list[list]:
+    _, shard = make(scratch)
+    root = str(scratch / "lake")
+    rows = []
+    for extractor in ("hybrid", "resiliparse"):
+        bare = in_fresh_process(
+            functools.partial(warm_then, functools.partial(bare_extraction, root, shard, extractor))
+        )[0]
+        stage = in_fresh_process(
+            functools.partial(warm_then, functools.partial(whole_stage, root, shard, extractor))
+        )[0]
+        rows.append([label, extractor, bare[0], bare[1], stage[1], stage[1] / bare[1]])
+    return rows
 
 
 def bench_memory() -> None:

@@ -3,8 +3,8 @@
 Extractors (``EXTRACTORS``): ``resiliparse`` (main-content heuristics, fast), ``trafilatura``
 (slower, better on pages where resiliparse's main-content pass drops most of the text) and
 ``hybrid`` (the default): resiliparse, falling back to trafilatura (its ``fast`` mode) only on
-the pages where resiliparse's main content keeps fewer than ``FALLBACK_MIN_WORDS`` words or less
-than ``FALLBACK_SHARE`` of the page's words. ``benchmarks/bench_clean.py`` measures all three.
+the pages where resiliparse's main content has fewer than ``FALLBACK_MAX_WORDS`` words and less
+than ``FALLBACK_SHARE`` of the whole page's words. ``benchmarks/bench_clean.py`` measures all three.
 """
 
 from __future__ import annotations
@@ -141,9 +141,9 @@ def looks_binary(body: bytes) -> bool:
 
 EXTRACTORS = ("hybrid", "resiliparse", "trafilatura")
 DEFAULT_EXTRACTOR = "hybrid"
-# Chosen on wcxb-dev-sample: about 9 % of pages fall back (see benchmarks/bench_clean.py).
-FALLBACK_SHARE = 0.2
-FALLBACK_MIN_WORDS = 50
+# Chosen on wcxb-dev-sample, where 8 % of pages fall back (see benchmarks/bench_clean.py).
+FALLBACK_MAX_WORDS = 200
+FALLBACK_SHARE = 0.3
 
 
 def _lines(text: str) -> str:
@@ -183,10 +183,11 @@ def html_to_text(html: str, main_content: bool = True, extractor: str = DEFAULT_
 
 
 def needs_fallback(main_text: str, tree: HTMLTree) -> bool:
-    """Whether resiliparse's main content looks like it lost the page's content."""
+    """Whether resiliparse's main content looks like it lost the page's content: it is short
+    and a small share of the whole page's text."""
     words = _word_count(main_text)
-    if words < FALLBACK_MIN_WORDS:
-        return True
+    if words >= FALLBACK_MAX_WORDS:
+        return False
     return words < FALLBACK_SHARE * _word_count(_resiliparse(tree, main_content=False))
 
 

@@ -603,6 +603,14 @@ _NON_SENTENCE_PERIODS = rf"\.{{2,}}|(^|\W)(?:[A-Za-z]|{_ABBREVIATIONS})\."
 _SENTENCE_BOUNDARY = _SENTENCE_END + r"\p{P}*\s[\s\p{P}]*[^\s\p{P}]|\p{Ll}\.\p{Lu}"
 
 
+def _has_words(lines: pl.Expr, minimum: int) -> pl.Expr:
+    """Whether each line has at least ``minimum`` whitespace-separated words (a regex search
+    stops at the first match, cheaper than counting every word)."""
+    if minimum <= 0:
+        return pl.lit(True)
+    return lines.str.contains(r"\S" + r"\S*\s+\S" * (minimum - 1))
+
+
 def count_sentences(lines: pl.Expr) -> pl.Expr:
     """Approximate number of spaCy sentences in each (stripped, non-empty) line."""
     without_abbreviations = lines.str.replace_all(_NON_SENTENCE_PERIODS, "$1")
@@ -646,6 +654,13 @@ class C4QualityFilter:
     def __call__(self, docs: pl.DataFrame) -> FilterResult:
         text = docs["text"].fill_null("")
         lines = _explode(split_lines(text), "line").with_columns(pl.col("line").str.strip_chars())
+        lines = lines.with_columns(
+            valid=~self._has_long_word(lines["line"])
+            & _has_words(pl.col("line"), self.min_words_per_line)
+        )
+        if self.remove_citations:
+            lines = lines.with_columns(pl.col("line").str.replace_all(CITATION_PATTERN, ""))
+        lines = lines.with_columns(lower=pl.col("line").str.to_lowercase())
         lines = lines.with_columns(self._line_flags()).with_columns(
             sentences=pl.when("kept").then(count_sentences(pl.col("line"))).otherwise(0)
         )
@@ -661,17 +676,12 @@ class C4QualityFilter:
         return FilterResult(reasons, stats["new_text"].fill_null(""))
 
     def _line_flags(self) -> list[pl.Expr]:
-        """Per line: ``kept`` and ``fatal`` (the reason the line drops its whole document)."""
-        line = pl.col("line")
-        n_words = line.str.count_matches(r"\S+")
-        valid = n_words >= self.min_words_per_line
-        if self.max_word_length != -1:
-            valid &= ~line.str.contains(rf"\S{{{self.max_word_length + 1}}}")
-        if self.remove_citations:
-            line = line.str.replace_all(CITATION_PATTERN, "")
+        """Per line: ``kept`` and ``fatal`` (the reason the line drops its whole document), from
+        ``valid`` (long words, words per line), ``line`` (without citations) and ``lower``."""
+        line, valid = pl.col("line"), pl.col("valid")
         if self.filter_no_terminal_punct:
             valid &= line.str.contains(r"[.?!\"']$") & ~line.str.ends_with("...")
-        lower = line.str.to_lowercase()
+        lower = pl.col("lower")
         lorem = valid & lower.str.contains("lorem ipsum", literal=True) & self.filter_lorem_ipsum
         javascript = lower.str.contains("javascript", literal=True) & self.filter_javascript
         curly = (
@@ -680,7 +690,19 @@ class C4QualityFilter:
         policy = lower.str.contains_any(list(POLICY_SUBSTRINGS)) & self.filter_policy
         fatal = pl.when(lorem).then(pl.lit("lorem_ipsum")).when(curly).then(pl.lit("curly_bracket"))
         kept = valid & ~lorem & ~javascript & ~curly & ~policy
-        return [line.alias("line"), kept.alias("kept"), fatal.alias("fatal")]
+        return [kept.alias("kept"), fatal.alias("fatal")]
+
+    def _has_long_word(self, lines: pl.Series) -> pl.Series:
+        """Lines with a word longer than ``max_word_length``; only lines longer than that are
+        searched (a counted-repetition regex is slow)."""
+        flags = pl.Series("has_long_word", np.zeros(len(lines), dtype=bool))
+        if self.max_word_length == -1:
+            return flags
+        candidates = (lines.str.len_chars() > self.max_word_length).arg_true()
+        if len(candidates):
+            found = lines.gather(candidates).str.contains(rf"\S{{{self.max_word_length + 1}}}")
+            flags = flags.scatter(candidates, found)
+        return flags
 
     def _rules(self) -> list[_Rule]:
         threshold = None if self.min_num_sentences == -1 else self.min_num_sentences

