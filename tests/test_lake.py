@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from tokenmill.lake import Lake, LakeKeyError
@@ -53,7 +55,10 @@ def test_partition_is_done_only_after_commit(lake):
     with PartitionWriter(lake, "s/c/0", StageReport()) as out:
         out.open("part.bin").write(b"data2")
     assert lake.list("s/c/0") == ["s/c/0/" + MARKER, "s/c/0/part.bin"]
-    assert lake.read_json(f"s/c/0/{MARKER}")["outputs"] == {"part.bin": {"bytes": 5}}
+    digest = hashlib.sha256(b"data2").hexdigest()
+    assert lake.read_json(f"s/c/0/{MARKER}")["outputs"] == {
+        "part.bin": {"bytes": 5, "sha256": digest}
+    }
 
 
 def test_shard_registration_is_append_only(lake):
