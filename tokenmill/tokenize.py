@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from array import array
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from itertools import chain
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +45,7 @@ SIDECAR_SCHEMA = pa.schema(
         ("token_end", pa.int64()),
     ]
 )
+ARRAY_TYPECODES = {np.dtype(np.uint16): "H", np.dtype(np.int32): "i"}
 SIDECAR_SOURCE_COLUMNS = ["doc_id", "crawl", "source_file", "record_id", "record_offset", "url"]
 
 
@@ -138,6 +139,7 @@ def tokenize_shard(
     require_committed(lake, source, f"deduplicated {shard}")
     tokenizer, tokenizer_sha = load_tokenizer(lake)
     eod_id = _eod_id(tokenizer) if append_eod else None
+    eod = [eod_id] if eod_id is not None else []
     report = StageReport()
     with PartitionWriter(lake, shard.prefix(TOKENIZED), report) as out:
         dtype = token_dtype(tokenizer.get_vocab_size())
@@ -147,15 +149,17 @@ def tokenize_shard(
             lake, f"{source}/docs.parquet", [*SIDECAR_SOURCE_COLUMNS, "text"], batch_docs
         )
         for batch, encodings in _encoded(tokenizer, batches):
-            ids = [encoding.ids for encoding in encodings]
-            lengths = np.fromiter(map(len, ids), np.int64, len(ids))
-            tokens = np.fromiter(chain.from_iterable(ids), dtype, int(lengths.sum()))
-            if eod_id is not None:
-                tokens = np.insert(tokens, np.cumsum(lengths), eod_id)
-            doc_lengths = lengths + (eod_id is not None)
+            tokens = array(ARRAY_TYPECODES[dtype])
+            lengths = np.empty(len(encodings), np.int64)
+            for index, encoding in enumerate(encodings):
+                ids = encoding.ids
+                lengths[index] = len(ids)
+                tokens.extend(ids)  # a C loop, unlike numpy's conversion of Python lists
+                tokens.extend(eod)
+            doc_lengths = lengths + len(eod)
             first_doc = len(writer.lengths)
             starts = writer.tokens + np.cumsum(doc_lengths) - doc_lengths
-            writer.add_documents(tokens, doc_lengths)
+            writer.add_documents(np.frombuffer(tokens, dtype), doc_lengths)
             sidecar.write_table(
                 pa.Table.from_batches([batch.select(SIDECAR_SOURCE_COLUMNS)])
                 .append_column(
