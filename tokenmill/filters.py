@@ -160,11 +160,13 @@ _ENDS_WITH_TERMINAL = _char_class(TERMINAL_PUNCTUATION) + "$"
 
 # Approximates spaCy's English tokenizer (what datatrove's split_into_words uses for "en"): text
 # splits on whitespace, punctuation becomes separate tokens, hyphens between letters split off,
-# clitics ('s, 're, n't as 't) are tokens; URLs, numbers like 3.5 / 1,000 / 10:30, initials
-# ("J.") and common abbreviations ("U.S.", "e.g.", "Dr.") stay whole; "-5" is two tokens.
-# Differs from spaCy
-# mostly inside chunks mixing letters and symbols (LaTeX, markup, "C++", emoticons), which spaCy
-# keeps together and this splits, and for "hello,world" / "end.Start", which spaCy splits.
+# clitics ('s, 're, n't as 't) are tokens; URLs, numbers like 3.5 / 1,000 / 10:30 / 3/4, single
+# letters with a period ("J.", "p."), file names ("a.txt") and common abbreviations ("U.S.",
+# "e.g.", "Dr.") stay whole; as in spaCy's infix rules, ":" and "/" before a letter ("en:wiki")
+# and "." between a lowercase and an uppercase letter ("Options.Builder") split; "-5" is two
+# tokens (spaCy keeps it whole). Differs from spaCy mostly inside chunks mixing letters and
+# symbols (LaTeX, shell code, "C++", "//", emoticons), which spaCy keeps together and this
+# splits, and for contractions ("don't": spaCy "do n't", here "don 't").
 _ABBREVIATIONS = (
     "Mr|Mrs|Ms|Dr|Prof|Jr|St|Mt|Inc|Ltd|Co|co|Corp|vs|Gen|Gov|Sen|Rep|Rev|Adm|Bros|Messrs"
     "|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|Ph|Calif|Fla|Mass|Wash"
@@ -172,10 +174,10 @@ _ABBREVIATIONS = (
 # No \b or \B: word-boundary assertions make Rust's regex engine several times slower.
 WORD_PATTERN = (
     r"(?:https?://|www\.)\S*[^\s.,;:!?'\"()\[\]{}<>]"
-    rf"|(?:\p{{L}}\.){{2,}}|\p{{Lu}}\.|(?:{_ABBREVIATIONS})\."
-    r"|\w+(?:[.,:/@&]\w+)*"
+    rf"|(?:\p{{L}}\.){{2,}}|\p{{L}}\.|(?:{_ABBREVIATIONS})\."
+    r"|\w+(?:(?:[.,:/]\d|\.\p{Ll}|[@&]\w)\w*)*"
     r"|['’](?:[sSdDmMtT]|ll|LL|re|RE|ve|VE)"
-    r"|\.{2,}|-{2,}|''"
+    r"|\.{2,}|-{2,}|/{2,}|''"
     r"|\S"
 )
 
