@@ -18,6 +18,7 @@ GZIP_MAGIC = b"\x1f\x8b\x08"
 READ_SIZE = 1 << 20
 DEFAULT_MAX_RECORD_BYTES = 64 << 20
 QUARANTINE_BYTES = 1 << 20
+MAX_HEADER_BYTES = 1 << 20
 
 
 class UnusableInputError(ValueError):
@@ -86,13 +87,50 @@ class _Source:
         self.offset += n
         return taken
 
-    def find(self, needle: bytes, start: int = 0) -> int:
-        """Position of `needle` in the window at or after `start`, reading on until found or EOF."""
+    def find(self, needle: bytes, start: int = 0, limit: int = MAX_HEADER_BYTES) -> int:
+        """Position of `needle` in the window at or after `start`, reading on until found, EOF
+        or a window of `limit` bytes (-1 if not found)."""
         while True:
             pos = self.buffer.find(needle, start)
-            if pos >= 0 or self.exhausted:
+            if pos >= 0 or self.exhausted or len(self.buffer) >= limit:
                 return pos
             start = max(start, len(self.buffer) - len(needle) + 1)
+            self.fill(len(self.buffer) + READ_SIZE)
+
+    def skip(self, n: int) -> tuple[int, bytes]:
+        """Consume up to `n` bytes without holding more than a read's worth of them; returns
+        how many were there and the first QUARANTINE_BYTES of them."""
+        self.fill(min(n, QUARANTINE_BYTES))
+        raw = bytes(self.buffer[: min(n, QUARANTINE_BYTES)])
+        skipped = 0
+        while skipped < n and self.fill():
+            step = min(n - skipped, len(self.buffer))
+            del self.buffer[:step]
+            self.offset += step
+            skipped += step
+        return skipped, raw
+
+    def skip_until(self, needle: bytes, start: int) -> tuple[int, bytes]:
+        """Consume the bytes before the next `needle` at or after window position `start` (or
+        up to EOF) in bounded memory; returns how many and the first QUARANTINE_BYTES."""
+        self.fill(QUARANTINE_BYTES)
+        raw = bytes(self.buffer[:QUARANTINE_BYTES])
+        skipped = 0
+        while True:
+            pos = self.buffer.find(needle, start)
+            if pos < 0 and self.exhausted:
+                pos = len(self.buffer)
+            if pos >= 0:
+                del self.buffer[:pos]
+                self.offset += pos
+                skipped += pos
+                return skipped, raw[:skipped]
+            # Keep only a possible partial needle at the end of the window.
+            drop = max(len(self.buffer) - len(needle) + 1, 0)
+            del self.buffer[:drop]
+            self.offset += drop
+            skipped += drop
+            start = max(start - drop, 0)
             self.fill(len(self.buffer) + READ_SIZE)
 
 
@@ -156,18 +194,12 @@ def _iter_gzip_members(source: _Source, max_bytes: int) -> Iterator[WarcRecord |
                     source.consume(fed)
                     fed = 0
         except zlib.error as error:
-            skip = _resync(source, 0 if oversized else 1)
-            yield _bad_since(source, start, raw, skip, "corrupt_gzip", str(error))
+            source.skip_until(GZIP_MAGIC, 0 if oversized else 1)
+            yield _bad_since(source, start, raw, "corrupt_gzip", str(error))
             continue
         except EOFError:
-            yield _bad_since(
-                source,
-                start,
-                raw,
-                len(source.buffer),
-                "truncated_gzip",
-                "gzip member ends with the file",
-            )
+            source.skip(len(source.buffer))
+            yield _bad_since(source, start, raw, "truncated_gzip", "gzip member ends with the file")
             continue
         source.consume(fed - len(decompressor.unused_data))
         length = source.offset - start
@@ -177,16 +209,7 @@ def _iter_gzip_members(source: _Source, max_bytes: int) -> Iterator[WarcRecord |
             yield from _parse_member(bytes(content), start, length, raw[:length])
 
 
-def _resync(source: _Source, search_from: int) -> int:
-    """Window position of the next gzip member, or the end of the file."""
-    position = source.find(GZIP_MAGIC, search_from)
-    return position if position >= 0 else len(source.buffer)
-
-
-def _bad_since(
-    source: _Source, start: int, raw: bytes, skip: int, reason: str, detail: str
-) -> BadRecord:
-    source.consume(skip)
+def _bad_since(source: _Source, start: int, raw: bytes, reason: str, detail: str) -> BadRecord:
     length = source.offset - start
     return BadRecord(start, length, reason, detail, raw[:length])
 
@@ -224,12 +247,20 @@ def _iter_plain(source: _Source, max_bytes: int) -> Iterator[WarcRecord | BadRec
             yield _skip_to(source, b"\r\nWARC/", 1, "not_warc_record", "no WARC header")
             continue
         headers = _parse_headers(bytes(source.buffer[:header_end]))
-        total = header_end + 4 + max(_content_length(headers), 0)
-        if not source.fill(total) or _content_length(headers) < 0:
-            yield _bad(source, len(source.buffer), "truncated_record", "record ends with the file")
-            continue
+        content_length = _content_length(headers)
+        total = header_end + 4 + max(content_length, 0)
         if total > max_bytes:
-            yield _bad(source, total, "oversized_record", f"> {max_bytes} bytes")
+            # Streamed past, never held: memory stays bounded whatever Content-Length says.
+            skipped, raw = source.skip(total)
+            reason, detail = (
+                ("oversized_record", f"> {max_bytes} bytes")
+                if skipped == total
+                else ("truncated_record", "record ends with the file")
+            )
+            yield BadRecord(start, skipped, reason, detail, raw)
+            continue
+        if not source.fill(total) or content_length < 0:
+            yield _bad(source, len(source.buffer), "truncated_record", "record ends with the file")
             continue
         record = source.consume(total)
         yield WarcRecord(start, total, headers, record[header_end + 4 :])
@@ -263,5 +294,6 @@ def _skip_to(
     source: _Source, needle: bytes, search_from: int, reason: str, detail: str
 ) -> BadRecord:
     """Skip damaged bytes up to the next occurrence of `needle` (kept) or the end of the file."""
-    position = source.find(needle, search_from)
-    return _bad(source, position if position >= 0 else len(source.buffer), reason, detail)
+    start = source.offset
+    skipped, raw = source.skip_until(needle, search_from)
+    return BadRecord(start, skipped, reason, detail, raw)
