@@ -165,7 +165,7 @@ _ENDS_WITH_TERMINAL = _char_class(TERMINAL_PUNCTUATION) + "$"
 # "e.g.", "Dr.") stay whole; as in spaCy's infix rules, ":" and "/" before a letter ("en:wiki")
 # and "." between a lowercase and an uppercase letter ("Options.Builder") split; "-5" is two
 # tokens (spaCy keeps it whole). Differs from spaCy mostly inside chunks mixing letters and
-# symbols (LaTeX, shell code, "C++", "//", emoticons), which spaCy keeps together and this
+# symbols (LaTeX, shell code, "C++", emoticons), which spaCy keeps together and this
 # splits, and for contractions ("don't": spaCy "do n't", here "don 't").
 _ABBREVIATIONS = (
     "Mr|Mrs|Ms|Dr|Prof|Jr|St|Mt|Inc|Ltd|Co|co|Corp|vs|Gen|Gov|Sen|Rep|Rev|Adm|Bros|Messrs"
