@@ -11,19 +11,21 @@ from dagster import (
     AssetCheckSeverity,
     AssetExecutionContext,
     Backoff,
+    DagsterInvariantViolationError,
     DataVersion,
     Failure,
     Jitter,
     MaterializeResult,
     MetadataValue,
     RetryPolicy,
+    RetryRequested,
     TableColumn,
     TableRecord,
     TableSchema,
 )
 
 from data_assets.partitions import shard_from_key
-from tokenmill.lake import Lake, LakeKeyError
+from tokenmill.lake import Lake, LakeKeyError, LakeUnreachableError
 from tokenmill.outputs import MissingInputError, StageReport, combine
 from tokenmill.shards import Shard
 from tokenmill.verify import Verdict
@@ -35,13 +37,36 @@ STAGE_RETRY = RetryPolicy(
     max_retries=3, delay=5, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS
 )
 PERMANENT_ERRORS = (UnusableInputError, MissingInputError, LakeKeyError, ValueError)
+# An unreachable object store (restart, outage, network partition) is waited out: attempts
+# after 5, 10, 20 and 40 s ride out ~75 s of outage on top of the SDK's own request retries.
+# Wrong credentials or a missing bucket are not: they stay PERMANENT_ERRORS.
+OUTAGE_RETRIES = 4
+OUTAGE_FIRST_WAIT_S = 5.0
 
 
 def run_stage(work: Callable[[], StageReport]) -> StageReport:
     try:
         return work()
+    except LakeUnreachableError as error:
+        attempt = _attempt()
+        if attempt < OUTAGE_RETRIES:
+            # Raised directly (not left to STAGE_RETRY) so the final failure below carries
+            # the explanation instead of Dagster's "Exceeded max_retries".
+            wait = OUTAGE_FIRST_WAIT_S * 2**attempt
+            raise RetryRequested(max_retries=OUTAGE_RETRIES, seconds_to_wait=wait) from error
+        raise Failure(
+            description=f"{error} (given up after {attempt + 1} attempts)", allow_retries=False
+        ) from error
     except PERMANENT_ERRORS as error:
         raise Failure(description=str(error), allow_retries=False) from error
+
+
+def _attempt() -> int:
+    """How many times this step has already run (0 outside a Dagster step)."""
+    try:
+        return AssetExecutionContext.get().retry_number
+    except DagsterInvariantViolationError:
+        return 0
 
 
 @dataclass(frozen=True)

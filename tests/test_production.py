@@ -14,6 +14,7 @@ from dagster import AssetKey, DagsterInstance, DagsterRunStatus
 
 from data_assets.partitions import shard_key
 from data_assets.runner import STAGE_ASSETS, local_instance, materialize_all, register
+from data_assets.stage import OUTAGE_RETRIES
 from resources.lake import LakeResource
 from tests.servers import PG_HOST, PG_PORT, PG_USER, free_port
 from tokenmill.cli import land_demo_crawl
@@ -186,8 +187,12 @@ def test_s3_faults_fail_the_run_with_a_clear_message(
     else:
         endpoint = f"http://127.0.0.1:{free_port()}"
         expected = "is unreachable"
+        # An outage is retried with backoff (see data_assets/stage.py); seconds here, not minutes.
+        monkeypatch.setattr("data_assets.stage.OUTAGE_FIRST_WAIT_S", 0.1)
     result = run_ingest(production.instance, failing_partition, endpoint, seaweedfs.bucket)
     assert not result.success
+    retries = [event for event in result.all_events if event.is_step_up_for_retry]
+    assert len(retries) == (OUTAGE_RETRIES if fault == "unreachable endpoint" else 0)
     assert production.instance.get_run_by_id(result.run_id).status == DagsterRunStatus.FAILURE
     message = failure_message(result)
     assert expected in message and endpoint in message and f"'{seaweedfs.bucket}'" in message

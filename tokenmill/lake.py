@@ -43,8 +43,13 @@ def check_key_part(part: str) -> str:
 
 
 class LakeAccessError(ValueError):
-    """The object store refused our credentials or could not be reached (after the SDK's own
-    retries): re-running the step as is will not help, so stages fail at once with this."""
+    """The object store refused our credentials or the bucket does not exist: re-running the
+    step as is will not help, so stages fail at once with this."""
+
+
+class LakeUnreachableError(LakeAccessError):
+    """The object store could not be reached (after the SDK's own retries): an outage or a
+    restart may end, so stages retry this with backoff before failing with the same message."""
 
 
 # Substrings of the AWS SDK errors pyarrow reports, and what they mean for the operator.
@@ -123,7 +128,8 @@ class Lake:
             )
             if explained is None:
                 raise
-            raise LakeAccessError(f"{explained} [{error}]") from error
+            kind = LakeUnreachableError if "is unreachable" in explained else LakeAccessError
+            raise kind(f"{explained} [{error}]") from error
 
     @classmethod
     def from_url(

@@ -1,0 +1,378 @@
+"""Fault injection shared by tests/test_faults.py and benchmarks/fault_table.py: stages run in
+child processes that get killed, object-store outages, instance-database restarts, and
+hostile WARC input.
+
+A child is `python -c` on this module from the project directory; it prints `go` when its
+imports are done and the work starts, and one JSON line when the work ended, so a parent can
+kill it at a chosen moment of the work itself rather than of the interpreter start-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tokenmill.lake import TEMP_MARKER, Lake
+from tokenmill.outputs import MARKER
+from tokenmill.shards import Shard, crawl_prefix
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+CRAWL = "CC-MAIN-FAULTS-2026-01"
+DEMO = {"files": 4, "pages_per_file": 60, "seed": 8}
+
+# (stage, zone, what it is partitioned by), in dependency order.
+STAGES = [
+    ("raw_crawl", "raw", "shard"),
+    ("cleaned", "cleaned", "shard"),
+    ("dedup_signatures", "signatures", "shard"),
+    ("dedup_clusters", "clusters", "crawl"),
+    ("deduplicated", "deduplicated", "shard"),
+    ("tokenizer", "tokenizer", "none"),
+    ("tokenized_shards", "tokenized", "shard"),
+]
+
+
+def stage_work(stage: str) -> Callable[[Lake, str], object]:
+    """The processing core of a stage with the defaults its asset runs with; the target is a
+    shard (`crawl/shard`), a crawl, or "" for the tokenizer."""
+    from data_assets.config import CleanConfig, DedupConfig, TokenizeConfig, TokenizerConfig
+    from tokenmill import clean, dedup, ingest, tokenize
+
+    def shard(target: str) -> Shard:
+        return Shard(*target.split("/"))
+
+    tokenizer = TokenizerConfig()
+    work = {
+        "raw_crawl": lambda lake, t: ingest.land_shard(lake, shard(t)),
+        "cleaned": lambda lake, t: clean.clean_shard(lake, shard(t), CleanConfig().settings()),
+        "dedup_signatures": lambda lake, t: dedup.compute_signatures(
+            lake, shard(t), DedupConfig().settings()
+        ),
+        "dedup_clusters": lambda lake, t: dedup.compute_clusters(
+            lake, t, DedupConfig().settings()
+        ),
+        "deduplicated": lambda lake, t: dedup.filter_shard(lake, shard(t)),
+        "tokenizer": lambda lake, t: tokenize.build_tokenizer(
+            lake, tokenizer.path, tokenizer.vocab_size, tokenizer.sample_mb << 20
+        ),
+        "tokenized_shards": lambda lake, t: tokenize.tokenize_shard(
+            lake, shard(t), TokenizeConfig().append_eod
+        ),
+    }
+    return work[stage]
+
+
+def output_prefix(stage: str, target: str) -> str:
+    zone, per = next((z, p) for s, z, p in STAGES if s == stage)
+    if per == "shard":
+        return Shard(*target.split("/")).prefix(zone)
+    return crawl_prefix(zone, target) if per == "crawl" else zone
+
+
+def targets(lake: Lake, crawl: str, stage: str) -> list[str]:
+    from tokenmill.shards import registered_shards
+
+    per = next(p for s, _, p in STAGES if s == stage)
+    if per == "shard":
+        return [str(s) for s in registered_shards(lake, crawl)]
+    return [crawl] if per == "crawl" else [""]
+
+
+def build_demo_lake(root: Path, crawl: str = CRAWL, demo: dict = DEMO) -> Lake:
+    """A local lake with a registered demo crawl and every stage run once, undisturbed."""
+    from tokenmill.cli import land_demo_crawl
+    from tokenmill.shards import register_new_files
+
+    lake = Lake.from_url(str(root))
+    land_demo_crawl(lake, crawl, **demo)
+    register_new_files(lake, crawl, files_per_shard=2)
+    for stage, _, _ in STAGES:
+        for target in targets(lake, crawl, stage):
+            stage_work(stage)(lake, target)
+    return lake
+
+
+# What a partition looks like from outside
+
+
+def snapshot(lake: Lake, prefix: str) -> dict[str, str]:
+    """sha256 of every committed object under a prefix."""
+    return {key: hashlib.sha256(lake.read_bytes(key)).hexdigest() for key in lake.list(prefix)}
+
+
+def commit_problems(lake: Lake, prefix: str) -> list[str]:
+    """What is wrong with a partition as readers see it: a marker must describe exactly the
+    objects present (names, sizes, sha256), and no temporary object may ever be listed."""
+    keys = lake.list(prefix)
+    problems = [f"temporary object listed: {k}" for k in keys if TEMP_MARKER in k]
+    marker = f"{prefix}/{MARKER}"
+    if marker not in keys:
+        return problems  # not committed: readers refuse it (MissingInputError)
+    outputs = lake.read_json(marker)["outputs"]
+    present = {key[len(prefix) + 1 :] for key in keys} - {MARKER}
+    if present != set(outputs):
+        problems.append(f"marker lists {sorted(outputs)}, lake holds {sorted(present)}")
+    for name in present & set(outputs):
+        data = lake.read_bytes(f"{prefix}/{name}")
+        if len(data) != outputs[name]["bytes"]:
+            problems.append(f"{name}: {len(data)} bytes, marker says {outputs[name]['bytes']}")
+        elif hashlib.sha256(data).hexdigest() != outputs[name]["sha256"]:
+            problems.append(f"{name}: content differs from the marker's sha256")
+    return problems
+
+
+def rows_lost_and_duplicated(reference: Lake, lake: Lake, prefix: str) -> tuple[int, int]:
+    """Rows (documents, records, clusters...) of the reference partition's Parquet outputs that
+    are missing from `lake`, and rows that appear more often than in the reference."""
+    import polars as pl
+
+    lost = duplicated = 0
+    for key in reference.list(prefix):
+        if not key.endswith(".parquet"):
+            continue
+        expected = Counter(pl.read_parquet(reference.read_bytes(key)).hash_rows().to_list())
+        got = (
+            Counter(pl.read_parquet(lake.read_bytes(key)).hash_rows().to_list())
+            if lake.exists(key)
+            else Counter()
+        )
+        lost += sum((expected - got).values())
+        duplicated += sum((got - expected).values())
+    return lost, duplicated
+
+
+def stray_temp_files(root: Path) -> list[Path]:
+    """Temporary files a killed writer left on disk (never listed, but they take space)."""
+    return sorted(p for p in root.rglob(f"{TEMP_MARKER}*") if p.is_file())
+
+
+# Child processes
+
+
+def child_command(*args: str) -> list[str]:
+    return [sys.executable, "-c", "import sys, tests.faults as f; f.child_main(sys.argv[1:])", *args]
+
+
+def child_main(args: list[str]) -> None:
+    """`stage <lake_url> <stage> <target>` runs a stage's core; `job <job> <partition>` runs a
+    Dagster job with execute_in_process on the instance and lake the environment names."""
+    kind, *rest = args
+    if kind == "stage":
+        url, stage, target = rest
+        lake = Lake.from_url(url, endpoint_url=os.environ.get("TOKENMILL_S3_ENDPOINT"))
+        work = stage_work(stage)
+        print("go", flush=True)
+        started = time.perf_counter()
+        work(lake, target)
+        print(json.dumps({"success": True, "seconds": time.perf_counter() - started}), flush=True)
+    elif kind == "job":
+        from dagster import DagsterInstance
+
+        from data_assets.definitions import defs
+        from data_assets.runner import QUIET_CONSOLE
+
+        job_name, partition = rest
+        job = defs.resolve_job_def(job_name)
+        with DagsterInstance.get() as instance:
+            print("go", flush=True)
+            started = time.perf_counter()
+            result = job.execute_in_process(
+                run_config=QUIET_CONSOLE,
+                instance=instance,
+                partition_key=partition or None,
+                raise_on_error=False,
+            )
+            retries = sum(event.is_step_up_for_retry for event in result.all_events)
+            outcome = {
+                "success": result.success,
+                "run_id": result.run_id,
+                "retries": retries,
+                "seconds": time.perf_counter() - started,
+            }
+        print(json.dumps(outcome), flush=True)
+    else:
+        raise SystemExit(f"unknown child kind {kind!r}")
+
+
+@dataclass
+class Child:
+    process: subprocess.Popen
+    lines: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, *args: str, env: dict[str, str] | None = None) -> Child:
+        process = subprocess.Popen(
+            child_command(*args),
+            cwd=PROJECT_DIR,
+            env=os.environ | (env or {}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        return cls(process)
+
+    def wait_for_go(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            if line.strip() == "go":
+                return
+        self.kill()
+        raise RuntimeError(f"child never started its work: {self.process.stderr.read()[-3000:]}")
+
+    def kill(self) -> bool:
+        """SIGKILL, as a node dies: no handler, no cleanup, no flush. True if the work had not
+        finished (no result line printed) when the signal landed."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        return not any(line.startswith("{") for line in self.process.stdout.read().splitlines())
+
+    def outcome(self, timeout: float = 600) -> dict:
+        out, err = self.process.communicate(timeout=timeout)
+        results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        if self.process.returncode != 0 or not results:
+            raise RuntimeError(f"child exited {self.process.returncode}: {err[-3000:]}")
+        return results[-1]
+
+
+def run_child(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> dict:
+    child = Child.start(*args, env=env)
+    child.wait_for_go()
+    return child.outcome(timeout)
+
+
+# Crash trials
+
+
+@dataclass
+class CrashTrial:
+    stage: str
+    target: str
+    delay: float
+    killed_while_running: bool
+    problems_after_kill: list[str]
+    identical_after_rerun: bool
+    rows_lost: int
+    rows_duplicated: int
+    stray_temps: int
+
+
+def crash_trial(
+    reference: Lake, root: Path, stage: str, target: str, delay: float, fresh: bool
+) -> CrashTrial:
+    """Kill a stage `delay` s into its work, check what readers see, re-run it, compare with the
+    undisturbed reference. `fresh`: the partition had no outputs yet (else it is a re-run)."""
+    lake = Lake.from_url(str(root))
+    prefix = output_prefix(stage, target)
+    if fresh:
+        lake.delete_prefix(prefix)
+    child = Child.start("stage", str(root), stage, target)
+    child.wait_for_go()
+    time.sleep(delay)
+    killed_while_running = child.kill()
+    problems = commit_problems(lake, prefix)
+    stage_work(stage)(lake, target)
+    lost, duplicated = rows_lost_and_duplicated(reference, lake, prefix)
+    return CrashTrial(
+        stage,
+        target,
+        delay,
+        killed_while_running,
+        problems + commit_problems(lake, prefix),
+        snapshot(lake, prefix) == snapshot(reference, prefix),
+        lost,
+        duplicated,
+        len(stray_temp_files(root / prefix)),
+    )
+
+
+def stage_seconds(root: Path, stage: str, target: str) -> float:
+    """How long the stage's work takes in a child, undisturbed (re-running it is harmless)."""
+    return run_child("stage", str(root), stage, target)["seconds"]
+
+
+def copy_lake(reference_root: Path, root: Path) -> Path:
+    shutil.copytree(reference_root, root)
+    return root
+
+
+# Hostile WARC input
+
+
+def mutate(data: bytes, rng: random.Random) -> tuple[bytes, int]:
+    """Random damage: bit flips, overwritten runs, cut or inserted bytes; also returns the
+    first damaged position (everything before it is intact)."""
+    data = bytearray(data)
+    first = len(data)
+    for _ in range(rng.randint(1, 6)):
+        position = rng.randrange(len(data))
+        first = min(first, position)
+        damage = rng.choice(("flip", "flip", "run", "cut", "insert"))
+        if damage == "flip":
+            data[position] ^= 1 << rng.randrange(8)
+        elif damage == "run":
+            data[position : position + 16] = bytes(rng.randrange(256) for _ in range(16))
+        elif damage == "cut":
+            del data[position : position + rng.randint(1, 4096)]
+        else:
+            data[position:position] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
+    if rng.random() < 0.2:
+        position = rng.randrange(len(data))
+        first = min(first, position)
+        del data[position:]
+    return bytes(data), first
+
+
+@dataclass
+class FuzzResult:
+    files: int = 0
+    unusable: int = 0
+    crashes: list[str] = field(default_factory=list)
+    good_records_lost: int = 0
+    bad_records: int = 0
+
+
+def fuzz_reader(samples: list[bytes], mutations: int, seed: int) -> FuzzResult:
+    """Read `mutations` damaged copies of the samples: the reader may only ever raise
+    UnusableInputError, and every record that ends before the first damaged byte must come
+    out exactly as in the undamaged file."""
+    from tokenmill.warc import BadRecord, UnusableInputError, WarcRecord, iter_records
+
+    rng = random.Random(seed)
+    intact = [list(iter_records(io.BytesIO(sample))) for sample in samples]
+    result = FuzzResult()
+    for trial in range(mutations):
+        index = trial % len(samples)
+        damaged, first = mutate(samples[index], rng)
+        result.files += 1
+        try:
+            records = list(iter_records(io.BytesIO(damaged), name=f"mutant-{trial}"))
+        except UnusableInputError:
+            result.unusable += 1
+            continue
+        except Exception as error:  # noqa: BLE001 - any other exception is the finding
+            result.crashes.append(f"mutant {trial}: {type(error).__name__}: {error}")
+            continue
+        result.bad_records += sum(isinstance(r, BadRecord) for r in records)
+        survived = {(r.offset, r.record_id, r.block) for r in records if isinstance(r, WarcRecord)}
+        before_damage = [r for r in intact[index] if r.offset + r.length <= first]
+        result.good_records_lost += sum(
+            (r.offset, r.record_id, r.block) not in survived for r in before_damage
+        )
+    return result
