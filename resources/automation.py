@@ -14,7 +14,7 @@ class DiscoveryResource(ConfigurableResource):
 
     files_per_shard: int = Field(default=2, description="WARC files per shard")
     max_keys_per_tick: int = Field(
-        default=10_000, description="Landing-zone keys listed per sensor tick, at most"
+        default=2_000, description="Landing-zone keys listed per sensor tick, at most"
     )
 
 

@@ -1,0 +1,63 @@
+"""Landing-zone sensor ticks over a landing zone of 100,000 objects: each tick lists at most
+`max_keys_per_tick` keys from where the previous one stopped, so its time stays bounded.
+
+    uv run python benchmarks/bench_discovery.py [--objects 100000] [--max-keys 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.measure import print_table  # noqa: E402
+from tokenmill.lake import Lake  # noqa: E402
+from tokenmill.shards import LANDING, discover, registered_shards  # noqa: E402
+
+CRAWL = "CC-MAIN-BENCH-2026-01"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--objects", type=int, default=100_000)
+    parser.add_argument("--max-keys", type=int, default=2_000)
+    parser.add_argument("--files-per-shard", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as root:
+        landing = Path(root, LANDING, CRAWL)
+        landing.mkdir(parents=True)
+        for i in range(args.objects):
+            (landing / f"{CRAWL}-{i:06d}.warc.gz").touch()
+        lake = Lake.from_url(root)
+        positions, ticks = {}, []
+        while True:
+            started = time.perf_counter()
+            new, positions = discover(lake, positions, args.files_per_shard, args.max_keys)
+            ticks.append((len(new), time.perf_counter() - started))
+            if not new:
+                break
+        shards = registered_shards(lake, CRAWL)
+    seconds = [s for _, s in ticks]
+    print_table(
+        f"Landing sensor ticks over {args.objects:,} objects (local lake, "
+        f"{args.max_keys:,} keys per tick, {args.files_per_shard} files per shard)",
+        ["ticks", "shards registered", "first tick s", "max tick s", "mean tick s", "total s"],
+        [
+            [
+                len(ticks),
+                len(shards),
+                seconds[0],
+                max(seconds),
+                sum(seconds) / len(seconds),
+                sum(seconds),
+            ]
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()
