@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import TypeVar
 
 from dagster import (
     AssetCheckResult,
@@ -37,6 +38,7 @@ STAGE_RETRY = RetryPolicy(
     max_retries=3, delay=5, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS
 )
 PERMANENT_ERRORS = (UnusableInputError, MissingInputError, LakeKeyError, ValueError)
+T = TypeVar("T")
 # An unreachable object store (restart, outage, network partition) is waited out: attempts
 # after 5, 10, 20 and 40 s ride out ~75 s of outage on top of the SDK's own request retries.
 # Wrong credentials or a missing bucket are not: they stay PERMANENT_ERRORS.
@@ -44,7 +46,7 @@ OUTAGE_RETRIES = 4
 OUTAGE_FIRST_WAIT_S = 5.0
 
 
-def run_stage(work: Callable[[], StageReport]) -> StageReport:
+def run_stage(work: Callable[[], T]) -> T:
     try:
         return work()
     except LakeUnreachableError as error:
@@ -85,7 +87,8 @@ def materialize_shards(
 ) -> MaterializeResult:
     """Run a per-shard stage over the run's partitions: one, or a range when a backfill
     groups several shards into one run (see BackfillPolicy in stages.py)."""
-    shards = [shard_from_key(key) for key in context.partition_keys]
+    # A path-like key (`../../etc|00000`) is bad input: it fails at once, not after retries.
+    shards = run_stage(lambda: [shard_from_key(key) for key in context.partition_keys])
     reports = []
     for shard in shards:
         context.log.info(f"{context.asset_key.to_user_string()} {shard}")

@@ -89,7 +89,17 @@ def register_new_files(lake: Lake, crawl: str, files_per_shard: int) -> list[Sha
 
 
 def landed_crawls(lake: Lake) -> list[str]:
-    return [crawl for crawl in lake.list_dirs(LANDING) if not crawl.startswith(".")]
+    """Crawl folders of the landing zone. A folder whose name is not a plain name (hidden,
+    path-like) can never be registered: it is left out rather than stop discovery of the rest."""
+    return [crawl for crawl in lake.list_dirs(LANDING) if _is_plain_name(crawl)]
+
+
+def _is_plain_name(name: str) -> bool:
+    try:
+        check_key_part(name)
+    except ValueError:
+        return False
+    return True
 
 
 def resume_position(lake: Lake, crawl: str) -> dict[str, Any]:
