@@ -1,0 +1,337 @@
+"""Deduplication: signature speed, agreement with datatrove, clustering time and memory at scale.
+
+    uv run python benchmarks/bench_dedup.py            # everything (about 10 minutes)
+    uv run python benchmarks/bench_dedup.py signatures agreement
+    uv run python benchmarks/bench_dedup.py clusters --sizes 1000000 4000000
+
+Every measurement runs in a fresh process (peak RSS is that process's own). The real documents
+are ../shared/corpora/text/cc-main-2019-30-697docs.jsonl.gz; the parts that need them are
+skipped with a message when ../shared is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gzip
+import json
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
+from tokenmill.clean import CLEANED, DOC_SCHEMA  # noqa: E402
+from tokenmill.dedup import (  # noqa: E402
+    CLUSTERS,
+    SIGNATURES,
+    DedupSettings,
+    band_column,
+    compute_clusters,
+    compute_signatures,
+    signature_schema,
+)
+from tokenmill.lake import Lake  # noqa: E402
+from tokenmill.minhash import MinHasher, shingles  # noqa: E402
+from tokenmill.outputs import PartitionWriter, StageReport, read_column  # noqa: E402
+from tokenmill.shards import Shard, crawl_prefix, shard_name  # noqa: E402
+
+CORPUS = ("corpora", "text", "cc-main-2019-30-697docs.jsonl.gz")
+CRAWL = "CC-MAIN-BENCH"
+
+
+def datatrove_config():
+    """FineWeb's MinHash settings. datatrove's default xxhash shingle hash passes str to
+    xxhash, which xxhash 4 refuses ("Strings must be encoded before hashing"): use sha1."""
+    from datatrove.pipeline.dedup.minhash import MinhashConfig
+    from datatrove.utils.hashing import HashConfig
+
+    return MinhashConfig(
+        n_grams=5, num_buckets=14, hashes_per_bucket=8, hash_config=HashConfig(64, "sha1")
+    )
+
+
+def real_texts() -> list[str]:
+    with gzip.open(shared_path(*CORPUS), "rt", encoding="utf-8") as f:
+        return [json.loads(line)["text"] for line in f]
+
+
+# --- signatures: docs/s on one core ------------------------------------------------------------
+
+REPEATS = 3  # the machine is shared: each timing is the best of REPEATS passes
+
+
+def best_time(work) -> float:
+    return min(timed(work)[1] for _ in range(REPEATS))
+
+
+def tokenmill_signatures(repeat: int) -> tuple[int, float]:
+    texts = real_texts() * repeat
+    hasher = MinHasher(num_perm=112, ngram=5)
+    hasher.hash_documents(texts[:64])  # builds the code point table once, outside the timing
+    seconds = best_time(lambda: hasher.hash_documents(texts))
+    return len(texts), seconds
+
+
+def datasketch_signatures(docs: int, use_tokenmill_hash: bool) -> tuple[int, float]:
+    """datasketch.MinHash.update_batch per document, shingling included."""
+    from datasketch import MinHash
+
+    texts = real_texts()[:docs]
+    hashfunc = {"hashfunc": MinHasher().hashfunc} if use_tokenmill_hash else {}
+    template = MinHash(num_perm=112, seed=1, **hashfunc)  # permutations drawn once
+
+    def run():
+        for text in texts:
+            minhash = template.copy()
+            minhash.clear()
+            minhash.update_batch([s.encode("utf-8") for s in shingles(text)])
+
+    seconds = best_time(run)
+    return len(texts), seconds
+
+
+def datatrove_signatures(docs: int) -> tuple[int, float]:
+    """datatrove's MinhashDedupSignature step (14 x 8, 5-grams) on local folders."""
+    from datatrove.data import Document
+    from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
+
+    texts = real_texts()[:docs]
+    with tempfile.TemporaryDirectory() as scratch:
+        step = MinhashDedupSignature(output_folder=scratch, config=datatrove_config())
+        step.get_shingles(texts[0])  # loads the word tokenizer outside the timing
+        documents = [Document(text=t, id=str(i)) for i, t in enumerate(texts)]
+        seconds = best_time(lambda: step.run(iter(documents), rank=0, world_size=1))
+    return len(texts), seconds
+
+
+def bench_signatures() -> None:
+    if shared_path(*CORPUS) is None:
+        print("signatures: skipped, ../shared/corpora/text is absent")
+        return
+    texts = real_texts()
+    mean_bytes = sum(len(t.encode()) for t in texts) / len(texts)
+    runs = [
+        ("tokenmill MinHasher (numpy, batched)", functools.partial(tokenmill_signatures, 6)),
+        (
+            "datasketch update_batch, default sha1 hash",
+            functools.partial(datasketch_signatures, 200, False),
+        ),
+        (
+            "datasketch update_batch, tokenmill shingle hash",
+            functools.partial(datasketch_signatures, 200, True),
+        ),
+        ("datatrove MinhashDedupSignature", functools.partial(datatrove_signatures, 200)),
+    ]
+    rows, baseline = [], None
+    for name, work in runs:
+        (docs, seconds), _, peak = in_fresh_process(work)
+        rate = docs / seconds
+        baseline = baseline or rate
+        rows.append([name, docs, round(seconds, 2), round(rate), f"{baseline / rate:.1f}x"])
+    print_table(
+        f"MinHash signatures, 112 permutations, word 5-grams, shingling included, one "
+        f"single-threaded process, best of {REPEATS}, real docs (mean {mean_bytes:,.0f} bytes)",
+        ["implementation", "docs", "seconds", "docs/s", "tokenmill is faster by"],
+        rows,
+    )
+
+
+# --- agreement with datatrove ------------------------------------------------------------------
+
+
+def agreement_corpus(seed: int = 5) -> list[str]:
+    """The real documents, then edited copies of some of them at spread similarities, then
+    a few exact copies: word substitutions every `gap` words (small gap = dissimilar)."""
+    rng = random.Random(seed)
+    texts = real_texts()
+    originals = [t for t in texts if len(t.split()) >= 100]
+    vocabulary = sorted({w for t in originals[:100] for w in t.split() if w.isalpha()})
+    copies = []
+    for index, original in enumerate(rng.sample(originals, 300)):
+        gap = [400, 200, 100, 60, 30, 10, 4][index % 7]
+        words = original.split(" ")
+        for start in range(0, len(words), gap):
+            words[rng.randrange(start, min(start + gap, len(words)))] = rng.choice(vocabulary)
+        copies.append(" ".join(words))
+    exact = rng.sample(originals, 50)
+    return texts + copies + exact
+
+
+def tokenmill_removed(texts: list[str]) -> set[int]:
+    with tempfile.TemporaryDirectory() as scratch:
+        lake = Lake.from_url(scratch)
+        shard = Shard(CRAWL, shard_name(0))
+        lake.write_json(shard.manifest_key, {"crawl": CRAWL, "shard": shard.shard, "files": []})
+        rows = [{"doc_id": f"{i:06d}", "text": t} for i, t in enumerate(texts)]
+        with PartitionWriter(lake, shard.prefix(CLEANED), StageReport()) as out:
+            out.parquet("docs.parquet", DOC_SCHEMA).write_table(pa.Table.from_pylist(rows))
+        compute_signatures(lake, shard, DedupSettings())
+        compute_clusters(lake, CRAWL, DedupSettings())
+        doc_ids = read_column(lake, f"{crawl_prefix(CLUSTERS, CRAWL)}/clusters.parquet", "doc_id")
+        return {int(doc_id) for doc_id in doc_ids.to_pylist()}
+
+
+def datatrove_removed(texts: list[str]) -> set[int]:
+    """datatrove's four MinHash steps with FineWeb's parameters on a local folder."""
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.dedup.minhash import (
+        MinhashDedupBuckets,
+        MinhashDedupCluster,
+        MinhashDedupFilter,
+        MinhashDedupSignature,
+    )
+    from datatrove.pipeline.readers import JsonlReader
+    from datatrove.pipeline.writers import JsonlWriter
+
+    config = datatrove_config()
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        (root / "input").mkdir()
+        with gzip.open(root / "input" / "docs.jsonl.gz", "wt", encoding="utf-8") as f:
+            for i, text in enumerate(texts):
+                f.write(json.dumps({"id": str(i), "text": text}) + "\n")
+
+        def reader():
+            return JsonlReader(str(root / "input"))
+
+        steps = [
+            [reader(), MinhashDedupSignature(output_folder=str(root / "sigs"), config=config)],
+            [MinhashDedupBuckets(str(root / "sigs"), str(root / "buckets"), config=config)],
+            [MinhashDedupCluster(str(root / "buckets"), str(root / "remove"), config=config)],
+            [
+                reader(),
+                MinhashDedupFilter(
+                    str(root / "remove"), exclusion_writer=JsonlWriter(str(root / "removed"))
+                ),
+            ],
+        ]
+        tasks = [1, config.num_buckets, 1, 1]
+        for index, (pipeline, task_count) in enumerate(zip(steps, tasks, strict=True)):
+            LocalPipelineExecutor(
+                pipeline=pipeline,
+                tasks=task_count,
+                workers=1,
+                logging_dir=str(root / f"logs{index}"),
+                skip_completed=False,
+            ).run()
+        removed = set()
+        for path in (root / "removed").glob("*.jsonl*"):
+            opener = gzip.open if path.suffix == ".gz" else open
+            with opener(path, "rt", encoding="utf-8") as f:
+                removed |= {int(json.loads(line)["id"]) for line in f}
+        return removed
+
+
+def bench_agreement() -> None:
+    if shared_path(*CORPUS) is None:
+        print("agreement: skipped, ../shared/corpora/text is absent")
+        return
+    texts = agreement_corpus()
+    ours, _, _ = in_fresh_process(functools.partial(tokenmill_removed, texts))
+    theirs, _, _ = in_fresh_process(functools.partial(datatrove_removed, texts))
+    disagree = ours ^ theirs
+    print_table(
+        "Removed documents: tokenmill vs datatrove MinhashDedup (5-grams, 14 x 8), "
+        f"{len(texts)} docs = 697 real + 300 edited copies + 50 exact copies",
+        ["documents", "removed by tokenmill", "removed by datatrove", "both", "disagree",
+         "agreement"],
+        [[len(texts), len(ours), len(theirs), len(ours & theirs), len(disagree),
+          f"{1 - len(disagree) / len(texts):.2%}"]],
+    )  # fmt: skip
+    if disagree:
+        print(f"disagreeing doc indices: {sorted(disagree)[:30]}")
+
+
+# --- clustering at scale ----------------------------------------------------------------------
+
+SHARDS = 8
+
+
+def synthetic_crawl(root: str, n_docs: int, seed: int = 0) -> None:
+    """Signature files of a crawl of `n_docs` documents in SHARDS shards: 3 % exact copies of
+    an earlier document and 10 % near copies sharing each band with probability 0.6."""
+    rng = np.random.default_rng(seed)
+    bands = DedupSettings().banding()[0]
+    exact = rng.integers(0, 2**63, n_docs, dtype=np.uint64)
+    copies = rng.random(n_docs)
+    is_exact, is_near = copies < 0.03, (copies >= 0.03) & (copies < 0.13)
+    source = (rng.random(n_docs) * np.arange(n_docs)).astype(np.int64)  # an earlier doc
+    exact[is_exact] = exact[source[is_exact]]
+    columns = {"exact_hash": exact}
+    for band in range(bands):
+        keys = rng.integers(0, 2**63, n_docs, dtype=np.uint64)
+        shared = is_exact | (is_near & (rng.random(n_docs) < 0.6))
+        keys[shared] = keys[source[shared]]  # sources precede copies, so chains resolve
+        columns[band_column(band)] = keys
+    lake = Lake.from_url(root)
+    schema = signature_schema(bands)
+    for index, docs in enumerate(np.array_split(np.arange(n_docs), SHARDS)):
+        shard = Shard(CRAWL, shard_name(index))
+        lake.write_json(shard.manifest_key, {"crawl": CRAWL, "shard": shard.shard, "files": []})
+        report = StageReport(records_in=len(docs), records_out=len(docs))
+        report.counts["params"] = DedupSettings().signature_params()
+        with PartitionWriter(lake, shard.prefix(SIGNATURES), report) as out:
+            sink = out.parquet("signatures.parquet", schema)
+            for part in np.array_split(docs, max(len(docs) // 500_000, 1)):
+                table = {
+                    "doc_id": [f"{i:016x}" for i in part.tolist()],
+                    "warc_date": pa.nulls(len(part), pa.string()),
+                    "quality_score": np.zeros(len(part)),
+                } | {name: values[part] for name, values in columns.items()}
+                sink.write_table(pa.table(table))
+
+
+def cluster_crawl(root: str, survivor: str) -> dict:
+    report = compute_clusters(Lake.from_url(root), CRAWL, DedupSettings(survivor=survivor))
+    return dict(report.dropped)
+
+
+def bench_clusters(sizes: list[int]) -> None:
+    rows = []
+    for n_docs in sizes:
+        with tempfile.TemporaryDirectory() as root:
+            _, write_seconds, _ = in_fresh_process(functools.partial(synthetic_crawl, root, n_docs))
+            for survivor in ("first_seen", "lowest_doc_id"):
+                dropped, seconds, peak = in_fresh_process(
+                    functools.partial(cluster_crawl, root, survivor)
+                )
+                rows.append(
+                    [n_docs, survivor, round(seconds, 1), round(peak / 2**20),
+                     round(peak / n_docs), dropped.get("exact_duplicate", 0),
+                     dropped.get("near_duplicate", 0), round(write_seconds, 1)]
+                )  # fmt: skip
+                print_table(
+                    "dedup_clusters stage on synthetic signatures (8 shards, 14 bands, "
+                    "3 % exact + 10 % near copies)",
+                    ["docs", "survivor", "seconds", "peak RSS MiB", "bytes/doc", "exact removed",
+                     "near removed", "(writing input s)"],
+                    rows,
+                )  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "parts", nargs="*", default=["signatures", "agreement", "clusters"],
+        choices=["signatures", "agreement", "clusters"],
+    )  # fmt: skip
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[250_000, 1_000_000, 2_000_000, 4_000_000]
+    )
+    args = parser.parse_args()
+    if "signatures" in args.parts:
+        bench_signatures()
+    if "agreement" in args.parts:
+        bench_agreement()
+    if "clusters" in args.parts:
+        bench_clusters(args.sizes)
+
+
+if __name__ == "__main__":
+    main()
