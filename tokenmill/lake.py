@@ -6,10 +6,13 @@ atomic: readers see either the previous object or the complete new one, never a 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -20,6 +23,11 @@ from urllib.parse import urlparse
 import pyarrow.fs as pafs
 
 TEMP_MARKER = ".tmp-"
+# Who writes a local temporary (host, process), so the next writer can tell a stray one
+# left by a killed process from one still being written.
+HOST_ID = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+WRITER = f"{HOST_ID}-{os.getpid()}"
+STRAY_AFTER_S = 24 * 3600
 MULTIPART_THRESHOLD = 16 << 20
 PART_SIZE = 8 << 20
 
@@ -257,7 +265,7 @@ class Lake:
         name = PurePosixPath(key).name
         if self.is_local:
             Path(final).parent.mkdir(parents=True, exist_ok=True)
-            temp = f"{Path(final).parent}/{TEMP_MARKER}{name}-{uuid.uuid4().hex}"
+            temp = f"{Path(final).parent}/{TEMP_MARKER}{WRITER}-{uuid.uuid4().hex}-{name}"
         else:
             temp = tempfile.mktemp(prefix=f"tokenmill-{name}-")
         try:
@@ -320,6 +328,32 @@ class Lake:
         with suppress(FileNotFoundError), self._s3_errors():
             self.fs.delete_file(self.path(key))
 
+    def remove_stray_temporaries(self, prefix: str) -> list[str]:
+        """Delete the temporary files a killed writer left under `prefix` (local lakes; on S3
+        temporaries are local files of the writer, and an upload a kill interrupted is never
+        completed). Stray: its process on this host is gone, or it is older than a day."""
+        if not self.is_local:
+            return []
+        removed = []
+        for path in Path(self.path(prefix.rstrip("/"))).rglob(f"{TEMP_MARKER}*"):
+            host, pid = (path.name[len(TEMP_MARKER) :].split("-") + ["", ""])[:2]
+            writer_gone = host == HOST_ID and pid.isdigit() and not _process_exists(int(pid))
+            with suppress(FileNotFoundError):  # renamed meanwhile by its live writer
+                if writer_gone or time.time() - path.stat().st_mtime > STRAY_AFTER_S:
+                    path.unlink()
+                    removed.append(str(path))
+        return removed
+
     def delete_prefix(self, prefix: str) -> None:
         for key in self.list(prefix):
             self.delete(key)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -3,7 +3,8 @@
 A partition's outputs live under one lake prefix. Each file is committed atomically, and the
 partition counts as done only once `_SUCCESS.json` (file list with sizes and row counts, and the
 stage's counters) is written, last. A re-run first removes the marker, so a crash midway never
-leaves a partition that looks done with a mix of old and new files.
+leaves a partition that looks done with a mix of old and new files, and then the temporary
+files a killed writer left behind.
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ class PartitionWriter:
 
     def __enter__(self) -> PartitionWriter:
         self.lake.delete(f"{self.prefix}/{MARKER}")
+        self.lake.remove_stray_temporaries(self.prefix)
         self.files.__enter__()
         return self
 
