@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+import unicodedata
 from collections import Counter
 from pathlib import Path
 
@@ -78,6 +79,7 @@ def test_materialization_metadata_counts_records_and_broken_ones(pipeline):
 def test_spam_and_foreign_pages_are_filtered_and_good_pages_kept(pipeline):
     cleaned = pipeline.docs("cleaned")
     kinds = Counter(cleaned["kind"])
+    assert all(unicodedata.is_normalized("NFC", text) for text in cleaned["text"])
     assert not [k for k in kinds if k.startswith(("spam:", "foreign:", "broken:", "non_html"))]
     good_pages = sum(1 for p in pipeline.truth["pages"] if p["kind"] == "good")
     assert kinds["good"] >= 0.95 * good_pages

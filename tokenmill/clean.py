@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -159,13 +160,16 @@ def _documents(
                         }
                     )
                     continue
-                language, score = identify(extracted.text)
+                # NFC: the form tokenizer normalizers (GPT-NeoX's, among others) produce, so
+                # decoding a document's tokens gives back exactly its text.
+                text = unicodedata.normalize("NFC", extracted.text)
+                language, score = identify(text)
                 yield {
                     **provenance,
                     "charset": extracted.charset,
                     "language": language,
                     "language_score": score,
-                    "text": extracted.text,
+                    "text": text,
                 }
 
 
