@@ -60,9 +60,7 @@ def stage_work(stage: str) -> Callable[[Lake, str], object]:
         "dedup_signatures": lambda lake, t: dedup.compute_signatures(
             lake, shard(t), DedupConfig().settings()
         ),
-        "dedup_clusters": lambda lake, t: dedup.compute_clusters(
-            lake, t, DedupConfig().settings()
-        ),
+        "dedup_clusters": lambda lake, t: dedup.compute_clusters(lake, t, DedupConfig().settings()),
         "deduplicated": lambda lake, t: dedup.filter_shard(lake, shard(t)),
         "tokenizer": lambda lake, t: tokenize.build_tokenizer(
             lake, tokenizer.path, tokenizer.vocab_size, tokenizer.sample_mb << 20
@@ -90,18 +88,24 @@ def targets(lake: Lake, crawl: str, stage: str) -> list[str]:
     return [crawl] if per == "crawl" else [""]
 
 
-def build_demo_lake(root: Path, crawl: str = CRAWL, demo: dict = DEMO) -> Lake:
-    """A local lake with a registered demo crawl and every stage run once, undisturbed."""
+def build_demo_lake(
+    root: Path, crawl: str = CRAWL, demo: dict = DEMO
+) -> tuple[Lake, dict[tuple[str, str], float]]:
+    """A local lake with a registered demo crawl and every stage run once, undisturbed; also
+    how long each stage's work took per target."""
     from tokenmill.cli import land_demo_crawl
     from tokenmill.shards import register_new_files
 
     lake = Lake.from_url(str(root))
     land_demo_crawl(lake, crawl, **demo)
     register_new_files(lake, crawl, files_per_shard=2)
+    seconds = {}
     for stage, _, _ in STAGES:
         for target in targets(lake, crawl, stage):
+            started = time.perf_counter()
             stage_work(stage)(lake, target)
-    return lake
+            seconds[stage, target] = time.perf_counter() - started
+    return lake, seconds
 
 
 # What a partition looks like from outside
@@ -161,8 +165,11 @@ def stray_temp_files(root: Path) -> list[Path]:
 # Child processes
 
 
+CHILD = "import sys, tests.faults as f; f.child_main(sys.argv[1:])"
+
+
 def child_command(*args: str) -> list[str]:
-    return [sys.executable, "-c", "import sys, tests.faults as f; f.child_main(sys.argv[1:])", *args]
+    return [sys.executable, "-c", CHILD, *args]
 
 
 def child_main(args: list[str]) -> None:
@@ -249,6 +256,14 @@ class Child:
         if self.process.returncode != 0 or not results:
             raise RuntimeError(f"child exited {self.process.returncode}: {err[-3000:]}")
         return results[-1]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, interval: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"condition not met within {timeout} s")
+        time.sleep(interval)
 
 
 def run_child(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> dict:
@@ -376,3 +391,134 @@ def fuzz_reader(samples: list[bytes], mutations: int, seed: int) -> FuzzResult:
             (r.offset, r.record_id, r.block) not in survived for r in before_damage
         )
     return result
+
+
+# Server faults
+
+
+def s3_outage(server, seconds: float, freeze: bool = False) -> float:
+    """Take the SeaweedFS server of `tests.servers.start_seaweedfs` away for `seconds`: frozen
+    (SIGSTOP: connections hang) or killed (SIGKILL: connections refused) and restarted on the
+    same ports and data directory. Returns how long it was unavailable."""
+    from tests.servers import wait_for_port
+
+    started = time.monotonic()
+    group = server.process.pid
+    if freeze:
+        os.killpg(group, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            os.killpg(group, signal.SIGCONT)
+        return time.monotonic() - started
+    os.killpg(group, signal.SIGKILL)
+    server.process.wait()
+    time.sleep(seconds)
+    command = list(server.process.args)
+    log = Path(next(a for a in command if a.startswith("-logdir=")).split("=", 1)[1])
+    with open(log / "restarted.log", "ab") as out:
+        server.process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    port = int(server.endpoint.rsplit(":", 1)[1])
+    wait_for_port(port, 60, server.process, log / "restarted.log")
+    return time.monotonic() - started
+
+
+def postgres_cluster() -> list[str]:
+    versions = sorted(os.listdir("/etc/postgresql"))
+    return [versions[-1], "main"]
+
+
+def restart_postgres() -> float:
+    """Restart the PostgreSQL server (all connections drop); returns the seconds it took."""
+    started = time.monotonic()
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", *postgres_cluster(), "restart"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return time.monotonic() - started
+
+
+def ensure_postgres_running(timeout: float = 60) -> None:
+    """Whatever a test did to the server, leave it accepting connections."""
+    from tests.servers import postgres_available
+
+    if not postgres_available():
+        subprocess.run(
+            ["pg_ctlcluster", "--skip-systemctl-redirect", *postgres_cluster(), "start"],
+            capture_output=True,
+            timeout=120,
+        )
+    deadline = time.monotonic() + timeout
+    while not postgres_available():
+        if time.monotonic() > deadline:
+            raise RuntimeError("PostgreSQL did not come back")
+        time.sleep(0.2)
+
+
+def dagster_env(home: Path, lake_url: str, **extra: str) -> dict[str, str]:
+    """Environment of a Dagster child: its instance (DAGSTER_HOME) and lake."""
+    return {"DAGSTER_HOME": str(home), "TOKENMILL_LAKE_URL": lake_url, **extra}
+
+
+def local_home(home: Path) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        shutil.copy(PROJECT_DIR / "dagster.yaml", home / "dagster.yaml")
+    return home
+
+
+def postgres_home(home: Path, database: str) -> tuple[Path, dict[str, str]]:
+    """A DAGSTER_HOME with the production instance (helm/dagster-instance.yaml) on `database`."""
+    from tests.servers import PG_HOST, PG_PORT, PG_USER
+
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PROJECT_DIR / "helm" / "dagster-instance.yaml", home / "dagster.yaml")
+    env = {
+        "DAGSTER_PG_HOST": PG_HOST,
+        "DAGSTER_PG_PORT": str(PG_PORT),
+        "DAGSTER_PG_USERNAME": PG_USER,
+        "DAGSTER_PG_PASSWORD": "unused-with-trust-auth",
+        "DAGSTER_PG_DB": database,
+    }
+    return home, env
+
+
+def add_partitions(env: dict[str, str], lake: Lake) -> None:
+    """Register the lake's crawls and shards as dynamic partitions of the child's instance."""
+    from dagster import DagsterInstance
+
+    from data_assets.partitions import sync_partitions
+
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        with DagsterInstance.get() as instance:
+            sync_partitions(instance, lake)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def seed_lake(reference: Lake, lake: Lake, crawl: str = CRAWL) -> None:
+    """Copy a crawl's landing files and manifests (no outputs) from the reference lake."""
+    for key in reference.list(f"landing/{crawl}") + reference.list(f"manifests/{crawl}"):
+        lake.write_bytes(key, reference.read_bytes(key))
+
+
+INGEST_PREFIXES = ("raw", "cleaned", "signatures")
+
+
+def ingest_outputs_match(reference: Lake, lake: Lake, shard: str) -> bool:
+    """The ingest_shard job's outputs (raw, cleaned, signatures of a shard) are byte-identical."""
+    return all(
+        snapshot(lake, f"{zone}/{shard}") == snapshot(reference, f"{zone}/{shard}")
+        and not commit_problems(lake, f"{zone}/{shard}")
+        for zone in INGEST_PREFIXES
+    )

@@ -1,0 +1,433 @@
+"""Fault injection: processes killed mid-stage, an object-store outage, an instance-database
+restart, hostile input and concurrent runs of one partition. Nothing may be lost, duplicated
+or visible half-written. The long campaign behind the README table is
+benchmarks/fault_table.py; these are its bounded CI counterparts."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import random
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus
+
+from data_assets.partitions import sync_partitions
+from resources.lake import LakeResource
+from tests import faults
+from tests.faults import CRAWL, Child
+from tokenmill.clean import clean_shard
+from tokenmill.ingest import land_shard
+from tokenmill.lake import Lake, LakeKeyError
+from tokenmill.outputs import MARKER
+from tokenmill.shards import Shard, discover, register_new_files
+from tokenmill.warc import UnusableInputError
+from tokenmill.warc_writer import WarcWriter, encode_record, gzip_member
+
+SHARD = f"{CRAWL}/00000"
+PARTITION = f"{CRAWL}|00000"
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[Path, Lake, dict]:
+    """The demo crawl with every stage run once, undisturbed: what every fault must end in."""
+    root = tmp_path_factory.mktemp("reference") / "lake"
+    lake, seconds = faults.build_demo_lake(root)
+    return root, lake, seconds
+
+
+def fresh_copy(reference, tmp_path: Path) -> Path:
+    return faults.copy_lake(reference[0], tmp_path / "lake")
+
+
+# Crashes
+
+
+def test_stage_killed_at_random_points_recovers_byte_identical(reference, tmp_path):
+    root, lake, seconds = reference
+    trial_root = fresh_copy(reference, tmp_path)
+    rng = random.Random(20261122)
+    trials = []
+    for index, (stage, _, _) in enumerate(faults.STAGES):
+        target = faults.targets(lake, CRAWL, stage)[-1]
+        delay = rng.uniform(0, seconds[stage, target])
+        # Alternate a first run and a re-run over committed outputs being killed.
+        trials.append(faults.crash_trial(lake, trial_root, stage, target, delay, index % 2 == 0))
+    for trial in trials:
+        assert trial.problems_after_kill == [], trial
+        assert trial.identical_after_rerun, trial
+        assert (trial.rows_lost, trial.rows_duplicated) == (0, 0), trial
+    assert sum(t.killed_while_running for t in trials) >= len(trials) // 2, trials
+    assert faults.stray_temp_files(trial_root) == []
+
+
+def test_killed_dagster_run_is_rerun_to_identical_outputs(reference, tmp_path):
+    _, lake, _ = reference
+    run_lake = Lake.from_url(str(tmp_path / "lake"))
+    faults.seed_lake(lake, run_lake)
+    env = faults.dagster_env(faults.local_home(tmp_path / "home"), str(tmp_path / "lake"))
+    faults.add_partitions(env, run_lake)
+    child = Child.start("job", "ingest_shard", PARTITION, env=env)
+    child.wait_for_go()
+    # Killed as soon as its first step (raw_crawl) committed: mid-run, during `cleaned`.
+    faults.wait_for(lambda: run_lake.exists(f"raw/{SHARD}/{MARKER}"), timeout=120)
+    assert child.kill(), "the run finished before it could be killed"
+    for zone in faults.INGEST_PREFIXES:
+        assert faults.commit_problems(run_lake, f"{zone}/{SHARD}") == []
+    outcome = faults.run_child("job", "ingest_shard", PARTITION, env=env)
+    assert outcome["success"]
+    assert faults.ingest_outputs_match(lake, run_lake, SHARD)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
+        with DagsterInstance.get() as instance:
+            statuses = {run.run_id: run.status for run in instance.get_runs()}
+            materialized = instance.get_materialized_partitions(AssetKey("dedup_signatures"))
+    assert statuses.pop(outcome["run_id"]) == DagsterRunStatus.SUCCESS
+    # Without run monitoring (dagster-daemon) the killed run stays STARTED; never SUCCESS.
+    assert [s for s in statuses.values() if s == DagsterRunStatus.SUCCESS] == []
+    assert PARTITION in materialized
+
+
+# Concurrency
+
+
+def test_same_partition_materialized_twice_concurrently(reference, tmp_path):
+    _, lake, _ = reference
+    root = fresh_copy(reference, tmp_path)
+    copy = Lake.from_url(str(root))
+    prefix = faults.output_prefix("cleaned", SHARD)
+    copy.delete_prefix(prefix)
+    children = [Child.start("stage", str(root), "cleaned", SHARD) for _ in range(2)]
+    for child in children:
+        child.wait_for_go()
+    assert all(child.outcome()["success"] for child in children)
+    assert faults.commit_problems(copy, prefix) == []
+    assert faults.snapshot(copy, prefix) == faults.snapshot(lake, prefix)
+    assert faults.stray_temp_files(root) == []
+
+
+# Servers going away
+
+
+@pytest.fixture
+def own_seaweedfs(tmp_path):
+    """A SeaweedFS of this test only: the test kills it."""
+    from tests.servers import start_seaweedfs, stop
+
+    server = start_seaweedfs(tmp_path / "seaweedfs")
+    yield server
+    stop(server.process)
+
+
+def test_object_store_outage_mid_run_is_ridden_out(reference, own_seaweedfs, tmp_path):
+    _, lake, _ = reference
+    server = own_seaweedfs
+    url = f"s3://{server.bucket}/lake"
+    s3_lake = Lake.from_url(url, endpoint_url=server.endpoint)
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in server.env().items():
+            patch.setenv(name, value)
+        faults.seed_lake(lake, s3_lake)
+        env = faults.dagster_env(
+            faults.local_home(tmp_path / "home"), url, TOKENMILL_S3_ENDPOINT=server.endpoint
+        )
+        faults.add_partitions(env, s3_lake)
+        child = Child.start("job", "ingest_shard", PARTITION, env=server.env() | env)
+        child.wait_for_go()
+        time.sleep(1.0)
+        down = faults.s3_outage(server, seconds=10)
+        outcome = child.outcome(timeout=300)
+        # Ridden out by the S3 clients' request retries or by step retries (outcome["retries"]).
+        assert down >= 10 and outcome["success"], outcome
+        assert outcome["seconds"] > down, "the outage did not hit the run"
+        assert faults.ingest_outputs_match(lake, s3_lake, SHARD)
+        assert not [key for key in server.keys("lake/") if ".tmp-" in key]
+
+
+def test_instance_database_restart_mid_run(reference, postgres_database, tmp_path):
+    _, lake, _ = reference
+    run_lake = Lake.from_url(str(tmp_path / "lake"))
+    faults.seed_lake(lake, run_lake)
+    home, pg_env = faults.postgres_home(tmp_path / "home", postgres_database)
+    env = faults.dagster_env(home, str(tmp_path / "lake"), **pg_env)
+    faults.add_partitions(env, run_lake)
+    try:
+        child = Child.start("job", "ingest_shard", PARTITION, env=env)
+        child.wait_for_go()
+        started = time.monotonic()
+        time.sleep(0.3)
+        restarted_after = time.monotonic() - started
+        faults.restart_postgres()
+        try:
+            outcomes = [child.outcome(timeout=300)]
+        except RuntimeError:  # the run process died with the connection: run it again
+            outcomes = [{"success": False}]
+        if not outcomes[-1]["success"]:
+            outcomes.append(faults.run_child("job", "ingest_shard", PARTITION, env=env))
+    finally:
+        faults.ensure_postgres_running()
+    # The restart began while the first run was still going (or it died of it).
+    assert outcomes[0].get("seconds", float("inf")) > restarted_after
+    assert outcomes[-1]["success"]
+    assert faults.ingest_outputs_match(lake, run_lake, SHARD)
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        with DagsterInstance.get() as instance:
+            run = instance.get_run_by_id(outcomes[-1]["run_id"])
+            assert run.status == DagsterRunStatus.SUCCESS
+            for asset in ("raw_crawl", "cleaned", "dedup_signatures"):
+                event = instance.get_latest_materialization_event(AssetKey(asset))
+                assert event is not None and event.run_id == run.run_id, asset
+                assert PARTITION in instance.get_materialized_partitions(AssetKey(asset))
+
+
+# Hostile input
+
+
+def test_fuzzed_warc_files_never_crash_the_reader(reference):
+    _, lake, _ = reference
+    gzipped = lake.read_bytes(lake.list(f"landing/{CRAWL}")[0])
+    samples = [gzipped, gzip.decompress(gzipped)]  # a .warc.gz and the same as plain .warc
+    result = faults.fuzz_reader(samples, mutations=300, seed=8)
+    assert result.crashes == []
+    assert result.good_records_lost == 0
+    assert result.bad_records > 100 and result.unusable < result.files // 4, result
+
+
+def page(title: str, text: str) -> str:
+    return f"<html><head><title>{title}</title></head><body><article><p>{text}</p></article>"
+
+
+def hostile_warc() -> bytes:
+    """Records a crawler really meets: charsets declared, undeclared and wrong, binary bodies
+    sent as text/html, a header line that is not UTF-8, and damage in the middle."""
+    out = io.BytesIO()
+    writer = WarcWriter(out, id_seed="hostile")
+    prose = "The committee met on Tuesday to review the budget for the new library. " * 20
+    russian = "Комитет собрался во вторник, чтобы обсудить бюджет новой библиотеки. " * 20
+    cases = [
+        ("utf8", page("ok", prose).encode(), "text/html; charset=utf-8"),
+        ("cp1251", page("ru", russian).encode("cp1251"), "text/html; charset=windows-1251"),
+        ("mislabeled", page("ru", russian).encode("cp1251"), "text/html; charset=utf-8"),
+        ("undeclared", page("fr", "Le comité s'est réuni. " * 40).encode("latin-1"), "text/html"),
+        ("binary", random.Random(1).randbytes(20_000), "text/html"),
+        ("png", b"\x89PNG\r\n\x1a\n" + b"\x00IHDR" * 3000, "text/html; charset=utf-8"),
+    ]
+    for index, (name, body, content_type) in enumerate(cases):
+        writer.write_response(
+            f"http://hostile.example/{name}",
+            body,
+            content_type=content_type,
+            date="2026-01-01T00:00:00Z",
+            record_id=f"<urn:uuid:00000000-0000-0000-0000-{index:012d}>",
+        )
+    writer.write_raw(gzip_member(b"\xff\xfe garbage that is not a WARC record")[:40])
+    bad_header = encode_record("response", {"WARC-Target-URI": "http://hostile.example/!"}, b"hi")
+    writer.write_raw(gzip_member(bad_header.replace(b"/!", b"/\xff\xfe")))
+    return out.getvalue()
+
+
+def land(lake: Lake, crawl: str, files: dict[str, bytes]) -> Shard:
+    for name, data in files.items():
+        lake.write_bytes(f"landing/{crawl}/{name}", data)
+    (shard,) = register_new_files(lake, crawl, files_per_shard=len(files))
+    return shard
+
+
+def read_table(lake: Lake, key: str):
+    with lake.open_input(key) as f:
+        return pq.read_table(f)
+
+
+def test_hostile_records_are_counted_kept_aside_and_never_fail_the_run(reference, tmp_path):
+    _, reference_lake, _ = reference
+    demo = reference_lake.read_bytes(reference_lake.list(f"landing/{CRAWL}")[0])
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    shard = land(
+        lake,
+        "CC-MAIN-HOSTILE",
+        {
+            "a-hostile.warc.gz": hostile_warc(),
+            "b-truncated.warc.gz": demo[: len(demo) // 2],
+            "c-empty.warc.gz": b"",
+            "d-flipped.warc.gz": faults.mutate(demo, random.Random(3))[0],
+        },
+    )
+    raw = land_shard(lake, shard)
+    prefix = shard.prefix("raw")
+    assert faults.commit_problems(lake, prefix) == []
+    quarantine = read_table(lake, f"{prefix}/quarantine.parquet")
+    index = read_table(lake, f"{prefix}/index.parquet")
+    bad = sum(count for reason, count in raw.dropped.items() if reason != "empty_file")
+    assert bad >= 3 and quarantine.num_rows == bad
+    assert raw.records_in == index.num_rows + quarantine.num_rows
+    assert raw.dropped["empty_file"] == 1
+    assert all(quarantine.column("raw").to_pylist()), "bad records keep their bytes"
+    # The raw zone holds the landed bytes exactly, damage included.
+    for name in ("a-hostile.warc.gz", "b-truncated.warc.gz", "d-flipped.warc.gz"):
+        landed = lake.read_bytes(f"landing/CC-MAIN-HOSTILE/{name}")
+        assert lake.read_bytes(f"{prefix}/{name}") == landed
+
+    cleaned = clean_shard(lake, shard)
+    docs = read_table(lake, f"{shard.prefix('cleaned')}/docs.parquet")
+    rejected = read_table(lake, f"{shard.prefix('cleaned')}/rejected.parquet")
+    responses = index.filter(pc.equal(index["type"], "response"))
+    assert docs.num_rows + rejected.num_rows == responses.num_rows == cleaned.records_in
+    rows = rejected.select(["url", "filter", "reason"]).to_pylist()
+    by_url = {row["url"]: row["filter"] for row in rows}
+    why = {row["url"]: row["reason"] for row in rows}
+    kept = set(docs.column("url").to_pylist())
+    for name in ("binary", "png"):
+        assert by_url[f"http://hostile.example/{name}"] == "extract:binary_payload", by_url
+    for text in docs.column("text").to_pylist():
+        assert "\ufffd" not in text and "\x00" not in text
+    # Declared, wrongly declared (cp1251 sent as utf-8) and undeclared charsets all decode to
+    # text the language filter recognizes (English-only by default), not to mojibake.
+    for name, language in (("cp1251", "ru"), ("mislabeled", "ru"), ("undeclared", "fr")):
+        assert why[f"http://hostile.example/{name}"] == f"language={language}", why
+    assert "http://hostile.example/utf8" in kept | set(by_url)
+
+
+def test_unusable_file_fails_its_partition_naming_the_file(reference, tmp_path):
+    _, reference_lake, _ = reference
+    demo = reference_lake.read_bytes(reference_lake.list(f"landing/{CRAWL}")[0])
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    crawl = "CC-MAIN-UNUSABLE"
+    land(lake, crawl, {"a.warc.gz": demo, "b.warc.gz": b"<html>a web page, not a WARC</html>"})
+    instance = DagsterInstance.ephemeral()
+    sync_partitions(instance, lake)
+    result = run_ingest(instance, lake, f"{crawl}|00000")
+    assert not result.success
+    message = step_failure_messages(result)
+    assert f"landing/{crawl}/b.warc.gz" in message and "not a WARC file" in message
+    assert sum(event.is_step_up_for_retry for event in result.all_events) == 0
+    assert not lake.exists(f"raw/{crawl}/00000/{MARKER}")
+    assert lake.list(f"raw/{crawl}") == []
+    assert faults.stray_temp_files(tmp_path / "lake") == []
+
+
+def test_real_damaged_and_legacy_files(shared, tmp_path):
+    warc = shared / "corpora" / "warc"
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    shard = land(
+        lake, "CC-MAIN-CLIPPED", {"t.warc.gz": (warc / "truncated-record.warc.gz").read_bytes()}
+    )
+    report = land_shard(lake, shard)
+    assert dict(report.dropped) == {"truncated_gzip": 1}
+    assert read_table(lake, f"{shard.prefix('raw')}/quarantine.parquet").num_rows == 1
+    arc = land(
+        lake, "CC-MAIN-ARC", {"aut.arc.gz": (warc / "aut-2008-heritrix.arc.gz").read_bytes()}
+    )
+    with pytest.raises(UnusableInputError, match=r"landing/CC-MAIN-ARC/aut.arc.gz: legacy ARC"):
+        land_shard(lake, arc)
+    assert lake.list("raw/CC-MAIN-ARC") == []
+
+
+BIG_RECORD_CHILD = """
+import json, resource, sys
+from tokenmill.ingest import land_shard
+from tokenmill.lake import Lake
+from tokenmill.shards import Shard
+lake = Lake.from_url(sys.argv[1])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+report = land_shard(lake, Shard(sys.argv[2], "00000"))
+growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+outcome = {"growth_mb": growth / 1024, "dropped": report.dropped, "out": report.records_out}
+print(json.dumps(outcome))
+"""
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["warc", "warc.gz"])
+def test_200mb_record_streams_in_bounded_memory(compressed, tmp_path):
+    import json
+    import subprocess
+    import zlib
+
+    from tests.test_warc import record
+
+    size = 200 << 20
+    lake_root = tmp_path / "lake"
+    crawl = "CC-MAIN-BIG"
+    name = "big.warc.gz" if compressed else "big.warc"
+    path = lake_root / "landing" / crawl / name
+    path.parent.mkdir(parents=True)
+    head, tail = record(0), record(2)
+    body = b"<p>" + b"a long page " * (size // 12) + b"</p>"
+    big = record(1, body=body)
+    with open(path, "wb") as f:
+        for part in (head, big, tail):
+            f.write(zlib.compress(part, 1, wbits=31) if compressed else part)
+    del big, body
+    lake = Lake.from_url(str(lake_root))
+    register_new_files(lake, crawl, files_per_shard=1)
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", BIG_RECORD_CHILD, str(lake_root), crawl],
+            cwd=faults.PROJECT_DIR,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert child.returncode == 0, child.stderr[-3000:]
+        outcome = json.loads(child.stdout.splitlines()[-1])
+        assert outcome["dropped"] == {"oversized_record": 1} and outcome["out"] == 2
+        # 64 MB is the largest record kept (DEFAULT_MAX_RECORD_BYTES); beyond it, streamed past.
+        assert outcome["growth_mb"] < 100, outcome
+        copy = lake_root / "raw" / crawl / "00000" / name
+        assert copy.stat().st_size == path.stat().st_size
+    finally:
+        shutil.rmtree(lake_root)
+
+
+# Path-like names
+
+
+def run_ingest(instance: DagsterInstance, lake: Lake, partition: str):
+    from data_assets.definitions import defs
+
+    job = defs.resolve_job_def("ingest_shard")
+    return job.execute_in_process(
+        instance=instance,
+        partition_key=partition,
+        raise_on_error=False,
+        resources={"lake": LakeResource(url=lake.url)},
+    )
+
+
+def step_failure_messages(result) -> str:
+    failures = [event for event in result.all_events if event.is_step_failure]
+    return "\n".join(str(event.step_failure_data.error.message) for event in failures)
+
+
+def test_path_like_names_never_escape_the_lake(tmp_path):
+    lake = Lake.from_url(str(tmp_path / "nested" / "lake"))
+    before = sorted(tmp_path.rglob("*"))
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("crawls", ["../../etc", CRAWL])
+    instance.add_dynamic_partitions("shards", ["00000", "../x"])
+    for partition in ("../../etc|00000", f"{CRAWL}|../x"):
+        result = run_ingest(instance, lake, partition)
+        assert not result.success
+        assert "must be a plain name, not a path" in step_failure_messages(result)
+        assert sum(event.is_step_up_for_retry for event in result.all_events) == 0
+    with pytest.raises(LakeKeyError):
+        register_new_files(lake, "../../etc", files_per_shard=2)
+    with pytest.raises(LakeKeyError):
+        lake.write_bytes("landing/../../../escaped.warc.gz", b"x")
+    # A landing folder no crawl can be named after is left out; the others are discovered.
+    lake.write_bytes("landing/good/a.warc.gz", b"x")
+    lake.write_bytes("landing/bad\\name/b.warc.gz", b"x")
+    lake.write_bytes(f"landing/.{uuid.uuid4().hex}/c.warc.gz", b"x")
+    created, _ = discover(lake, {}, files_per_shard=1, max_keys=10)
+    assert [shard.crawl for shard in created] == ["good"]
+    after = sorted(tmp_path.rglob("*"))
+    lake_root = tmp_path / "nested" / "lake"
+    assert [p for p in after if p not in before and lake_root not in p.parents] == []
