@@ -393,6 +393,105 @@ def fuzz_reader(samples: list[bytes], mutations: int, seed: int) -> FuzzResult:
     return result
 
 
+# Hostile input, whole files
+
+
+def page(title: str, text: str) -> str:
+    return f"<html><head><title>{title}</title></head><body><article><p>{text}</p></article>"
+
+
+def hostile_warc() -> bytes:
+    """Records a crawler really meets: charsets declared, undeclared and wrong, binary bodies
+    sent as text/html, a header line that is not UTF-8, and damage in the middle."""
+    out = io.BytesIO()
+    from tokenmill.warc_writer import WarcWriter, encode_record, gzip_member
+
+    writer = WarcWriter(out, id_seed="hostile")
+    prose = "The committee met on Tuesday to review the budget for the new library. " * 20
+    russian = "Комитет собрался во вторник, чтобы обсудить бюджет новой библиотеки. " * 20
+    cases = [
+        ("utf8", page("ok", prose).encode(), "text/html; charset=utf-8"),
+        ("cp1251", page("ru", russian).encode("cp1251"), "text/html; charset=windows-1251"),
+        ("mislabeled", page("ru", russian).encode("cp1251"), "text/html; charset=utf-8"),
+        ("undeclared", page("fr", "Le comité s'est réuni. " * 40).encode("latin-1"), "text/html"),
+        ("binary", random.Random(1).randbytes(20_000), "text/html"),
+        ("png", b"\x89PNG\r\n\x1a\n" + b"\x00IHDR" * 3000, "text/html; charset=utf-8"),
+    ]
+    for index, (name, body, content_type) in enumerate(cases):
+        writer.write_response(
+            f"http://hostile.example/{name}",
+            body,
+            content_type=content_type,
+            date="2026-01-01T00:00:00Z",
+            record_id=f"<urn:uuid:00000000-0000-0000-0000-{index:012d}>",
+        )
+    writer.write_raw(gzip_member(b"\xff\xfe garbage that is not a WARC record")[:40])
+    bad_header = encode_record("response", {"WARC-Target-URI": "http://hostile.example/!"}, b"hi")
+    writer.write_raw(gzip_member(bad_header.replace(b"/!", b"/\xff\xfe")))
+    return out.getvalue()
+
+
+BIG_RECORD_CHILD = """
+import json, resource, sys
+from tokenmill.ingest import land_shard
+from tokenmill.lake import Lake
+from tokenmill.shards import Shard
+lake = Lake.from_url(sys.argv[1])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+report = land_shard(lake, Shard(sys.argv[2], "00000"))
+growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+outcome = {"growth_mb": growth / 1024, "dropped": report.dropped, "out": report.records_out}
+print(json.dumps(outcome))
+"""
+
+
+def big_record_trial(lake_root: Path, size: int, compressed: bool) -> dict:
+    """Land a WARC file holding one `size`-byte record between two small ones, in a child
+    process: how much its peak RSS grew while landing it, and what was kept aside."""
+    import zlib
+
+    from tokenmill.shards import register_new_files
+
+    def record(n: int, body: bytes) -> bytes:
+        block = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + body
+        head = (
+            f"WARC/1.1\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:{n:08d}>\r\n"
+            f"WARC-Target-URI: http://big.example/{n}\r\nContent-Length: {len(block)}\r\n\r\n"
+        ).encode()
+        return head + block + b"\r\n\r\n"
+
+    crawl = "CC-MAIN-BIG"
+    name = "big.warc.gz" if compressed else "big.warc"
+    path = lake_root / "landing" / crawl / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        for n, body in enumerate([b"<p>small</p>", b"<p>" + b"a long page " * (size // 12), b""]):
+            part = record(n, body or b"<p>small too</p>")
+            f.write(zlib.compress(part, 1, wbits=31) if compressed else part)
+    register_new_files(Lake.from_url(str(lake_root)), crawl, files_per_shard=1)
+    child = subprocess.run(
+        [sys.executable, "-c", BIG_RECORD_CHILD, str(lake_root), crawl],
+        cwd=PROJECT_DIR,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if child.returncode != 0:
+        raise RuntimeError(child.stderr[-3000:])
+    outcome = json.loads(child.stdout.splitlines()[-1])
+    copy = lake_root / "raw" / crawl / "00000" / name
+    outcome["copied_identically"] = _file_sha256(copy) == _file_sha256(path)
+    return outcome
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 # Server faults
 
 

@@ -6,10 +6,8 @@ benchmarks/fault_table.py; these are its bounded CI counterparts."""
 from __future__ import annotations
 
 import gzip
-import io
 import random
 import shutil
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -29,7 +27,6 @@ from tokenmill.lake import Lake, LakeKeyError
 from tokenmill.outputs import MARKER
 from tokenmill.shards import Shard, discover, register_new_files
 from tokenmill.warc import UnusableInputError
-from tokenmill.warc_writer import WarcWriter, encode_record, gzip_member
 
 SHARD = f"{CRAWL}/00000"
 PARTITION = f"{CRAWL}|00000"
@@ -202,39 +199,6 @@ def test_fuzzed_warc_files_never_crash_the_reader(reference):
     assert result.bad_records > 100 and result.unusable < result.files // 4, result
 
 
-def page(title: str, text: str) -> str:
-    return f"<html><head><title>{title}</title></head><body><article><p>{text}</p></article>"
-
-
-def hostile_warc() -> bytes:
-    """Records a crawler really meets: charsets declared, undeclared and wrong, binary bodies
-    sent as text/html, a header line that is not UTF-8, and damage in the middle."""
-    out = io.BytesIO()
-    writer = WarcWriter(out, id_seed="hostile")
-    prose = "The committee met on Tuesday to review the budget for the new library. " * 20
-    russian = "Комитет собрался во вторник, чтобы обсудить бюджет новой библиотеки. " * 20
-    cases = [
-        ("utf8", page("ok", prose).encode(), "text/html; charset=utf-8"),
-        ("cp1251", page("ru", russian).encode("cp1251"), "text/html; charset=windows-1251"),
-        ("mislabeled", page("ru", russian).encode("cp1251"), "text/html; charset=utf-8"),
-        ("undeclared", page("fr", "Le comité s'est réuni. " * 40).encode("latin-1"), "text/html"),
-        ("binary", random.Random(1).randbytes(20_000), "text/html"),
-        ("png", b"\x89PNG\r\n\x1a\n" + b"\x00IHDR" * 3000, "text/html; charset=utf-8"),
-    ]
-    for index, (name, body, content_type) in enumerate(cases):
-        writer.write_response(
-            f"http://hostile.example/{name}",
-            body,
-            content_type=content_type,
-            date="2026-01-01T00:00:00Z",
-            record_id=f"<urn:uuid:00000000-0000-0000-0000-{index:012d}>",
-        )
-    writer.write_raw(gzip_member(b"\xff\xfe garbage that is not a WARC record")[:40])
-    bad_header = encode_record("response", {"WARC-Target-URI": "http://hostile.example/!"}, b"hi")
-    writer.write_raw(gzip_member(bad_header.replace(b"/!", b"/\xff\xfe")))
-    return out.getvalue()
-
-
 def land(lake: Lake, crawl: str, files: dict[str, bytes]) -> Shard:
     for name, data in files.items():
         lake.write_bytes(f"landing/{crawl}/{name}", data)
@@ -255,7 +219,7 @@ def test_hostile_records_are_counted_kept_aside_and_never_fail_the_run(reference
         lake,
         "CC-MAIN-HOSTILE",
         {
-            "a-hostile.warc.gz": hostile_warc(),
+            "a-hostile.warc.gz": faults.hostile_warc(),
             "b-truncated.warc.gz": demo[: len(demo) // 2],
             "c-empty.warc.gz": b"",
             "d-flipped.warc.gz": faults.mutate(demo, random.Random(3))[0],
@@ -331,58 +295,15 @@ def test_real_damaged_and_legacy_files(shared, tmp_path):
     assert lake.list("raw/CC-MAIN-ARC") == []
 
 
-BIG_RECORD_CHILD = """
-import json, resource, sys
-from tokenmill.ingest import land_shard
-from tokenmill.lake import Lake
-from tokenmill.shards import Shard
-lake = Lake.from_url(sys.argv[1])
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-report = land_shard(lake, Shard(sys.argv[2], "00000"))
-growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-outcome = {"growth_mb": growth / 1024, "dropped": report.dropped, "out": report.records_out}
-print(json.dumps(outcome))
-"""
-
-
 @pytest.mark.parametrize("compressed", [False, True], ids=["warc", "warc.gz"])
 def test_200mb_record_streams_in_bounded_memory(compressed, tmp_path):
-    import json
-    import subprocess
-    import zlib
-
-    from tests.test_warc import record
-
-    size = 200 << 20
     lake_root = tmp_path / "lake"
-    crawl = "CC-MAIN-BIG"
-    name = "big.warc.gz" if compressed else "big.warc"
-    path = lake_root / "landing" / crawl / name
-    path.parent.mkdir(parents=True)
-    head, tail = record(0), record(2)
-    body = b"<p>" + b"a long page " * (size // 12) + b"</p>"
-    big = record(1, body=body)
-    with open(path, "wb") as f:
-        for part in (head, big, tail):
-            f.write(zlib.compress(part, 1, wbits=31) if compressed else part)
-    del big, body
-    lake = Lake.from_url(str(lake_root))
-    register_new_files(lake, crawl, files_per_shard=1)
     try:
-        child = subprocess.run(
-            [sys.executable, "-c", BIG_RECORD_CHILD, str(lake_root), crawl],
-            cwd=faults.PROJECT_DIR,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert child.returncode == 0, child.stderr[-3000:]
-        outcome = json.loads(child.stdout.splitlines()[-1])
+        outcome = faults.big_record_trial(lake_root, 200 << 20, compressed)
         assert outcome["dropped"] == {"oversized_record": 1} and outcome["out"] == 2
         # 64 MB is the largest record kept (DEFAULT_MAX_RECORD_BYTES); beyond it, streamed past.
         assert outcome["growth_mb"] < 100, outcome
-        copy = lake_root / "raw" / crawl / "00000" / name
-        assert copy.stat().st_size == path.stat().st_size
+        assert outcome["copied_identically"], outcome
     finally:
         shutil.rmtree(lake_root)
 
