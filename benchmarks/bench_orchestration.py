@@ -1,7 +1,8 @@
 """Orchestration overhead: the stages as Dagster runs on the local instance against the bare
 stage functions on the same shards.
 
-    uv run python benchmarks/bench_orchestration.py [--shards 200] [--pages 4] [--sample 6]
+    uv run python benchmarks/bench_orchestration.py [--shards 200] [--pages 10] [--sample 6]
+        [--daemon]
 
 A demo crawl of `--shards` tiny shards (one WARC file of `--pages` pages each) is landed twice:
 once for the bare stage functions (tokenmill/, no Dagster), once for Dagster runs on a temporary
@@ -13,6 +14,8 @@ instance with the project's dagster.yaml (execute_in_process, as data_assets/run
    daemon plans them (BackfillPolicy.multi_run: MAX_SHARDS_PER_RUN shards per run, the stages
    of one group in one run, phases in dependency order), executed one at a time, against the
    sum of the bare stage times of the whole pipeline.
+3. With --daemon: the same backfill launched through `dagster dev` (GraphQL, as the UI does),
+   its runs launched by the daemon, each in its own process.
 """
 
 from __future__ import annotations
@@ -22,9 +25,13 @@ import math
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dagster import RunsFilter  # noqa: E402
+from dagster._core.storage.tags import BACKFILL_ID_TAG  # noqa: E402
 
 from benchmarks.measure import print_table, timed  # noqa: E402
 
@@ -91,11 +98,47 @@ def execute(instance, job_name: str, first: str | None, last: str | None) -> boo
     return result.success
 
 
+def daemon_backfill(root: Path, shards: int, pages: int) -> tuple[int, float, str]:
+    """Every stage over every partition as one asset backfill launched through `dagster dev`
+    (GraphQL, as the UI does; the daemon launches the runs): (runs, wall s, final status)."""
+    from data_assets.runner import STAGE_ASSETS, register
+    from tests.dagster_dev import IN_PROCESS, start_dagster_dev, stop_dagster_dev
+    from tokenmill.cli import land_demo_crawl
+    from tokenmill.lake import Lake
+
+    dev = start_dagster_dev(root)
+    try:
+        dev.stop_automation()
+        lake = Lake.from_url(dev.env["TOKENMILL_LAKE_URL"])
+        land_demo_crawl(lake, CRAWL, shards, pages, seed=0)
+        with dev.instance() as instance:
+            register(instance, lake, CRAWL, files_per_shard=1)
+        params = {
+            "assetSelection": [{"path": [name]} for name in STAGE_ASSETS],
+            "allPartitions": True,
+            "runConfigData": IN_PROCESS,
+        }
+        started = time.perf_counter()
+        backfill_id = dev.launch_backfill(params)
+        backfill = dev.wait_for_backfill(backfill_id, timeout=3 * 3600)
+        wall = time.perf_counter() - started
+        with dev.instance() as instance:
+            runs = instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
+        return len(runs), wall, backfill.status.value
+    finally:
+        stop_dagster_dev(dev)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shards", type=int, default=200)
-    parser.add_argument("--pages", type=int, default=4, help="pages per shard (one WARC file)")
+    parser.add_argument("--pages", type=int, default=10, help="pages per shard (one WARC file)")
     parser.add_argument("--sample", type=int, default=6, help="single-partition runs timed")
+    parser.add_argument(
+        "--daemon",
+        action="store_true",
+        help="also time the backfill launched through `dagster dev` (slow: minutes)",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-orch-") as scratch:
@@ -155,6 +198,7 @@ def main() -> None:
             ],
         )
         overhead = wall / bare_total - 1
+        fixed_per_run = (wall - bare_total) / len(plan)
         print_table(
             f"Multi-run backfill: {len(keys)} partitions x every stage, "
             f"{MAX_SHARDS_PER_RUN} shards per run, runs one at a time",
@@ -172,6 +216,37 @@ def main() -> None:
                 ],
             ],
         )
+        # The overhead is a fixed cost per run: under target once the bare work of all runs is
+        # 1 / TARGET_OVERHEAD times the runs' fixed cost.
+        print_table(
+            "Fixed cost per run, and the shard size that keeps it under target",
+            ["fixed s per run", "bare s per partition now", "bare s per partition needed"],
+            [
+                [
+                    fixed_per_run,
+                    bare_total / len(keys),
+                    fixed_per_run * len(plan) / (TARGET_OVERHEAD * len(keys)),
+                ]
+            ],
+        )
+        if args.daemon:
+            runs, daemon_wall, status = daemon_backfill(root / "daemon", args.shards, args.pages)
+            print_table(
+                f"Asset backfill through dagster dev: {len(keys)} partitions x every stage "
+                "(daemon, in_process executor, 2 runs at a time)",
+                ["path", "runs", "wall s", "s per partition", "overhead", "status"],
+                [
+                    ["bare stage functions (sum)", 0, bare_total, bare_total / len(keys), "-", "-"],
+                    [
+                        "dagster dev backfill",
+                        runs,
+                        daemon_wall,
+                        daemon_wall / len(keys),
+                        f"{daemon_wall / bare_total - 1:+.1%}",
+                        status,
+                    ],
+                ],
+            )
         print_table(
             "Bare stage time by stage",
             ["stage", "calls", "total s", "mean s"],

@@ -46,6 +46,18 @@ BACKFILL_UNDER_WAY = {
     BulkActionStatus.CANCELING,
     BulkActionStatus.FAILING,
 }
+LAUNCH_BACKFILL = """
+mutation($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on PartitionKeysNotFoundError { message }
+  }
+}
+"""
+# The launchpad's "in_process" executor: one process per run instead of one per step.
+IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
 NEEDED_DAEMONS = {"BACKFILL", "QUEUED_RUN_COORDINATOR"}
 
 
@@ -119,6 +131,13 @@ class DagsterDev:
             unfinished = instance.get_runs(RunsFilter(statuses=UNFINISHED))
         for run in unfinished:
             self.graphql(TERMINATE_RUN, {"runId": run.run_id})
+
+    def launch_backfill(self, params: dict) -> str:
+        """Launch a backfill as the UI does (LaunchBackfillParams); returns its id."""
+        launched = self.graphql(LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
+        if launched["__typename"] != "LaunchBackfillSuccess":
+            raise RuntimeError(f"backfill not launched: {launched}")
+        return launched["backfillId"]
 
     def wait_for_backfill(self, backfill_id: str, timeout: float) -> PartitionBackfill:
         """The backfill once the daemon has finished it (successfully or not)."""

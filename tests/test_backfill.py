@@ -18,7 +18,7 @@ from dagster._core.storage.tags import (
 from data_assets.partitions import crawl_partitions, shard_index_partitions, shard_partitions
 from data_assets.runner import register
 from data_assets.stages import MAX_SHARDS_PER_RUN
-from tests.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
+from tests.dagster_dev import IN_PROCESS, DagsterDev, start_dagster_dev, stop_dagster_dev
 from tokenmill.cli import land_demo_crawl
 from tokenmill.lake import Lake
 from tokenmill.shards import shard_name
@@ -28,16 +28,6 @@ pytestmark = pytest.mark.timeout(300)
 CRAWL = "CC-MAIN-BACKFILL"
 EMPTY_SHARDS = 40  # shard keys no manifest of the crawl lists: they materialize with no docs
 INGEST_ASSETS = ["raw_crawl", "cleaned", "dedup_signatures"]  # the `ingest_shard` job
-LAUNCH_BACKFILL = """
-mutation($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PythonError { message }
-    ... on PartitionKeysNotFoundError { message }
-  }
-}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -84,18 +74,16 @@ def test_asset_backfill_launches_one_run_per_eight_shards(dev: DagsterDev, lake:
         "assetSelection": [{"path": [name]} for name in INGEST_ASSETS],
         "partitionNames": keys,
         "title": "ingest every shard",
-        # One process per run, not one per step: the launchpad's "in_process" executor.
-        "runConfigData": {"execution": {"config": {"in_process": {}}}},
+        "runConfigData": IN_PROCESS,
     }
-    launched = dev.graphql(LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
-    assert launched["__typename"] == "LaunchBackfillSuccess", launched
-    backfill = dev.wait_for_backfill(launched["backfillId"], timeout=200)
+    backfill_id = dev.launch_backfill(params)
+    backfill = dev.wait_for_backfill(backfill_id, timeout=200)
     assert backfill.status == BulkActionStatus.COMPLETED_SUCCESS, backfill
 
     # The three ingest stages share partitions and backfill policy, so each run takes all of
     # them for a range of up to MAX_SHARDS_PER_RUN shards.
     with dev.instance() as instance:
-        runs = instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: launched["backfillId"]}))
+        runs = instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
         all_keys = shard_partitions.get_partition_keys(dynamic_partitions_store=instance)
     assert len(runs) == math.ceil(len(keys) / MAX_SHARDS_PER_RUN)
     covered = []
