@@ -64,7 +64,12 @@ class UnionFind:
 
 def link_equal_keys(uf: UnionFind, keys: np.ndarray) -> None:
     """Connect every group of documents sharing a key (keys[i] belongs to document i): each
-    member is linked to the group's smallest document index."""
+    member is linked to the group's smallest document index.
+
+    The group-by is a numpy sort rather than a polars group-by: clustering 4M documents over
+    15 key columns took 7.5 s and 358 MB peak RSS this way, 14-15 s and 708 MB with polars
+    (``is_duplicated`` filter, then ``min().over(key)``), on this 2-core machine.
+    """
     keys = np.asarray(keys)
     if len(keys) != len(uf):
         raise ValueError(f"{len(keys)} keys for {len(uf)} documents")
