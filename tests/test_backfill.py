@@ -77,7 +77,7 @@ def test_asset_backfill_launches_one_run_per_eight_shards(dev: DagsterDev, lake:
         "runConfigData": IN_PROCESS,
     }
     backfill_id = dev.launch_backfill(params)
-    backfill = dev.wait_for_backfill(backfill_id, timeout=200)
+    backfill = dev.wait_for_backfill(backfill_id, timeout=240)
     assert backfill.status == BulkActionStatus.COMPLETED_SUCCESS, backfill
 
     # The three ingest stages share partitions and backfill policy, so each run takes all of
@@ -134,7 +134,7 @@ def test_cli_job_backfills_a_range_and_a_list(dev: DagsterDev, lake: Lake):
     for launched, wanted in ((by_range, keys[0:2]), (by_list, keys[2:3])):
         backfill_id = re.search(r"Launched backfill job `([^`]+)`", launched.stdout).group(1)
         # A job backfill is one queued run per partition, dequeued by the daemon.
-        runs = dev.wait_for_runs({BACKFILL_ID_TAG: backfill_id}, len(wanted), timeout=150)
+        runs = dev.wait_for_runs({BACKFILL_ID_TAG: backfill_id}, len(wanted), timeout=240)
         assert sorted(run.tags["dagster/partition"] for run in runs) == sorted(wanted)
         assert all(run.status == DagsterRunStatus.SUCCESS for run in runs)
     for name in INGEST_ASSETS:
