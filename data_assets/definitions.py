@@ -13,6 +13,7 @@ from dagster import (
     DefaultSensorStatus,
     Definitions,
     EnvVar,
+    in_process_executor,
 )
 
 warnings.filterwarnings("ignore", category=BetaWarning)
@@ -75,6 +76,9 @@ def build_definitions(
         jobs=[*ALL_JOBS, reconcile_landing],
         sensors=[landing_zone, record_run_failures, automation],
         schedules=[reconcile_schedule],
+        # A run's steps run one after another in its process (in its pod, on Kubernetes): the
+        # stages of a shard are sequential anyway, and a process per step costs seconds each.
+        executor=in_process_executor,
         resources={
             "lake": lake,
             "alerts": alerts or AlertsResource(),

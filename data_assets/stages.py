@@ -156,6 +156,7 @@ def deduplicated(context: AssetExecutionContext, lake: LakeResource) -> Material
     # everything, so that is a deliberate launch.
     automation_condition=(
         AutomationCondition.missing()
+        & AutomationCondition.any_deps_match(~AutomationCondition.missing())
         & ~AutomationCondition.any_deps_missing()
         & ~AutomationCondition.any_deps_in_progress()
         & ~AutomationCondition.in_progress()

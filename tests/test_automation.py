@@ -143,7 +143,7 @@ class Automation:
 
     def __init__(self, defs, instance: DagsterInstance):
         self.defs, self.instance, self.cursor = defs, instance, None
-        self.evaluate()
+        self.first = self.evaluate()
 
     def evaluate(self):
         result = evaluate_automation_conditions(
@@ -181,6 +181,7 @@ def test_a_shard_dropped_in_the_landing_zone_ends_up_tokenized(tmp_path, lake):
         return cursor, len(runs)
 
     automation = Automation(defs, instance)
+    assert automation.first.total_requested == 0  # nothing to do yet, not even a tokenizer
     cursor, launched = sensor_tick(None)
     assert launched == 1
     assert automation.settle() >= 4  # clusters, deduplicated, tokenizer, tokenized
