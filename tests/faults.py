@@ -18,11 +18,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from tokenmill.lake import TEMP_MARKER, Lake
 from tokenmill.outputs import MARKER
@@ -216,20 +218,26 @@ def child_main(args: list[str]) -> None:
 @dataclass
 class Child:
     process: subprocess.Popen
-    lines: list[str] = field(default_factory=list)
+    # A file, not a pipe: Dagster logs plenty, and stdout is read line by line meanwhile.
+    stderr: IO[str]
 
     @classmethod
     def start(cls, *args: str, env: dict[str, str] | None = None) -> Child:
+        stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 - lives as long as the child
         process = subprocess.Popen(
             child_command(*args),
             cwd=PROJECT_DIR,
             env=os.environ | (env or {}),
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=stderr,
             text=True,
             start_new_session=True,
         )
-        return cls(process)
+        return cls(process, stderr)
+
+    def error_output(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read()[-3000:]
 
     def wait_for_go(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
@@ -240,7 +248,7 @@ class Child:
             if line.strip() == "go":
                 return
         self.kill()
-        raise RuntimeError(f"child never started its work: {self.process.stderr.read()[-3000:]}")
+        raise RuntimeError(f"child never started its work: {self.error_output()}")
 
     def kill(self) -> bool:
         """SIGKILL, as a node dies: no handler, no cleanup, no flush. True if the work had not
@@ -251,10 +259,13 @@ class Child:
         return not any(line.startswith("{") for line in self.process.stdout.read().splitlines())
 
     def outcome(self, timeout: float = 600) -> dict:
-        out, err = self.process.communicate(timeout=timeout)
+        # Not communicate(timeout=...): it reads the pipe's file descriptor and would miss
+        # what wait_for_go's readline already buffered. The child prints two short lines.
+        self.process.wait(timeout)
+        out = self.process.stdout.read()
         results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         if self.process.returncode != 0 or not results:
-            raise RuntimeError(f"child exited {self.process.returncode}: {err[-3000:]}")
+            raise RuntimeError(f"child exited {self.process.returncode}: {self.error_output()}")
         return results[-1]
 
 
@@ -386,7 +397,9 @@ def fuzz_reader(samples: list[bytes], mutations: int, seed: int) -> FuzzResult:
             continue
         result.bad_records += sum(isinstance(r, BadRecord) for r in records)
         survived = {(r.offset, r.record_id, r.block) for r in records if isinstance(r, WarcRecord)}
-        before_damage = [r for r in intact[index] if r.offset + r.length <= first]
+        before_damage = [
+            r for r in intact[index] if isinstance(r, WarcRecord) and r.offset + r.length <= first
+        ]
         result.good_records_lost += sum(
             (r.offset, r.record_id, r.block) not in survived for r in before_damage
         )
@@ -431,15 +444,18 @@ def hostile_warc() -> bytes:
     return out.getvalue()
 
 
+# Peak RSS from VmHWM: ru_maxrss would carry the parent's peak over fork and exec.
 BIG_RECORD_CHILD = """
-import json, resource, sys
+import json, re, sys
 from tokenmill.ingest import land_shard
 from tokenmill.lake import Lake
 from tokenmill.shards import Shard
+def peak_kib():
+    return int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1))
 lake = Lake.from_url(sys.argv[1])
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_kib()
 report = land_shard(lake, Shard(sys.argv[2], "00000"))
-growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+growth = peak_kib() - before
 outcome = {"growth_mb": growth / 1024, "dropped": report.dropped, "out": report.records_out}
 print(json.dumps(outcome))
 """

@@ -1,0 +1,387 @@
+"""The fault campaign behind the README's reliability table: every fault of tests/test_faults.py,
+many more times, with random timing. Prints one markdown table (fault, trials, runs recovered,
+docs lost, docs duplicated, outputs identical) and the numbers behind it.
+
+    uv run python benchmarks/fault_table.py            # ~10 minutes on 2 cores
+    uv run python benchmarks/fault_table.py --quick    # a few trials of each, ~4 minutes
+
+Needs PostgreSQL at 127.0.0.1:5432 (trust auth; root to restart it with pg_ctlcluster) and the
+SeaweedFS binary (dev dependency); a fault whose server is missing is reported as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.measure import print_table, shared_path  # noqa: E402
+from tests import faults, servers  # noqa: E402
+from tests.faults import CRAWL, Child  # noqa: E402
+from tokenmill.lake import Lake, LakeKeyError  # noqa: E402
+from tokenmill.outputs import MARKER  # noqa: E402
+
+SHARD = f"{CRAWL}/00000"
+PARTITION = f"{CRAWL}|00000"
+
+
+@dataclass
+class Row:
+    fault: str
+    trials: int = 0
+    recovered: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    identical: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, recovered: bool, identical: bool, lost: int = 0, duplicated: int = 0) -> None:
+        self.trials += 1
+        self.recovered += recovered
+        self.identical += identical
+        self.lost += lost
+        self.duplicated += duplicated
+
+    def cells(self) -> list:
+        return [
+            self.fault,
+            self.trials,
+            f"{self.recovered}/{self.trials}",
+            self.lost,
+            self.duplicated,
+            f"{self.identical}/{self.trials}",
+            "; ".join(self.notes),
+        ]
+
+
+def crash_stages(reference: Lake, reference_root: Path, seconds, work: Path, per_stage: int):
+    row = Row("kill -9 of a stage process at a random point")
+    rng = random.Random(1)
+    trial_root = faults.copy_lake(reference_root, work / "crash")
+    mid_work = committed_views = 0
+    for stage, _, _ in faults.STAGES:
+        for index in range(per_stage):
+            targets = faults.targets(reference, CRAWL, stage)
+            target = targets[index % len(targets)]
+            delay = rng.uniform(0, seconds[stage, target])
+            trial = faults.crash_trial(
+                reference, trial_root, stage, target, delay, fresh=index % 2 == 0
+            )
+            ok = not trial.problems_after_kill and trial.identical_after_rerun
+            row.add(ok, trial.identical_after_rerun, trial.rows_lost, trial.rows_duplicated)
+            mid_work += trial.killed_while_running
+            committed_views += 1
+            if trial.problems_after_kill:
+                row.notes.append(f"{stage}: {trial.problems_after_kill}")
+    stray = faults.stray_temp_files(trial_root)
+    row.notes.append(
+        f"{len(faults.STAGES)} stages; {mid_work} killed mid-work; "
+        f"{committed_views} committed views checked, 0 partial; {len(stray)} temp files left"
+    )
+    return row
+
+
+def crash_dagster_runs(reference: Lake, work: Path, trials: int):
+    row = Row("kill -9 of a Dagster run (execute_in_process), then re-run")
+    rng = random.Random(2)
+    for index in range(trials):
+        root = work / f"run-{index}"
+        lake = Lake.from_url(str(root / "lake"))
+        faults.seed_lake(reference, lake)
+        env = faults.dagster_env(faults.local_home(root / "home"), str(root / "lake"))
+        faults.add_partitions(env, lake)
+        child = Child.start("job", "ingest_shard", PARTITION, env=env)
+        child.wait_for_go()
+        time.sleep(rng.uniform(0.5, 3.0))
+        child.kill()
+        partial = [
+            p
+            for zone in faults.INGEST_PREFIXES
+            for p in faults.commit_problems(lake, f"{zone}/{SHARD}")
+        ]
+        outcome = faults.run_child("job", "ingest_shard", PARTITION, env=env)
+        identical = faults.ingest_outputs_match(reference, lake, SHARD)
+        lost, duplicated = zip(
+            *(
+                faults.rows_lost_and_duplicated(reference, lake, f"{zone}/{SHARD}")
+                for zone in faults.INGEST_PREFIXES
+            ),
+            strict=True,
+        )
+        row.add(outcome["success"] and not partial, identical, sum(lost), sum(duplicated))
+    row.notes.append("killed 0.5-3 s into the run; the killed run stays STARTED without a daemon")
+    return row
+
+
+def concurrent_runs(reference: Lake, reference_root: Path, work: Path):
+    row = Row("same partition materialized twice concurrently")
+    root = faults.copy_lake(reference_root, work / "concurrent")
+    lake = Lake.from_url(str(root))
+    for stage, _, _ in faults.STAGES:
+        target = faults.targets(reference, CRAWL, stage)[0]
+        prefix = faults.output_prefix(stage, target)
+        lake.delete_prefix(prefix)
+        children = [Child.start("stage", str(root), stage, target) for _ in range(2)]
+        for child in children:
+            child.wait_for_go()
+        succeeded = all(child.outcome()["success"] for child in children)
+        identical = faults.snapshot(lake, prefix) == faults.snapshot(reference, prefix)
+        lost, duplicated = faults.rows_lost_and_duplicated(reference, lake, prefix)
+        row.add(succeeded and not faults.commit_problems(lake, prefix), identical, lost, duplicated)
+    row.notes.append("one pair per stage")
+    return row
+
+
+def s3_outages(reference: Lake, work: Path, outages: list[tuple[float, bool]]):
+    row = Row("S3 (SeaweedFS) outage mid-run")
+    if not servers.WEED.exists():
+        row.notes.append("skipped: no SeaweedFS binary")
+        return row
+    server = servers.start_seaweedfs(work / "seaweedfs")
+    os.environ.update(server.env())
+    retries, kinds = 0, []
+    try:
+        for index, (seconds, freeze) in enumerate(outages):
+            url = f"s3://{server.bucket}/outage-{index}"
+            lake = Lake.from_url(url, endpoint_url=server.endpoint)
+            faults.seed_lake(reference, lake)
+            home = faults.local_home(work / f"outage-home-{index}")
+            env = faults.dagster_env(home, url, TOKENMILL_S3_ENDPOINT=server.endpoint)
+            faults.add_partitions(env, lake)
+            child = Child.start("job", "ingest_shard", PARTITION, env=env)
+            child.wait_for_go()
+            time.sleep(random.Random(index).uniform(0.5, 2.0))
+            down = faults.s3_outage(server, seconds, freeze=freeze)
+            outcome = child.outcome(timeout=600)
+            if not outcome["success"]:  # failed cleanly: the retry must complete
+                outcome = faults.run_child("job", "ingest_shard", PARTITION, env=env)
+            retries += outcome.get("retries", 0)
+            identical = faults.ingest_outputs_match(reference, lake, SHARD)
+            row.add(outcome["success"], identical)
+            kinds.append(f"{'SIGSTOP' if freeze else 'killed+restarted'} {down:.0f} s")
+    finally:
+        servers.stop(server.process)
+    row.notes.append(", ".join(kinds) + f"; {retries} step retries in all")
+    return row
+
+
+def postgres_restarts(reference: Lake, work: Path, delays: list[float]):
+    row = Row("PostgreSQL (instance DB) restart mid-run")
+    if not servers.postgres_available():
+        row.notes.append("skipped: no PostgreSQL at 127.0.0.1:5432")
+        return row
+    from dagster import AssetKey, DagsterInstance, DagsterRunStatus
+
+    database = f"tokenmill_faults_{uuid.uuid4().hex[:8]}"
+    servers.create_database(database)
+    reruns = 0
+    try:
+        for index, delay in enumerate(delays):
+            root = work / f"pg-{index}"
+            lake = Lake.from_url(str(root / "lake"))
+            faults.seed_lake(reference, lake)
+            home, pg_env = faults.postgres_home(root / "home", database)
+            env = faults.dagster_env(home, str(root / "lake"), **pg_env)
+            faults.add_partitions(env, lake)
+            child = Child.start("job", "ingest_shard", PARTITION, env=env)
+            child.wait_for_go()
+            time.sleep(delay)
+            try:
+                faults.restart_postgres()
+            finally:
+                faults.ensure_postgres_running()
+            try:
+                outcome = child.outcome(timeout=600)
+            except RuntimeError:
+                outcome = {"success": False}
+            if not outcome["success"]:
+                reruns += 1
+                outcome = faults.run_child("job", "ingest_shard", PARTITION, env=env)
+            os.environ.update(env)
+            with DagsterInstance.get() as instance:
+                run = instance.get_run_by_id(outcome["run_id"])
+                recorded = run.status == DagsterRunStatus.SUCCESS and all(
+                    instance.get_latest_materialization_event(AssetKey(asset)).run_id == run.run_id
+                    for asset in ("raw_crawl", "cleaned", "dedup_signatures")
+                )
+            row.add(recorded, faults.ingest_outputs_match(reference, lake, SHARD))
+    finally:
+        faults.ensure_postgres_running()
+        servers.drop_database(database)
+    row.notes.append(f"restart {min(delays)}-{max(delays)} s into the run; {reruns} re-runs needed")
+    return row
+
+
+def fuzz(reference: Lake, mutations: int):
+    row = Row("random damage in WARC files (reader fuzzing)")
+    samples = [reference.read_bytes(k) for k in reference.list(f"landing/{CRAWL}")[:2]]
+    samples.append(gzip.decompress(samples[0]))
+    real = shared_path("corpora", "warc")
+    if real:
+        samples += [(real / n).read_bytes() for n in ("cc-main-2020-34-excerpt.warc.gz",)]
+    result = faults.fuzz_reader(samples, mutations, seed=3)
+    row.trials = result.files
+    row.recovered = result.files - len(result.crashes)
+    row.identical = result.files - len(result.crashes)
+    row.lost = result.good_records_lost
+    row.notes.append(
+        f"{len(samples)} source files (gz and plain); {result.bad_records} bad records kept "
+        f"aside; {result.unusable} files unusable (named error); crashes: {len(result.crashes)}"
+    )
+    return row
+
+
+def hostile_files(reference: Lake, work: Path):
+    from tokenmill.clean import clean_shard
+    from tokenmill.ingest import land_shard
+    from tokenmill.shards import register_new_files
+    from tokenmill.warc import UnusableInputError
+
+    row = Row("hostile files (charsets, binary as HTML, truncated, empty, unusable)")
+    demo = reference.read_bytes(reference.list(f"landing/{CRAWL}")[0])
+    lake = Lake.from_url(str(work / "hostile"))
+    cases = {
+        "charsets + binary + damaged members": faults.hostile_warc(),
+        "truncated gzip": demo[: len(demo) // 2],
+        "zero-byte file": b"",
+        "byte flips": faults.mutate(demo, random.Random(3))[0],
+    }
+    unusable = {"HTML named .warc.gz": b"<html>not a warc</html>"}
+    arc = shared_path("corpora", "warc", "aut-2008-heritrix.arc.gz")
+    clipped = shared_path("corpora", "warc", "truncated-record.warc.gz")
+    if clipped:
+        cases["clipped record (shared)"] = clipped.read_bytes()
+    if arc:
+        unusable["legacy ARC (shared)"] = arc.read_bytes()
+    for index, (_, data) in enumerate(cases.items()):
+        crawl = f"CC-MAIN-HOSTILE-{index}"
+        lake.write_bytes(f"landing/{crawl}/f.warc.gz", data)
+        (shard,) = register_new_files(lake, crawl, files_per_shard=1)
+        raw = land_shard(lake, shard)
+        clean_shard(lake, shard)
+        kept_aside = sum(raw.dropped.values())
+        ok = not faults.commit_problems(lake, shard.prefix("raw")) and kept_aside > 0
+        row.add(ok, lake.read_bytes(f"{shard.prefix('raw')}/f.warc.gz") == data)
+    for index, (_, data) in enumerate(unusable.items()):
+        crawl = f"CC-MAIN-UNUSABLE-{index}"
+        lake.write_bytes(f"landing/{crawl}/f.warc.gz", data)
+        (shard,) = register_new_files(lake, crawl, files_per_shard=1)
+        try:
+            land_shard(lake, shard)
+            named = False
+        except UnusableInputError as error:
+            named = f"landing/{crawl}/f.warc.gz" in str(error)
+        row.add(named and not lake.exists(f"{shard.prefix('raw')}/{MARKER}"), True)
+    row.notes.append(
+        f"{len(cases)} damaged files landed with bad records quarantined; "
+        f"{len(unusable)} unusable files failed naming file and reason"
+    )
+    return row
+
+
+def big_records(work: Path):
+    row = Row("200 MB single record (.warc and .warc.gz)")
+    growth = []
+    for compressed in (False, True):
+        root = work / f"big-{compressed}"
+        try:
+            outcome = faults.big_record_trial(root, 200 << 20, compressed)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        ok = outcome["dropped"] == {"oversized_record": 1} and outcome["out"] == 2
+        row.add(ok, outcome["copied_identically"])
+        growth.append(f"{outcome['growth_mb']:.0f} MB")
+    row.notes.append("peak RSS growth " + " / ".join(growth) + " (record kept aside, not held)")
+    return row
+
+
+def path_like_keys(work: Path):
+    from dagster import DagsterInstance
+
+    from data_assets.definitions import defs
+    from resources.lake import LakeResource
+    from tokenmill.shards import register_new_files
+
+    row = Row("path-like partition keys and crawl names (../../etc)")
+    lake = Lake.from_url(str(work / "paths" / "lake"))
+    before = set((work / "paths").rglob("*"))
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("crawls", ["../../etc", "ok"])
+    instance.add_dynamic_partitions("shards", ["00000", "../x"])
+    job = defs.resolve_job_def("ingest_shard")
+    for key in ("../../etc|00000", "ok|../x"):
+        result = job.execute_in_process(
+            instance=instance,
+            partition_key=key,
+            raise_on_error=False,
+            resources={"lake": LakeResource(url=lake.url)},
+        )
+        retried = any(event.is_step_up_for_retry for event in result.all_events)
+        row.add(not result.success and not retried, True)
+    try:
+        register_new_files(lake, "../../etc", files_per_shard=1)
+        row.add(False, True)
+    except LakeKeyError:
+        row.add(True, True)
+    escaped = [p for p in set((work / "paths").rglob("*")) - before if "lake" not in p.parts]
+    row.recovered -= bool(escaped)
+    row.notes.append(f"each refused at once, no retry; {len(escaped)} paths outside the lake")
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a few trials of each fault")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="tokenmill-faults-"))
+    try:
+        reference_root = work / "reference"
+        reference, seconds = faults.build_demo_lake(reference_root)
+        rows = [
+            crash_stages(reference, reference_root, seconds, work, 1 if args.quick else 4),
+            crash_dagster_runs(reference, work, 1 if args.quick else 4),
+            concurrent_runs(reference, reference_root, work),
+            s3_outages(
+                reference,
+                work,
+                [(10, False)]
+                if args.quick
+                else [(10, False), (20, False), (30, False), (20, True)],
+            ),
+            postgres_restarts(reference, work, [0.3] if args.quick else [0.2, 0.6, 1.0]),
+            fuzz(reference, 200 if args.quick else 1000),
+            hostile_files(reference, work),
+            big_records(work),
+            path_like_keys(work),
+        ]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print_table(
+        "Fault injection (benchmarks/fault_table.py)",
+        [
+            "fault",
+            "trials",
+            "runs recovered",
+            "docs lost",
+            "docs duplicated",
+            "outputs identical",
+            "notes",
+        ],
+        [row.cells() for row in rows],
+    )
+    print(f"\n{sum(r.trials for r in rows)} faults in {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
