@@ -170,15 +170,32 @@ def tokenmill_removed(texts: list[str]) -> set[int]:
         lake.write_json(shard.manifest_key, {"crawl": CRAWL, "shard": shard.shard, "files": []})
         rows = [{"doc_id": f"{i:06d}", "text": t} for i, t in enumerate(texts)]
         with PartitionWriter(lake, shard.prefix(CLEANED), StageReport()) as out:
-            out.parquet("docs.parquet", DOC_SCHEMA).write_table(pa.Table.from_pylist(rows))
+            sink = out.parquet("docs.parquet", DOC_SCHEMA)
+            sink.write_table(pa.Table.from_pylist(rows, DOC_SCHEMA))
         compute_signatures(lake, shard, DedupSettings())
         compute_clusters(lake, CRAWL, DedupSettings())
         doc_ids = read_column(lake, f"{crawl_prefix(CLUSTERS, CRAWL)}/clusters.parquet", "doc_id")
         return {int(doc_id) for doc_id in doc_ids.to_pylist()}
 
 
-def datatrove_removed(texts: list[str]) -> set[int]:
-    """datatrove's four MinHash steps with FineWeb's parameters on a local folder."""
+def _documents(texts: list[str], data=None, rank: int = 0, world_size: int = 1):
+    from datatrove.data import Document
+
+    for index, text in enumerate(texts):
+        yield Document(text=text, id=str(index))
+
+
+def _record_ids(path: str, data, rank: int = 0, world_size: int = 1):
+    with open(path, "w") as f:
+        for document in data:
+            f.write(document.id + "\n")
+            yield document
+
+
+def datatrove_removed(texts: list[str]) -> tuple[set[int], dict[int, int]]:
+    """datatrove's four MinHash steps with FineWeb's parameters on a local folder. (Its JSONL
+    reader needs orjson, which is not installed: documents come from a generator step.)
+    Returns the removed documents and the cluster of every document in a cluster."""
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup.minhash import (
         MinhashDedupBuckets,
@@ -186,29 +203,24 @@ def datatrove_removed(texts: list[str]) -> set[int]:
         MinhashDedupFilter,
         MinhashDedupSignature,
     )
-    from datatrove.pipeline.readers import JsonlReader
-    from datatrove.pipeline.writers import JsonlWriter
 
     config = datatrove_config()
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        (root / "input").mkdir()
-        with gzip.open(root / "input" / "docs.jsonl.gz", "wt", encoding="utf-8") as f:
-            for i, text in enumerate(texts):
-                f.write(json.dumps({"id": str(i), "text": text}) + "\n")
-
-        def reader():
-            return JsonlReader(str(root / "input"))
-
+        source = functools.partial(_documents, texts)
+        kept_path = str(root / "kept.txt")
         steps = [
-            [reader(), MinhashDedupSignature(output_folder=str(root / "sigs"), config=config)],
+            [source, MinhashDedupSignature(output_folder=str(root / "sigs"), config=config)],
             [MinhashDedupBuckets(str(root / "sigs"), str(root / "buckets"), config=config)],
-            [MinhashDedupCluster(str(root / "buckets"), str(root / "remove"), config=config)],
             [
-                reader(),
-                MinhashDedupFilter(
-                    str(root / "remove"), exclusion_writer=JsonlWriter(str(root / "removed"))
-                ),
+                MinhashDedupCluster(
+                    str(root / "buckets"), str(root / "remove"), config=config, save_cluster_id=True
+                )
+            ],
+            [
+                source,
+                MinhashDedupFilter(str(root / "remove")),
+                functools.partial(_record_ids, kept_path),
             ],
         ]
         tasks = [1, config.num_buckets, 1, 1]
@@ -220,12 +232,17 @@ def datatrove_removed(texts: list[str]) -> set[int]:
                 logging_dir=str(root / f"logs{index}"),
                 skip_completed=False,
             ).run()
-        removed = set()
-        for path in (root / "removed").glob("*.jsonl*"):
-            opener = gzip.open if path.suffix == ".gz" else open
-            with opener(path, "rt", encoding="utf-8") as f:
-                removed |= {int(json.loads(line)["id"]) for line in f}
-        return removed
+        kept = {int(line) for line in Path(kept_path).read_text().split()}
+        members = np.fromfile(root / "remove" / "000000.clusters", dtype="<u4").reshape(-1, 2)
+        return set(range(len(texts))) - kept, dict(members.tolist())
+
+
+def first_seen_removals(cluster_of: dict[int, int]) -> set[int]:
+    """The members of each cluster except its first (lowest-index) document."""
+    first: dict[int, int] = {}
+    for doc, cluster_id in sorted(cluster_of.items()):
+        first.setdefault(cluster_id, doc)
+    return set(cluster_of) - set(first.values())
 
 
 def bench_agreement() -> None:
@@ -234,18 +251,28 @@ def bench_agreement() -> None:
         return
     texts = agreement_corpus()
     ours, _, _ = in_fresh_process(functools.partial(tokenmill_removed, texts))
-    theirs, _, _ = in_fresh_process(functools.partial(datatrove_removed, texts))
-    disagree = ours ^ theirs
+    (theirs, their_clusters), _, _ = in_fresh_process(functools.partial(datatrove_removed, texts))
+    # datatrove keeps an arbitrary member (the root of its union-by-size), tokenmill the first
+    # seen: the second row applies tokenmill's rule to datatrove's clusters.
+    rows = []
+    for name, reference in (
+        ("as each removes", theirs),
+        ("datatrove clusters, first-seen survivor", first_seen_removals(their_clusters)),
+    ):
+        disagree = ours ^ reference
+        rows.append(
+            [name, len(texts), len(ours), len(reference), len(ours & reference), len(disagree),
+             f"{1 - len(disagree) / len(texts):.2%}"]
+        )  # fmt: skip
     print_table(
         "Removed documents: tokenmill vs datatrove MinhashDedup (5-grams, 14 x 8), "
         f"{len(texts)} docs = 697 real + 300 edited copies + 50 exact copies",
-        ["documents", "removed by tokenmill", "removed by datatrove", "both", "disagree",
-         "agreement"],
-        [[len(texts), len(ours), len(theirs), len(ours & theirs), len(disagree),
-          f"{1 - len(disagree) / len(texts):.2%}"]],
+        ["comparison", "documents", "removed by tokenmill", "removed by datatrove", "both",
+         "disagree", "agreement"],
+        rows,
     )  # fmt: skip
-    if disagree:
-        print(f"disagreeing doc indices: {sorted(disagree)[:30]}")
+    disagree = sorted(ours ^ first_seen_removals(their_clusters))
+    print(f"disagreeing docs (first-seen survivors): {disagree[:40]}")
 
 
 # --- clustering at scale ----------------------------------------------------------------------

@@ -143,6 +143,14 @@ def test_unrelated_documents_all_survive(lake, articles):
     assert len(kept_ids(lake, shards[0])) == len(articles)
 
 
+def test_documents_without_words_are_not_duplicates_of_each_other(lake, articles):
+    write_crawl(lake, [[doc("e1", ""), doc("e2", " ... "), doc("a", articles[0].text)]])
+    run_dedup(lake)
+    assert clusters(lake) == {}
+    marker = lake.read_json(f"{Shard(CRAWL, '00000').prefix(SIGNATURES)}/_SUCCESS.json")
+    assert marker["counts"]["docs_without_words"] == 2
+
+
 def survivor_crawl(lake: Lake, articles, schema: pa.Schema = DOC_SCHEMA):
     """One near-duplicate cluster of four copies that each rule ranks differently."""
     text = articles[0].text

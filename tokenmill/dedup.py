@@ -17,6 +17,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import xxhash
 
 from tokenmill.clean import CLEANED, DOC_SCHEMA
 from tokenmill.clusters import choose_survivors, cluster, removals
@@ -127,11 +128,22 @@ def compute_signatures(lake: Lake, shard: Shard, settings: DedupSettings) -> Sta
             texts = batch.column("text")
             hashed = hasher.hash_documents(texts)
             band_values = band_hashes(hashed.signatures, bands, rows)
+            exact = hashed.content_hashes
+            no_words = np.flatnonzero(hashed.word_counts == 0)
+            if len(no_words):
+                # Nothing to compare: such documents (empty once normalized) duplicate no one,
+                # as in datatrove, which gives them no signature.
+                own_keys = _own_keys(batch.column("doc_id").take(no_words))
+                exact[no_words] = own_keys
+                band_values[no_words] = own_keys[:, None]
+                report.counts["docs_without_words"] = report.counts.get(
+                    "docs_without_words", 0
+                ) + len(no_words)
             table = pa.table(
                 {
                     "doc_id": batch.column("doc_id"),
                     "warc_date": batch.column("warc_date"),
-                    "exact_hash": hashed.content_hashes,
+                    "exact_hash": exact,
                     QUALITY_COLUMN: quality_scores(batch, hashed.word_counts),
                 }
                 | {band_column(b): band_values[:, b] for b in range(bands)}
@@ -142,6 +154,12 @@ def compute_signatures(lake: Lake, shard: Shard, settings: DedupSettings) -> Sta
         report.records_out = report.records_in
         report.counts["params"] = settings.signature_params()
     return report
+
+
+def _own_keys(doc_ids: pa.Array) -> np.ndarray:
+    """A key per document that no other document has (doc ids are unique in a crawl)."""
+    keys = [xxhash.xxh3_64_intdigest(f"no-words/{doc_id}".encode()) for doc_id in doc_ids]
+    return np.array(keys, dtype=np.uint64)
 
 
 def _parquet_schema(lake: Lake, key: str) -> pa.Schema:
