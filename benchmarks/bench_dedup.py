@@ -37,7 +37,7 @@ from tokenmill.dedup import (  # noqa: E402
     signature_schema,
 )
 from tokenmill.lake import Lake  # noqa: E402
-from tokenmill.minhash import MinHasher, shingles  # noqa: E402
+from tokenmill.minhash import MinHasher, normalize, shingles  # noqa: E402
 from tokenmill.outputs import PartitionWriter, StageReport, read_column  # noqa: E402
 from tokenmill.shards import Shard, crawl_prefix, shard_name  # noqa: E402
 
@@ -271,8 +271,32 @@ def bench_agreement() -> None:
          "disagree", "agreement"],
         rows,
     )  # fmt: skip
-    disagree = sorted(ours ^ first_seen_removals(their_clusters))
-    print(f"disagreeing docs (first-seen survivors): {disagree[:40]}")
+    explain_disagreements(texts, sorted(ours ^ theirs))
+
+
+def explain_disagreements(texts: list[str], disagree: list[int]) -> None:
+    """Each disagreeing document by its highest word-5-gram Jaccard to any other document."""
+    shingle_sets = [set(shingles(text)) for text in texts]
+    kinds: dict[str, int] = {}
+    for doc in disagree:
+        if 0 < len(normalize(texts[doc]).split(" ")) < 5:
+            kind = "fewer than 5 words (datatrove makes no signature)"
+        else:
+            best = max(
+                len(shingle_sets[doc] & other) / len(shingle_sets[doc] | other)
+                for index, other in enumerate(shingle_sets)
+                if index != doc and other
+            )
+            kind = next(
+                label for bound, label in ((0.6, "J < 0.6"), (0.8, "0.6 <= J < 0.8"),
+                                           (2, "J >= 0.8")) if best < bound
+            )  # fmt: skip
+        kinds[kind] = kinds.get(kind, 0) + 1
+    print_table(
+        "Disagreements by the document's highest Jaccard to another document",
+        ["kind", "documents"],
+        sorted(kinds.items()),
+    )
 
 
 # --- clustering at scale ----------------------------------------------------------------------
