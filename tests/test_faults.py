@@ -148,8 +148,23 @@ def test_object_store_outage_mid_run_is_ridden_out(reference, own_seaweedfs, tmp
         assert not [key for key in server.keys("lake/") if ".tmp-" in key]
 
 
-def test_instance_database_restart_mid_run(reference, postgres_database, tmp_path):
+@pytest.fixture
+def own_database():
+    """A database of this test only (the session's is shared with tests that list all runs)."""
+    from tests.servers import create_database, drop_database, postgres_available
+
+    if not postgres_available():
+        pytest.skip("no PostgreSQL server at 127.0.0.1:5432")
+    name = f"tokenmill_faults_{uuid.uuid4().hex[:12]}"
+    create_database(name)
+    yield name
+    faults.ensure_postgres_running()
+    drop_database(name)
+
+
+def test_instance_database_restart_mid_run(reference, own_database, tmp_path):
     _, lake, _ = reference
+    postgres_database = own_database
     run_lake = Lake.from_url(str(tmp_path / "lake"))
     faults.seed_lake(lake, run_lake)
     home, pg_env = faults.postgres_home(tmp_path / "home", postgres_database)
