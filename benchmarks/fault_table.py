@@ -184,7 +184,7 @@ def postgres_restarts(reference: Lake, work: Path, delays: list[float]):
 
     database = f"tokenmill_faults_{uuid.uuid4().hex[:8]}"
     servers.create_database(database)
-    reruns = 0
+    reruns, first_failures = 0, []
     try:
         for index, delay in enumerate(delays):
             root = work / f"pg-{index}"
@@ -202,10 +202,11 @@ def postgres_restarts(reference: Lake, work: Path, delays: list[float]):
                 faults.ensure_postgres_running()
             try:
                 outcome = child.outcome(timeout=600)
-            except RuntimeError:
-                outcome = {"success": False}
+            except RuntimeError as error:  # the run process itself died
+                outcome = {"success": False, "error": str(error).strip().splitlines()[-1]}
             if not outcome["success"]:
                 reruns += 1
+                first_failures.append(outcome.get("error") or _status(env, outcome["run_id"]))
                 outcome = faults.run_child("job", "ingest_shard", PARTITION, env=env)
             os.environ.update(env)
             with DagsterInstance.get() as instance:
@@ -219,7 +220,16 @@ def postgres_restarts(reference: Lake, work: Path, delays: list[float]):
         faults.ensure_postgres_running()
         servers.drop_database(database)
     row.notes.append(f"restart {min(delays)}-{max(delays)} s into the run; {reruns} re-runs needed")
+    row.notes += [f"first run: {failure[:120]}" for failure in first_failures]
     return row
+
+
+def _status(env: dict[str, str], run_id: str) -> str:
+    from dagster import DagsterInstance
+
+    os.environ.update(env)
+    with DagsterInstance.get() as instance:
+        return f"run {run_id[:8]} {instance.get_run_by_id(run_id).status.value}"
 
 
 def fuzz(reference: Lake, mutations: int):
