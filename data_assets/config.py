@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from dagster import Config
 from pydantic import Field
@@ -83,6 +83,10 @@ class DedupConfig(Config):
     threshold: float | None = Field(
         default=None, description="Target Jaccard similarity; overrides bands/rows if set"
     )
+    scheme: Literal["affine64", "affine32"] = Field(
+        default="affine64",
+        description="datasketch permutation scheme: 64-bit (default) or 32-bit hashes",
+    )
     survivor: str = Field(
         default="first_seen",
         description="Which member of a duplicate cluster is kept: first_seen | earliest_date | "
@@ -95,6 +99,7 @@ class DedupConfig(Config):
             bands=self.bands,
             rows=self.rows,
             threshold=self.threshold,
+            scheme=self.scheme,
             survivor=self.survivor,
         )
 

@@ -232,7 +232,13 @@ def test_threshold_chooses_datasketch_bands_and_rows(lake, articles):
     (shard,) = write_crawl(lake, [[doc("a", articles[0].text)]])
     compute_signatures(lake, shard, settings)
     marker = lake.read_json(f"{shard.prefix(SIGNATURES)}/_SUCCESS.json")
-    assert marker["counts"]["params"] == {"ngram": 5, "bands": lsh.b, "rows": lsh.r, "seed": 1}
+    assert marker["counts"]["params"] == {
+        "ngram": 5,
+        "bands": lsh.b,
+        "rows": lsh.r,
+        "seed": 1,
+        "scheme": "affine64",
+    }
     with pytest.raises(ValueError, match="threshold"):
         DedupSettings(threshold=1.5)
 

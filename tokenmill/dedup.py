@@ -65,6 +65,9 @@ class DedupSettings:
     rows: int = 8
     threshold: float | None = None  # a target Jaccard similarity instead of bands × rows
     seed: int = 1
+    # datasketch's 64-bit permutation scheme with a 64-bit shingle hash (FineWeb's choice);
+    # "affine32" is datasketch's default and about 30 % faster.
+    scheme: str = "affine64"
     survivor: str = "first_seen"
 
     def __post_init__(self):
@@ -82,7 +85,13 @@ class DedupSettings:
 
     def signature_params(self) -> dict:
         bands, rows = self.banding()
-        return {"ngram": self.ngram, "bands": bands, "rows": rows, "seed": self.seed}
+        return {
+            "ngram": self.ngram,
+            "bands": bands,
+            "rows": rows,
+            "seed": self.seed,
+            "scheme": self.scheme,
+        }
 
 
 def band_column(band: int) -> str:
@@ -115,7 +124,9 @@ def compute_signatures(lake: Lake, shard: Shard, settings: DedupSettings) -> Sta
     source = shard.prefix(CLEANED)
     require_committed(lake, source, f"cleaned {shard}")
     bands, rows = settings.banding()
-    hasher = MinHasher(num_perm=bands * rows, ngram=settings.ngram, seed=settings.seed)
+    hasher = MinHasher(
+        num_perm=bands * rows, ngram=settings.ngram, seed=settings.seed, scheme=settings.scheme
+    )
     schema = signature_schema(bands)
     docs_key = f"{source}/docs.parquet"
     columns = ["doc_id", "warc_date", "text"]
