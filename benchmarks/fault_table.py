@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -203,7 +204,8 @@ def postgres_restarts(reference: Lake, work: Path, delays: list[float]):
             try:
                 outcome = child.outcome(timeout=600)
             except RuntimeError as error:  # the run process itself died
-                outcome = {"success": False, "error": str(error).strip().splitlines()[-1]}
+                lines = [line for line in str(error).splitlines() if "Error" in line]
+                outcome = {"success": False, "error": (lines or ["died"])[-1].strip()}
             if not outcome["success"]:
                 reruns += 1
                 first_failures.append(outcome.get("error") or _status(env, outcome["run_id"]))
@@ -216,10 +218,13 @@ def postgres_restarts(reference: Lake, work: Path, delays: list[float]):
                     for asset in ("raw_crawl", "cleaned", "dedup_signatures")
                 )
             row.add(recorded, faults.ingest_outputs_match(reference, lake, SHARD))
+        with DagsterInstance.get() as instance:
+            statuses = Counter(run.status.value for run in instance.get_runs())
     finally:
         faults.ensure_postgres_running()
         servers.drop_database(database)
     row.notes.append(f"restart {min(delays)}-{max(delays)} s into the run; {reruns} re-runs needed")
+    row.notes.append("runs recorded: " + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))
     row.notes += [f"first run: {failure[:120]}" for failure in first_failures]
     return row
 
