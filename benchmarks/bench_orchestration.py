@@ -102,7 +102,7 @@ def daemon_backfill(root: Path, shards: int, pages: int) -> tuple[int, float, st
     """Every stage over every partition as one asset backfill launched through `dagster dev`
     (GraphQL, as the UI does; the daemon launches the runs): (runs, wall s, final status)."""
     from data_assets.runner import STAGE_ASSETS, register
-    from tests.dagster_dev import IN_PROCESS, start_dagster_dev, stop_dagster_dev
+    from tests.dagster_dev import start_dagster_dev, stop_dagster_dev
     from tokenmill.cli import land_demo_crawl
     from tokenmill.lake import Lake
 
@@ -116,7 +116,6 @@ def daemon_backfill(root: Path, shards: int, pages: int) -> tuple[int, float, st
         params = {
             "assetSelection": [{"path": [name]} for name in STAGE_ASSETS],
             "allPartitions": True,
-            "runConfigData": IN_PROCESS,
         }
         started = time.perf_counter()
         backfill_id = dev.launch_backfill(params)

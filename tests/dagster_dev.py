@@ -56,8 +56,6 @@ mutation($params: LaunchBackfillParams!) {
   }
 }
 """
-# The launchpad's "in_process" executor: one process per run instead of one per step.
-IN_PROCESS = {"execution": {"config": {"in_process": {}}}}
 NEEDED_DAEMONS = {"BACKFILL", "QUEUED_RUN_COORDINATOR"}
 
 

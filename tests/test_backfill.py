@@ -18,7 +18,7 @@ from dagster._core.storage.tags import (
 from data_assets.partitions import crawl_partitions, shard_index_partitions, shard_partitions
 from data_assets.runner import register
 from data_assets.stages import MAX_SHARDS_PER_RUN
-from tests.dagster_dev import IN_PROCESS, DagsterDev, start_dagster_dev, stop_dagster_dev
+from tests.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
 from tokenmill.cli import land_demo_crawl
 from tokenmill.lake import Lake
 from tokenmill.shards import shard_name
@@ -74,7 +74,6 @@ def test_asset_backfill_launches_one_run_per_eight_shards(dev: DagsterDev, lake:
         "assetSelection": [{"path": [name]} for name in INGEST_ASSETS],
         "partitionNames": keys,
         "title": "ingest every shard",
-        "runConfigData": IN_PROCESS,
     }
     backfill_id = dev.launch_backfill(params)
     backfill = dev.wait_for_backfill(backfill_id, timeout=240)
