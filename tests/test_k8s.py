@@ -175,6 +175,12 @@ def render_instance(values: dict) -> dict:
             },
         },
         "run_retries": {"enabled": True, "max_retries": daemon["runRetries"]["maxRetries"]},
+        "run_monitoring": {
+            "enabled": True,
+            "start_timeout_seconds": daemon["runMonitoring"]["startTimeoutSeconds"],
+            "max_resume_run_attempts": daemon["runMonitoring"]["maxResumeRunAttempts"],
+            "poll_interval_seconds": daemon["runMonitoring"]["pollIntervalSeconds"],
+        },
         "telemetry": {"enabled": values["telemetry"]["enabled"]},
     }
 
@@ -184,7 +190,13 @@ STORAGES = ("run_storage", "event_log_storage", "schedule_storage")
 
 def test_chart_renders_the_production_instance(values):
     rendered, production = render_instance(values), load(HELM / "dagster-instance.yaml")
-    for section in ("run_launcher", "run_coordinator", "run_retries", "telemetry"):
+    for section in (
+        "run_launcher",
+        "run_coordinator",
+        "run_retries",
+        "run_monitoring",
+        "telemetry",
+    ):
         assert rendered[section] == production[section], section
     for section in STORAGES:
         chart, ours = rendered[section], production[section]
