@@ -77,3 +77,27 @@ def test_unreachable_endpoint_is_named(seaweedfs, s3_env):
     assert endpoint in str(unreachable.value) and f"'{seaweedfs.bucket}'" in str(unreachable.value)
     with pytest.raises(LakeAccessError, match="is unreachable"):
         lake.write_bytes("a/b.json", b"{}")
+
+
+def test_bounded_listing_pages_through_the_bucket(seaweedfs, s3_env):
+    lake = s3_lake(seaweedfs, "listing")
+    keys = [f"landing/C/{i:03d}.warc.gz" for i in range(7)]
+    for key in keys:
+        lake.write_bytes(key, b"")
+    pages, after = [], ""
+    while page := lake.list_after("landing/C", after, 3):
+        pages.append(page)
+        after = page[-1]
+    assert pages == [keys[0:3], keys[3:6], keys[6:7]]
+    assert lake.list_dirs("landing") == ["C"]
+
+
+def test_tokenizer_is_read_from_an_s3_uri_with_the_lakes_settings(seaweedfs, s3_env, shared):
+    from tokenmill.tokenize import TOKENIZER_KEY, build_tokenizer
+
+    source = shared / "tokenizers" / "llama-style-32k.tokenizer.json"
+    seaweedfs.client().upload_file(str(source), seaweedfs.bucket, "models/llama.json")
+    lake = s3_lake(seaweedfs, "tok")
+    report = build_tokenizer(lake, f"s3://{seaweedfs.bucket}/models/llama.json", 0, 0)
+    assert lake.read_bytes(TOKENIZER_KEY) == source.read_bytes()
+    assert report.counts["vocab_size"] == 32003
