@@ -16,6 +16,7 @@ from data_assets.partitions import shard_key
 from data_assets.runner import STAGE_ASSETS, local_instance, materialize_all, register
 from data_assets.stage import OUTAGE_RETRIES
 from resources.lake import LakeResource
+from tests.demo_pipeline import OUTPUT_ZONES
 from tests.servers import PG_HOST, PG_PORT, PG_USER, free_port
 from tokenmill.cli import land_demo_crawl
 from tokenmill.lake import Lake
@@ -26,15 +27,6 @@ PROJECT_DIR = Path(__file__).resolve().parents[1]
 INSTANCE_YAML = PROJECT_DIR / "helm" / "dagster-instance.yaml"
 CRAWL, FAILING_CRAWL = "CC-MAIN-DEMO-2026-06", "CC-MAIN-DEMO-2026-07"
 DEMO = {"files": 2, "pages_per_file": 40, "seed": 6}
-OUTPUT_ZONES = (
-    "raw",
-    "cleaned",
-    "signatures",
-    "clusters",
-    "deduplicated",
-    "tokenizer",
-    "tokenized",
-)
 
 
 @dataclass
