@@ -246,11 +246,15 @@ class Lake:
             return [key for key in self.list(prefix) if key > start_after][:limit]
         bucket, _, root_key = self.root.partition("/")
         base = f"{root_key}/" if root_key else ""
-        pages = self._s3_client().get_paginator("list_objects_v2").paginate(
-            Bucket=bucket,
-            Prefix=base + check_key(prefix.rstrip("/")) + "/",
-            StartAfter=base + start_after if start_after else "",
-            PaginationConfig={"MaxItems": limit, "PageSize": min(limit, 1000)},
+        pages = (
+            self._s3_client()
+            .get_paginator("list_objects_v2")
+            .paginate(
+                Bucket=bucket,
+                Prefix=base + check_key(prefix.rstrip("/")) + "/",
+                StartAfter=base + start_after if start_after else "",
+                PaginationConfig={"MaxItems": limit, "PageSize": min(limit, 1000)},
+            )
         )
         with self._s3_errors():
             keys = [item["Key"][len(base) :] for page in pages for item in page.get("Contents", [])]
