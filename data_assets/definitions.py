@@ -3,28 +3,24 @@
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 from dagster import (
     AssetSelection,
     AutomationConditionSensorDefinition,
-    BetaWarning,
     DefaultSensorStatus,
     Definitions,
     EnvVar,
     in_process_executor,
 )
 
-warnings.filterwarnings("ignore", category=BetaWarning)
-
-from data_assets import stages  # noqa: E402
-from data_assets.jobs import ALL_JOBS  # noqa: E402
-from resources.automation import AlertsResource, DiscoveryResource  # noqa: E402
-from resources.lake import LakeResource  # noqa: E402
-from sensors.failures import record_run_failures  # noqa: E402
-from sensors.landing import landing_zone  # noqa: E402
-from sensors.reconcile import reconcile_landing, reconcile_schedule  # noqa: E402
+from data_assets import stages
+from data_assets.jobs import ALL_JOBS
+from resources.automation import AlertsResource, DiscoveryResource
+from resources.lake import LakeResource
+from sensors.failures import record_run_failures
+from sensors.landing import landing_zone
+from sensors.reconcile import reconcile_landing, reconcile_schedule
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 DEFAULT_LAKE = PROJECT_DIR / "lake"

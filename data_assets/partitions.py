@@ -3,10 +3,7 @@ crawls and shards are added at run time (by the discovery sensor or `tokenmill r
 
 from __future__ import annotations
 
-import warnings
-
 from dagster import (
-    BetaWarning,
     DagsterInstance,
     DynamicPartitionsDefinition,
     MultiPartitionKey,
@@ -23,9 +20,7 @@ shard_partitions = MultiPartitionsDefinition(
     {"crawl": crawl_partitions, "shard": shard_index_partitions}
 )
 # A per-crawl asset depends on every shard of its crawl, and each shard on its crawl.
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", BetaWarning)  # stable in practice; beta in name only
-    same_crawl = MultiToSingleDimensionPartitionMapping(partition_dimension_name="crawl")
+same_crawl = MultiToSingleDimensionPartitionMapping(partition_dimension_name="crawl")
 
 
 def shard_from_key(partition_key: str | MultiPartitionKey) -> Shard:
