@@ -27,13 +27,7 @@ def seaweedfs(tmp_path_factory):
 @pytest.fixture(scope="session")
 def postgres_database():
     """A fresh database on the PostgreSQL server at 127.0.0.1:5432, dropped afterwards."""
-    import uuid
+    from tests.servers import fresh_database
 
-    from tests.servers import create_database, drop_database, postgres_available
-
-    if not postgres_available():
-        pytest.skip("no PostgreSQL server at 127.0.0.1:5432")
-    name = f"tokenmill_test_{uuid.uuid4().hex[:12]}"
-    create_database(name)
-    yield name
-    drop_database(name)
+    with fresh_database("tokenmill_test") as name:
+        yield name

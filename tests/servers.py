@@ -10,6 +10,8 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,6 +169,20 @@ def postgres_available() -> bool:
     with socket.socket() as s:
         s.settimeout(1)
         return s.connect_ex((PG_HOST, PG_PORT)) == 0
+
+
+@contextmanager
+def fresh_database(prefix: str) -> Iterator[str]:
+    """A new database on the PostgreSQL server on loopback, dropped afterwards; skips without
+    a server."""
+    if not postgres_available():
+        pytest.skip(f"no PostgreSQL server at {PG_HOST}:{PG_PORT}")
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    create_database(name)
+    try:
+        yield name
+    finally:
+        drop_database(name)
 
 
 def create_database(name: str) -> None:

@@ -151,15 +151,13 @@ def test_object_store_outage_mid_run_is_ridden_out(reference, own_seaweedfs, tmp
 @pytest.fixture
 def own_database():
     """A database of this test only (the session's is shared with tests that list all runs)."""
-    from tests.servers import create_database, drop_database, postgres_available
+    from tests.servers import fresh_database
 
-    if not postgres_available():
-        pytest.skip("no PostgreSQL server at 127.0.0.1:5432")
-    name = f"tokenmill_faults_{uuid.uuid4().hex[:12]}"
-    create_database(name)
-    yield name
-    faults.ensure_postgres_running()
-    drop_database(name)
+    with fresh_database("tokenmill_faults") as name:
+        try:
+            yield name
+        finally:
+            faults.ensure_postgres_running()  # before the database is dropped
 
 
 def test_instance_database_restart_mid_run(reference, own_database, tmp_path):
