@@ -28,12 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.measure import print_table, shared_path  # noqa: E402
 from tests import faults, servers  # noqa: E402
-from tests.faults import CRAWL, Child  # noqa: E402
+from tests.faults import CRAWL, PARTITION, SHARD, Child  # noqa: E402
 from tokenmill.lake import Lake, LakeKeyError  # noqa: E402
 from tokenmill.outputs import MARKER  # noqa: E402
-
-SHARD = f"{CRAWL}/00000"
-PARTITION = f"{CRAWL}|00000"
 
 
 @dataclass
@@ -98,11 +95,8 @@ def crash_dagster_runs(reference: Lake, work: Path, trials: int):
     for index in range(trials):
         root = work / f"run-{index}"
         lake = Lake.from_url(str(root / "lake"))
-        faults.seed_lake(reference, lake)
         env = faults.dagster_env(faults.local_home(root / "home"), str(root / "lake"))
-        faults.add_partitions(env, lake)
-        child = Child.start("job", "ingest_shard", PARTITION, env=env)
-        child.wait_for_go()
+        child = faults.start_ingest_run(reference, lake, env)
         time.sleep(rng.uniform(0.5, 3.0))
         child.kill()
         partial = [
@@ -155,12 +149,9 @@ def s3_outages(reference: Lake, work: Path, outages: list[tuple[float, bool]]):
         for index, (seconds, freeze) in enumerate(outages):
             url = f"s3://{server.bucket}/outage-{index}"
             lake = Lake.from_url(url, endpoint_url=server.endpoint)
-            faults.seed_lake(reference, lake)
             home = faults.local_home(work / f"outage-home-{index}")
             env = faults.dagster_env(home, url, TOKENMILL_S3_ENDPOINT=server.endpoint)
-            faults.add_partitions(env, lake)
-            child = Child.start("job", "ingest_shard", PARTITION, env=env)
-            child.wait_for_go()
+            child = faults.start_ingest_run(reference, lake, env)
             time.sleep(random.Random(index).uniform(0.5, 2.0))
             down = faults.s3_outage(server, seconds, freeze=freeze)
             outcome = child.outcome(timeout=600)
@@ -190,12 +181,9 @@ def postgres_restarts(reference: Lake, work: Path, delays: list[float]):
         for index, delay in enumerate(delays):
             root = work / f"pg-{index}"
             lake = Lake.from_url(str(root / "lake"))
-            faults.seed_lake(reference, lake)
             home, pg_env = faults.postgres_home(root / "home", database)
             env = faults.dagster_env(home, str(root / "lake"), **pg_env)
-            faults.add_partitions(env, lake)
-            child = Child.start("job", "ingest_shard", PARTITION, env=env)
-            child.wait_for_go()
+            child = faults.start_ingest_run(reference, lake, env)
             time.sleep(delay)
             try:
                 faults.restart_postgres()

@@ -32,6 +32,8 @@ from tokenmill.shards import Shard, crawl_prefix
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 CRAWL = "CC-MAIN-FAULTS-2026-01"
+SHARD = f"{CRAWL}/00000"
+PARTITION = f"{CRAWL}|00000"
 DEMO = {"files": 4, "pages_per_file": 60, "seed": 8}
 
 # (stage, zone, what it is partitioned by), in dependency order.
@@ -625,6 +627,16 @@ def seed_lake(reference: Lake, lake: Lake, crawl: str = CRAWL) -> None:
     """Copy a crawl's landing files and manifests (no outputs) from the reference lake."""
     for key in reference.list(f"landing/{crawl}") + reference.list(f"manifests/{crawl}"):
         lake.write_bytes(key, reference.read_bytes(key))
+
+
+def start_ingest_run(reference: Lake, lake: Lake, env: dict[str, str]) -> Child:
+    """Seed `lake` from the reference lake, register its partitions on the child's instance and
+    start the ingest_shard run of PARTITION in a child process; returns once it executes."""
+    seed_lake(reference, lake)
+    add_partitions(env, lake)
+    child = Child.start("job", "ingest_shard", PARTITION, env=env)
+    child.wait_for_go()
+    return child
 
 
 INGEST_PREFIXES = ("raw", "cleaned", "signatures")

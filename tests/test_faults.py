@@ -20,16 +20,13 @@ from dagster import AssetKey, DagsterInstance, DagsterRunStatus
 from data_assets.partitions import sync_partitions
 from resources.lake import LakeResource
 from tests import faults
-from tests.faults import CRAWL, Child
+from tests.faults import CRAWL, PARTITION, SHARD, Child
 from tokenmill.clean import clean_shard
 from tokenmill.ingest import land_shard
 from tokenmill.lake import Lake, LakeKeyError
 from tokenmill.outputs import MARKER
 from tokenmill.shards import Shard, discover, register_new_files
 from tokenmill.warc import UnusableInputError
-
-SHARD = f"{CRAWL}/00000"
-PARTITION = f"{CRAWL}|00000"
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +65,8 @@ def test_stage_killed_at_random_points_recovers_byte_identical(reference, tmp_pa
 def test_killed_dagster_run_is_rerun_to_identical_outputs(reference, tmp_path):
     _, lake, _ = reference
     run_lake = Lake.from_url(str(tmp_path / "lake"))
-    faults.seed_lake(lake, run_lake)
     env = faults.dagster_env(faults.local_home(tmp_path / "home"), str(tmp_path / "lake"))
-    faults.add_partitions(env, run_lake)
-    child = Child.start("job", "ingest_shard", PARTITION, env=env)
-    child.wait_for_go()
+    child = faults.start_ingest_run(lake, run_lake, env)
     # Killed as soon as its first step (raw_crawl) committed: mid-run, during `cleaned`.
     faults.wait_for(lambda: run_lake.exists(f"raw/{SHARD}/{MARKER}"), timeout=120)
     assert child.kill(), "the run finished before it could be killed"
@@ -131,13 +125,10 @@ def test_object_store_outage_mid_run_is_ridden_out(reference, own_seaweedfs, tmp
     with pytest.MonkeyPatch.context() as patch:
         for name, value in server.env().items():
             patch.setenv(name, value)
-        faults.seed_lake(lake, s3_lake)
-        env = faults.dagster_env(
+        env = server.env() | faults.dagster_env(
             faults.local_home(tmp_path / "home"), url, TOKENMILL_S3_ENDPOINT=server.endpoint
         )
-        faults.add_partitions(env, s3_lake)
-        child = Child.start("job", "ingest_shard", PARTITION, env=server.env() | env)
-        child.wait_for_go()
+        child = faults.start_ingest_run(lake, s3_lake, env)
         time.sleep(1.0)
         down = faults.s3_outage(server, seconds=10)
         outcome = child.outcome(timeout=300)
@@ -164,13 +155,10 @@ def test_instance_database_restart_mid_run(reference, own_database, tmp_path):
     _, lake, _ = reference
     postgres_database = own_database
     run_lake = Lake.from_url(str(tmp_path / "lake"))
-    faults.seed_lake(lake, run_lake)
     home, pg_env = faults.postgres_home(tmp_path / "home", postgres_database)
     env = faults.dagster_env(home, str(tmp_path / "lake"), **pg_env)
-    faults.add_partitions(env, run_lake)
     try:
-        child = Child.start("job", "ingest_shard", PARTITION, env=env)
-        child.wait_for_go()
+        child = faults.start_ingest_run(lake, run_lake, env)
         started = time.monotonic()
         time.sleep(0.3)
         restarted_after = time.monotonic() - started
