@@ -12,9 +12,11 @@ skipped with a message when ../shared is absent.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import gzip
 import json
+import os
 import random
 import sys
 import tempfile
@@ -43,16 +45,21 @@ from tokenmill.shards import Shard, crawl_prefix, shard_name  # noqa: E402
 
 CORPUS = ("corpora", "text", "cc-main-2019-30-697docs.jsonl.gz")
 CRAWL = "CC-MAIN-BENCH"
+DEFAULTS = DedupSettings()
 
 
-def datatrove_config():
+def datatrove_config(seed: int = 1):
     """FineWeb's MinHash settings. datatrove's default xxhash shingle hash passes str to
     xxhash, which xxhash 4 refuses ("Strings must be encoded before hashing"): use sha1."""
     from datatrove.pipeline.dedup.minhash import MinhashConfig
     from datatrove.utils.hashing import HashConfig
 
     return MinhashConfig(
-        n_grams=5, num_buckets=14, hashes_per_bucket=8, hash_config=HashConfig(64, "sha1")
+        n_grams=5,
+        num_buckets=14,
+        hashes_per_bucket=8,
+        seed=seed,
+        hash_config=HashConfig(64, "sha1"),
     )
 
 
@@ -163,7 +170,7 @@ def agreement_corpus(seed: int = 5) -> list[str]:
     return texts + copies + exact
 
 
-def tokenmill_removed(texts: list[str]) -> set[int]:
+def tokenmill_removed(texts: list[str], settings: DedupSettings = DEFAULTS) -> set[int]:
     with tempfile.TemporaryDirectory() as scratch:
         lake = Lake.from_url(scratch)
         shard = Shard(CRAWL, shard_name(0))
@@ -172,17 +179,27 @@ def tokenmill_removed(texts: list[str]) -> set[int]:
         with PartitionWriter(lake, shard.prefix(CLEANED), StageReport()) as out:
             sink = out.parquet("docs.parquet", DOC_SCHEMA)
             sink.write_table(pa.Table.from_pylist(rows, DOC_SCHEMA))
-        compute_signatures(lake, shard, DedupSettings())
-        compute_clusters(lake, CRAWL, DedupSettings())
+        compute_signatures(lake, shard, settings)
+        compute_clusters(lake, CRAWL, settings)
         doc_ids = read_column(lake, f"{crawl_prefix(CLUSTERS, CRAWL)}/clusters.parquet", "doc_id")
         return {int(doc_id) for doc_id in doc_ids.to_pylist()}
 
 
-def _documents(texts: list[str], data=None, rank: int = 0, world_size: int = 1):
-    from datatrove.data import Document
+class _Documents:
+    """The texts as datatrove Documents: a pipeline's first step (datatrove's JSONL reader needs
+    orjson, which is not installed). Its short repr keeps datatrove's pipeline log readable."""
 
-    for index, text in enumerate(texts):
-        yield Document(text=text, id=str(index))
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+
+    def __call__(self, data=None, rank: int = 0, world_size: int = 1):
+        from datatrove.data import Document
+
+        for index, text in enumerate(self.texts):
+            yield Document(text=text, id=str(index))
+
+    def __repr__(self) -> str:
+        return f"{len(self.texts)} documents"
 
 
 def _record_ids(path: str, data, rank: int = 0, world_size: int = 1):
@@ -192,25 +209,87 @@ def _record_ids(path: str, data, rank: int = 0, world_size: int = 1):
             yield document
 
 
-def datatrove_removed(texts: list[str]) -> tuple[set[int], dict[int, int]]:
-    """datatrove's four MinHash steps with FineWeb's parameters on a local folder. (Its JSONL
-    reader needs orjson, which is not installed: documents come from a generator step.)
-    Returns the removed documents and the cluster of every document in a cluster."""
+@contextlib.contextmanager
+def _quiet_stderr():
+    """datatrove logs every step to stderr; silence it (its task logs stay in logging_dir)."""
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+# How datatrove's signature step turns a text into a signature:
+#   "datatrove": its own (simplify_text, spaCy words, sha1, Mersenne-prime permutations)
+#   "datatrove words": its word n-grams, hashed and permuted as tokenmill does
+#   "tokenmill shingles": tokenmill's word n-grams, hashed and permuted as tokenmill does
+SIGNERS = ("datatrove", "datatrove words", "tokenmill shingles")
+
+
+def _signature_step(signer: str, output_folder: str, config, settings: DedupSettings):
+    """datatrove's MinhashDedupSignature, or a subclass whose signature of an n-gram list is
+    datasketch's MinHash with tokenmill's shingle hash and permutation scheme (the permutations
+    of ``MinHasher(seed=settings.seed, scheme=settings.scheme)``)."""
+    from datasketch import MinHash
+    from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
+
+    if signer == "datatrove":
+        return MinhashDedupSignature(output_folder=output_folder, config=config)
+    hasher = MinHasher(config.num_buckets * config.hashes_per_bucket, config.n_grams,
+                       settings.seed, settings.scheme)  # fmt: skip
+    template = MinHash(hasher.num_perm, seed=hasher.seed, scheme=hasher.scheme,
+                       hashfunc=hasher.hashfunc)  # fmt: skip
+
+    class TokenmillHashedSignature(MinhashDedupSignature):
+        def get_shingles(self, text: str) -> np.ndarray:
+            if signer == "datatrove words":
+                grams = [" ".join(gram) for gram in self._datatrove_ngrams(text)]
+            else:
+                grams = shingles(text, config.n_grams)
+            return np.array([gram.encode() for gram in grams], dtype=object)
+
+        def _datatrove_ngrams(self, text: str):
+            from datatrove.utils.text import ngrams, simplify_text
+
+            words = self.word_tokenizer.word_tokenize(simplify_text(text, config.norm_config))
+            return ngrams(words, config.n_grams)
+
+        def get_signature(self, grams: np.ndarray) -> list[list[int]]:
+            minhash = template.copy()
+            minhash.clear()
+            minhash.update_batch(list(grams))
+            # datatrove's bucket step stops reading a sorted signature file at the first value
+            # >= 2**61 - 1 (its Mersenne prime); shifting 64-bit values right by 3 keeps them
+            # below it without making two different values equal.
+            values = minhash.hashvalues.astype(np.uint64) >> np.uint64(3)
+            return [part.tolist() for part in np.split(values, config.num_buckets)]
+
+    return TokenmillHashedSignature(output_folder=output_folder, config=config)
+
+
+def datatrove_removed(
+    texts: list[str], signer: str = "datatrove", settings: DedupSettings = DEFAULTS
+) -> tuple[set[int], dict[int, int]]:
+    """datatrove's four MinHash steps with FineWeb's parameters (seed ``settings.seed``) on a
+    local folder. Returns the removed documents and the cluster of every document in a
+    cluster."""
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup.minhash import (
         MinhashDedupBuckets,
         MinhashDedupCluster,
         MinhashDedupFilter,
-        MinhashDedupSignature,
     )
 
-    config = datatrove_config()
+    config = datatrove_config(settings.seed)
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        source = functools.partial(_documents, texts)
+        source = _Documents(texts)
         kept_path = str(root / "kept.txt")
         steps = [
-            [source, MinhashDedupSignature(output_folder=str(root / "sigs"), config=config)],
+            [source, _signature_step(signer, str(root / "sigs"), config, settings)],
             [MinhashDedupBuckets(str(root / "sigs"), str(root / "buckets"), config=config)],
             [
                 MinhashDedupCluster(
@@ -224,17 +303,19 @@ def datatrove_removed(texts: list[str]) -> tuple[set[int], dict[int, int]]:
             ],
         ]
         tasks = [1, config.num_buckets, 1, 1]
-        for index, (pipeline, task_count) in enumerate(zip(steps, tasks, strict=True)):
-            LocalPipelineExecutor(
-                pipeline=pipeline,
-                tasks=task_count,
-                workers=1,
-                logging_dir=str(root / f"logs{index}"),
-                skip_completed=False,
-            ).run()
+        with _quiet_stderr():
+            for index, (pipeline, task_count) in enumerate(zip(steps, tasks, strict=True)):
+                LocalPipelineExecutor(
+                    pipeline=pipeline,
+                    tasks=task_count,
+                    workers=1,
+                    logging_dir=str(root / f"logs{index}"),
+                    skip_completed=False,
+                ).run()
         kept = {int(line) for line in Path(kept_path).read_text().split()}
-        members = np.fromfile(root / "remove" / "000000.clusters", dtype="<u4").reshape(-1, 2)
-        return set(range(len(texts))) - kept, dict(members.tolist())
+        clusters = root / "remove" / "000000.clusters"
+        members = np.fromfile(clusters, dtype="<u4").reshape(-1, 2) if clusters.exists() else []
+        return set(range(len(texts))) - kept, dict(np.asarray(members).tolist())
 
 
 def first_seen_removals(cluster_of: dict[int, int]) -> set[int]:

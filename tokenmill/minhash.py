@@ -1,14 +1,14 @@
 """MinHash signatures, LSH band keys and exact-duplicate hashes (FineWeb-style, datasketch-exact).
 
-Pipeline per document: ``normalize`` -> word n-gram shingles -> 32/64-bit shingle hash ->
-``num_perm`` datasketch permutations -> per-permutation minimum. Everything after normalization
-runs vectorized with numpy over a whole batch of documents.
+Pipeline per document: ``normalize`` (steps chosen by a ``TextNorm``) -> word n-gram shingles ->
+32/64-bit shingle hash -> ``num_perm`` datasketch permutations -> per-permutation minimum.
+Everything after normalization runs vectorized with numpy over a whole batch of documents.
 
 Compatibility contract: for every text,
 
-    MinHasher(num_perm, ngram, seed, scheme).signatures([text])[0]
+    MinHasher(num_perm, ngram, seed, scheme, norm).signatures([text])[0]
     == datasketch.MinHash(num_perm=num_perm, seed=seed, scheme=scheme, hashfunc=hasher.hashfunc)
-       .update_batch([s.encode("utf-8") for s in shingles(text, ngram)]).hashvalues
+       .update_batch([s.encode("utf-8") for s in shingles(text, ngram, norm)]).hashvalues
 
 where ``hasher.hashfunc`` is ``shingle_hash32`` (schemes "affine32" and "legacy") or
 ``shingle_hash64`` ("affine64"): plain functions of the shingle's UTF-8 bytes.
@@ -17,9 +17,11 @@ where ``hasher.hashfunc`` is ``shingle_hash32`` (schemes "affine32" and "legacy"
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal, NamedTuple
 
@@ -32,6 +34,27 @@ Scheme = Literal["affine32", "affine64", "legacy"]
 # ---------------------------------------------------------------------------------------------
 # Normalization
 # ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextNorm:
+    """The optional steps of ``normalize``, both on by default as in datatrove's ``simplify_text``
+    (FineWeb's MinHash normalization, ``TextNormConfig`` defaults):
+
+    ``norm_numbers``: every number (decimal digits, optionally one decimal separator and more
+    digits: datatrove's pattern) becomes "0", so pages differing only in dates, counters or
+    prices are near-duplicates.
+    ``norm_diacritics``: nonspacing marks (Unicode category Mn) are deleted after canonical
+    decomposition ("café" -> "cafe"). In scripts that write vowels or viramas as marks (Indic,
+    Thai, Hebrew points, ...) this deletes them too, as datatrove does.
+    """
+
+    norm_numbers: bool = True
+    norm_diacritics: bool = True
+
+
+FINEWEB_NORM = TextNorm()
+PLAIN_NORM = TextNorm(norm_numbers=False, norm_diacritics=False)  # tokenmill's norm until 2026-11
 
 _SPACE = 32
 _DROPPED = 0xFFFFFFFF  # marks format characters in the code point table; never a code point
@@ -58,23 +81,27 @@ def _is_separator(char: str) -> bool:
 _MAPPED_RANGES = (range(0x40000), range(0xE0000, 0xF0000))
 
 
-def _table_entry(code_point: int) -> int:
+def _table_entry(code_point: int, drop_marks: bool = False) -> int:
     lowered = chr(code_point).lower()
     if len(lowered) != 1:  # U+0130, lowered by Python beforehand
         return code_point
     if _is_separator(lowered):
         return _SPACE
-    if unicodedata.category(lowered) == "Cf":
+    category = unicodedata.category(lowered)
+    if category == "Cf" or (drop_marks and category == "Mn"):
         return _DROPPED
     return ord(lowered)
 
 
 @functools.cache
-def _code_point_table() -> np.ndarray:
-    """Code point -> its lowercase code point, ``_SPACE`` for separators, ``_DROPPED`` for Cf."""
+def _code_point_table(drop_marks: bool = False) -> np.ndarray:
+    """Code point -> its lowercase code point, ``_SPACE`` for separators, ``_DROPPED`` for Cf
+    (and for Mn if ``drop_marks``)."""
     table = np.arange(sys.maxunicode + 1, dtype=np.uint32)
     for code_points in _MAPPED_RANGES:
-        table[code_points.start : code_points.stop] = [_table_entry(c) for c in code_points]
+        table[code_points.start : code_points.stop] = [
+            _table_entry(c, drop_marks) for c in code_points
+        ]
     return table
 
 
@@ -83,34 +110,51 @@ def _ascii_table() -> np.ndarray:
     return _code_point_table()[:128].astype(np.uint8)
 
 
-def _nfkc_line(line: str) -> str:
-    return line if unicodedata.is_normalized("NFKC", line) else unicodedata.normalize("NFKC", line)
+def _normalize_line(form: str, line: str) -> str:
+    return line if unicodedata.is_normalized(form, line) else unicodedata.normalize(form, line)
 
 
-def _nfkc(text: str) -> str:
-    """NFKC, plus Python's lower() where a table lookup cannot replace it.
+def _unicode_form(text: str, form: str) -> str:
+    """NFKC or NFKD, plus Python's lower() where a table lookup cannot replace it.
 
-    NFKC runs per line: a newline neither reorders nor composes with its neighbours, so
-    NFKC(a + "\\n" + b) == NFKC(a) + "\\n" + NFKC(b), and only lines that need it pay for it.
+    The form is applied per line: a newline neither reorders nor composes with its neighbours,
+    so NFKC(a + "\\n" + b) == NFKC(a) + "\\n" + NFKC(b) (likewise NFKD), and only lines that
+    need it pay for it.
     """
     if text.isascii():
         return text
     for char, replacement in _ASCII_COMPAT:
         if char in text:
             text = text.replace(char, replacement)
-    if not unicodedata.is_normalized("NFKC", text):
-        text = "\n".join(map(_nfkc_line, text.split("\n")))
+    if not unicodedata.is_normalized(form, text):
+        text = "\n".join(_normalize_line(form, line) for line in text.split("\n"))
     if any(char in text for char in _CONTEXTUAL_LOWER):
         text = text.lower()
     return text
 
 
-def _mapped_code_points(joined: str) -> np.ndarray:
+# datatrove's NUMBERS_PATTERN: for str patterns, \d is exactly Unicode category Nd.
+_NUMBER = re.compile(r"\d+(?:[.,\u060c\u066b\u2396\u2397\u2398]\d+)?")
+
+
+def _prepare(text: str, norm: TextNorm) -> str:
+    """The string-level steps of ``normalize``; the per-character ones follow in numpy.
+
+    NFKD (not NFKC) when diacritics go: NFD(NFKC(x)) == NFKD(x), so deleting the marks of the
+    NFKD form is datatrove's "NFD, then delete Mn" applied after our NFKC.
+    """
+    text = _unicode_form(text, "NFKD" if norm.norm_diacritics else "NFKC")
+    if norm.norm_numbers:
+        text = _NUMBER.sub("0", text)
+    return text
+
+
+def _mapped_code_points(joined: str, drop_marks: bool) -> np.ndarray:
     """Lowercased code points with separators as ``_SPACE`` (uint8 if all ASCII, else uint32)."""
     if joined.isascii():
         return _ascii_table()[np.frombuffer(joined.encode("ascii"), dtype=np.uint8)]
     code_points = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    return _code_point_table()[code_points]
+    return _code_point_table(drop_marks)[code_points]
 
 
 def _lengths_to_offsets(lengths: np.ndarray) -> np.ndarray:
@@ -163,52 +207,58 @@ def _as_str_list(texts: Iterable[str | None]) -> list[str]:
     return [text or "" for text in texts]
 
 
-def normalize_code_points(texts: Iterable[str | None]) -> tuple[np.ndarray, np.ndarray]:
+def normalize_code_points(
+    texts: Iterable[str | None], norm: TextNorm = FINEWEB_NORM
+) -> tuple[np.ndarray, np.ndarray]:
     """Normalize a batch: the code points of all normalized texts concatenated (uint8 if the
     batch is ASCII, else uint32), plus n+1 offsets into them."""
-    prepared = [_nfkc(text) for text in _as_str_list(texts)]
+    prepared = [_prepare(text, norm) for text in _as_str_list(texts)]
     offsets = _lengths_to_offsets(np.fromiter(map(len, prepared), np.int64, len(prepared)))
-    mapped = _mapped_code_points("".join(prepared))
+    mapped = _mapped_code_points("".join(prepared), norm.norm_diacritics)
     if len(mapped) and mapped.max() == _DROPPED:
         mapped, offsets = _remove(mapped, np.flatnonzero(mapped == _DROPPED), offsets)
     return _collapse_spaces(mapped, offsets)
 
 
-def normalize_utf8(texts: Iterable[str | None]) -> tuple[bytes, np.ndarray]:
+def normalize_utf8(
+    texts: Iterable[str | None], norm: TextNorm = FINEWEB_NORM
+) -> tuple[bytes, np.ndarray]:
     """Normalize a batch: all normalized texts as one UTF-8 buffer, plus n+1 byte offsets."""
-    return _to_utf8(*normalize_code_points(texts))
+    return _to_utf8(*normalize_code_points(texts, norm))
 
 
-def normalize_batch(texts: Iterable[str | None]) -> list[str]:
+def normalize_batch(texts: Iterable[str | None], norm: TextNorm = FINEWEB_NORM) -> list[str]:
     """``normalize`` over many texts at once (``None`` counts as the empty text)."""
-    data, offsets = normalize_utf8(texts)
+    data, offsets = normalize_utf8(texts, norm)
     return [data[start:stop].decode() for start, stop in pairwise(offsets)]
 
 
-def normalize(text: str) -> str:
+def normalize(text: str, norm: TextNorm = FINEWEB_NORM) -> str:
     """Canonical form used for both exact-duplicate hashing and shingling.
 
-    1. Unicode NFKC (compatibility forms: full-width letters, ligatures, no-break spaces, ...).
-    2. ``str.lower()``.
-    3. Every punctuation (P*), symbol (S*), separator (Z*), control (Cc) or surrogate (Cs)
+    1. Unicode NFKC (compatibility forms: full-width letters, ligatures, no-break spaces, ...),
+       or NFKD if ``norm.norm_diacritics``.
+    2. If ``norm.norm_numbers``: each number becomes "0" (see ``TextNorm``).
+    3. ``str.lower()``; if ``norm.norm_diacritics``, nonspacing marks (Mn) are deleted.
+    4. Every punctuation (P*), symbol (S*), separator (Z*), control (Cc) or surrogate (Cs)
        character, and anything ``str.isspace()`` accepts, becomes a space, so words glued by
        punctuation ("end.Next") stay separate words; format characters (Cf: soft hyphen,
        zero-width joiner, BOM, ...) are deleted. Character classes come from Python's
        ``unicodedata`` tables.
-    4. Runs of spaces collapse to one ASCII space; none remain at either end.
+    5. Runs of spaces collapse to one ASCII space; none remain at either end.
 
     The result is words separated by single spaces; the empty string if no word remains.
     """
-    return normalize_batch([text])[0]
+    return normalize_batch([text], norm)[0]
 
 
-def shingles(text: str, ngram: int = 5) -> list[str]:
-    """Word n-grams of ``normalize(text)``, in order, repeats kept.
+def shingles(text: str, ngram: int = 5, norm: TextNorm = FINEWEB_NORM) -> list[str]:
+    """Word n-grams of ``normalize(text, norm)``, in order, repeats kept.
 
     A text with fewer than ``ngram`` words yields one shingle of all its words; a text with no
     words yields none.
     """
-    normalized = normalize(text)
+    normalized = normalize(text, norm)
     if not normalized:
         return []
     words = normalized.split(" ")
@@ -216,9 +266,9 @@ def shingles(text: str, ngram: int = 5) -> list[str]:
     return [" ".join(words[i : i + ngram]) for i in range(count)]
 
 
-def content_hashes(texts: Iterable[str | None]) -> np.ndarray:
+def content_hashes(texts: Iterable[str | None], norm: TextNorm = FINEWEB_NORM) -> np.ndarray:
     """xxh3_64 of each normalized text's UTF-8 bytes (uint64): equal for exact duplicates."""
-    return _utf8_hashes(*normalize_utf8(texts))
+    return _utf8_hashes(*normalize_utf8(texts, norm))
 
 
 def _utf8_hashes(data: bytes, offsets: np.ndarray) -> np.ndarray:
@@ -386,13 +436,19 @@ class MinHasher:
     permutation_block = 1 << 20  # max shingles x num_perm values permuted at once
 
     def __init__(
-        self, num_perm: int = 112, ngram: int = 5, seed: int = 1, scheme: Scheme = "affine32"
+        self,
+        num_perm: int = 112,
+        ngram: int = 5,
+        seed: int = 1,
+        scheme: Scheme = "affine32",
+        norm: TextNorm = FINEWEB_NORM,
     ) -> None:
         if scheme not in ("affine32", "affine64", "legacy"):
             raise ValueError(f"unknown scheme {scheme!r}")
         if num_perm < 1 or ngram < 1:
             raise ValueError("num_perm and ngram must be positive")
         self.num_perm, self.ngram, self.seed, self.scheme = num_perm, ngram, seed, scheme
+        self.norm = norm
         self.a, self.b = _permutations(num_perm, seed, scheme)
         self.hash_bits = 64 if scheme == "affine64" else 32
         self.dtype = np.dtype(np.uint32 if scheme == "affine32" else np.uint64)
@@ -423,7 +479,7 @@ class MinHasher:
         words = np.empty(len(texts), dtype=np.int64)
         for start in range(0, len(texts), self.docs_per_batch):
             batch = slice(start, start + self.docs_per_batch)
-            code_points, offsets = normalize_code_points(texts[batch])
+            code_points, offsets = normalize_code_points(texts[batch], self.norm)
             starts, stops, counts, words[batch] = _shingle_spans(code_points, offsets, self.ngram)
             signatures[batch] = self._signatures_of_spans(code_points, starts, stops, counts)
             if with_content:
