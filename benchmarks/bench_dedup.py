@@ -39,7 +39,14 @@ from tokenmill.dedup import (  # noqa: E402
     signature_schema,
 )
 from tokenmill.lake import Lake  # noqa: E402
-from tokenmill.minhash import MinHasher, normalize, shingles  # noqa: E402
+from tokenmill.minhash import (  # noqa: E402
+    FINEWEB_NORM,
+    PLAIN_NORM,
+    MinHasher,
+    TextNorm,
+    normalize,
+    shingles,
+)
 from tokenmill.outputs import PartitionWriter, StageReport, read_column  # noqa: E402
 from tokenmill.shards import Shard, crawl_prefix, shard_name  # noqa: E402
 
@@ -77,9 +84,9 @@ def best_time(work) -> float:
     return min(timed(work)[1] for _ in range(REPEATS))
 
 
-def tokenmill_signatures(repeat: int) -> tuple[int, float]:
+def tokenmill_signatures(repeat: int, scheme: str, norm: TextNorm) -> tuple[int, float]:
     texts = real_texts() * repeat
-    hasher = MinHasher(num_perm=112, ngram=5)
+    hasher = MinHasher(num_perm=112, ngram=5, scheme=scheme, norm=norm)
     hasher.hash_documents(texts[:64])  # builds the code point table once, outside the timing
     seconds = best_time(lambda: hasher.hash_documents(texts))
     return len(texts), seconds
@@ -124,7 +131,18 @@ def bench_signatures() -> None:
     texts = real_texts()
     mean_bytes = sum(len(t.encode()) for t in texts) / len(texts)
     runs = [
-        ("tokenmill MinHasher (numpy, batched)", functools.partial(tokenmill_signatures, 6)),
+        (
+            "tokenmill MinHasher, 64-bit (dedup default), FineWeb norm",
+            functools.partial(tokenmill_signatures, 6, "affine64", FINEWEB_NORM),
+        ),
+        (
+            "tokenmill MinHasher, 64-bit, plain norm (before)",
+            functools.partial(tokenmill_signatures, 6, "affine64", PLAIN_NORM),
+        ),
+        (
+            "tokenmill MinHasher, 32-bit, FineWeb norm",
+            functools.partial(tokenmill_signatures, 6, "affine32", FINEWEB_NORM),
+        ),
         (
             "datasketch update_batch, default sha1 hash",
             functools.partial(datasketch_signatures, 200, False),
@@ -144,7 +162,7 @@ def bench_signatures() -> None:
     print_table(
         f"MinHash signatures, 112 permutations, word 5-grams, shingling included, one "
         f"single-threaded process, best of {REPEATS}, real docs (mean {mean_bytes:,.0f} bytes)",
-        ["implementation", "docs", "seconds", "docs/s", "tokenmill is faster by"],
+        ["implementation", "docs", "seconds", "docs/s", "first row is faster by"],
         rows,
     )
 
@@ -248,7 +266,7 @@ def _signature_step(signer: str, output_folder: str, config, settings: DedupSett
             if signer == "datatrove words":
                 grams = [" ".join(gram) for gram in self._datatrove_ngrams(text)]
             else:
-                grams = shingles(text, config.n_grams)
+                grams = shingles(text, config.n_grams, settings.text_norm())
             return np.array([gram.encode() for gram in grams], dtype=object)
 
         def _datatrove_ngrams(self, text: str):
@@ -263,7 +281,7 @@ def _signature_step(signer: str, output_folder: str, config, settings: DedupSett
             minhash.update_batch(list(grams))
             # datatrove's bucket step stops reading a sorted signature file at the first value
             # >= 2**61 - 1 (its Mersenne prime); shifting 64-bit values right by 3 keeps them
-            # below it without making two different values equal.
+            # below it and merges only values equal in their top 61 bits (chance 2**-61).
             values = minhash.hashvalues.astype(np.uint64) >> np.uint64(3)
             return [part.tolist() for part in np.split(values, config.num_buckets)]
 
@@ -326,56 +344,187 @@ def first_seen_removals(cluster_of: dict[int, int]) -> set[int]:
     return set(cluster_of) - set(first.values())
 
 
-def bench_agreement() -> None:
+def max_jaccards(shingle_sets: list[set[str]]) -> np.ndarray:
+    """Per document, its highest shingle-set Jaccard to any other document (via an inverted
+    index: only documents sharing a shingle are compared)."""
+    postings: dict[str, list[int]] = {}
+    for doc, grams in enumerate(shingle_sets):
+        for gram in grams:
+            postings.setdefault(gram, []).append(doc)
+    best = np.zeros(len(shingle_sets))
+    for doc, grams in enumerate(shingle_sets):
+        shared: dict[int, int] = {}
+        for gram in grams:
+            for other in postings[gram]:
+                shared[other] = shared.get(other, 0) + 1
+        shared.pop(doc, None)
+        for other, count in shared.items():
+            union = len(grams) + len(shingle_sets[other]) - count
+            best[doc] = max(best[doc], count / union)
+    return best
+
+
+def datatrove_shingle_sets(texts: list[str]) -> list[set[str]]:
+    """datatrove's word 5-grams (simplify_text, then its English word tokenizer)."""
+    from datatrove.utils.text import ngrams, simplify_text
+    from datatrove.utils.word_tokenizers import load_word_tokenizer
+
+    tokenizer = load_word_tokenizer("en")
+    return [
+        {" ".join(gram) for gram in ngrams(tokenizer.word_tokenize(simplify_text(text)), 5)}
+        for text in texts
+    ]
+
+
+def threshold_region(bands: int, rows: int, low: float = 0.01, high: float = 0.99):
+    """The Jaccard range in which LSH with ``bands`` x ``rows`` merges a pair with probability
+    between ``low`` and ``high`` (P(J) = 1 - (1 - J**rows)**bands): there, two tools (or two
+    seeds of one tool) with different permutations decide a pair differently by chance."""
+
+    def inverse(probability: float) -> float:
+        return (1 - (1 - probability) ** (1 / bands)) ** (1 / rows)
+
+    return round(inverse(low), 3), round(inverse(high), 3)
+
+
+THRESHOLD_REGION = threshold_region(*DEFAULTS.banding())  # (0.405, 0.853) for 14 x 8
+
+
+class _Corpus:
+    """The agreement corpus with, per document, its normalized word count and its highest
+    Jaccard to another document under tokenmill's and under datatrove's 5-grams."""
+
+    def __init__(self) -> None:
+        self.texts = agreement_corpus()
+        self.words = [len(normalize(t).split()) for t in self.texts]
+        self.jaccard = max_jaccards([set(shingles(t)) for t in self.texts])
+        self.datatrove_jaccard = max_jaccards(datatrove_shingle_sets(self.texts))
+        low, high = THRESHOLD_REGION
+        self.near_threshold = {doc for doc, j in enumerate(self.jaccard) if low <= j < high}
+
+    def cause(self, doc: int) -> str:
+        """Why the two tools may decide this document differently."""
+        low, high = THRESHOLD_REGION
+        if 0 < self.words[doc] < 5:
+            return "fewer than 5 words (datatrove: no signature)"
+        if abs(self.jaccard[doc] - self.datatrove_jaccard[doc]) > 0.05:
+            return "n-grams differ: |J tokenmill - J datatrove| > 0.05"
+        if self.jaccard[doc] < low:
+            return f"J < {low}"
+        if self.jaccard[doc] < high:
+            return f"{low} <= J < {high} (threshold region: LSH merges with P 1-99 %)"
+        return f"J >= {high}"
+
+    def row(self, ours: set[int], theirs: set[int]) -> list:
+        disagree = ours ^ theirs
+        away = len(self.texts) - len(self.near_threshold)
+        away_disagree = len(disagree - self.near_threshold)
+        return [len(ours), len(theirs), len(ours & theirs), len(disagree),
+                f"{1 - len(disagree) / len(self.texts):.2%}", away_disagree,
+                f"{1 - away_disagree / away:.2%}"]  # fmt: skip
+
+
+ROW_HEADER = ["removed by tokenmill", "removed by datatrove", "both", "disagree", "agreement",
+              "disagree, J outside threshold region", "agreement there"]  # fmt: skip
+SEED_HEADER = ["removed by first", "removed by second", *ROW_HEADER[2:]]
+
+
+def _ours(texts: list[str], **settings) -> set[int]:
+    return in_fresh_process(functools.partial(tokenmill_removed, texts, DedupSettings(**settings)))[
+        0
+    ]
+
+
+def _theirs(texts: list[str], signer: str = "datatrove", **settings):
+    return in_fresh_process(
+        functools.partial(datatrove_removed, texts, signer, DedupSettings(**settings))
+    )[0]
+
+
+def bench_agreement(seeds: int) -> None:
     if shared_path(*CORPUS) is None:
         print("agreement: skipped, ../shared/corpora/text is absent")
         return
-    texts = agreement_corpus()
-    ours, _, _ = in_fresh_process(functools.partial(tokenmill_removed, texts))
-    (theirs, their_clusters), _, _ = in_fresh_process(functools.partial(datatrove_removed, texts))
-    # datatrove keeps an arbitrary member (the root of its union-by-size), tokenmill the first
-    # seen: the second row applies tokenmill's rule to datatrove's clusters.
+    corpus = _Corpus()
+    texts = corpus.texts
+    stock, stock_clusters = _theirs(texts)
+    plain = {"norm_numbers": False, "norm_diacritics": False}
+    ladder = [
+        ("plain norm (before), short: exact", plain, "datatrove", (stock, stock_clusters)),
+        ("FineWeb norm (default), short: exact", {}, "datatrove", (stock, stock_clusters)),
+        ("FineWeb norm, short: keep", {"short_docs": "keep"}, "datatrove",
+         (stock, stock_clusters)),
+        ("FineWeb norm, short: keep", {"short_docs": "keep"}, "datatrove words", None),
+        ("FineWeb norm, short: exact", {}, "tokenmill shingles", None),
+        ("plain norm, short: exact", plain, "tokenmill shingles", None),
+    ]  # fmt: skip
     rows = []
-    for name, reference in (
-        ("as each removes", theirs),
-        ("datatrove clusters, first-seen survivor", first_seen_removals(their_clusters)),
-    ):
-        disagree = ours ^ reference
-        rows.append(
-            [name, len(texts), len(ours), len(reference), len(ours & reference), len(disagree),
-             f"{1 - len(disagree) / len(texts):.2%}"]
-        )  # fmt: skip
+    for label, settings, signer, reference in ladder:
+        ours = _ours(texts, **settings)
+        theirs, their_clusters = reference or _theirs(texts, signer, **settings)
+        first_seen = len(ours ^ first_seen_removals(their_clusters))
+        rows.append([label, signer, *corpus.row(ours, theirs), first_seen])
+        if signer == "datatrove" and settings == {}:
+            headline = ours ^ theirs
     print_table(
-        "Removed documents: tokenmill vs datatrove MinhashDedup (5-grams, 14 x 8), "
-        f"{len(texts)} docs = 697 real + 300 edited copies + 50 exact copies",
-        ["comparison", "documents", "removed by tokenmill", "removed by datatrove", "both",
-         "disagree", "agreement"],
+        f"Removed documents: tokenmill vs datatrove MinhashDedup (5-grams, 14 x 8, seed 1), "
+        f"{len(texts)} docs = 697 real + 300 edited copies + 50 exact copies. datatrove "
+        "signature step: 'datatrove' = its own (simplify_text, spaCy words, sha1, its "
+        "permutations); 'datatrove words' = its word 5-grams with tokenmill's shingle hash and "
+        "permutations; 'tokenmill shingles' = tokenmill's 5-grams, hash and permutations (only "
+        f"datatrove's buckets/clusters/filter differ). Threshold region: {THRESHOLD_REGION[0]} "
+        f"<= J < {THRESHOLD_REGION[1]} (J: a doc's highest 5-gram Jaccard to another doc), "
+        f"{len(corpus.near_threshold)} docs",
+        ["tokenmill settings", "datatrove signature step", *ROW_HEADER,
+         "disagree, datatrove clusters + first-seen survivor"],
         rows,
     )  # fmt: skip
-    explain_disagreements(texts, sorted(ours ^ theirs))
+    explain_disagreements(corpus, sorted(headline))
+    compare_seeds(corpus, seeds)
 
 
-def explain_disagreements(texts: list[str], disagree: list[int]) -> None:
-    """Each disagreeing document by its highest word-5-gram Jaccard to any other document."""
-    shingle_sets = [set(shingles(text)) for text in texts]
+def compare_seeds(corpus: _Corpus, seeds: int) -> None:
+    """Tool vs tool at the same seed, next to each tool against itself at another seed: if
+    the former is no larger, the tools differ only by their random permutations."""
+    texts = corpus.texts
+    ours = {s: _ours(texts, seed=s, short_docs="keep") for s in range(1, seeds + 1)}
+    theirs = {s: _theirs(texts, seed=s)[0] for s in range(1, seeds + 1)}
+    others = range(2, seeds + 1)
+    groups = {
+        "tokenmill vs datatrove, same seed": [
+            (f"tokenmill {s} vs datatrove {s}", ours[s], theirs[s]) for s in ours
+        ],
+        "tokenmill vs itself, other seed": [
+            (f"tokenmill {s} vs tokenmill 1", ours[s], ours[1]) for s in others
+        ],
+        "datatrove vs itself, other seed": [
+            (f"datatrove {s} vs datatrove 1", theirs[s], theirs[1]) for s in others
+        ],
+    }
+    print_table(
+        "Removed documents across permutation seeds (tokenmill: FineWeb norm, short: keep; "
+        "datatrove: its own signature step)",
+        ["comparison", *SEED_HEADER],
+        [[name, *corpus.row(a, b)] for pairs in groups.values() for name, a, b in pairs],
+    )
+    summary = []
+    for kind, pairs in groups.items():
+        agreement = [1 - len(a ^ b) / len(texts) for _, a, b in pairs]
+        summary.append([kind, len(pairs), f"{np.mean(agreement):.2%}",
+                        f"{min(agreement):.2%}", f"{max(agreement):.2%}"])  # fmt: skip
+    print_table("Agreement across seeds, summary", ["comparison", "runs", "mean", "min", "max"],
+                summary)  # fmt: skip
+
+
+def explain_disagreements(corpus: _Corpus, disagree: list[int]) -> None:
+    """Each disagreeing document by its cause (``_Corpus.cause``)."""
     kinds: dict[str, int] = {}
     for doc in disagree:
-        if 0 < len(normalize(texts[doc]).split(" ")) < 5:
-            kind = "fewer than 5 words (datatrove makes no signature)"
-        else:
-            best = max(
-                len(shingle_sets[doc] & other) / len(shingle_sets[doc] | other)
-                for index, other in enumerate(shingle_sets)
-                if index != doc and other
-            )
-            kind = next(
-                label for bound, label in ((0.6, "J < 0.6"), (0.8, "0.6 <= J < 0.8"),
-                                           (2, "J >= 0.8")) if best < bound
-            )  # fmt: skip
-        kinds[kind] = kinds.get(kind, 0) + 1
+        kinds[corpus.cause(doc)] = kinds.get(corpus.cause(doc), 0) + 1
     print_table(
-        "Disagreements by the document's highest Jaccard to another document",
-        ["kind", "documents"],
+        "Disagreements of tokenmill (defaults) vs datatrove (its own signature step), by the "
+        "document's highest 5-gram Jaccard J to another document",
+        ["cause", "documents"],
         sorted(kinds.items()),
     )
 
@@ -456,11 +605,12 @@ def main() -> None:
     parser.add_argument(
         "--sizes", type=int, nargs="+", default=[250_000, 1_000_000, 2_000_000, 4_000_000]
     )
+    parser.add_argument("--seeds", type=int, default=5, help="permutation seeds to compare")
     args = parser.parse_args()
     if "signatures" in args.parts:
         bench_signatures()
     if "agreement" in args.parts:
-        bench_agreement()
+        bench_agreement(args.seeds)
     if "clusters" in args.parts:
         bench_clusters(args.sizes)
 
