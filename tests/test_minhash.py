@@ -65,15 +65,19 @@ def reference_normalize(text: str, norm: TextNorm = FINEWEB_NORM) -> str:
     """Character-by-character statement of the normalization contract."""
     from datatrove.utils.text import NUMBERS_PATTERN
 
-    dropped = ("Cf", "Mn") if norm.norm_diacritics else ("Cf",)
+    def without_marks(char: str) -> str:
+        kept = [c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn"]
+        return "".join(kept) if len(kept) <= 1 else char
 
     def mapped(char: str) -> str:
-        category = unicodedata.category(char)
+        if norm.norm_diacritics:
+            char = without_marks(char)
+        category = unicodedata.category(char) if char else "Cf"
         if category[0] in "PSZ" or category in ("Cc", "Cs") or char.isspace():
             return " "
-        return "" if category in dropped else char
+        return "" if category == "Cf" else char
 
-    text = unicodedata.normalize("NFKD" if norm.norm_diacritics else "NFKC", text)
+    text = unicodedata.normalize("NFKC", text)
     if norm.norm_numbers:
         text = NUMBERS_PATTERN.sub("0", text)
     lowered = text.lower()
@@ -93,6 +97,16 @@ def datasketch_signature(hasher: MinHasher, text: str) -> np.ndarray:
 @pytest.mark.parametrize("text", EDGE_CASES + random_texts(50))
 def test_normalize_matches_character_reference(text, norm):
     assert normalize(text, norm) == reference_normalize(text, norm)
+
+
+def test_numbers_and_marks_match_reference_on_random_strings():
+    """Digit runs, decimal separators, format characters and marks in every arrangement, also
+    across document boundaries of a batch."""
+    rng = random.Random(3)
+    pieces = ["1", "23", "٣", "５", ".", ",", "٫", "-", " ", "\u200b", "\u0301", "a", "é", "\n"]
+    texts = ["".join(rng.choices(pieces, k=rng.randint(0, 30))) for _ in range(500)]
+    for norm in NORMS:
+        assert normalize_batch(texts, norm) == [reference_normalize(t, norm) for t in texts]
 
 
 def test_normalize_examples():
@@ -251,12 +265,12 @@ def test_signatures_and_content_hashes_match_separate_calls():
     np.testing.assert_array_equal(hashes, content_hashes(texts))
 
 
-@pytest.mark.parametrize("drop_marks", [False, True])
-def test_code_point_table_skips_only_identity_planes(drop_marks):
-    table = _code_point_table(drop_marks)
+@pytest.mark.parametrize("norm", [PLAIN_NORM, FINEWEB_NORM])
+def test_code_point_table_skips_only_identity_planes(norm):
+    table = _code_point_table(norm)
     skipped = np.ones(len(table), dtype=bool)
     for code_points in _MAPPED_RANGES:
         skipped[code_points.start : code_points.stop] = False
     skipped_code_points = np.flatnonzero(skipped).tolist()
-    assert [_table_entry(c, drop_marks) for c in skipped_code_points] == skipped_code_points
+    assert [_table_entry(c, norm) for c in skipped_code_points] == skipped_code_points
     np.testing.assert_array_equal(table[skipped_code_points], skipped_code_points)

@@ -191,9 +191,7 @@ def _unlink_short_docs(batch, word_counts, band_values, exact, settings, report)
     short = word_counts < settings.ngram
     if not short.any():
         return
-    unmatched = word_counts == 0
-    if settings.short_docs == "keep":
-        unmatched = short
+    unmatched = short if settings.short_docs == "keep" else word_counts == 0
     doc_ids = batch.column("doc_id")
     band_values[short] = _own_keys(doc_ids.filter(pa.array(short)))[:, None]
     exact[unmatched] = _own_keys(doc_ids.filter(pa.array(unmatched)))

@@ -17,7 +17,6 @@ where ``hasher.hashfunc`` is ``shingle_hash32`` (schemes "affine32" and "legacy"
 from __future__ import annotations
 
 import functools
-import re
 import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -44,9 +43,14 @@ class TextNorm:
     ``norm_numbers``: every number (decimal digits, optionally one decimal separator and more
     digits: datatrove's pattern) becomes "0", so pages differing only in dates, counters or
     prices are near-duplicates.
-    ``norm_diacritics``: nonspacing marks (Unicode category Mn) are deleted after canonical
-    decomposition ("café" -> "cafe"). In scripts that write vowels or viramas as marks (Indic,
-    Thai, Hebrew points, ...) this deletes them too, as datatrove does.
+    ``norm_diacritics``: each character is replaced by its canonical decomposition without
+    nonspacing marks (Unicode category Mn), "é" -> "e", if that leaves at most one character
+    (Hangul syllables, which would leave their jamo, stay whole: the same words either way). In
+    scripts that write vowels or viramas as marks (Indic, Thai, Hebrew points, ...) this deletes
+    them too, as datatrove does.
+
+    Both are table lookups and one numpy pass, not string rewrites: normalizing costs the same
+    with or without them.
     """
 
     norm_numbers: bool = True
@@ -57,6 +61,7 @@ FINEWEB_NORM = TextNorm()
 PLAIN_NORM = TextNorm(norm_numbers=False, norm_diacritics=False)  # tokenmill's norm until 2026-11
 
 _SPACE = 32
+_ZERO = ord("0")
 _DROPPED = 0xFFFFFFFF  # marks format characters in the code point table; never a code point
 
 # Characters whose NFKD form is plain ASCII. Replacing them by that form before NFKC cannot change
@@ -81,80 +86,116 @@ def _is_separator(char: str) -> bool:
 _MAPPED_RANGES = (range(0x40000), range(0xE0000, 0xF0000))
 
 
-def _table_entry(code_point: int, drop_marks: bool = False) -> int:
+def _without_marks(char: str) -> str:
+    """datatrove's diacritics step ("NFD, then delete Mn") for one character, kept to at most
+    one character: a character that would leave several (a Hangul syllable's jamo) stays whole,
+    which changes no word boundary and so no Jaccard."""
+    kept = "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn")
+    return kept if len(kept) <= 1 else char
+
+
+def _table_entry(code_point: int, norm: TextNorm = PLAIN_NORM) -> int:
     lowered = chr(code_point).lower()
     if len(lowered) != 1:  # U+0130, lowered by Python beforehand
         return code_point
+    if norm.norm_diacritics:
+        lowered = _without_marks(lowered)
+        if not lowered:
+            return _DROPPED
     if _is_separator(lowered):
         return _SPACE
     category = unicodedata.category(lowered)
-    if category == "Cf" or (drop_marks and category == "Mn"):
+    if category == "Cf":
         return _DROPPED
+    if norm.norm_numbers and category == "Nd":
+        return _ZERO
     return ord(lowered)
 
 
 @functools.cache
-def _code_point_table(drop_marks: bool = False) -> np.ndarray:
-    """Code point -> its lowercase code point, ``_SPACE`` for separators, ``_DROPPED`` for Cf
-    (and for Mn if ``drop_marks``)."""
+def _code_point_table(norm: TextNorm = PLAIN_NORM) -> np.ndarray:
+    """Code point -> its lowercase code point, ``_SPACE`` for separators, ``_DROPPED`` for Cf;
+    per ``norm``, without its marks (``_DROPPED`` if nothing remains) and digits as "0"."""
     table = np.arange(sys.maxunicode + 1, dtype=np.uint32)
     for code_points in _MAPPED_RANGES:
-        table[code_points.start : code_points.stop] = [
-            _table_entry(c, drop_marks) for c in code_points
-        ]
+        table[code_points.start : code_points.stop] = [_table_entry(c, norm) for c in code_points]
     return table
 
 
 @functools.cache
-def _ascii_table() -> np.ndarray:
-    return _code_point_table()[:128].astype(np.uint8)
+def _ascii_table(norm: TextNorm) -> np.ndarray:
+    return _code_point_table(norm)[:128].astype(np.uint8)
 
 
-def _normalize_line(form: str, line: str) -> str:
-    return line if unicodedata.is_normalized(form, line) else unicodedata.normalize(form, line)
+def _nfkc_line(line: str) -> str:
+    return line if unicodedata.is_normalized("NFKC", line) else unicodedata.normalize("NFKC", line)
 
 
-def _unicode_form(text: str, form: str) -> str:
-    """NFKC or NFKD, plus Python's lower() where a table lookup cannot replace it.
+def _nfkc(text: str) -> str:
+    """NFKC, plus Python's lower() where a table lookup cannot replace it.
 
-    The form is applied per line: a newline neither reorders nor composes with its neighbours,
-    so NFKC(a + "\\n" + b) == NFKC(a) + "\\n" + NFKC(b) (likewise NFKD), and only lines that
-    need it pay for it.
+    NFKC runs per line: a newline neither reorders nor composes with its neighbours, so
+    NFKC(a + "\\n" + b) == NFKC(a) + "\\n" + NFKC(b), and only lines that need it pay for it.
     """
     if text.isascii():
         return text
     for char, replacement in _ASCII_COMPAT:
         if char in text:
             text = text.replace(char, replacement)
-    if not unicodedata.is_normalized(form, text):
-        text = "\n".join(_normalize_line(form, line) for line in text.split("\n"))
+    if not unicodedata.is_normalized("NFKC", text):
+        text = "\n".join(map(_nfkc_line, text.split("\n")))
     if any(char in text for char in _CONTEXTUAL_LOWER):
         text = text.lower()
     return text
 
 
-# datatrove's NUMBERS_PATTERN: for str patterns, \d is exactly Unicode category Nd.
-_NUMBER = re.compile(r"\d+(?:[.,\u060c\u066b\u2396\u2397\u2398]\d+)?")
-
-
-def _prepare(text: str, norm: TextNorm) -> str:
-    """The string-level steps of ``normalize``; the per-character ones follow in numpy.
-
-    NFKD (not NFKC) when diacritics go: NFD(NFKC(x)) == NFKD(x), so deleting the marks of the
-    NFKD form is datatrove's "NFD, then delete Mn" applied after our NFKC.
-    """
-    text = _unicode_form(text, "NFKD" if norm.norm_diacritics else "NFKC")
-    if norm.norm_numbers:
-        text = _NUMBER.sub("0", text)
-    return text
-
-
-def _mapped_code_points(joined: str, drop_marks: bool) -> np.ndarray:
-    """Lowercased code points with separators as ``_SPACE`` (uint8 if all ASCII, else uint32)."""
+def _code_points(joined: str) -> np.ndarray:
+    """uint8 if all ASCII, else uint32."""
     if joined.isascii():
-        return _ascii_table()[np.frombuffer(joined.encode("ascii"), dtype=np.uint8)]
-    code_points = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    return _code_point_table(drop_marks)[code_points]
+        return np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    return np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def _mapped_code_points(code_points: np.ndarray, norm: TextNorm) -> np.ndarray:
+    """Lowercased code points with separators as ``_SPACE``, per ``_code_point_table``."""
+    if code_points.dtype == np.uint8:
+        return _ascii_table(norm)[code_points]
+    return _code_point_table(norm)[code_points]
+
+
+# datatrove's NUMBERS_PATTERN is \p{Nd}+([.,،٫⎖⎗⎘]\p{Nd}+)?: one of these between two digit runs
+# joins them into one number.
+_DECIMAL_SEPARATORS = np.array([ord(c) for c in ".,\u060c\u066b\u2396\u2397\u2398"], np.uint32)
+
+
+def _mark_number_tails(mapped, code_points, offsets, deleted: np.ndarray) -> None:
+    """Mark in ``deleted`` what goes so that every number leaves one "0" (the table already
+    made every digit "0"), exactly as datatrove's pattern substituted left to right: a match is
+    a digit run, plus a decimal separator and the next run if present. In a chain run, sep,
+    run, sep, run, ... the 2nd, 4th, ... runs join the match before them; the other
+    separators stay."""
+    digit = mapped == _ZERO
+    if not digit.any():
+        return
+    doc_start = np.zeros(len(mapped) + 1, dtype=bool)
+    doc_start[offsets[:-1]] = True
+    continues = np.zeros(len(mapped), dtype=bool)
+    continues[1:] = digit[:-1] & ~doc_start[1:-1]
+    run_starts = np.flatnonzero(digit & ~continues)
+    before = run_starts[run_starts >= 2]
+    bridged = np.zeros(len(run_starts), dtype=bool)
+    bridged[len(run_starts) - len(before) :] = (
+        digit[before - 2]
+        & np.isin(code_points[before - 1], _DECIMAL_SEPARATORS)
+        & ~doc_start[before]
+        & ~doc_start[before - 1]
+    )
+    runs = np.arange(len(run_starts))
+    chain_position = runs - np.maximum.accumulate(np.where(bridged, 0, runs))
+    joined = run_starts[chain_position % 2 == 1]
+    deleted |= digit & continues
+    deleted[joined] = True
+    deleted[joined - 1] = True
 
 
 def _lengths_to_offsets(lengths: np.ndarray) -> np.ndarray:
@@ -212,11 +253,15 @@ def normalize_code_points(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Normalize a batch: the code points of all normalized texts concatenated (uint8 if the
     batch is ASCII, else uint32), plus n+1 offsets into them."""
-    prepared = [_prepare(text, norm) for text in _as_str_list(texts)]
+    prepared = [_nfkc(text) for text in _as_str_list(texts)]
     offsets = _lengths_to_offsets(np.fromiter(map(len, prepared), np.int64, len(prepared)))
-    mapped = _mapped_code_points("".join(prepared), norm.norm_diacritics)
-    if len(mapped) and mapped.max() == _DROPPED:
-        mapped, offsets = _remove(mapped, np.flatnonzero(mapped == _DROPPED), offsets)
+    code_points = _code_points("".join(prepared))
+    mapped = _mapped_code_points(code_points, norm)
+    deleted = mapped == _DROPPED
+    if norm.norm_numbers:
+        _mark_number_tails(mapped, code_points, offsets, deleted)
+    if deleted.any():
+        mapped, offsets = _remove(mapped, np.flatnonzero(deleted), offsets)
     return _collapse_spaces(mapped, offsets)
 
 
@@ -236,10 +281,10 @@ def normalize_batch(texts: Iterable[str | None], norm: TextNorm = FINEWEB_NORM) 
 def normalize(text: str, norm: TextNorm = FINEWEB_NORM) -> str:
     """Canonical form used for both exact-duplicate hashing and shingling.
 
-    1. Unicode NFKC (compatibility forms: full-width letters, ligatures, no-break spaces, ...),
-       or NFKD if ``norm.norm_diacritics``.
+    1. Unicode NFKC (compatibility forms: full-width letters, ligatures, no-break spaces, ...).
     2. If ``norm.norm_numbers``: each number becomes "0" (see ``TextNorm``).
-    3. ``str.lower()``; if ``norm.norm_diacritics``, nonspacing marks (Mn) are deleted.
+    3. ``str.lower()``; if ``norm.norm_diacritics``, each character loses its nonspacing marks
+       (see ``TextNorm``).
     4. Every punctuation (P*), symbol (S*), separator (Z*), control (Cc) or surrogate (Cs)
        character, and anything ``str.isspace()`` accepts, becomes a space, so words glued by
        punctuation ("end.Next") stay separate words; format characters (Cf: soft hyphen,
