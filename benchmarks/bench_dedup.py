@@ -1,7 +1,8 @@
 """Deduplication: signature speed, agreement with datatrove, clustering time and memory at scale.
 
-    uv run python benchmarks/bench_dedup.py            # everything (about 10 minutes)
+    uv run python benchmarks/bench_dedup.py            # everything (about 15 minutes)
     uv run python benchmarks/bench_dedup.py signatures agreement
+    uv run python benchmarks/bench_dedup.py agreement --seeds 3   # fewer seed comparisons
     uv run python benchmarks/bench_dedup.py clusters --sizes 1000000 4000000
 
 Every measurement runs in a fresh process (peak RSS is that process's own). The real documents
@@ -12,12 +13,15 @@ skipped with a message when ../shared is absent.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import gzip
 import json
+import os
 import random
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -37,22 +41,34 @@ from tokenmill.dedup import (  # noqa: E402
     signature_schema,
 )
 from tokenmill.lake import Lake  # noqa: E402
-from tokenmill.minhash import MinHasher, normalize, shingles  # noqa: E402
+from tokenmill.minhash import (  # noqa: E402
+    FINEWEB_NORM,
+    PLAIN_NORM,
+    MinHasher,
+    TextNorm,
+    normalize,
+    shingles,
+)
 from tokenmill.outputs import PartitionWriter, StageReport, read_column  # noqa: E402
 from tokenmill.shards import Shard, crawl_prefix, shard_name  # noqa: E402
 
 CORPUS = ("corpora", "text", "cc-main-2019-30-697docs.jsonl.gz")
 CRAWL = "CC-MAIN-BENCH"
+DEFAULTS = DedupSettings()
 
 
-def datatrove_config():
+def datatrove_config(seed: int = 1):
     """FineWeb's MinHash settings. datatrove's default xxhash shingle hash passes str to
     xxhash, which xxhash 4 refuses ("Strings must be encoded before hashing"): use sha1."""
     from datatrove.pipeline.dedup.minhash import MinhashConfig
     from datatrove.utils.hashing import HashConfig
 
     return MinhashConfig(
-        n_grams=5, num_buckets=14, hashes_per_bucket=8, hash_config=HashConfig(64, "sha1")
+        n_grams=5,
+        num_buckets=14,
+        hashes_per_bucket=8,
+        seed=seed,
+        hash_config=HashConfig(64, "sha1"),
     )
 
 
@@ -66,19 +82,25 @@ def real_texts() -> list[str]:
 REPEATS = 3  # the machine is shared: each timing is the best of REPEATS passes
 
 
-def best_time(work) -> float:
-    return min(timed(work)[1] for _ in range(REPEATS))
+def best_time(work) -> tuple[float, float]:
+    """Best wall-clock and best CPU seconds of REPEATS passes: on a loaded machine the CPU
+    time of this single-threaded process is the fairer per-core figure."""
+    walls, cpus = [], []
+    for _ in range(REPEATS):
+        cpu = time.process_time()
+        walls.append(timed(work)[1])
+        cpus.append(time.process_time() - cpu)
+    return min(walls), min(cpus)
 
 
-def tokenmill_signatures(repeat: int) -> tuple[int, float]:
+def tokenmill_signatures(repeat: int, scheme: str, norm: TextNorm) -> tuple[int, float, float]:
     texts = real_texts() * repeat
-    hasher = MinHasher(num_perm=112, ngram=5)
+    hasher = MinHasher(num_perm=112, ngram=5, scheme=scheme, norm=norm)
     hasher.hash_documents(texts[:64])  # builds the code point table once, outside the timing
-    seconds = best_time(lambda: hasher.hash_documents(texts))
-    return len(texts), seconds
+    return len(texts), *best_time(lambda: hasher.hash_documents(texts))
 
 
-def datasketch_signatures(docs: int, use_tokenmill_hash: bool) -> tuple[int, float]:
+def datasketch_signatures(docs: int, use_tokenmill_hash: bool) -> tuple[int, float, float]:
     """datasketch.MinHash.update_batch per document, shingling included."""
     from datasketch import MinHash
 
@@ -92,11 +114,10 @@ def datasketch_signatures(docs: int, use_tokenmill_hash: bool) -> tuple[int, flo
             minhash.clear()
             minhash.update_batch([s.encode("utf-8") for s in shingles(text)])
 
-    seconds = best_time(run)
-    return len(texts), seconds
+    return len(texts), *best_time(run)
 
 
-def datatrove_signatures(docs: int) -> tuple[int, float]:
+def datatrove_signatures(docs: int) -> tuple[int, float, float]:
     """datatrove's MinhashDedupSignature step (14 x 8, 5-grams) on local folders."""
     from datatrove.data import Document
     from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
@@ -107,7 +128,7 @@ def datatrove_signatures(docs: int) -> tuple[int, float]:
         step.get_shingles(texts[0])  # loads the word tokenizer outside the timing
         documents = [Document(text=t, id=str(i)) for i, t in enumerate(texts)]
         seconds = best_time(lambda: step.run(iter(documents), rank=0, world_size=1))
-    return len(texts), seconds
+    return len(texts), *seconds
 
 
 def bench_signatures() -> None:
@@ -117,7 +138,18 @@ def bench_signatures() -> None:
     texts = real_texts()
     mean_bytes = sum(len(t.encode()) for t in texts) / len(texts)
     runs = [
-        ("tokenmill MinHasher (numpy, batched)", functools.partial(tokenmill_signatures, 6)),
+        (
+            "tokenmill MinHasher, 64-bit (dedup default), FineWeb norm",
+            functools.partial(tokenmill_signatures, 6, "affine64", FINEWEB_NORM),
+        ),
+        (
+            "tokenmill MinHasher, 64-bit, plain norm (before)",
+            functools.partial(tokenmill_signatures, 6, "affine64", PLAIN_NORM),
+        ),
+        (
+            "tokenmill MinHasher, 32-bit, FineWeb norm",
+            functools.partial(tokenmill_signatures, 6, "affine32", FINEWEB_NORM),
+        ),
         (
             "datasketch update_batch, default sha1 hash",
             functools.partial(datasketch_signatures, 200, False),
@@ -130,14 +162,22 @@ def bench_signatures() -> None:
     ]
     rows, baseline = [], None
     for name, work in runs:
-        (docs, seconds), _, peak = in_fresh_process(work)
+        (docs, seconds, cpu_seconds), _, peak = in_fresh_process(work)
         rate = docs / seconds
         baseline = baseline or rate
-        rows.append([name, docs, round(seconds, 2), round(rate), f"{baseline / rate:.1f}x"])
+        rows.append([name, docs, round(seconds, 2), round(rate), round(docs / cpu_seconds),
+                     f"{baseline / rate:.1f}x"])  # fmt: skip
     print_table(
         f"MinHash signatures, 112 permutations, word 5-grams, shingling included, one "
         f"single-threaded process, best of {REPEATS}, real docs (mean {mean_bytes:,.0f} bytes)",
-        ["implementation", "docs", "seconds", "docs/s", "tokenmill is faster by"],
+        [
+            "implementation",
+            "docs",
+            "seconds",
+            "docs/s",
+            "docs per CPU second",
+            "first row is faster by",
+        ],
         rows,
     )
 
@@ -147,7 +187,11 @@ def bench_signatures() -> None:
 
 def agreement_corpus(seed: int = 5) -> list[str]:
     """The real documents, then edited copies of some of them at spread similarities, then
-    a few exact copies: word substitutions every `gap` words (small gap = dissimilar)."""
+    a few exact copies: word substitutions every `gap` words (small gap = dissimilar).
+
+    Gap 30 puts a copy at J ~ 0.72 and gap 60 at J ~ 0.85, inside the region where 14 x 8 LSH
+    decides by chance (``THRESHOLD_REGION``): 2/7 of the copies sit there on purpose, which is
+    why the agreement tables also report agreement outside that region and across seeds."""
     rng = random.Random(seed)
     texts = real_texts()
     originals = [t for t in texts if len(t.split()) >= 100]
@@ -163,7 +207,7 @@ def agreement_corpus(seed: int = 5) -> list[str]:
     return texts + copies + exact
 
 
-def tokenmill_removed(texts: list[str]) -> set[int]:
+def tokenmill_removed(texts: list[str], settings: DedupSettings = DEFAULTS) -> set[int]:
     with tempfile.TemporaryDirectory() as scratch:
         lake = Lake.from_url(scratch)
         shard = Shard(CRAWL, shard_name(0))
@@ -172,17 +216,27 @@ def tokenmill_removed(texts: list[str]) -> set[int]:
         with PartitionWriter(lake, shard.prefix(CLEANED), StageReport()) as out:
             sink = out.parquet("docs.parquet", DOC_SCHEMA)
             sink.write_table(pa.Table.from_pylist(rows, DOC_SCHEMA))
-        compute_signatures(lake, shard, DedupSettings())
-        compute_clusters(lake, CRAWL, DedupSettings())
+        compute_signatures(lake, shard, settings)
+        compute_clusters(lake, CRAWL, settings)
         doc_ids = read_column(lake, f"{crawl_prefix(CLUSTERS, CRAWL)}/clusters.parquet", "doc_id")
         return {int(doc_id) for doc_id in doc_ids.to_pylist()}
 
 
-def _documents(texts: list[str], data=None, rank: int = 0, world_size: int = 1):
-    from datatrove.data import Document
+class _Documents:
+    """The texts as datatrove Documents: a pipeline's first step (datatrove's JSONL reader needs
+    orjson, which is not installed). Its short repr keeps datatrove's pipeline log readable."""
 
-    for index, text in enumerate(texts):
-        yield Document(text=text, id=str(index))
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+
+    def __call__(self, data=None, rank: int = 0, world_size: int = 1):
+        from datatrove.data import Document
+
+        for index, text in enumerate(self.texts):
+            yield Document(text=text, id=str(index))
+
+    def __repr__(self) -> str:
+        return f"{len(self.texts)} documents"
 
 
 def _record_ids(path: str, data, rank: int = 0, world_size: int = 1):
@@ -192,25 +246,87 @@ def _record_ids(path: str, data, rank: int = 0, world_size: int = 1):
             yield document
 
 
-def datatrove_removed(texts: list[str]) -> tuple[set[int], dict[int, int]]:
-    """datatrove's four MinHash steps with FineWeb's parameters on a local folder. (Its JSONL
-    reader needs orjson, which is not installed: documents come from a generator step.)
-    Returns the removed documents and the cluster of every document in a cluster."""
+@contextlib.contextmanager
+def _quiet_stderr():
+    """datatrove logs every step to stderr; silence it (its task logs stay in logging_dir)."""
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+# How datatrove's signature step turns a text into a signature:
+#   "datatrove": its own (simplify_text, spaCy words, sha1, Mersenne-prime permutations)
+#   "datatrove words": its word n-grams, hashed and permuted as tokenmill does
+#   "tokenmill shingles": tokenmill's word n-grams, hashed and permuted as tokenmill does
+SIGNERS = ("datatrove", "datatrove words", "tokenmill shingles")
+
+
+def _signature_step(signer: str, output_folder: str, config, settings: DedupSettings):
+    """datatrove's MinhashDedupSignature, or a subclass whose signature of an n-gram list is
+    datasketch's MinHash with tokenmill's shingle hash and permutation scheme (the permutations
+    of ``MinHasher(seed=settings.seed, scheme=settings.scheme)``)."""
+    from datasketch import MinHash
+    from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
+
+    if signer == "datatrove":
+        return MinhashDedupSignature(output_folder=output_folder, config=config)
+    hasher = MinHasher(config.num_buckets * config.hashes_per_bucket, config.n_grams,
+                       settings.seed, settings.scheme)  # fmt: skip
+    template = MinHash(hasher.num_perm, seed=hasher.seed, scheme=hasher.scheme,
+                       hashfunc=hasher.hashfunc)  # fmt: skip
+
+    class TokenmillHashedSignature(MinhashDedupSignature):
+        def get_shingles(self, text: str) -> np.ndarray:
+            if signer == "datatrove words":
+                grams = [" ".join(gram) for gram in self._datatrove_ngrams(text)]
+            else:
+                grams = shingles(text, config.n_grams, settings.text_norm())
+            return np.array([gram.encode() for gram in grams], dtype=object)
+
+        def _datatrove_ngrams(self, text: str):
+            from datatrove.utils.text import ngrams, simplify_text
+
+            words = self.word_tokenizer.word_tokenize(simplify_text(text, config.norm_config))
+            return ngrams(words, config.n_grams)
+
+        def get_signature(self, grams: np.ndarray) -> list[list[int]]:
+            minhash = template.copy()
+            minhash.clear()
+            minhash.update_batch(list(grams))
+            # datatrove's bucket step stops reading a sorted signature file at the first value
+            # >= 2**61 - 1 (its Mersenne prime); shifting 64-bit values right by 3 keeps them
+            # below it and merges only values equal in their top 61 bits (chance 2**-61).
+            values = minhash.hashvalues.astype(np.uint64) >> np.uint64(3)
+            return [part.tolist() for part in np.split(values, config.num_buckets)]
+
+    return TokenmillHashedSignature(output_folder=output_folder, config=config)
+
+
+def datatrove_removed(
+    texts: list[str], signer: str = "datatrove", settings: DedupSettings = DEFAULTS
+) -> tuple[set[int], dict[int, int]]:
+    """datatrove's four MinHash steps with FineWeb's parameters (seed ``settings.seed``) on a
+    local folder. Returns the removed documents and the cluster of every document in a
+    cluster."""
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup.minhash import (
         MinhashDedupBuckets,
         MinhashDedupCluster,
         MinhashDedupFilter,
-        MinhashDedupSignature,
     )
 
-    config = datatrove_config()
+    config = datatrove_config(settings.seed)
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        source = functools.partial(_documents, texts)
+        source = _Documents(texts)
         kept_path = str(root / "kept.txt")
         steps = [
-            [source, MinhashDedupSignature(output_folder=str(root / "sigs"), config=config)],
+            [source, _signature_step(signer, str(root / "sigs"), config, settings)],
             [MinhashDedupBuckets(str(root / "sigs"), str(root / "buckets"), config=config)],
             [
                 MinhashDedupCluster(
@@ -224,17 +340,19 @@ def datatrove_removed(texts: list[str]) -> tuple[set[int], dict[int, int]]:
             ],
         ]
         tasks = [1, config.num_buckets, 1, 1]
-        for index, (pipeline, task_count) in enumerate(zip(steps, tasks, strict=True)):
-            LocalPipelineExecutor(
-                pipeline=pipeline,
-                tasks=task_count,
-                workers=1,
-                logging_dir=str(root / f"logs{index}"),
-                skip_completed=False,
-            ).run()
+        with _quiet_stderr():
+            for index, (pipeline, task_count) in enumerate(zip(steps, tasks, strict=True)):
+                LocalPipelineExecutor(
+                    pipeline=pipeline,
+                    tasks=task_count,
+                    workers=1,
+                    logging_dir=str(root / f"logs{index}"),
+                    skip_completed=False,
+                ).run()
         kept = {int(line) for line in Path(kept_path).read_text().split()}
-        members = np.fromfile(root / "remove" / "000000.clusters", dtype="<u4").reshape(-1, 2)
-        return set(range(len(texts))) - kept, dict(members.tolist())
+        clusters = root / "remove" / "000000.clusters"
+        members = np.fromfile(clusters, dtype="<u4").reshape(-1, 2) if clusters.exists() else []
+        return set(range(len(texts))) - kept, dict(np.asarray(members).tolist())
 
 
 def first_seen_removals(cluster_of: dict[int, int]) -> set[int]:
@@ -245,56 +363,187 @@ def first_seen_removals(cluster_of: dict[int, int]) -> set[int]:
     return set(cluster_of) - set(first.values())
 
 
-def bench_agreement() -> None:
+def max_jaccards(shingle_sets: list[set[str]]) -> np.ndarray:
+    """Per document, its highest shingle-set Jaccard to any other document (via an inverted
+    index: only documents sharing a shingle are compared)."""
+    postings: dict[str, list[int]] = {}
+    for doc, grams in enumerate(shingle_sets):
+        for gram in grams:
+            postings.setdefault(gram, []).append(doc)
+    best = np.zeros(len(shingle_sets))
+    for doc, grams in enumerate(shingle_sets):
+        shared: dict[int, int] = {}
+        for gram in grams:
+            for other in postings[gram]:
+                shared[other] = shared.get(other, 0) + 1
+        shared.pop(doc, None)
+        for other, count in shared.items():
+            union = len(grams) + len(shingle_sets[other]) - count
+            best[doc] = max(best[doc], count / union)
+    return best
+
+
+def datatrove_shingle_sets(texts: list[str]) -> list[set[str]]:
+    """datatrove's word 5-grams (simplify_text, then its English word tokenizer)."""
+    from datatrove.utils.text import ngrams, simplify_text
+    from datatrove.utils.word_tokenizers import load_word_tokenizer
+
+    tokenizer = load_word_tokenizer("en")
+    return [
+        {" ".join(gram) for gram in ngrams(tokenizer.word_tokenize(simplify_text(text)), 5)}
+        for text in texts
+    ]
+
+
+def threshold_region(bands: int, rows: int, low: float = 0.01, high: float = 0.99):
+    """The Jaccard range in which LSH with ``bands`` x ``rows`` merges a pair with probability
+    between ``low`` and ``high`` (P(J) = 1 - (1 - J**rows)**bands): there, two tools (or two
+    seeds of one tool) with different permutations decide a pair differently by chance."""
+
+    def inverse(probability: float) -> float:
+        return (1 - (1 - probability) ** (1 / bands)) ** (1 / rows)
+
+    return round(inverse(low), 3), round(inverse(high), 3)
+
+
+THRESHOLD_REGION = threshold_region(*DEFAULTS.banding())  # (0.405, 0.853) for 14 x 8
+
+
+class _Corpus:
+    """The agreement corpus with, per document, its normalized word count and its highest
+    Jaccard to another document under tokenmill's and under datatrove's 5-grams."""
+
+    def __init__(self) -> None:
+        self.texts = agreement_corpus()
+        self.words = [len(normalize(t).split()) for t in self.texts]
+        self.jaccard = max_jaccards([set(shingles(t)) for t in self.texts])
+        self.datatrove_jaccard = max_jaccards(datatrove_shingle_sets(self.texts))
+        low, high = THRESHOLD_REGION
+        self.near_threshold = {doc for doc, j in enumerate(self.jaccard) if low <= j < high}
+
+    def cause(self, doc: int) -> str:
+        """Why the two tools may decide this document differently."""
+        low, high = THRESHOLD_REGION
+        if 0 < self.words[doc] < 5:
+            return "fewer than 5 words (datatrove: no signature)"
+        if abs(self.jaccard[doc] - self.datatrove_jaccard[doc]) > 0.05:
+            return "n-grams differ: |J tokenmill - J datatrove| > 0.05"
+        if self.jaccard[doc] < low:
+            return f"J < {low}"
+        if self.jaccard[doc] < high:
+            return f"{low} <= J < {high} (threshold region: LSH merges with P 1-99 %)"
+        return f"J >= {high}"
+
+    def row(self, ours: set[int], theirs: set[int]) -> list:
+        disagree = ours ^ theirs
+        away = len(self.texts) - len(self.near_threshold)
+        away_disagree = len(disagree - self.near_threshold)
+        return [len(ours), len(theirs), len(ours & theirs), len(disagree),
+                f"{1 - len(disagree) / len(self.texts):.2%}", away_disagree,
+                f"{1 - away_disagree / away:.2%}"]  # fmt: skip
+
+
+ROW_HEADER = ["removed by tokenmill", "removed by datatrove", "both", "disagree", "agreement",
+              "disagree, J outside threshold region", "agreement there"]  # fmt: skip
+SEED_HEADER = ["removed by first", "removed by second", *ROW_HEADER[2:]]
+
+
+def _ours(texts: list[str], **settings) -> set[int]:
+    return in_fresh_process(functools.partial(tokenmill_removed, texts, DedupSettings(**settings)))[
+        0
+    ]
+
+
+def _theirs(texts: list[str], signer: str = "datatrove", **settings):
+    return in_fresh_process(
+        functools.partial(datatrove_removed, texts, signer, DedupSettings(**settings))
+    )[0]
+
+
+def bench_agreement(seeds: int) -> None:
     if shared_path(*CORPUS) is None:
         print("agreement: skipped, ../shared/corpora/text is absent")
         return
-    texts = agreement_corpus()
-    ours, _, _ = in_fresh_process(functools.partial(tokenmill_removed, texts))
-    (theirs, their_clusters), _, _ = in_fresh_process(functools.partial(datatrove_removed, texts))
-    # datatrove keeps an arbitrary member (the root of its union-by-size), tokenmill the first
-    # seen: the second row applies tokenmill's rule to datatrove's clusters.
+    corpus = _Corpus()
+    texts = corpus.texts
+    stock, stock_clusters = _theirs(texts)
+    plain = {"norm_numbers": False, "norm_diacritics": False}
+    ladder = [
+        ("plain norm (before), short: exact", plain, "datatrove", (stock, stock_clusters)),
+        ("FineWeb norm (default), short: exact", {}, "datatrove", (stock, stock_clusters)),
+        ("FineWeb norm, short: keep", {"short_docs": "keep"}, "datatrove",
+         (stock, stock_clusters)),
+        ("FineWeb norm, short: keep", {"short_docs": "keep"}, "datatrove words", None),
+        ("FineWeb norm, short: exact", {}, "tokenmill shingles", None),
+        ("plain norm, short: exact", plain, "tokenmill shingles", None),
+    ]  # fmt: skip
     rows = []
-    for name, reference in (
-        ("as each removes", theirs),
-        ("datatrove clusters, first-seen survivor", first_seen_removals(their_clusters)),
-    ):
-        disagree = ours ^ reference
-        rows.append(
-            [name, len(texts), len(ours), len(reference), len(ours & reference), len(disagree),
-             f"{1 - len(disagree) / len(texts):.2%}"]
-        )  # fmt: skip
+    for label, settings, signer, reference in ladder:
+        ours = _ours(texts, **settings)
+        theirs, their_clusters = reference or _theirs(texts, signer, **settings)
+        first_seen = len(ours ^ first_seen_removals(their_clusters))
+        rows.append([label, signer, *corpus.row(ours, theirs), first_seen])
+        if signer == "datatrove" and settings == {}:
+            headline = ours ^ theirs
     print_table(
-        "Removed documents: tokenmill vs datatrove MinhashDedup (5-grams, 14 x 8), "
-        f"{len(texts)} docs = 697 real + 300 edited copies + 50 exact copies",
-        ["comparison", "documents", "removed by tokenmill", "removed by datatrove", "both",
-         "disagree", "agreement"],
+        f"Removed documents: tokenmill vs datatrove MinhashDedup (5-grams, 14 x 8, seed 1), "
+        f"{len(texts)} docs = 697 real + 300 edited copies + 50 exact copies. datatrove "
+        "signature step: 'datatrove' = its own (simplify_text, spaCy words, sha1, its "
+        "permutations); 'datatrove words' = its word 5-grams with tokenmill's shingle hash and "
+        "permutations; 'tokenmill shingles' = tokenmill's 5-grams, hash and permutations (only "
+        f"datatrove's buckets/clusters/filter differ). Threshold region: {THRESHOLD_REGION[0]} "
+        f"<= J < {THRESHOLD_REGION[1]} (J: a doc's highest 5-gram Jaccard to another doc), "
+        f"{len(corpus.near_threshold)} docs",
+        ["tokenmill settings", "datatrove signature step", *ROW_HEADER,
+         "disagree, datatrove clusters + first-seen survivor"],
         rows,
     )  # fmt: skip
-    explain_disagreements(texts, sorted(ours ^ theirs))
+    explain_disagreements(corpus, sorted(headline))
+    compare_seeds(corpus, seeds)
 
 
-def explain_disagreements(texts: list[str], disagree: list[int]) -> None:
-    """Each disagreeing document by its highest word-5-gram Jaccard to any other document."""
-    shingle_sets = [set(shingles(text)) for text in texts]
+def compare_seeds(corpus: _Corpus, seeds: int) -> None:
+    """Tool vs tool at the same seed, next to each tool against itself at another seed: if
+    the former is no larger, the tools differ only by their random permutations."""
+    texts = corpus.texts
+    ours = {s: _ours(texts, seed=s, short_docs="keep") for s in range(1, seeds + 1)}
+    theirs = {s: _theirs(texts, seed=s)[0] for s in range(1, seeds + 1)}
+    others = range(2, seeds + 1)
+    groups = {
+        "tokenmill vs datatrove, same seed": [
+            (f"tokenmill {s} vs datatrove {s}", ours[s], theirs[s]) for s in ours
+        ],
+        "tokenmill vs itself, other seed": [
+            (f"tokenmill {s} vs tokenmill 1", ours[s], ours[1]) for s in others
+        ],
+        "datatrove vs itself, other seed": [
+            (f"datatrove {s} vs datatrove 1", theirs[s], theirs[1]) for s in others
+        ],
+    }
+    print_table(
+        "Removed documents across permutation seeds (tokenmill: FineWeb norm, short: keep; "
+        "datatrove: its own signature step)",
+        ["comparison", *SEED_HEADER],
+        [[name, *corpus.row(a, b)] for pairs in groups.values() for name, a, b in pairs],
+    )
+    summary = []
+    for kind, pairs in groups.items():
+        agreement = [1 - len(a ^ b) / len(texts) for _, a, b in pairs]
+        summary.append([kind, len(pairs), f"{np.mean(agreement):.2%}",
+                        f"{min(agreement):.2%}", f"{max(agreement):.2%}"])  # fmt: skip
+    print_table("Agreement across seeds, summary", ["comparison", "runs", "mean", "min", "max"],
+                summary)  # fmt: skip
+
+
+def explain_disagreements(corpus: _Corpus, disagree: list[int]) -> None:
+    """Each disagreeing document by its cause (``_Corpus.cause``)."""
     kinds: dict[str, int] = {}
     for doc in disagree:
-        if 0 < len(normalize(texts[doc]).split(" ")) < 5:
-            kind = "fewer than 5 words (datatrove makes no signature)"
-        else:
-            best = max(
-                len(shingle_sets[doc] & other) / len(shingle_sets[doc] | other)
-                for index, other in enumerate(shingle_sets)
-                if index != doc and other
-            )
-            kind = next(
-                label for bound, label in ((0.6, "J < 0.6"), (0.8, "0.6 <= J < 0.8"),
-                                           (2, "J >= 0.8")) if best < bound
-            )  # fmt: skip
-        kinds[kind] = kinds.get(kind, 0) + 1
+        kinds[corpus.cause(doc)] = kinds.get(corpus.cause(doc), 0) + 1
     print_table(
-        "Disagreements by the document's highest Jaccard to another document",
-        ["kind", "documents"],
+        "Disagreements of tokenmill (defaults) vs datatrove (its own signature step), by the "
+        "document's highest 5-gram Jaccard J to another document",
+        ["cause", "documents"],
         sorted(kinds.items()),
     )
 
@@ -375,11 +624,12 @@ def main() -> None:
     parser.add_argument(
         "--sizes", type=int, nargs="+", default=[250_000, 1_000_000, 2_000_000, 4_000_000]
     )
+    parser.add_argument("--seeds", type=int, default=5, help="permutation seeds to compare")
     args = parser.parse_args()
     if "signatures" in args.parts:
         bench_signatures()
     if "agreement" in args.parts:
-        bench_agreement()
+        bench_agreement(args.seeds)
     if "clusters" in args.parts:
         bench_clusters(args.sizes)
 

@@ -151,6 +151,37 @@ def test_documents_without_words_are_not_duplicates_of_each_other(lake, articles
     assert marker["counts"]["docs_without_words"] == 2
 
 
+@pytest.mark.parametrize(("rule", "removed"), [("exact", {"s2", "s3"}), ("keep", set())])
+def test_documents_shorter_than_the_ngram(lake, articles, rule, removed):
+    """Fewer than 5 words: no MinHash; removed as exact duplicates only, or never ("keep",
+    datatrove's behaviour)."""
+    short = [doc("s1", "Page not found"), doc("s2", "Page not found!"), doc("s3", "PAGE NOT FOUND")]
+    others = [doc("s4", "Page not found here"), doc("a", articles[0].text)]
+    write_crawl(lake, [short + others])
+    run_dedup(lake, DedupSettings(short_docs=rule))
+    found = clusters(lake)
+    assert set(found) == removed
+    assert all(row["reason"] == "exact_duplicate" for row in found.values())
+    marker = lake.read_json(f"{Shard(CRAWL, '00000').prefix(SIGNATURES)}/_SUCCESS.json")
+    assert marker["counts"]["docs_shorter_than_ngram"] == 4
+    with pytest.raises(ValueError, match="short_docs"):
+        DedupSettings(short_docs="drop")
+
+
+@pytest.mark.parametrize(("norm_numbers", "removed"), [(True, {"n2"}), (False, set())])
+def test_documents_differing_only_in_numbers(lake, articles, norm_numbers, removed):
+    """A number after every tenth word: all different between the two, all "0" once normalized."""
+    words = articles[0].text.split(" ")
+
+    def numbered(number) -> str:
+        return " ".join(f"{w} {number(i)}" if i % 10 == 0 else w for i, w in enumerate(words))
+
+    dated = [doc("n1", numbered(str)), doc("n2", numbered(lambda i: f"{7 * i + 3:,}.5"))]
+    write_crawl(lake, [dated])
+    run_dedup(lake, DedupSettings(norm_numbers=norm_numbers))
+    assert set(clusters(lake)) == removed
+
+
 def survivor_crawl(lake: Lake, articles, schema: pa.Schema = DOC_SCHEMA):
     """One near-duplicate cluster of four copies that each rule ranks differently."""
     text = articles[0].text
@@ -238,6 +269,9 @@ def test_threshold_chooses_datasketch_bands_and_rows(lake, articles):
         "rows": lsh.r,
         "seed": 1,
         "scheme": "affine64",
+        "norm_numbers": True,
+        "norm_diacritics": True,
+        "short_docs": "exact",
     }
     with pytest.raises(ValueError, match="threshold"):
         DedupSettings(threshold=1.5)

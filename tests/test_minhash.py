@@ -7,7 +7,10 @@ import pytest
 
 from tokenmill.minhash import (
     _MAPPED_RANGES,
+    FINEWEB_NORM,
+    PLAIN_NORM,
     MinHasher,
+    TextNorm,
     _code_point_table,
     _table_entry,
     band_hashes,
@@ -39,7 +42,10 @@ EDGE_CASES = [
     "e\u0301 cafe\u0301\n\u0301leading mark",
     "emoji 🙂🙂 and symbols $5 + 3 = 8 ©",
     "tab\tnew\nline\r\n  trailing. ",
+    "Page 1 of 3,000,000: 3.14 or 1.2.3, v2 x1,y2 ٣٫١٤ ١٢٣ ５ ² ①",
+    "Crème brûlée à la façon de Ñandú; Tamil இராதாநரசிம்மபுரம், 한국어",
 ]
+NORMS = [FINEWEB_NORM, PLAIN_NORM, TextNorm(norm_numbers=False), TextNorm(norm_diacritics=False)]
 
 
 def random_texts(count: int, seed: int = 0) -> list[str]:
@@ -55,16 +61,26 @@ def random_texts(count: int, seed: int = 0) -> list[str]:
     return texts
 
 
-def reference_normalize(text: str) -> str:
+def reference_normalize(text: str, norm: TextNorm = FINEWEB_NORM) -> str:
     """Character-by-character statement of the normalization contract."""
+    from datatrove.utils.text import NUMBERS_PATTERN
+
+    def without_marks(char: str) -> str:
+        kept = [c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn"]
+        return "".join(kept) if len(kept) <= 1 else char
 
     def mapped(char: str) -> str:
-        category = unicodedata.category(char)
+        if norm.norm_diacritics:
+            char = without_marks(char)
+        category = unicodedata.category(char) if char else "Cf"
         if category[0] in "PSZ" or category in ("Cc", "Cs") or char.isspace():
             return " "
         return "" if category == "Cf" else char
 
-    lowered = unicodedata.normalize("NFKC", text).lower()
+    text = unicodedata.normalize("NFKC", text)
+    if norm.norm_numbers:
+        text = NUMBERS_PATTERN.sub("0", text)
+    lowered = text.lower()
     return " ".join(word for word in "".join(map(mapped, lowered)).split(" ") if word)
 
 
@@ -72,13 +88,25 @@ def datasketch_signature(hasher: MinHasher, text: str) -> np.ndarray:
     minhash = datasketch.MinHash(
         num_perm=hasher.num_perm, seed=hasher.seed, scheme=hasher.scheme, hashfunc=hasher.hashfunc
     )
-    minhash.update_batch([shingle.encode("utf-8") for shingle in shingles(text, hasher.ngram)])
+    grams = shingles(text, hasher.ngram, hasher.norm)
+    minhash.update_batch([shingle.encode("utf-8") for shingle in grams])
     return minhash.hashvalues
 
 
+@pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("text", EDGE_CASES + random_texts(50))
-def test_normalize_matches_character_reference(text):
-    assert normalize(text) == reference_normalize(text)
+def test_normalize_matches_character_reference(text, norm):
+    assert normalize(text, norm) == reference_normalize(text, norm)
+
+
+def test_numbers_and_marks_match_reference_on_random_strings():
+    """Digit runs, decimal separators, format characters and marks in every arrangement, also
+    across document boundaries of a batch."""
+    rng = random.Random(3)
+    pieces = ["1", "23", "٣", "５", ".", ",", "٫", "-", " ", "\u200b", "\u0301", "a", "é", "\n"]
+    texts = ["".join(rng.choices(pieces, k=rng.randint(0, 30))) for _ in range(500)]
+    for norm in NORMS:
+        assert normalize_batch(texts, norm) == [reference_normalize(t, norm) for t in texts]
 
 
 def test_normalize_examples():
@@ -87,11 +115,30 @@ def test_normalize_examples():
     assert normalize("ΟΔΟΣ") == "οδος"
     assert normalize("soft\xadhyphen") == "softhyphen"
     assert normalize("") == normalize(" . ") == ""
+    assert normalize("Café 1,000,000 3.14 v2 2019-06-19") == "cafe 0 0 0 v0 0 0 0"
+    assert normalize("Café 1,000 v2", PLAIN_NORM) == "café 1 000 v2"
+
+
+def test_fineweb_norm_gives_datatrove_words_on_plain_text():
+    """Where datatrove's punctuation list covers the text's punctuation and spaCy splits
+    nothing further, our words are those of datatrove's simplify_text + English tokenizer."""
+    from datatrove.utils.text import simplify_text
+    from datatrove.utils.word_tokenizers import load_word_tokenizer
+
+    tokenizer = load_word_tokenizer("en")
+    texts = [
+        "Posted on June 3, 2019 by Mr. Smith: the café's 2nd-floor room (No. 12) costs $4.50!",
+        "Crème brûlée à la façon de Ñandú; tamil இராதாநரசிம்மபுரம் ΣΟΦΟΣ\n\nPage 2 of 10 » next",
+        "1.2.3 and 1,000,000 and ٣٫١٤ and ５ — “quoted” [brackets] {braces} <tags> a|b",
+    ]
+    for text in texts:
+        assert normalize(text).split(" ") == tokenizer.word_tokenize(simplify_text(text))
 
 
 def test_normalize_batch_equals_single():
     texts = EDGE_CASES + random_texts(30, seed=1)
-    assert normalize_batch(texts) == [normalize(text) for text in texts]
+    for norm in NORMS:
+        assert normalize_batch(texts, norm) == [normalize(text, norm) for text in texts]
     assert normalize_batch([None]) == [""]
 
 
@@ -122,8 +169,9 @@ def test_shingle_hashes_are_functions_of_bytes():
         (32, 4, 99, "legacy"),
     ],
 )
-def test_signatures_equal_datasketch(num_perm, ngram, seed, scheme):
-    hasher = MinHasher(num_perm=num_perm, ngram=ngram, seed=seed, scheme=scheme)
+@pytest.mark.parametrize("norm", [FINEWEB_NORM, PLAIN_NORM])
+def test_signatures_equal_datasketch(num_perm, ngram, seed, scheme, norm):
+    hasher = MinHasher(num_perm=num_perm, ngram=ngram, seed=seed, scheme=scheme, norm=norm)
     texts = EDGE_CASES + random_texts(40, seed=seed)
     signatures = hasher.signatures(texts)
     assert signatures.shape == (len(texts), num_perm)
@@ -217,11 +265,12 @@ def test_signatures_and_content_hashes_match_separate_calls():
     np.testing.assert_array_equal(hashes, content_hashes(texts))
 
 
-def test_code_point_table_skips_only_identity_planes():
-    table = _code_point_table()
+@pytest.mark.parametrize("norm", [PLAIN_NORM, FINEWEB_NORM])
+def test_code_point_table_skips_only_identity_planes(norm):
+    table = _code_point_table(norm)
     skipped = np.ones(len(table), dtype=bool)
     for code_points in _MAPPED_RANGES:
         skipped[code_points.start : code_points.stop] = False
-    skipped_code_points = np.flatnonzero(skipped)
-    assert [_table_entry(c) for c in skipped_code_points.tolist()] == skipped_code_points.tolist()
+    skipped_code_points = np.flatnonzero(skipped).tolist()
+    assert [_table_entry(c, norm) for c in skipped_code_points] == skipped_code_points
     np.testing.assert_array_equal(table[skipped_code_points], skipped_code_points)

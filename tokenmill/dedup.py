@@ -22,7 +22,7 @@ import xxhash
 from tokenmill.clean import CLEANED, DOC_SCHEMA
 from tokenmill.clusters import choose_survivors, cluster, removals
 from tokenmill.lake import Lake
-from tokenmill.minhash import MinHasher, band_hashes, optimal_bands_rows
+from tokenmill.minhash import MinHasher, TextNorm, band_hashes, optimal_bands_rows
 from tokenmill.outputs import (
     PartitionWriter,
     StageReport,
@@ -36,6 +36,7 @@ SIGNATURES = "signatures"
 CLUSTERS = "clusters"
 DEDUPLICATED = "deduplicated"
 SURVIVOR_RULES = ("first_seen", "earliest_date", "lowest_doc_id", "highest_quality")
+SHORT_DOC_RULES = ("exact", "keep")
 QUALITY_COLUMN = "quality_score"
 
 CLUSTER_SCHEMA = pa.schema(
@@ -58,7 +59,15 @@ REMOVED_SCHEMA = pa.schema(
 class DedupSettings:
     """``survivor`` picks the document each cluster keeps (ties go to the first seen, i.e. the
     lowest position in shard order): ``first_seen``; ``earliest_date`` (WARC capture date);
-    ``lowest_doc_id``; ``highest_quality`` (see ``quality_scores``)."""
+    ``lowest_doc_id``; ``highest_quality`` (see ``quality_scores``).
+
+    ``norm_numbers`` and ``norm_diacritics`` are the ``TextNorm`` steps (datatrove's defaults).
+
+    ``short_docs`` decides the documents with fewer than ``ngram`` words (and at least one):
+    they have no word n-gram, so no MinHash; ``exact`` removes them as exact duplicates only
+    (same normalized text), ``keep`` never removes them, as datatrove, which gives them no
+    signature. Documents without words are never duplicates under either rule.
+    """
 
     ngram: int = 5
     bands: int = 14
@@ -69,10 +78,17 @@ class DedupSettings:
     # "affine32" is datasketch's default and about 30 % faster.
     scheme: str = "affine64"
     survivor: str = "first_seen"
+    norm_numbers: bool = True
+    norm_diacritics: bool = True
+    short_docs: str = "exact"
 
     def __post_init__(self):
         if self.survivor not in SURVIVOR_RULES:
             raise ValueError(f"survivor must be one of {SURVIVOR_RULES}, not {self.survivor!r}")
+        if self.short_docs not in SHORT_DOC_RULES:
+            raise ValueError(
+                f"short_docs must be one of {SHORT_DOC_RULES}, not {self.short_docs!r}"
+            )
         if self.threshold is not None and not 0 < self.threshold < 1:
             raise ValueError(f"threshold must lie strictly between 0 and 1, not {self.threshold}")
 
@@ -83,6 +99,9 @@ class DedupSettings:
             return self.bands, self.rows
         return optimal_bands_rows(self.threshold, self.bands * self.rows)
 
+    def text_norm(self) -> TextNorm:
+        return TextNorm(norm_numbers=self.norm_numbers, norm_diacritics=self.norm_diacritics)
+
     def signature_params(self) -> dict:
         bands, rows = self.banding()
         return {
@@ -91,6 +110,9 @@ class DedupSettings:
             "rows": rows,
             "seed": self.seed,
             "scheme": self.scheme,
+            "norm_numbers": self.norm_numbers,
+            "norm_diacritics": self.norm_diacritics,
+            "short_docs": self.short_docs,
         }
 
 
@@ -125,7 +147,11 @@ def compute_signatures(lake: Lake, shard: Shard, settings: DedupSettings) -> Sta
     require_committed(lake, source, f"cleaned {shard}")
     bands, rows = settings.banding()
     hasher = MinHasher(
-        num_perm=bands * rows, ngram=settings.ngram, seed=settings.seed, scheme=settings.scheme
+        num_perm=bands * rows,
+        ngram=settings.ngram,
+        seed=settings.seed,
+        scheme=settings.scheme,
+        norm=settings.text_norm(),
     )
     schema = signature_schema(bands)
     docs_key = f"{source}/docs.parquet"
@@ -140,16 +166,7 @@ def compute_signatures(lake: Lake, shard: Shard, settings: DedupSettings) -> Sta
             hashed = hasher.hash_documents(texts)
             band_values = band_hashes(hashed.signatures, bands, rows)
             exact = hashed.content_hashes
-            no_words = np.flatnonzero(hashed.word_counts == 0)
-            if len(no_words):
-                # Nothing to compare: such documents (empty once normalized) duplicate no one,
-                # as in datatrove, which gives them no signature.
-                own_keys = _own_keys(batch.column("doc_id").take(no_words))
-                exact[no_words] = own_keys
-                band_values[no_words] = own_keys[:, None]
-                report.counts["docs_without_words"] = report.counts.get(
-                    "docs_without_words", 0
-                ) + len(no_words)
+            _unlink_short_docs(batch, hashed.word_counts, band_values, exact, settings, report)
             table = pa.table(
                 {
                     "doc_id": batch.column("doc_id"),
@@ -165,6 +182,24 @@ def compute_signatures(lake: Lake, shard: Shard, settings: DedupSettings) -> Sta
         report.records_out = report.records_in
         report.counts["params"] = settings.signature_params()
     return report
+
+
+def _unlink_short_docs(batch, word_counts, band_values, exact, settings, report) -> None:
+    """Give documents with fewer than ``ngram`` words keys no other document has: band keys
+    always (their one-shingle MinHash would only restate their exact hash), the exact hash too
+    if they have no words or ``settings.short_docs`` is ``keep``."""
+    short = word_counts < settings.ngram
+    if not short.any():
+        return
+    unmatched = short if settings.short_docs == "keep" else word_counts == 0
+    doc_ids = batch.column("doc_id")
+    band_values[short] = _own_keys(doc_ids.filter(pa.array(short)))[:, None]
+    exact[unmatched] = _own_keys(doc_ids.filter(pa.array(unmatched)))
+    for name, count in (
+        ("docs_without_words", int((word_counts == 0).sum())),
+        ("docs_shorter_than_ngram", int((short & (word_counts > 0)).sum())),
+    ):
+        report.counts[name] = report.counts.get(name, 0) + count
 
 
 def _own_keys(doc_ids: pa.Array) -> np.ndarray:

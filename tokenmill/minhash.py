@@ -1,14 +1,14 @@
 """MinHash signatures, LSH band keys and exact-duplicate hashes (FineWeb-style, datasketch-exact).
 
-Pipeline per document: ``normalize`` -> word n-gram shingles -> 32/64-bit shingle hash ->
-``num_perm`` datasketch permutations -> per-permutation minimum. Everything after normalization
-runs vectorized with numpy over a whole batch of documents.
+Pipeline per document: ``normalize`` (steps chosen by a ``TextNorm``) -> word n-gram shingles ->
+32/64-bit shingle hash -> ``num_perm`` datasketch permutations -> per-permutation minimum.
+Everything after normalization runs vectorized with numpy over a whole batch of documents.
 
 Compatibility contract: for every text,
 
-    MinHasher(num_perm, ngram, seed, scheme).signatures([text])[0]
+    MinHasher(num_perm, ngram, seed, scheme, norm).signatures([text])[0]
     == datasketch.MinHash(num_perm=num_perm, seed=seed, scheme=scheme, hashfunc=hasher.hashfunc)
-       .update_batch([s.encode("utf-8") for s in shingles(text, ngram)]).hashvalues
+       .update_batch([s.encode("utf-8") for s in shingles(text, ngram, norm)]).hashvalues
 
 where ``hasher.hashfunc`` is ``shingle_hash32`` (schemes "affine32" and "legacy") or
 ``shingle_hash64`` ("affine64"): plain functions of the shingle's UTF-8 bytes.
@@ -20,6 +20,7 @@ import functools
 import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Literal, NamedTuple
 
@@ -33,7 +34,34 @@ Scheme = Literal["affine32", "affine64", "legacy"]
 # Normalization
 # ---------------------------------------------------------------------------------------------
 
+
+@dataclass(frozen=True)
+class TextNorm:
+    """The optional steps of ``normalize``, both on by default as in datatrove's ``simplify_text``
+    (FineWeb's MinHash normalization, ``TextNormConfig`` defaults):
+
+    ``norm_numbers``: every number (decimal digits, optionally one decimal separator and more
+    digits: datatrove's pattern) becomes "0", so pages differing only in dates, counters or
+    prices are near-duplicates.
+    ``norm_diacritics``: each character is replaced by its canonical decomposition without
+    nonspacing marks (Unicode category Mn), "é" -> "e", if that leaves at most one character
+    (Hangul syllables, which would leave their jamo, stay whole: the same words either way). In
+    scripts that write vowels or viramas as marks (Indic, Thai, Hebrew points, ...) this deletes
+    them too, as datatrove does.
+
+    Both are table lookups and one numpy pass, not string rewrites: normalizing costs the same
+    with or without them.
+    """
+
+    norm_numbers: bool = True
+    norm_diacritics: bool = True
+
+
+FINEWEB_NORM = TextNorm()
+PLAIN_NORM = TextNorm(norm_numbers=False, norm_diacritics=False)  # tokenmill's norm until 2026-11
+
 _SPACE = 32
+_ZERO = ord("0")
 _DROPPED = 0xFFFFFFFF  # marks format characters in the code point table; never a code point
 
 # Characters whose NFKD form is plain ASCII. Replacing them by that form before NFKC cannot change
@@ -58,29 +86,45 @@ def _is_separator(char: str) -> bool:
 _MAPPED_RANGES = (range(0x40000), range(0xE0000, 0xF0000))
 
 
-def _table_entry(code_point: int) -> int:
+def _without_marks(char: str) -> str:
+    """datatrove's diacritics step ("NFD, then delete Mn") for one character, kept to at most
+    one character: a character that would leave several (a Hangul syllable's jamo) stays whole,
+    which changes no word boundary and so no Jaccard."""
+    kept = "".join(c for c in unicodedata.normalize("NFD", char) if unicodedata.category(c) != "Mn")
+    return kept if len(kept) <= 1 else char
+
+
+def _table_entry(code_point: int, norm: TextNorm = PLAIN_NORM) -> int:
     lowered = chr(code_point).lower()
     if len(lowered) != 1:  # U+0130, lowered by Python beforehand
         return code_point
+    if norm.norm_diacritics:
+        lowered = _without_marks(lowered)
+        if not lowered:
+            return _DROPPED
     if _is_separator(lowered):
         return _SPACE
-    if unicodedata.category(lowered) == "Cf":
+    category = unicodedata.category(lowered)
+    if category == "Cf":
         return _DROPPED
+    if norm.norm_numbers and category == "Nd":
+        return _ZERO
     return ord(lowered)
 
 
 @functools.cache
-def _code_point_table() -> np.ndarray:
-    """Code point -> its lowercase code point, ``_SPACE`` for separators, ``_DROPPED`` for Cf."""
+def _code_point_table(norm: TextNorm = PLAIN_NORM) -> np.ndarray:
+    """Code point -> its lowercase code point, ``_SPACE`` for separators, ``_DROPPED`` for Cf;
+    per ``norm``, without its marks (``_DROPPED`` if nothing remains) and digits as "0"."""
     table = np.arange(sys.maxunicode + 1, dtype=np.uint32)
     for code_points in _MAPPED_RANGES:
-        table[code_points.start : code_points.stop] = [_table_entry(c) for c in code_points]
+        table[code_points.start : code_points.stop] = [_table_entry(c, norm) for c in code_points]
     return table
 
 
 @functools.cache
-def _ascii_table() -> np.ndarray:
-    return _code_point_table()[:128].astype(np.uint8)
+def _ascii_table(norm: TextNorm) -> np.ndarray:
+    return _code_point_table(norm)[:128].astype(np.uint8)
 
 
 def _nfkc_line(line: str) -> str:
@@ -105,12 +149,53 @@ def _nfkc(text: str) -> str:
     return text
 
 
-def _mapped_code_points(joined: str) -> np.ndarray:
-    """Lowercased code points with separators as ``_SPACE`` (uint8 if all ASCII, else uint32)."""
+def _code_points(joined: str) -> np.ndarray:
+    """uint8 if all ASCII, else uint32."""
     if joined.isascii():
-        return _ascii_table()[np.frombuffer(joined.encode("ascii"), dtype=np.uint8)]
-    code_points = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    return _code_point_table()[code_points]
+        return np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    return np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def _mapped_code_points(code_points: np.ndarray, norm: TextNorm) -> np.ndarray:
+    """Lowercased code points with separators as ``_SPACE``, per ``_code_point_table``."""
+    if code_points.dtype == np.uint8:
+        return _ascii_table(norm)[code_points]
+    return _code_point_table(norm)[code_points]
+
+
+# datatrove's NUMBERS_PATTERN is \p{Nd}+([.,،٫⎖⎗⎘]\p{Nd}+)?: one of these between two digit runs
+# joins them into one number.
+_DECIMAL_SEPARATORS = np.array([ord(c) for c in ".,\u060c\u066b\u2396\u2397\u2398"], np.uint32)
+
+
+def _mark_number_tails(mapped, code_points, offsets, deleted: np.ndarray) -> None:
+    """Mark in ``deleted`` what goes so that every number leaves one "0" (the table already
+    made every digit "0"), exactly as datatrove's pattern substituted left to right: a match is
+    a digit run, plus a decimal separator and the next run if present. In a chain run, sep,
+    run, sep, run, ... the 2nd, 4th, ... runs join the match before them; the other
+    separators stay."""
+    digit = mapped == _ZERO
+    if not digit.any():
+        return
+    doc_start = np.zeros(len(mapped) + 1, dtype=bool)
+    doc_start[offsets[:-1]] = True
+    continues = np.zeros(len(mapped), dtype=bool)
+    continues[1:] = digit[:-1] & ~doc_start[1:-1]
+    run_starts = np.flatnonzero(digit & ~continues)
+    before = run_starts[run_starts >= 2]
+    bridged = np.zeros(len(run_starts), dtype=bool)
+    bridged[len(run_starts) - len(before) :] = (
+        digit[before - 2]
+        & np.isin(code_points[before - 1], _DECIMAL_SEPARATORS)
+        & ~doc_start[before]
+        & ~doc_start[before - 1]
+    )
+    runs = np.arange(len(run_starts))
+    chain_position = runs - np.maximum.accumulate(np.where(bridged, 0, runs))
+    joined = run_starts[chain_position % 2 == 1]
+    deleted |= digit & continues
+    deleted[joined] = True
+    deleted[joined - 1] = True
 
 
 def _lengths_to_offsets(lengths: np.ndarray) -> np.ndarray:
@@ -163,52 +248,62 @@ def _as_str_list(texts: Iterable[str | None]) -> list[str]:
     return [text or "" for text in texts]
 
 
-def normalize_code_points(texts: Iterable[str | None]) -> tuple[np.ndarray, np.ndarray]:
+def normalize_code_points(
+    texts: Iterable[str | None], norm: TextNorm = FINEWEB_NORM
+) -> tuple[np.ndarray, np.ndarray]:
     """Normalize a batch: the code points of all normalized texts concatenated (uint8 if the
     batch is ASCII, else uint32), plus n+1 offsets into them."""
     prepared = [_nfkc(text) for text in _as_str_list(texts)]
     offsets = _lengths_to_offsets(np.fromiter(map(len, prepared), np.int64, len(prepared)))
-    mapped = _mapped_code_points("".join(prepared))
-    if len(mapped) and mapped.max() == _DROPPED:
-        mapped, offsets = _remove(mapped, np.flatnonzero(mapped == _DROPPED), offsets)
+    code_points = _code_points("".join(prepared))
+    mapped = _mapped_code_points(code_points, norm)
+    deleted = mapped == _DROPPED
+    if norm.norm_numbers:
+        _mark_number_tails(mapped, code_points, offsets, deleted)
+    if deleted.any():
+        mapped, offsets = _remove(mapped, np.flatnonzero(deleted), offsets)
     return _collapse_spaces(mapped, offsets)
 
 
-def normalize_utf8(texts: Iterable[str | None]) -> tuple[bytes, np.ndarray]:
+def normalize_utf8(
+    texts: Iterable[str | None], norm: TextNorm = FINEWEB_NORM
+) -> tuple[bytes, np.ndarray]:
     """Normalize a batch: all normalized texts as one UTF-8 buffer, plus n+1 byte offsets."""
-    return _to_utf8(*normalize_code_points(texts))
+    return _to_utf8(*normalize_code_points(texts, norm))
 
 
-def normalize_batch(texts: Iterable[str | None]) -> list[str]:
+def normalize_batch(texts: Iterable[str | None], norm: TextNorm = FINEWEB_NORM) -> list[str]:
     """``normalize`` over many texts at once (``None`` counts as the empty text)."""
-    data, offsets = normalize_utf8(texts)
+    data, offsets = normalize_utf8(texts, norm)
     return [data[start:stop].decode() for start, stop in pairwise(offsets)]
 
 
-def normalize(text: str) -> str:
+def normalize(text: str, norm: TextNorm = FINEWEB_NORM) -> str:
     """Canonical form used for both exact-duplicate hashing and shingling.
 
     1. Unicode NFKC (compatibility forms: full-width letters, ligatures, no-break spaces, ...).
-    2. ``str.lower()``.
-    3. Every punctuation (P*), symbol (S*), separator (Z*), control (Cc) or surrogate (Cs)
+    2. If ``norm.norm_numbers``: each number becomes "0" (see ``TextNorm``).
+    3. ``str.lower()``; if ``norm.norm_diacritics``, each character loses its nonspacing marks
+       (see ``TextNorm``).
+    4. Every punctuation (P*), symbol (S*), separator (Z*), control (Cc) or surrogate (Cs)
        character, and anything ``str.isspace()`` accepts, becomes a space, so words glued by
        punctuation ("end.Next") stay separate words; format characters (Cf: soft hyphen,
        zero-width joiner, BOM, ...) are deleted. Character classes come from Python's
        ``unicodedata`` tables.
-    4. Runs of spaces collapse to one ASCII space; none remain at either end.
+    5. Runs of spaces collapse to one ASCII space; none remain at either end.
 
     The result is words separated by single spaces; the empty string if no word remains.
     """
-    return normalize_batch([text])[0]
+    return normalize_batch([text], norm)[0]
 
 
-def shingles(text: str, ngram: int = 5) -> list[str]:
-    """Word n-grams of ``normalize(text)``, in order, repeats kept.
+def shingles(text: str, ngram: int = 5, norm: TextNorm = FINEWEB_NORM) -> list[str]:
+    """Word n-grams of ``normalize(text, norm)``, in order, repeats kept.
 
     A text with fewer than ``ngram`` words yields one shingle of all its words; a text with no
     words yields none.
     """
-    normalized = normalize(text)
+    normalized = normalize(text, norm)
     if not normalized:
         return []
     words = normalized.split(" ")
@@ -216,9 +311,9 @@ def shingles(text: str, ngram: int = 5) -> list[str]:
     return [" ".join(words[i : i + ngram]) for i in range(count)]
 
 
-def content_hashes(texts: Iterable[str | None]) -> np.ndarray:
+def content_hashes(texts: Iterable[str | None], norm: TextNorm = FINEWEB_NORM) -> np.ndarray:
     """xxh3_64 of each normalized text's UTF-8 bytes (uint64): equal for exact duplicates."""
-    return _utf8_hashes(*normalize_utf8(texts))
+    return _utf8_hashes(*normalize_utf8(texts, norm))
 
 
 def _utf8_hashes(data: bytes, offsets: np.ndarray) -> np.ndarray:
@@ -386,13 +481,19 @@ class MinHasher:
     permutation_block = 1 << 20  # max shingles x num_perm values permuted at once
 
     def __init__(
-        self, num_perm: int = 112, ngram: int = 5, seed: int = 1, scheme: Scheme = "affine32"
+        self,
+        num_perm: int = 112,
+        ngram: int = 5,
+        seed: int = 1,
+        scheme: Scheme = "affine32",
+        norm: TextNorm = FINEWEB_NORM,
     ) -> None:
         if scheme not in ("affine32", "affine64", "legacy"):
             raise ValueError(f"unknown scheme {scheme!r}")
         if num_perm < 1 or ngram < 1:
             raise ValueError("num_perm and ngram must be positive")
         self.num_perm, self.ngram, self.seed, self.scheme = num_perm, ngram, seed, scheme
+        self.norm = norm
         self.a, self.b = _permutations(num_perm, seed, scheme)
         self.hash_bits = 64 if scheme == "affine64" else 32
         self.dtype = np.dtype(np.uint32 if scheme == "affine32" else np.uint64)
@@ -423,7 +524,7 @@ class MinHasher:
         words = np.empty(len(texts), dtype=np.int64)
         for start in range(0, len(texts), self.docs_per_batch):
             batch = slice(start, start + self.docs_per_batch)
-            code_points, offsets = normalize_code_points(texts[batch])
+            code_points, offsets = normalize_code_points(texts[batch], self.norm)
             starts, stops, counts, words[batch] = _shingle_spans(code_points, offsets, self.ngram)
             signatures[batch] = self._signatures_of_spans(code_points, starts, stops, counts)
             if with_content:
