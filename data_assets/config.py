@@ -92,6 +92,17 @@ class DedupConfig(Config):
         description="Which member of a duplicate cluster is kept: first_seen | earliest_date | "
         "lowest_doc_id | highest_quality (the cleaned docs' quality_score, else most words)",
     )
+    norm_numbers: bool = Field(
+        default=True, description="Digit runs become 0 before shingling (as datatrove/FineWeb)"
+    )
+    norm_diacritics: bool = Field(
+        default=True, description="Diacritics dropped before shingling (as datatrove/FineWeb)"
+    )
+    short_docs: Literal["exact", "keep"] = Field(
+        default="exact",
+        description="Docs with fewer words than ngram: removed as exact duplicates only (exact) "
+        "or never removed (keep, as datatrove)",
+    )
 
     def settings(self) -> DedupSettings:
         return DedupSettings(
@@ -101,6 +112,9 @@ class DedupConfig(Config):
             threshold=self.threshold,
             scheme=self.scheme,
             survivor=self.survivor,
+            norm_numbers=self.norm_numbers,
+            norm_diacritics=self.norm_diacritics,
+            short_docs=self.short_docs,
         )
 
 
