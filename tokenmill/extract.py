@@ -1,10 +1,12 @@
 """From an HTTP response payload to clean text: HTTP parsing, decoding, charset, HTML to text.
 
-Extractors (``EXTRACTORS``): ``resiliparse`` (main-content heuristics, fast), ``trafilatura``
-(slower, better on pages where resiliparse's main-content pass drops most of the text) and
-``hybrid`` (the default): resiliparse, falling back to trafilatura (its ``fast`` mode) only on
-the pages where resiliparse's main content has fewer than ``FALLBACK_MAX_WORDS`` words and less
-than ``FALLBACK_SHARE`` of the whole page's words. ``benchmarks/bench_clean.py`` measures all three.
+Extractors (``EXTRACTORS``): ``resiliparse`` (its main-content heuristics, fast), ``trafilatura``
+(slower, the library as it comes) and ``hybrid`` (the default): resiliparse, falling back to
+trafilatura (``fast`` mode, no comments) only on pages where resiliparse's main content looks
+lost (``looks_lost``) and that are small enough for the fallback to stay cheap
+(``FALLBACK_MAX_TAGS``). Both resiliparse-based extractors first drop comment sections and keep
+them only when nothing else is left (forum threads), and drop repeated lines.
+``benchmarks/bench_clean.py`` measures all three.
 """
 
 from __future__ import annotations
@@ -141,9 +143,13 @@ def looks_binary(body: bytes) -> bool:
 
 EXTRACTORS = ("hybrid", "resiliparse", "trafilatura")
 DEFAULT_EXTRACTOR = "hybrid"
-# Chosen on wcxb-dev-sample, where 8 % of pages fall back (see benchmarks/bench_clean.py).
+# Chosen on wcxb-dev-sample, where 36 of 400 pages look lost without their comment sections
+# and 25 of them go to trafilatura (see benchmarks/bench_clean.py).
 FALLBACK_MAX_WORDS = 200
 FALLBACK_SHARE = 0.3
+# trafilatura's time grows with the page's element count ("<" is a cheap proxy): above this a
+# fallback costs as much as ~40 resiliparse pages, for a smaller gain on average.
+FALLBACK_MAX_TAGS = 5000
 
 
 def _lines(text: str) -> str:
@@ -151,10 +157,26 @@ def _lines(text: str) -> str:
     return "\n".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-def _resiliparse(tree: HTMLTree, main_content: bool) -> str:
+def _without_repeats(text: str) -> str:
+    """Drop the repeats of a line of two words or more (captions rendered twice, "Read more"
+    under every teaser); single tokens such as prices or closing braces stay."""
+    seen, kept = set(), []
+    for line in text.splitlines():
+        if line in seen and " " in line:
+            continue
+        seen.add(line)
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def _resiliparse(tree: HTMLTree, main_content: bool, comments: bool = True) -> str:
     return _lines(
         extract_plain_text(
-            tree, main_content=main_content, preserve_formatting=True, alt_texts=False
+            tree,
+            main_content=main_content,
+            preserve_formatting=True,
+            alt_texts=False,
+            comments=comments,
         )
     )
 
@@ -162,7 +184,9 @@ def _resiliparse(tree: HTMLTree, main_content: bool) -> str:
 def _trafilatura(html: str, fast: bool = False) -> str:
     import trafilatura  # imported on first use: it is slow to import and rarely needed
 
-    return _lines(trafilatura.extract(html, fast=fast) or "")
+    if fast:
+        return _lines(trafilatura.extract(html, fast=True, include_comments=False) or "")
+    return _lines(trafilatura.extract(html) or "")
 
 
 def _word_count(text: str) -> int:
@@ -175,20 +199,36 @@ def html_to_text(html: str, main_content: bool = True, extractor: str = DEFAULT_
         raise ValueError(f"unknown extractor {extractor!r}, expected one of {EXTRACTORS}")
     if extractor == "trafilatura" and main_content:
         return _trafilatura(html)
+    if not main_content:
+        return _resiliparse(HTMLTree.parse(html), main_content=False)
+    return main_content_route(html, fallback=extractor == "hybrid")[0]
+
+
+ROUTES = ("main content", "with comments", "trafilatura")
+
+
+def main_content_route(html: str, fallback: bool) -> tuple[str, str]:
+    """Main content by resiliparse, and which of ``ROUTES`` gave it: without comment sections;
+    with them when nothing else is left (forum threads); trafilatura (if ``fallback``) when
+    resiliparse's text still looks lost and the page is small enough."""
     tree = HTMLTree.parse(html)
-    text = _resiliparse(tree, main_content)
-    if extractor == "hybrid" and main_content and needs_fallback(text, tree):
-        return _trafilatura(html, fast=True) or text
-    return text
+    text, route = _resiliparse(tree, main_content=True, comments=False), ROUTES[0]
+    if _word_count(text) < FALLBACK_MAX_WORDS:
+        page_words = _word_count(_resiliparse(tree, main_content=False))
+        if looks_lost(text, page_words):
+            text, route = _resiliparse(tree, main_content=True, comments=True), ROUTES[1]
+            if fallback and looks_lost(text, page_words) and html.count("<") <= FALLBACK_MAX_TAGS:
+                recovered = _trafilatura(html, fast=True)
+                if recovered:
+                    text, route = recovered, ROUTES[2]
+    return _without_repeats(text), route
 
 
-def needs_fallback(main_text: str, tree: HTMLTree) -> bool:
-    """Whether resiliparse's main content looks like it lost the page's content: it is short
-    and a small share of the whole page's text."""
+def looks_lost(main_text: str, page_words: int) -> bool:
+    """Whether a main content looks like it lost the page's content: it is short and a small
+    share of the whole page's words."""
     words = _word_count(main_text)
-    if words >= FALLBACK_MAX_WORDS:
-        return False
-    return words < FALLBACK_SHARE * _word_count(_resiliparse(tree, main_content=False))
+    return words < FALLBACK_MAX_WORDS and words < FALLBACK_SHARE * page_words
 
 
 @dataclass(frozen=True, slots=True)
