@@ -365,21 +365,12 @@ def _top_ngram_chars(flat: _FlatWords, n: int, starts: np.ndarray, keys: np.ndar
     result = _first_ngram_chars(flat, n, cum)
     if not len(starts):
         return result
-    # groups in order of first occurrence: the first maximum of a doc is its first-seen top
-    counted = (
-        pl.DataFrame({"key": keys, "pos": starts})
-        .group_by("key", maintain_order=True)
-        .agg(pl.col("pos").first(), count=pl.len())
-    )
-    pos, count = counted["pos"].to_numpy(), counted["count"].to_numpy()
+    _, first, count = np.unique(keys, return_index=True, return_counts=True)
+    pos = starts[first]  # where each distinct n-gram is first seen
     doc = flat.doc[pos]
-    top = (
-        pl.DataFrame({"doc": doc, "pos": pos, "count": count})
-        .group_by("doc")
-        .agg(pl.col("pos").get(pl.col("count").arg_max()), pl.col("count").max())
-    )
-    top_pos, top_doc = top["pos"].to_numpy(), top["doc"].to_numpy()
-    result[top_doc] = (cum[top_pos + n] - cum[top_pos] + (n - 1)) * top["count"].to_numpy()
+    order = np.lexsort((pos, -count, doc))  # per doc: most frequent, then first seen
+    top = order[np.r_[True, doc[order][1:] != doc[order][:-1]]]
+    result[doc[top]] = (cum[pos[top] + n] - cum[pos[top]] + (n - 1)) * count[top]
     return result
 
 
@@ -409,19 +400,30 @@ def _covered_dup_chars(
     return np.bincount(flat.doc, weights=flat.length * covered, minlength=flat.n_docs)
 
 
-def find_all_duplicate(words: list[str], n: int) -> int:
-    """datatrove's greedy count of characters in repeated n-grams (exact, pure Python)."""
-    unique: set[str] = set()
-    repeated_chars, idx = 0, 0
-    while idx < len(words) - n + 1:
-        n_gram = "".join(words[idx : idx + n])
-        if n_gram in unique:
-            repeated_chars += len(n_gram)
-            idx += n
+def _greedy_dup_chars(
+    flat: _FlatWords, n: int, starts: np.ndarray, keys: np.ndarray, docs: np.ndarray
+) -> np.ndarray:
+    """datatrove's find_all_duplicate for each of ``docs`` (exact): walking the words, an n-gram
+    seen before counts its characters and the walk jumps past it. n-grams that occur once in
+    their document never count, so only the repeated ones (``starts``, ``keys``) are walked."""
+    cum = np.concatenate([[0], np.cumsum(flat.length)])
+    walked = np.isin(flat.doc[starts], docs)
+    starts, keys = starts[walked], keys[walked]
+    chars = (cum[starts + n] - cum[starts]).tolist()
+    totals = np.zeros(flat.n_docs, dtype=np.int64)
+    seen: set[int] = set()  # keys include the document: one set serves all
+    next_free = 0
+    for doc, start, key, length in zip(
+        flat.doc[starts].tolist(), starts.tolist(), keys.tolist(), chars, strict=True
+    ):
+        if start < next_free:
+            continue
+        if key in seen:
+            totals[doc] += length
+            next_free = start + n
         else:
-            unique.add(n_gram)
-            idx += 1
-    return repeated_chars
+            seen.add(key)
+    return totals[docs]
 
 
 class GopherRepetitionFilter:
@@ -504,8 +506,7 @@ class GopherRepetitionFilter:
             if n in dup_n:
                 covered = _covered_dup_chars(flat, n, starts, keys)
                 candidates = np.flatnonzero((covered / chars > dup_n[n]) & ~failed)
-                exact = [find_all_duplicate(w, n) for w in words.gather(candidates).to_list()]
-                covered[candidates] = exact
+                covered[candidates] = _greedy_dup_chars(flat, n, starts, keys, candidates)
                 failed |= covered / chars > dup_n[n]
                 columns[f"dup_{n}"] = covered
         return columns
