@@ -297,7 +297,7 @@ def _reasons(
 
 # n-gram statistics are computed on slices of about this many words: their hash tables then stay
 # in the CPU cache (3x faster than one table for a batch of 1,000 web pages).
-CHUNK_WORDS = 1 << 16
+CHUNK_WORDS = 1 << 17
 
 
 class _FlatWords(NamedTuple):
@@ -332,10 +332,10 @@ def _is_duplicated(keys: np.ndarray) -> np.ndarray:
     return pl.Series(keys).is_duplicated().to_numpy()
 
 
-def _repeated_ngrams(flat: _FlatWords, max_n: int):
+def _repeated_ngrams(flat: _FlatWords, max_n: int, done: np.ndarray):
     """Yield (n, starts, keys) for n = 1..max_n: the start positions of the n-grams occurring at
     least twice in their document (all words for n = 1), and their keys. n-grams never span
-    documents.
+    documents. Documents the caller marks in ``done`` (between steps) are left out from then on.
 
     Keys hash the word sequence and the document, so equal keys mean "same n-gram, same doc"
     (64-bit polynomial hash: collisions are negligible at these sizes). An n-gram can only repeat
@@ -347,7 +347,7 @@ def _repeated_ngrams(flat: _FlatWords, max_n: int):
     starts, keys = positions, _keys(flat.doc, flat.word_hash)
     for n in range(1, max_n + 1):
         if n > 1:
-            extendable = words_left[starts] >= n
+            extendable = (words_left[starts] >= n) & ~done[flat.doc[starts]]
             starts, keys = starts[extendable], keys[extendable]
             keys = keys * _NGRAM_MULTIPLIER + flat.word_hash[starts + n - 1]
             # most single words repeat: filtering them (n = 1) costs more than it saves
@@ -365,8 +365,12 @@ def _top_ngram_chars(flat: _FlatWords, n: int, starts: np.ndarray, keys: np.ndar
     result = _first_ngram_chars(flat, n, cum)
     if not len(starts):
         return result
-    _, first, count = np.unique(keys, return_index=True, return_counts=True)
-    pos = starts[first]  # where each distinct n-gram is first seen
+    counted = (
+        pl.DataFrame({"key": keys, "pos": starts})
+        .group_by("key")
+        .agg(pl.col("pos").min(), count=pl.len())  # where each n-gram is first seen
+    )
+    pos, count = counted["pos"].to_numpy(), counted["count"].to_numpy()
     doc = flat.doc[pos]
     order = np.lexsort((pos, -count, doc))  # per doc: most frequent, then first seen
     top = order[np.r_[True, doc[order][1:] != doc[order][:-1]]]
@@ -392,12 +396,13 @@ def _covered_dup_chars(
     An upper bound of datatrove's greedy find_all_duplicate (whose counted n-grams are disjoint
     repeated n-grams): documents above a threshold are re-checked exactly.
     """
-    repeated_starts = starts[~pl.Series(keys).is_first_distinct().to_numpy()]
-    delta = np.zeros(len(flat.doc) + 1, dtype=np.int32)
-    delta[repeated_starts] += 1
-    delta[repeated_starts + n] -= 1  # start positions are unique, so fancy indexing is safe
-    covered = np.cumsum(delta[:-1]) > 0
-    return np.bincount(flat.doc, weights=flat.length * covered, minlength=flat.n_docs)
+    starts = starts[~pl.Series(keys).is_first_distinct().to_numpy()]
+    cum = np.concatenate([[0], np.cumsum(flat.length)])
+    # the union of the spans [start, start + n): sorted spans of equal length only overlap the
+    # one before (n-grams never span documents, so neither do overlaps)
+    previous_end = np.r_[0, starts[:-1] + n]
+    chars = cum[starts + n] - cum[np.maximum(starts, previous_end)]
+    return np.bincount(flat.doc[starts], weights=chars, minlength=flat.n_docs)
 
 
 def _greedy_dup_chars(
@@ -496,9 +501,10 @@ class GopherRepetitionFilter:
         flat = _flat_words(words)
         top_n = dict(self.top_n_grams)
         dup_n = dict(self.dup_n_grams)
-        failed = np.zeros(len(words), dtype=bool)  # skip the exact (slow) re-check for these
+        # documents failing a rule: later rules cannot change their reason, so they are skipped
+        failed = np.zeros(len(words), dtype=bool)
         columns = {}
-        for n, starts, keys in _repeated_ngrams(flat, max([0, *top_n, *dup_n])):
+        for n, starts, keys in _repeated_ngrams(flat, max([0, *top_n, *dup_n]), failed):
             if n in top_n:
                 top = _top_ngram_chars(flat, n, starts, keys)
                 failed |= top / chars > top_n[n]
