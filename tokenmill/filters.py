@@ -7,6 +7,10 @@ nullable Utf8 value per document: null keeps it, a string drops it and says why,
 the text (``C4QualityFilter`` removes lines) returns ``FilterResult(reasons, text)``; the new text
 replaces ``text`` for the documents it keeps.
 
+A filter with ``uses_words = True`` finds ``split_words(text)`` in the ``WORDS`` column when run
+by a ``FilterChain`` (``words_of(docs)`` reads it, or splits when absent): the chain tokenizes
+once for all such filters, and again only after a filter rewrote the text.
+
 A *formatter* has a ``name`` and ``__call__(docs) -> pl.Series`` returning the new text; formatters
 run before the filters (see ``PIIMasker``).
 
