@@ -307,16 +307,17 @@ CHUNK_WORDS = 1 << 17
 class _FlatWords(NamedTuple):
     doc: np.ndarray  # document index of each word
     word_hash: np.ndarray
-    length: np.ndarray  # characters per word
+    cum: np.ndarray  # characters of the words before each position (one more entry)
     n_docs: int
 
 
 def _flat_words(words: pl.Series) -> _FlatWords:
     flat = _explode(words)
+    length = flat.values.str.len_chars().to_numpy().astype(np.int64)
     return _FlatWords(
         doc=flat.doc,
         word_hash=flat.values.hash(seed=0).to_numpy(),
-        length=flat.values.str.len_chars().to_numpy().astype(np.int64),
+        cum=np.concatenate([[0], np.cumsum(length)]),
         n_docs=len(words),
     )
 
@@ -365,8 +366,8 @@ def _top_ngram_chars(flat: _FlatWords, n: int, starts: np.ndarray, keys: np.ndar
 
     ``starts``/``keys`` are the repeated n-grams; a doc without any scores its first n-gram once.
     """
-    cum = np.concatenate([[0], np.cumsum(flat.length)])
-    result = _first_ngram_chars(flat, n, cum)
+    cum = flat.cum
+    result = _first_ngram_chars(flat, n)
     if not len(starts):
         return result
     counted = (
@@ -382,13 +383,13 @@ def _top_ngram_chars(flat: _FlatWords, n: int, starts: np.ndarray, keys: np.ndar
     return result
 
 
-def _first_ngram_chars(flat: _FlatWords, n: int, cum: np.ndarray) -> np.ndarray:
+def _first_ngram_chars(flat: _FlatWords, n: int) -> np.ndarray:
     doc_start = np.searchsorted(flat.doc, np.arange(flat.n_docs))
     n_words = np.bincount(flat.doc, minlength=flat.n_docs)
     has_ngram = n_words >= n
     first = doc_start[has_ngram]
     result = np.zeros(flat.n_docs, dtype=np.int64)
-    result[has_ngram] = cum[first + n] - cum[first] + (n - 1)
+    result[has_ngram] = flat.cum[first + n] - flat.cum[first] + (n - 1)
     return result
 
 
@@ -401,7 +402,7 @@ def _covered_dup_chars(
     repeated n-grams): documents above a threshold are re-checked exactly.
     """
     starts = starts[~pl.Series(keys).is_first_distinct().to_numpy()]
-    cum = np.concatenate([[0], np.cumsum(flat.length)])
+    cum = flat.cum
     # the union of the spans [start, start + n): sorted spans of equal length only overlap the
     # one before (n-grams never span documents, so neither do overlaps)
     previous_end = np.r_[0, starts[:-1] + n]
@@ -415,7 +416,7 @@ def _greedy_dup_chars(
     """datatrove's find_all_duplicate for each of ``docs`` (exact): walking the words, an n-gram
     seen before counts its characters and the walk jumps past it. n-grams that occur once in
     their document never count, so only the repeated ones (``starts``, ``keys``) are walked."""
-    cum = np.concatenate([[0], np.cumsum(flat.length)])
+    cum = flat.cum
     walked = np.isin(flat.doc[starts], docs)
     starts, keys = starts[walked], keys[walked]
     chars = (cum[starts + n] - cum[starts]).tolist()
