@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -181,9 +182,11 @@ def main() -> None:
         from tokenmill.lake import Lake
         from tokenmill.shards import register_new_files
 
-        bare_lake, lake = Lake.from_url(str(root / "bare")), Lake.from_url(str(root / "lake"))
-        for data in (bare_lake, lake):
-            land_demo_crawl(data, CRAWL, args.shards, args.pages, seed=0)
+        bare_lake = Lake.from_url(str(root / "bare"))
+        land_demo_crawl(bare_lake, CRAWL, args.shards, args.pages, seed=0)
+        # The same landed crawl for the Dagster runs: copied, since generating it takes minutes.
+        shutil.copytree(root / "bare", root / "lake")
+        lake = Lake.from_url(str(root / "lake"))
         shards = register_new_files(bare_lake, CRAWL, files_per_shard=1)
         instance = local_instance()
         assert register(instance, lake, CRAWL, files_per_shard=1) == shards
