@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -44,6 +45,7 @@ T = TypeVar("T")
 # Wrong credentials or a missing bucket are not: they stay PERMANENT_ERRORS.
 OUTAGE_RETRIES = 4
 OUTAGE_FIRST_WAIT_S = 5.0
+PROGRESS_EVERY_S = 60.0
 
 
 def run_stage(work: Callable[[], T]) -> T:
@@ -86,13 +88,17 @@ def materialize_shards(
     checks: Sequence[ShardCheck] = (),
 ) -> MaterializeResult:
     """Run a per-shard stage over the run's partitions: one, or a range when a backfill
-    groups several shards into one run (see BackfillPolicy in stages.py)."""
+    groups several shards into one run (see BackfillPolicy in stages.py). A range's
+    partitions share its metadata: counters summed over the range, and `partitions`."""
+    # (Metadata per partition, `context.add_asset_metadata(partition_key=...)`, costs an instance
+    # query per partition: ~40 ms on the local instance, more than a small shard's work.)
     # A path-like key (`../../etc|00000`) is bad input: it fails at once, not after retries.
     shards = run_stage(lambda: [shard_from_key(key) for key in context.partition_keys])
+    progress = Progress(context, len(shards))
     reports = []
     for shard in shards:
-        context.log.info(f"{context.asset_key.to_user_string()} {shard}")
         reports.append(run_stage(partial(work, lake, shard)))
+        progress.done(shard)
     names = [str(shard) for shard in shards]
     results = [
         check(c.name, Verdict.all([c.verify(lake, shard) for shard in shards], names), c.warn_only)
@@ -100,6 +106,24 @@ def materialize_shards(
     ]
     location = shards[0].prefix(zone) if len(shards) == 1 else zone
     return stage_result(combine(reports), lake, location, results)
+
+
+class Progress:
+    """A log line at most every PROGRESS_EVERY_S while a run works through its shards: each
+    log event is a write to the event log, which costs more than a small shard's work."""
+
+    def __init__(self, context: AssetExecutionContext, total: int):
+        self.context = context
+        self.total = total
+        self.count = 0
+        self.last = time.monotonic()
+
+    def done(self, shard: Shard) -> None:
+        self.count += 1
+        if self.count < self.total and time.monotonic() - self.last >= PROGRESS_EVERY_S:
+            self.last = time.monotonic()
+            asset = self.context.asset_key.to_user_string()
+            self.context.log.info(f"{asset}: {self.count} of {self.total} shards done ({shard})")
 
 
 def check(name: str, verdict: Verdict, warn_only: bool = False) -> AssetCheckResult:

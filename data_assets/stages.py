@@ -31,7 +31,11 @@ from tokenmill.shards import crawl_prefix
 from tokenmill.tokenize import TOKENIZED, TOKENIZER_KEY, build_tokenizer, tokenize_shard
 
 # A backfill over many shards launches one run per MAX_SHARDS_PER_RUN shards, not one per shard.
-MAX_SHARDS_PER_RUN = 8
+# Whatever its size, a run costs set-up and 12-22 event-log writes (each ~10-100 ms on
+# the local SQLite instance): 25 shards per run make a 200-shard backfill 26 runs instead of 77
+# (benchmarks/bench_orchestration.py). A run works through its shards one after another, keeping
+# a few KB of counters per shard, but a failed step re-runs the whole range.
+MAX_SHARDS_PER_RUN = 25
 SHARD_STAGE = dict(
     partitions_def=shard_partitions,
     retry_policy=STAGE_RETRY,

@@ -1,5 +1,6 @@
 """Backfills and the README's CLI commands, run the way users run them: against `dagster dev`
-(webserver + daemon) on a temporary instance and lake, through GraphQL and the `dagster` CLI."""
+(webserver + daemon) on a temporary instance and lake, through GraphQL and the `dagster` CLI;
+and what one backfill run over a range of shards records, in process."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ import math
 import re
 
 import pytest
-from dagster import AssetKey, DagsterRunStatus, MultiPartitionKey, RunsFilter
+from dagster import (
+    AssetKey,
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRunStatus,
+    MultiPartitionKey,
+    RunsFilter,
+)
 from dagster._core.execution.backfill import BulkActionStatus
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
@@ -15,9 +23,16 @@ from dagster._core.storage.tags import (
     BACKFILL_ID_TAG,
 )
 
-from data_assets.partitions import crawl_partitions, shard_index_partitions, shard_partitions
-from data_assets.runner import register
+from data_assets import stage
+from data_assets.partitions import (
+    crawl_partitions,
+    shard_index_partitions,
+    shard_key,
+    shard_partitions,
+)
+from data_assets.runner import QUIET_CONSOLE, register
 from data_assets.stages import MAX_SHARDS_PER_RUN
+from resources.lake import LakeResource
 from tests.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
 from tokenmill.cli import land_demo_crawl
 from tokenmill.lake import Lake
@@ -67,7 +82,7 @@ def materialized(dev: DagsterDev, asset: str) -> set[str]:
         return set(instance.get_materialized_partitions(AssetKey(asset)))
 
 
-def test_asset_backfill_launches_one_run_per_eight_shards(dev: DagsterDev, lake: Lake):
+def test_asset_backfill_launches_one_run_per_range_of_shards(dev: DagsterDev, lake: Lake):
     keys = land_crawl(dev, lake, CRAWL, seed=0)
     assert len(keys) == 2 + EMPTY_SHARDS
     params = {
@@ -138,3 +153,50 @@ def test_cli_job_backfills_a_range_and_a_list(dev: DagsterDev, lake: Lake):
         assert all(run.status == DagsterRunStatus.SUCCESS for run in runs)
     for name in INGEST_ASSETS:
         assert materialized(dev, name) & set(keys) == set(keys[:3]), name
+
+
+def run_range(instance: DagsterInstance, lake: Lake, keys: list[str]):
+    """The `ingest_shard` job over a range of shards, as a multi-run backfill launches it."""
+    from data_assets.definitions import defs
+
+    return defs.resolve_job_def("ingest_shard").execute_in_process(
+        run_config=QUIET_CONSOLE,
+        instance=instance,
+        tags={ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]},
+        resources={"lake": LakeResource(url=lake.url)},
+    )
+
+
+def test_a_range_run_records_every_partition_without_an_event_per_shard(tmp_path, monkeypatch):
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    land_demo_crawl(lake, "CC-MAIN-RANGE", files=3, pages_per_file=10, seed=3)
+    instance = DagsterInstance.ephemeral()
+    keys = [str(shard_key(s)) for s in register(instance, lake, "CC-MAIN-RANGE", 1)]
+    assert len(keys) == 3
+
+    events = instance.all_logs(run_range(instance, lake, keys).run_id)
+    materialized = [
+        (e.dagster_event.asset_key.to_user_string(), e.dagster_event.partition)
+        for e in events
+        if e.dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION
+    ]
+    assert sorted(materialized) == sorted((a, k) for a in INGEST_ASSETS for k in keys)
+    checks = [
+        e.dagster_event.event_specific_data
+        for e in events
+        if e.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION
+    ]
+    assert sorted(c.check_name for c in checks) == ["bad_record_rate", "provenance_resolves"]
+    assert all(c.passed and c.metadata["partitions"].value == 3 for c in checks)
+    # Every event is a write to the event log: a short run writes no log line per shard...
+    assert [e.user_message for e in events if not e.is_dagster_event] == []
+
+    # ...and a long one a progress line at most every PROGRESS_EVERY_S, none after the last.
+    monkeypatch.setattr(stage, "PROGRESS_EVERY_S", 0.0)
+    events = instance.all_logs(run_range(instance, lake, keys).run_id)
+    lines = [e.user_message for e in events if not e.is_dagster_event]
+    assert lines == [
+        f"{asset}: {n} of 3 shards done (CC-MAIN-RANGE/{shard_name(n - 1)})"
+        for asset in INGEST_ASSETS
+        for n in (1, 2)
+    ]
