@@ -557,7 +557,7 @@ def stage_rows(label: str, make, scratch: Path, repeats: int = 3) -> list[list]:
 
 def bench_memory() -> None:
     rows = []
-    for files in (1, 4):
+    for files in (1, 4, 16):
         with tempfile.TemporaryDirectory() as scratch:
             lake, shard = demo_lake(Path(scratch), files=files, pages_per_file=500)
             root = str(Path(scratch) / "lake")
