@@ -243,10 +243,6 @@ def split_words(text: pl.Series) -> pl.Series:
     return _joined(text).str.extract_all(WORD_PATTERN)
 
 
-def count_words(text: pl.Series) -> pl.Series:
-    return _joined(text).str.count_matches(WORD_PATTERN)
-
-
 # Column of split_words(text) that FilterChain adds for the filters with ``uses_words = True``,
 # so that the text is tokenized once for all of them; dropped whenever a filter rewrites the text.
 WORDS = "_words"
@@ -257,6 +253,13 @@ def words_of(docs: pl.DataFrame) -> pl.Series:
     if WORDS in docs.columns:
         return docs[WORDS]
     return split_words(docs["text"].fill_null(""))
+
+
+def word_counts_of(docs: pl.DataFrame) -> pl.Series:
+    """Lengths of ``words_of(docs)``, without splitting when the chain has not."""
+    if WORDS in docs.columns:
+        return docs[WORDS].list.len()
+    return _joined(docs["text"].fill_null("")).str.count_matches(WORD_PATTERN)
 
 
 def split_lines(text: pl.Series) -> pl.Series:
@@ -846,7 +849,6 @@ class FineWebQualityFilter:
         lines = _explode(text.str.split("\n"))
         lines = lines.filter((lines.values.str.strip_chars() != "").to_numpy())
         n_newlines = text.str.count_matches("\n", literal=True)
-        words = docs[WORDS].list.len() if WORDS in docs.columns else None
         ends_with_punct = lines.values.str.contains(self._ends_with_stop_char).to_numpy()
         is_short = (lines.values.str.len_chars() <= self.short_line_length).to_numpy()
         stats = pl.DataFrame(
@@ -857,7 +859,7 @@ class FineWebQualityFilter:
                 "dup_chars": _find_duplicates(lines, n_docs)["dup_chars"],
                 "chars_without_newlines": text.str.len_chars() - n_newlines,
                 "n_newlines": n_newlines,
-                "n_words": count_words(text) if words is None else words,
+                "n_words": word_counts_of(docs),
             }
         )
         return _reasons(stats, self._rules(), empty=pl.col("n_lines") == 0)
