@@ -151,6 +151,10 @@ def bench_signatures() -> None:
             functools.partial(tokenmill_signatures, 6, "affine32", FINEWEB_NORM),
         ),
         (
+            "tokenmill MinHasher, scheme datatrove (SHA-1), FineWeb norm",
+            functools.partial(tokenmill_signatures, 2, "datatrove", FINEWEB_NORM),
+        ),
+        (
             "datasketch update_batch, default sha1 hash",
             functools.partial(datasketch_signatures, 200, False),
         ),
@@ -460,6 +464,10 @@ def _theirs(texts: list[str], signer: str = "datatrove", **settings):
     )[0]
 
 
+# tokenmill's settings for datatrove's MinhashConfig(HashConfig(64, "sha1")) and behaviour.
+DATATROVE_PARAMS = {"scheme": "datatrove", "short_docs": "keep"}
+
+
 def bench_agreement(seeds: int) -> None:
     if shared_path(*CORPUS) is None:
         print("agreement: skipped, ../shared/corpora/text is absent")
@@ -473,18 +481,24 @@ def bench_agreement(seeds: int) -> None:
         ("FineWeb norm (default), short: exact", {}, "datatrove", (stock, stock_clusters)),
         ("FineWeb norm, short: keep", {"short_docs": "keep"}, "datatrove",
          (stock, stock_clusters)),
+        ("scheme datatrove, short: exact", {"scheme": "datatrove"}, "datatrove",
+         (stock, stock_clusters)),
+        ("scheme datatrove, short: keep (datatrove's parameters)", DATATROVE_PARAMS, "datatrove",
+         (stock, stock_clusters)),
         ("FineWeb norm, short: keep", {"short_docs": "keep"}, "datatrove words", None),
         ("FineWeb norm, short: exact", {}, "tokenmill shingles", None),
         ("plain norm, short: exact", plain, "tokenmill shingles", None),
     ]  # fmt: skip
-    rows = []
+    rows, explained = [], {}
     for label, settings, signer, reference in ladder:
         ours = _ours(texts, **settings)
         theirs, their_clusters = reference or _theirs(texts, signer, **settings)
         first_seen = len(ours ^ first_seen_removals(their_clusters))
         rows.append([label, signer, *corpus.row(ours, theirs), first_seen])
-        if signer == "datatrove" and settings == {}:
-            headline = ours ^ theirs
+        if signer == "datatrove" and settings in ({}, DATATROVE_PARAMS):
+            explained["defaults" if settings == {} else "scheme datatrove, short: keep"] = (
+                ours ^ theirs
+            )
     print_table(
         f"Removed documents: tokenmill vs datatrove MinhashDedup (5-grams, 14 x 8, seed 1), "
         f"{len(texts)} docs = 697 real + 300 edited copies + 50 exact copies. datatrove "
@@ -498,7 +512,8 @@ def bench_agreement(seeds: int) -> None:
          "disagree, datatrove clusters + first-seen survivor"],
         rows,
     )  # fmt: skip
-    explain_disagreements(corpus, sorted(headline))
+    for settings_label, disagree in explained.items():
+        explain_disagreements(corpus, settings_label, sorted(disagree))
     compare_seeds(corpus, seeds)
 
 
@@ -507,9 +522,14 @@ def compare_seeds(corpus: _Corpus, seeds: int) -> None:
     the former is no larger, the tools differ only by their random permutations."""
     texts = corpus.texts
     ours = {s: _ours(texts, seed=s, short_docs="keep") for s in range(1, seeds + 1)}
+    compatible = {s: _ours(texts, seed=s, **DATATROVE_PARAMS) for s in range(1, seeds + 1)}
     theirs = {s: _theirs(texts, seed=s)[0] for s in range(1, seeds + 1)}
     others = range(2, seeds + 1)
     groups = {
+        "tokenmill (scheme datatrove) vs datatrove, same seed": [
+            (f"tokenmill (datatrove) {s} vs datatrove {s}", compatible[s], theirs[s])
+            for s in compatible
+        ],
         "tokenmill vs datatrove, same seed": [
             (f"tokenmill {s} vs datatrove {s}", ours[s], theirs[s]) for s in ours
         ],
@@ -521,8 +541,8 @@ def compare_seeds(corpus: _Corpus, seeds: int) -> None:
         ],
     }
     print_table(
-        "Removed documents across permutation seeds (tokenmill: FineWeb norm, short: keep; "
-        "datatrove: its own signature step)",
+        "Removed documents across permutation seeds (tokenmill: FineWeb norm, short: keep, "
+        "scheme affine64 unless said; datatrove: its own signature step)",
         ["comparison", *SEED_HEADER],
         [[name, *corpus.row(a, b)] for pairs in groups.values() for name, a, b in pairs],
     )
@@ -535,14 +555,14 @@ def compare_seeds(corpus: _Corpus, seeds: int) -> None:
                 summary)  # fmt: skip
 
 
-def explain_disagreements(corpus: _Corpus, disagree: list[int]) -> None:
+def explain_disagreements(corpus: _Corpus, settings_label: str, disagree: list[int]) -> None:
     """Each disagreeing document by its cause (``_Corpus.cause``)."""
     kinds: dict[str, int] = {}
     for doc in disagree:
         kinds[corpus.cause(doc)] = kinds.get(corpus.cause(doc), 0) + 1
     print_table(
-        "Disagreements of tokenmill (defaults) vs datatrove (its own signature step), by the "
-        "document's highest 5-gram Jaccard J to another document",
+        f"Disagreements of tokenmill ({settings_label}) vs datatrove (its own signature step), "
+        "by the document's highest 5-gram Jaccard J to another document",
         ["cause", "documents"],
         sorted(kinds.items()),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import queue as queue_module
 import resource
 import sys
 import time
@@ -37,7 +38,15 @@ def in_fresh_process(work: Callable[[], Any]) -> tuple[Any, float, int]:
     queue = context.Queue()
     process = context.Process(target=_child, args=(work, queue))
     process.start()
-    outcome = queue.get()
+    while True:  # a child that dies without reporting must not leave us waiting forever
+        try:
+            outcome = queue.get(timeout=1)
+            break
+        except queue_module.Empty:
+            if not process.is_alive() and queue.empty():
+                process.join()
+                died = f"benchmark process died, exit code {process.exitcode}"
+                raise RuntimeError(died) from None
     process.join()
     if process.exitcode:
         raise RuntimeError(f"benchmark process failed with exit code {process.exitcode}")

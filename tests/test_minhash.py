@@ -181,6 +181,43 @@ def test_signatures_equal_datasketch(num_perm, ngram, seed, scheme, norm):
         np.testing.assert_array_equal(signature, expected, err_msg=repr(text))
 
 
+def datatrove_signer(num_perm: int, ngram: int, seed: int):
+    from datatrove.pipeline.dedup.minhash import MinhashConfig, MinhashDedupSignature
+    from datatrove.utils.hashing import HashConfig
+
+    config = MinhashConfig(n_grams=ngram, num_buckets=num_perm // 8, hashes_per_bucket=8,
+                           seed=seed, hash_config=HashConfig(64, "sha1"))  # fmt: skip
+    return MinhashDedupSignature(output_folder="unused", config=config)
+
+
+@pytest.mark.parametrize(("num_perm", "ngram", "seed"), [(112, 5, 1), (64, 3, 42), (16, 1, 7)])
+def test_datatrove_scheme_equals_datatrove_signature_step(num_perm, ngram, seed):
+    """Scheme "datatrove" over our n-grams == datatrove's get_signature over the same n-grams
+    hashed by its own sha1 shingle hash."""
+    signer = datatrove_signer(num_perm, ngram, seed)
+    hasher = MinHasher(num_perm=num_perm, ngram=ngram, seed=seed, scheme="datatrove")
+    texts = [t for t in EDGE_CASES + random_texts(40, seed=seed) if shingles(t, ngram)]
+    for text, signature in zip(texts, hasher.signatures(texts), strict=True):
+        grams = np.array([signer._hash_func(g) for g in shingles(text, ngram)], dtype=np.uint64)
+        expected = np.concatenate(signer.get_signature(grams.reshape(-1, 1)))
+        assert signature.dtype == np.uint64
+        np.testing.assert_array_equal(signature, expected, err_msg=repr(text))
+
+
+def test_datatrove_scheme_end_to_end_where_words_agree():
+    """On text whose words datatrove's simplify_text + spaCy split as we do, the signatures
+    are datatrove's own, from the raw text."""
+    signer = datatrove_signer(112, 5, 1)
+    texts = [
+        "Posted on June 3, 2019 by Mr. Smith: the café's 2nd-floor room (No. 12) costs $4.50!",
+        "Crème brûlée à la façon de Ñandú; ΣΟΦΟΣ\n\nPage 2 of 10 » next page of the story",
+    ]
+    signatures = MinHasher(scheme="datatrove").signatures(texts)
+    for text, signature in zip(texts, signatures, strict=True):
+        expected = np.concatenate(signer.get_signature(signer.get_shingles(text)))
+        np.testing.assert_array_equal(signature, expected)
+
+
 def test_signatures_independent_of_batching():
     texts = random_texts(60, seed=5) + EDGE_CASES
     expected = MinHasher().signatures(texts)
@@ -195,6 +232,7 @@ def test_empty_document_has_all_max_signature():
         ("affine32", 2**32 - 1),
         ("affine64", 2**64 - 1),
         ("legacy", 2**32 - 1),
+        ("datatrove", 2**64 - 1),
     ]:
         signature = MinHasher(scheme=scheme).signatures(["", "text"])[0]
         assert (signature == maximum).all()

@@ -12,11 +12,15 @@ Compatibility contract: for every text,
 
 where ``hasher.hashfunc`` is ``shingle_hash32`` (schemes "affine32" and "legacy") or
 ``shingle_hash64`` ("affine64"): plain functions of the shingle's UTF-8 bytes.
+
+Scheme "datatrove" instead reproduces datatrove's ``MinhashDedupSignature`` with
+``HashConfig(64, "sha1")`` (FineWeb's): for the same word n-grams, the same signature.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -28,7 +32,8 @@ import numpy as np
 import xxhash
 from datasketch.lsh import _optimal_param
 
-Scheme = Literal["affine32", "affine64", "legacy"]
+Scheme = Literal["affine32", "affine64", "legacy", "datatrove"]
+SCHEMES = ("affine32", "affine64", "legacy", "datatrove")
 
 # ---------------------------------------------------------------------------------------------
 # Normalization
@@ -233,13 +238,20 @@ def _to_utf8(code_points: np.ndarray, char_offsets: np.ndarray) -> tuple[bytes, 
     if code_points.dtype == np.uint8:
         return code_points.tobytes(), char_offsets
     utf8 = code_points.tobytes().decode("utf-32-le").encode("utf-8")
+    return utf8, _byte_offsets(code_points, char_offsets)
+
+
+def _byte_offsets(code_points: np.ndarray, char_offsets: np.ndarray) -> np.ndarray:
+    """Where each code point offset falls in the UTF-8 encoding of ``code_points``."""
+    if code_points.dtype == np.uint8:
+        return char_offsets
     byte_offsets = char_offsets.copy()
     wide = np.flatnonzero(code_points >= 0x80)
     for extra_byte_from in (0x800, 0x10000):
         byte_offsets += np.searchsorted(wide, char_offsets)
         wide = wide[code_points[wide] >= extra_byte_from]
     byte_offsets += np.searchsorted(wide, char_offsets)
-    return utf8, byte_offsets
+    return byte_offsets
 
 
 def _as_str_list(texts: Iterable[str | None]) -> list[str]:
@@ -361,6 +373,23 @@ def shingle_hash32(data: bytes) -> int:
     return shingle_hash64(data) >> 32
 
 
+def sha1_hash64(data: bytes) -> int:
+    """datatrove's 64-bit shingle hash: the first 8 bytes of SHA-1, little-endian."""
+    return int.from_bytes(hashlib.sha1(data).digest()[:8], "little")
+
+
+def _range_sha1_hashes64(code_points: np.ndarray, starts: np.ndarray, stops: np.ndarray):
+    """``sha1_hash64`` of the UTF-8 bytes of code_points[start:stop] for each range."""
+    utf8, byte_starts = _to_utf8(code_points, starts)
+    byte_stops = _byte_offsets(code_points, stops)
+    view = memoryview(utf8)
+    digests = b"".join(
+        hashlib.sha1(view[a:b]).digest()[:8]
+        for a, b in zip(byte_starts.tolist(), byte_stops.tolist(), strict=True)
+    )
+    return np.frombuffer(digests, dtype="<u8").astype(np.uint64)
+
+
 def _fmix(values: np.ndarray) -> np.ndarray:
     """MurmurHash3 finalizer over a uint32 or uint64 array (wraparound intended)."""
     dtype = values.dtype.type
@@ -444,8 +473,11 @@ _LEGACY_MAX_HASH = np.uint64((1 << 32) - 1)
 
 
 def _permutations(num_perm: int, seed: int, scheme: Scheme) -> tuple[np.ndarray, np.ndarray]:
-    """The (a, b) parameters datasketch.MinHash draws for this seed and scheme."""
+    """The (a, b) parameters datasketch.MinHash (or datatrove) draws for this seed and scheme."""
     gen = np.random.RandomState(seed)
+    if scheme == "datatrove":
+        a = gen.randint(1, _MERSENNE_PRIME, dtype=np.uint64, size=num_perm)
+        return a, gen.randint(0, _MERSENNE_PRIME, dtype=np.uint64, size=num_perm)
     if scheme == "legacy":
         pairs = [
             (
@@ -472,7 +504,9 @@ class MinHasher:
     """Batch MinHash signatures equal to datasketch's, element for element.
 
     ``scheme`` is datasketch's permutation scheme: "affine32" (its default; uint32 signatures,
-    fastest), "affine64" (uint64) or "legacy" (pre-2.0 mersenne-prime scheme, uint64, slow).
+    fastest), "affine64" (uint64) or "legacy" (pre-2.0 mersenne-prime scheme, uint64, slow);
+    or "datatrove": datatrove's own 64-bit scheme (SHA-1 shingle hash, its Mersenne-prime
+    permutations, uint64), for signatures equal to FineWeb's given the same word n-grams.
     A document without words has no shingles and gets the all-maximum signature, like a
     datasketch MinHash that was never updated; all such documents therefore share band keys.
     """
@@ -488,20 +522,23 @@ class MinHasher:
         scheme: Scheme = "affine32",
         norm: TextNorm = FINEWEB_NORM,
     ) -> None:
-        if scheme not in ("affine32", "affine64", "legacy"):
+        if scheme not in SCHEMES:
             raise ValueError(f"unknown scheme {scheme!r}")
         if num_perm < 1 or ngram < 1:
             raise ValueError("num_perm and ngram must be positive")
         self.num_perm, self.ngram, self.seed, self.scheme = num_perm, ngram, seed, scheme
         self.norm = norm
         self.a, self.b = _permutations(num_perm, seed, scheme)
-        self.hash_bits = 64 if scheme == "affine64" else 32
+        self.hash_bits = 64 if scheme in ("affine64", "datatrove") else 32
         self.dtype = np.dtype(np.uint32 if scheme == "affine32" else np.uint64)
         self.max_hash = _LEGACY_MAX_HASH if scheme == "legacy" else np.iinfo(self.dtype).max
 
     @property
     def hashfunc(self):
-        """The shingle hash to pass to ``datasketch.MinHash(hashfunc=...)`` for equal results."""
+        """The shingle hash to pass to ``datasketch.MinHash(hashfunc=...)`` for equal results
+        (scheme "datatrove": the shingle hash of datatrove's ``HashConfig(64, "sha1")``)."""
+        if self.scheme == "datatrove":
+            return sha1_hash64
         return shingle_hash64 if self.hash_bits == 64 else shingle_hash32
 
     def signatures(self, texts: Sequence[str | None]) -> np.ndarray:
@@ -532,6 +569,8 @@ class MinHasher:
         return DocumentHashes(signatures, content, words)
 
     def _signatures_of_spans(self, data, starts, stops, counts) -> np.ndarray:
+        if self.scheme == "datatrove":
+            return self._min_permuted(_range_sha1_hashes64(data, starts, stops), counts)
         hashes = _range_shingle_hashes64(data, starts, stops)
         if self.hash_bits == 32:
             hashes = (hashes >> np.uint64(32)).astype(np.uint32)
@@ -546,7 +585,10 @@ class MinHasher:
         out = np.full((self.num_perm, len(counts)), self.max_hash, dtype=self.dtype)
         docs = np.flatnonzero(counts)
         doc_starts = _lengths_to_offsets(counts[docs])[:-1]
-        hashes = hashes.astype(np.uint64) if self.scheme == "legacy" else _fmix(hashes)
+        if self.scheme in ("affine32", "affine64"):
+            hashes = _fmix(hashes)
+        elif self.scheme == "legacy":
+            hashes = hashes.astype(np.uint64)
         block = max(self.permutation_block // self.num_perm, 1)
         for lo in range(0, len(hashes), block):
             hi = min(lo + block, len(hashes))
@@ -561,8 +603,9 @@ class MinHasher:
     def _permute(self, hashes: np.ndarray) -> np.ndarray:
         permuted = self.a[:, None] * hashes
         permuted += self.b[:, None]
-        if self.scheme == "legacy":
+        if self.scheme in ("legacy", "datatrove"):
             permuted %= _MERSENNE_PRIME
+        if self.scheme == "legacy":
             permuted &= _LEGACY_MAX_HASH
         return permuted
 
