@@ -16,6 +16,7 @@ from dagster import (
 
 from data_assets import stages
 from data_assets.jobs import ALL_JOBS
+from data_assets.partitions import crawl_shards
 from resources.automation import AlertsResource, DiscoveryResource
 from resources.lake import LakeResource
 from sensors.failures import record_run_failures
@@ -61,6 +62,7 @@ def build_definitions(
 ) -> Definitions:
     return Definitions(
         assets=[
+            crawl_shards,
             stages.raw_crawl,
             stages.cleaned,
             stages.dedup_signatures,

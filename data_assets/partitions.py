@@ -3,13 +3,19 @@ crawls and shards are added at run time (by the discovery sensor or `tokenmill r
 
 from __future__ import annotations
 
+import hashlib
+
 from dagster import (
+    AssetObservation,
+    AssetRecordsFilter,
+    AssetSpec,
     DagsterInstance,
     DynamicPartitionsDefinition,
     MultiPartitionKey,
     MultiPartitionsDefinition,
     MultiToSingleDimensionPartitionMapping,
 )
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from tokenmill.lake import Lake
 from tokenmill.shards import Shard, registered_crawls, registered_shards
@@ -21,6 +27,17 @@ shard_partitions = MultiPartitionsDefinition(
 )
 # A per-crawl asset depends on every shard of its crawl, and each shard on its crawl.
 same_crawl = MultiToSingleDimensionPartitionMapping(partition_dimension_name="crawl")
+# Dagster's stale-status resolver skips a dependency on 100 or more upstream partitions, so a new
+# shard of a large crawl would not make the crawl's clusters stale through dedup_signatures. This
+# external asset carries the crawl's shard list as one partition per crawl: its data version is a
+# hash of the registered shards, observed whenever shards are registered.
+crawl_shards = AssetSpec(
+    "crawl_shards",
+    partitions_def=crawl_partitions,
+    group_name="ingest",
+    description="The shards registered for a crawl (manifests/<crawl>/); its data version "
+    "changes when a shard is added.",
+)
 
 
 def shard_from_key(partition_key: str | MultiPartitionKey) -> Shard:
@@ -34,8 +51,37 @@ def shard_key(shard: Shard) -> MultiPartitionKey:
     return MultiPartitionKey({"crawl": shard.crawl, "shard": shard.shard})
 
 
+def shard_list_version(shards: list[Shard]) -> str:
+    return hashlib.sha256("\n".join(sorted(s.shard for s in shards)).encode()).hexdigest()
+
+
+def recorded_shard_list_version(instance: DagsterInstance, crawl: str) -> str | None:
+    records = instance.fetch_observations(
+        AssetRecordsFilter(asset_key=crawl_shards.key, asset_partitions=[crawl]), limit=1
+    ).records
+    return records[0].asset_observation.data_version if records else None
+
+
+def shard_list_changes(
+    instance: DagsterInstance, lake: Lake, crawls: list[str]
+) -> list[AssetObservation]:
+    """Observations of `crawl_shards` for the crawls whose registered shards are not the ones
+    last observed; recording them makes those crawls' clusters stale."""
+    changes = []
+    for crawl in crawls:
+        version = shard_list_version(registered_shards(lake, crawl))
+        if version != recorded_shard_list_version(instance, crawl):
+            changes.append(
+                AssetObservation(
+                    crawl_shards.key, partition=crawl, tags={DATA_VERSION_TAG: version}
+                )
+            )
+    return changes
+
+
 def sync_partitions(instance: DagsterInstance, lake: Lake) -> None:
-    """Add every registered crawl and shard of the lake that the instance does not know."""
+    """Add every registered crawl and shard of the lake that the instance does not know, and
+    observe the shard list of every crawl whose shards changed."""
     crawls = registered_crawls(lake)
     shard_names = sorted({s.shard for c in crawls for s in registered_shards(lake, c)})
     for definition, keys in ((crawl_partitions, crawls), (shard_index_partitions, shard_names)):
@@ -43,3 +89,5 @@ def sync_partitions(instance: DagsterInstance, lake: Lake) -> None:
         missing = [k for k in keys if k not in known]
         if missing:
             instance.add_dynamic_partitions(definition.name, missing)
+    for observation in shard_list_changes(instance, lake, crawls):
+        instance.report_runless_asset_event(observation)

@@ -5,6 +5,7 @@ from dagster import (
     AssetCheckSpec,
     AssetDep,
     AssetExecutionContext,
+    AssetSelection,
     AutomationCondition,
     BackfillPolicy,
     MaterializeResult,
@@ -13,7 +14,7 @@ from dagster import (
 
 from data_assets.config import CleanConfig, DedupConfig, TokenizeConfig, TokenizerConfig
 from data_assets.k8s import op_tags
-from data_assets.partitions import crawl_partitions, same_crawl, shard_partitions
+from data_assets.partitions import crawl_partitions, crawl_shards, same_crawl, shard_partitions
 from data_assets.stage import STAGE_RETRY, ShardCheck, materialize_shards, run_stage, stage_result
 from resources.lake import LakeResource
 from tokenmill import verify
@@ -116,11 +117,13 @@ def dedup_signatures(
 @asset(
     op_tags=op_tags("dedup_clusters"),
     partitions_def=crawl_partitions,
-    automation_condition=FOLLOWS_INPUTS,
+    # The shard list only tells Dagster when the clusters are stale; the signatures of the new
+    # shards trigger the recomputation (and a crawl whose list was never observed is not held).
+    automation_condition=FOLLOWS_INPUTS.ignore(AssetSelection.assets(crawl_shards.key)),
     retry_policy=STAGE_RETRY,
     group_name="dedup",
     kinds={"parquet"},
-    deps=[AssetDep(dedup_signatures, partition_mapping=same_crawl)],
+    deps=[AssetDep(dedup_signatures, partition_mapping=same_crawl), crawl_shards],
     description="Duplicate clusters over all shards of a crawl: each removed document with its "
     "cluster, its survivor and whether it is an exact or a near duplicate.",
 )

@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from dagster import (
     AssetKey,
+    AssetMaterialization,
     DagsterInstance,
     SensorResult,
     SkipReason,
@@ -17,9 +18,11 @@ from dagster import (
     build_sensor_context,
     evaluate_automation_conditions,
 )
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.loader import LoadingContextForTest
 
 from data_assets.definitions import build_definitions
-from data_assets.partitions import shard_key
+from data_assets.partitions import crawl_shards, shard_key, shard_list_version
 from resources.automation import AlertsResource, DiscoveryResource
 from resources.lake import LakeResource
 from sensors.failures import FAILURES, record_run_failures
@@ -49,6 +52,8 @@ def tick(lake: Lake, instance: DagsterInstance, cursor: str | None, max_keys: in
     if isinstance(result, SkipReason):
         return [], [], context.cursor
     assert isinstance(result, SensorResult)
+    for event in result.asset_events:  # the daemon stores them before the partitions
+        instance.report_runless_asset_event(event)
     return result.run_requests, result.dynamic_partitions_requests, result.cursor
 
 
@@ -92,6 +97,31 @@ def test_a_tick_lists_a_bounded_number_of_keys_and_the_next_goes_on(lake):
     assert shards_per_tick == [500, 500, 500]
     registered = [f for s in registered_shards(lake, CRAWL) for f in shard_files(lake, s)]
     assert registered == [f"{LANDING}/{CRAWL}/{n}" for n in names]  # each file exactly once
+
+
+def shard_list_observations(instance: DagsterInstance) -> list[tuple[str, str]]:
+    records = instance.fetch_observations(crawl_shards.key, limit=100).records
+    return [(r.partition_key, r.asset_observation.data_version) for r in reversed(records)]
+
+
+def test_a_tick_observes_the_shard_list_of_each_crawl_with_new_shards(lake):
+    instance = DagsterInstance.ephemeral()
+    other = "CC-MAIN-AUTO-2026-06"
+    land(lake, [f"f-{i}.warc.gz" for i in range(4)])
+    land(lake, ["g-0.warc.gz", "g-1.warc.gz"], crawl=other)
+    _, _, cursor = tick(lake, instance, None)
+
+    def version(crawl: str) -> str:
+        return shard_list_version(registered_shards(lake, crawl))
+
+    assert shard_list_observations(instance) == [(CRAWL, version(CRAWL)), (other, version(other))]
+    # A tick repeated from the old cursor (the last one died before saving it) observes nothing.
+    tick(lake, instance, None)
+    assert len(shard_list_observations(instance)) == 2
+    land(lake, ["f-4.warc.gz", "f-5.warc.gz"])
+    tick(lake, instance, cursor)
+    observed = shard_list_observations(instance)
+    assert observed[2:] == [(CRAWL, version(CRAWL))] and version(CRAWL) != observed[0][1]
 
 
 def test_a_crashed_tick_repeated_from_its_old_cursor_registers_nothing_twice(lake):
@@ -162,6 +192,13 @@ class Automation:
         raise AssertionError("automation did not settle")
 
 
+def clusters_status(defs, instance: DagsterInstance) -> StaleStatus:
+    resolver = CachingStaleStatusResolver(
+        instance, defs.resolve_asset_graph(), LoadingContextForTest(instance)
+    )
+    return resolver.get_status(AssetKey("dedup_clusters"), CRAWL)
+
+
 def test_a_shard_dropped_in_the_landing_zone_ends_up_tokenized(tmp_path, lake):
     warcs = tmp_path / "warcs"
     generate_demo_crawl(warcs, tmp_path / "truth.json", crawl=CRAWL, files=4, pages_per_file=20)
@@ -195,7 +232,9 @@ def test_a_shard_dropped_in_the_landing_zone_ends_up_tokenized(tmp_path, lake):
         lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
     cursor, launched = sensor_tick(cursor)
     assert launched == 1
+    assert clusters_status(defs, instance) == StaleStatus.STALE
     automation.settle()
+    assert clusters_status(defs, instance) == StaleStatus.FRESH
     second = f"{CRAWL}|00001"
     assert instance.get_materialized_partitions(AssetKey("tokenized_shards")) == {first, second}
     clusters_after = instance.get_latest_materialization_event(AssetKey("dedup_clusters"))
@@ -203,6 +242,19 @@ def test_a_shard_dropped_in_the_landing_zone_ends_up_tokenized(tmp_path, lake):
     deduplicated = instance.get_latest_materialization_event(AssetKey("deduplicated"))
     assert deduplicated.timestamp > clusters_after.timestamp
     assert lake.exists(f"tokenized/{CRAWL}/00001/tokens.bin")
+
+
+def test_clusters_are_not_held_by_a_crawl_whose_shard_list_was_never_observed(lake):
+    # An instance whose crawls were registered before crawl_shards existed: signed shards still
+    # get their clusters; the shard list only marks them stale.
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("crawls", [CRAWL])
+    instance.add_dynamic_partitions("shards", ["00000"])
+    automation = Automation(build_definitions(LakeResource(url=lake.url)), instance)
+    for asset in ("raw_crawl", "cleaned", "dedup_signatures"):
+        instance.report_runless_asset_event(AssetMaterialization(asset, partition=f"{CRAWL}|00000"))
+    requested = automation.evaluate().get_requested_partitions(AssetKey("dedup_clusters"))
+    assert requested == {CRAWL}
 
 
 class Webhook(BaseHTTPRequestHandler):
@@ -264,6 +316,8 @@ def test_reconciliation_registers_files_the_sensor_skipped(lake):
     assert defs.resolve_job_def("reconcile_landing").execute_in_process(instance=instance).success
     assert shard_files(lake, Shard(CRAWL, "00001")) == [f"{LANDING}/{CRAWL}/a.warc.gz"]
     assert set(instance.get_dynamic_partitions("shards")) == {"00000", "00001"}
+    version = shard_list_version(registered_shards(lake, CRAWL))
+    assert shard_list_observations(instance) == [(CRAWL, version)]
 
 
 def test_definitions_wire_the_sensors_and_schedule():

@@ -416,3 +416,96 @@ def test_new_shard_makes_its_crawls_dedup_stale_in_dagster(tmp_path, articles):
             assert status("deduplicated", shard_key(CRAWL, shard)) == StaleStatus.STALE
             assert status("deduplicated", shard_key(other, shard)) == StaleStatus.FRESH
         assert status("deduplicated", shard_key(CRAWL, "00002")) == StaleStatus.MISSING
+
+
+def test_a_new_shard_makes_a_crawl_of_over_100_shards_stale_in_dagster(tmp_path):
+    """Dagster's stale-status resolver ignores dedup_signatures for a crawl of 100+ shards; the
+    crawl's observed shard list (`crawl_shards`) still makes its clusters stale."""
+    from dagster import AssetKey, AssetMaterialization, instance_for_test
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._core.loader import LoadingContextForTest
+
+    from data_assets.definitions import build_definitions
+    from data_assets.partitions import crawl_shards, shard_key, shard_list_changes, sync_partitions
+    from resources.lake import LakeResource
+
+    def words(i: int) -> str:
+        return " ".join(f"w{i}x{j}" for j in range(12))
+
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    other = "CC-MAIN-TEST-2026-02"
+    shards = write_crawl(lake, [[doc(f"d{i}", words(i))] for i in range(101)])
+    shards += write_crawl(lake, [[doc("o", words(999))]], crawl=other)
+    defs = build_definitions(LakeResource(url=lake.url))
+
+    with instance_for_test() as instance:
+
+        def run(job: str, partition: str) -> None:
+            result = defs.resolve_job_def(job).execute_in_process(
+                instance=instance, partition_key=partition
+            )
+            assert result.success
+
+        def sign(shard: Shard) -> None:
+            # Cleaned and signed in the lake by the core, then reported: materializing 101
+            # shards one run each would take minutes. The clusters are materialized for real.
+            compute_signatures(lake, shard, DedupSettings())
+            for asset in ("cleaned", "dedup_signatures"):
+                instance.report_runless_asset_event(
+                    AssetMaterialization(asset, partition=str(shard_key(shard)))
+                )
+
+        def resolver() -> CachingStaleStatusResolver:
+            # A fresh one each time: it caches what it has read from the instance.
+            return CachingStaleStatusResolver(
+                instance, defs.resolve_asset_graph(), LoadingContextForTest(instance)
+            )
+
+        def status(asset: str, partition: str) -> StaleStatus:
+            return resolver().get_status(AssetKey(asset), partition)
+
+        def observations() -> int:
+            return len(instance.fetch_observations(crawl_shards.key, limit=1000).records)
+
+        sync_partitions(instance, lake)
+        assert observations() == 2  # one per crawl
+        for shard in shards:
+            sign(shard)
+        first, other_first = str(shard_key(shards[0])), str(shard_key(shards[-1]))
+        for crawl in (CRAWL, other):
+            run("dedup_crawl", crawl)
+        for partition in (first, other_first):
+            run("dedup_shard", partition)
+        everything = [("dedup_clusters", CRAWL), ("dedup_clusters", other)] + [
+            ("deduplicated", p) for p in (first, other_first)
+        ]
+        assert {status(*item) for item in everything} == {StaleStatus.FRESH}
+
+        # Registering again without a new shard observes nothing; the same shard list observed
+        # again (a sensor tick repeated after a crash) leaves everything fresh.
+        sync_partitions(instance, lake)
+        assert observations() == 2
+        assert shard_list_changes(instance, lake, [CRAWL, other]) == []
+        for record in instance.fetch_observations(crawl_shards.key, limit=2).records:
+            instance.report_runless_asset_event(record.asset_observation)
+        assert {status(*item) for item in everything} == {StaleStatus.FRESH}
+
+        # Shard 101 is registered (a copy of d0): the crawl's clusters are stale at once.
+        new = Shard(CRAWL, shard_name(101))
+        write_shard(lake, new, [doc("d0-copy", words(0))])
+        sync_partitions(instance, lake)
+        assert observations() == 5  # 2 first, the 2 repeated, the new list of CRAWL
+        assert status("dedup_clusters", CRAWL) == StaleStatus.STALE
+        assert status("dedup_clusters", other) == StaleStatus.FRESH
+
+        # Once it is signed the shard list is still the only cause the resolver sees: it skips
+        # the 102 signatures partitions. The recomputed clusters make deduplicated stale.
+        sign(new)
+        causes = resolver().get_stale_causes(AssetKey("dedup_clusters"), CRAWL)
+        assert [c.dependency.asset_key for c in causes] == [crawl_shards.key]
+        run("dedup_crawl", CRAWL)
+        assert clusters(lake)["d0-copy"]["survivor_doc_id"] == "d0"
+        assert status("dedup_clusters", CRAWL) == StaleStatus.FRESH
+        assert status("deduplicated", first) == StaleStatus.STALE
+        assert status("deduplicated", other_first) == StaleStatus.FRESH
+        assert status("dedup_clusters", other) == StaleStatus.FRESH
