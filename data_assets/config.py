@@ -86,7 +86,7 @@ class DedupConfig(Config):
     scheme: Literal["affine64", "affine32", "datatrove"] = Field(
         default="affine64",
         description="MinHash scheme: datasketch's with 64-bit (default) or 32-bit hashes, or "
-        "datatrove's (SHA-1 shingles, its permutations: FineWeb's signatures, ~6x slower)",
+        "datatrove's (SHA-1 shingles, its permutations: FineWeb's signatures, 4-6x slower)",
     )
     survivor: str = Field(
         default="first_seen",

@@ -306,7 +306,8 @@ def substitute_words(text: str, every: int, rng: random.Random, vocabulary: list
     return " ".join(words)
 
 
-def test_ground_truth_recall_and_false_merges(lake):
+@pytest.mark.parametrize("scheme", ["affine64", "datatrove"])
+def test_ground_truth_recall_and_false_merges(lake, scheme):
     """Pairs (original, edited copy) spread over J = 0..1, in separate shards, through the stages:
     recall >= 0.95 for J >= 0.85, at most 1 % of the pairs with J <= 0.5 merged."""
     rng = random.Random(11)
@@ -324,7 +325,7 @@ def test_ground_truth_recall_and_false_merges(lake):
             [doc(f"c{i}", text) for i, text in enumerate(copies)],
         ],
     )
-    run_dedup(lake)
+    run_dedup(lake, DedupSettings(scheme=scheme))
     merged_copies = {k for k, v in clusters(lake).items() if v["survivor_doc_id"] == "o" + k[1:]}
     merged = np.array([f"c{i}" in merged_copies for i in range(len(copies))])
 

@@ -76,7 +76,7 @@ class DedupSettings:
     seed: int = 1
     # datasketch's 64-bit permutation scheme with a 64-bit shingle hash; "affine32" is
     # datasketch's default and about 30 % faster; "datatrove" gives datatrove's (FineWeb's)
-    # signatures for the same n-grams, at a sixth of the speed (see ``MinHasher``).
+    # signatures for the same n-grams, at a fourth to a sixth of the speed (see ``MinHasher``).
     scheme: str = "affine64"
     survivor: str = "first_seen"
     norm_numbers: bool = True
