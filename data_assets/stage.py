@@ -28,7 +28,7 @@ from dagster import (
 
 from data_assets.partitions import shard_from_key
 from tokenmill.lake import Lake, LakeKeyError, LakeUnreachableError
-from tokenmill.outputs import MissingInputError, StageReport, combine
+from tokenmill.outputs import MissingInputError, StageReport, combine, is_committed
 from tokenmill.shards import Shard
 from tokenmill.verify import Verdict
 from tokenmill.warc import UnusableInputError
@@ -95,9 +95,14 @@ def materialize_shards(
     # A path-like key (`../../etc|00000`) is bad input: it fails at once, not after retries.
     shards = run_stage(lambda: [shard_from_key(key) for key in context.partition_keys])
     progress = Progress(context, len(shards))
+    journal = StepJournal(lake, context.run_id, zone) if len(shards) > 1 else None
+    resumed = journal.reports(shards) if journal and _attempt() > 0 else {}
     reports = []
     for shard in shards:
-        reports.append(run_stage(partial(work, lake, shard)))
+        report = resumed.get(shard) or run_stage(partial(work, lake, shard))
+        if journal and shard not in resumed:
+            journal.record(shard, report)
+        reports.append(report)
         progress.done(shard)
     names = [str(shard) for shard in shards]
     results = [
@@ -105,7 +110,52 @@ def materialize_shards(
         for c in checks
     ]
     location = shards[0].prefix(zone) if len(shards) == 1 else zone
-    return stage_result(combine(reports), lake, location, results)
+    if resumed:
+        context.log.info(f"resumed: {len(resumed)} of {len(shards)} shards were already done")
+    result = stage_result(combine(reports), lake, location, results)
+    if journal:
+        journal.clear()
+    return result
+
+
+class StepJournal:
+    """The shards a run's range step has committed, so that a retry of the step (same run)
+    resumes after them instead of recomputing them. It lives in the lake beside the data, not
+    in the partitions, which stay byte-identical, and is deleted when the step succeeds (a run
+    that dies leaves a few small files under ``_journal/<zone>/<run id>/``)."""
+
+    def __init__(self, lake: Lake, run_id: str, zone: str):
+        self.lake = lake
+        self.zone = zone
+        self.prefix = f"_journal/{zone}/{run_id}"
+
+    def _key(self, shard: Shard) -> str:
+        return f"{self.prefix}/{shard.crawl}/{shard.shard}.json"
+
+    def record(self, shard: Shard, report: StageReport) -> None:
+        # Rows as (column, cell) pairs: JSON objects are written with sorted keys.
+        preview = [
+            [(column, _cell(value)) for column, value in row.items()] for row in report.preview
+        ]
+        self.lake.write_json(self._key(shard), {"summary": report.summary(), "preview": preview})
+
+    def reports(self, shards: Sequence[Shard]) -> dict[Shard, StageReport]:
+        """The recorded reports of ``shards`` whose journal entry and committed output exist."""
+        recorded = set(self.lake.list(self.prefix))
+        return {
+            shard: self._report(self.lake.read_json(self._key(shard)))
+            for shard in shards
+            if self._key(shard) in recorded and is_committed(self.lake, shard.prefix(self.zone))
+        }
+
+    @staticmethod
+    def _report(entry: dict) -> StageReport:
+        report = StageReport.from_summary(entry["summary"])
+        report.preview = [dict(row) for row in entry["preview"]]
+        return report
+
+    def clear(self) -> None:
+        self.lake.delete_prefix(self.prefix)
 
 
 class Progress:

@@ -35,7 +35,8 @@ from tokenmill.tokenize import TOKENIZED, TOKENIZER_KEY, build_tokenizer, tokeni
 # Whatever its size, a run costs set-up and 12-22 event-log writes (each ~10-100 ms on
 # the local SQLite instance): 25 shards per run make a 200-shard backfill 26 runs instead of 77
 # (benchmarks/bench_orchestration.py). A run works through its shards one after another, keeping
-# a few KB of counters per shard, but a failed step re-runs the whole range.
+# a few KB of counters per shard; a retried step resumes after the shards it committed
+# (StepJournal in stage.py).
 MAX_SHARDS_PER_RUN = 25
 SHARD_STAGE = dict(
     partitions_def=shard_partitions,

@@ -13,8 +13,12 @@ from dagster import (
     DagsterEventType,
     DagsterInstance,
     DagsterRunStatus,
+    MaterializeResult,
     MultiPartitionKey,
+    RetryPolicy,
     RunsFilter,
+    asset,
+    materialize,
 )
 from dagster._core.execution.backfill import BulkActionStatus
 from dagster._core.storage.tags import (
@@ -35,6 +39,7 @@ from data_assets.stages import MAX_SHARDS_PER_RUN
 from resources.lake import LakeResource
 from tests.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
 from tokenmill.cli import land_demo_crawl
+from tokenmill.ingest import RAW, land_shard
 from tokenmill.lake import Lake
 from tokenmill.shards import shard_name
 
@@ -200,3 +205,54 @@ def test_a_range_run_records_every_partition_without_an_event_per_shard(tmp_path
         for asset in INGEST_ASSETS
         for n in (1, 2)
     ]
+
+
+def test_a_retried_range_step_resumes_after_its_committed_shards(tmp_path):
+    """A transient fault at the second of three shards: the retry (same run) recomputes only
+    the second and third, and the run's outputs and metadata equal those of a run without it."""
+
+    def outputs(lake: Lake) -> dict[str, bytes]:
+        return {key: lake.read_bytes(key) for key in lake.list(RAW)}
+
+    def run(lake: Lake, fail_at: str | None) -> tuple[list[str], dict]:
+        calls = []
+
+        def land_with_fault(lake: Lake, shard) -> object:
+            calls.append(shard.shard)
+            if shard.shard == fail_at and calls.count(fail_at) == 1:
+                raise OSError("node preempted")  # transient: Dagster retries the step
+            return land_shard(lake, shard)
+
+        @asset(name="raw_crawl", partitions_def=shard_partitions,
+               retry_policy=RetryPolicy(max_retries=1))  # fmt: skip
+        def raw(context) -> MaterializeResult:
+            return stage.materialize_shards(context, lake, RAW, land_with_fault)
+
+        instance = DagsterInstance.ephemeral()
+        keys = [str(shard_key(s)) for s in register(instance, lake, "CC-MAIN-RETRY", 1)]
+        result = materialize([raw], instance=instance, raise_on_error=False, tags={
+            ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]
+        })  # fmt: skip
+        assert result.success
+        materializations = result.asset_materializations_for_node("raw_crawl")
+        assert sorted(m.partition for m in materializations) == keys
+        metadata = {k: v.value for k, v in materializations[0].metadata.items()}
+        return calls, {
+            k: v
+            for k, v in metadata.items()
+            if k not in ("duration_s", "records_per_s", "location")
+        }
+
+    lakes = [Lake.from_url(str(tmp_path / name)) for name in ("clean", "faulty")]
+    for lake in lakes:
+        land_demo_crawl(lake, "CC-MAIN-RETRY", files=3, pages_per_file=10, seed=4)
+    clean_calls, clean_metadata = run(lakes[0], fail_at=None)
+    faulty_calls, faulty_metadata = run(lakes[1], fail_at=shard_name(1))
+
+    assert clean_calls == [shard_name(n) for n in range(3)]
+    assert faulty_calls == [shard_name(n) for n in (0, 1, 1, 2)]  # shard 0 not recomputed
+    assert faulty_metadata == clean_metadata
+    assert clean_metadata["records_in"] > 0
+    assert outputs(lakes[1]) == outputs(lakes[0])
+    assert lakes[1].list("_journal") == []
+    assert [p.name for p in (tmp_path / "faulty" / "_journal").iterdir()] == [RAW]  # no run dir

@@ -349,8 +349,15 @@ class Lake:
         return removed
 
     def delete_prefix(self, prefix: str) -> None:
+        """Delete every object under `prefix`; on a local lake, its emptied folders too."""
         for key in self.list(prefix):
             self.delete(key)
+        if self.is_local:
+            top = Path(self.path(prefix.rstrip("/")))
+            folders = sorted((p for p in top.rglob("*") if p.is_dir()), reverse=True)
+            for folder in [*folders, top]:  # deepest first
+                with suppress(OSError):  # not empty, or already gone
+                    folder.rmdir()
 
 
 def _process_exists(pid: int) -> bool:

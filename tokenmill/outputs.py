@@ -66,6 +66,12 @@ class StageReport:
         digests = {name: entry["sha256"] for name, entry in sorted(self.outputs.items())}
         return hashlib.sha256(json.dumps(digests).encode()).hexdigest()[:32]
 
+    @classmethod
+    def from_summary(cls, summary: dict[str, Any]) -> StageReport:
+        """The report ``summary()`` was taken from, less its preview and timing."""
+        fields = {k: v for k, v in summary.items() if k != "dropped"}
+        return cls(**fields, dropped=Counter(summary["dropped"]))
+
     def summary(self) -> dict[str, Any]:
         return {
             "records_in": self.records_in,
