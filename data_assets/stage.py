@@ -95,7 +95,7 @@ def materialize_shards(
     # A path-like key (`../../etc|00000`) is bad input: it fails at once, not after retries.
     shards = run_stage(lambda: [shard_from_key(key) for key in context.partition_keys])
     progress = Progress(context, len(shards))
-    journal = StepJournal(lake, context.run_id, zone) if len(shards) > 1 else None
+    journal = StepJournal(lake, context.run.run_id, zone) if len(shards) > 1 else None
     resumed = journal.reports(shards) if journal and _attempt() > 0 else {}
     reports = []
     for shard in shards:
