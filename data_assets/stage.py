@@ -46,6 +46,7 @@ T = TypeVar("T")
 OUTAGE_RETRIES = 4
 OUTAGE_FIRST_WAIT_S = 5.0
 PROGRESS_EVERY_S = 60.0
+JOURNAL = "_journal"
 
 
 def run_stage(work: Callable[[], T]) -> T:
@@ -127,7 +128,7 @@ class StepJournal:
     def __init__(self, lake: Lake, run_id: str, zone: str):
         self.lake = lake
         self.zone = zone
-        self.prefix = f"_journal/{zone}/{run_id}"
+        self.prefix = f"{JOURNAL}/{zone}/{run_id}"
 
     def _key(self, shard: Shard) -> str:
         return f"{self.prefix}/{shard.crawl}/{shard.shard}.json"
@@ -156,6 +157,12 @@ class StepJournal:
 
     def clear(self) -> None:
         self.lake.delete_prefix(self.prefix)
+
+    @staticmethod
+    def clear_run(lake: Lake, run_id: str) -> None:
+        """Delete what a run that failed for good journaled: a new run starts from scratch."""
+        for zone in lake.list_dirs(JOURNAL):
+            lake.delete_prefix(f"{JOURNAL}/{zone}/{run_id}")
 
 
 class Progress:

@@ -23,12 +23,14 @@ from dagster._core.loader import LoadingContextForTest
 
 from data_assets.definitions import build_definitions
 from data_assets.partitions import crawl_shards, shard_key, shard_list_version
+from data_assets.stage import StepJournal
 from resources.automation import AlertsResource, DiscoveryResource
 from resources.lake import LakeResource
 from sensors.failures import FAILURES, record_run_failures
 from sensors.landing import landing_zone
 from tokenmill.demo import generate_demo_crawl
 from tokenmill.lake import Lake
+from tokenmill.outputs import StageReport
 from tokenmill.shards import LANDING, Shard, discover, registered_shards, shard_files
 
 CRAWL = "CC-MAIN-AUTO-2026-05"
@@ -294,8 +296,13 @@ def test_failed_runs_are_recorded_in_the_lake_and_posted(lake):
             "alerts": AlertsResource(webhook_url=webhook),
         },
     ).for_run_failure()
+    # What a range step of the failed run (and of another, live run) had journaled.
+    report = StageReport(records_in=3)
+    for run_id in (result.run_id, "another-run"):
+        StepJournal(lake, run_id, "tokenized").record(Shard(CRAWL, "00000"), report)
     record_run_failures(context)
     server.shutdown()
+    assert lake.list("_journal") == [f"_journal/tokenized/another-run/{CRAWL}/00000.json"]
 
     record = lake.read_json(f"{FAILURES}/{result.run_id}.json")
     assert record["job"] == "tokenize_shard" and record["partition"] == f"{CRAWL}|00000"
