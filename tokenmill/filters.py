@@ -765,6 +765,12 @@ _NON_SENTENCE_PERIODS = rf"\.{{2,}}|(^|\W)(?:[A-Za-z]|{_ABBREVIATIONS})\."
 _SENTENCE_BOUNDARY = _SENTENCE_END + r"\p{P}*\s[\s\p{P}]*[^\s\p{P}]|\p{Ll}\.\p{Lu}"
 
 
+def _any_of(substrings: Iterable[str]) -> str:
+    """A regex matching any of ``substrings`` (in polars 10x faster than ``str.contains_any``,
+    which builds its automaton again for every string)."""
+    return "|".join(re.escape(s) for s in substrings)
+
+
 def _has_words(lines: pl.Expr, minimum: int) -> pl.Expr:
     """Whether each line has at least ``minimum`` whitespace-separated words (a regex search
     stops at the first match, cheaper than counting every word)."""
@@ -850,7 +856,7 @@ class C4QualityFilter:
         curly = (
             valid & ~javascript & line.str.contains("{", literal=True) & self.filter_curly_bracket
         )
-        policy = lower.str.contains_any(list(POLICY_SUBSTRINGS)) & self.filter_policy
+        policy = lower.str.contains(_any_of(POLICY_SUBSTRINGS)) & self.filter_policy
         fatal = pl.when(lorem).then(pl.lit("lorem_ipsum")).when(curly).then(pl.lit("curly_bracket"))
         kept = valid & ~lorem & ~javascript & ~curly & ~policy
         return [kept.alias("kept"), fatal.alias("fatal")]
