@@ -766,8 +766,8 @@ _SENTENCE_BOUNDARY = _SENTENCE_END + r"\p{P}*\s[\s\p{P}]*[^\s\p{P}]|\p{Ll}\.\p{L
 
 
 def _any_of(substrings: Iterable[str]) -> str:
-    """A regex matching any of ``substrings`` (in polars 10x faster than ``str.contains_any``,
-    which builds its automaton again for every string)."""
+    """A regex matching any of ``substrings`` (on C4's lines 7x faster than polars'
+    ``str.contains_any``)."""
     return "|".join(re.escape(s) for s in substrings)
 
 
