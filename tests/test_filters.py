@@ -22,6 +22,7 @@ from tokenmill.filters import (
     URLFilter,
     load_filter,
     split_words,
+    word_counts_of,
 )
 
 PROSE = sample_articles("en", 3, seed=7)
@@ -330,6 +331,38 @@ def test_chain_shares_words_and_splits_again_after_a_rewrite():
     assert "privacy" not in str(after.seen)
     assert WORDS not in kept.columns
     assert WORDS not in rejected.columns
+
+
+class CountsWords:
+    """Keeps every document; records which have no words yet and word_counts_of of all."""
+
+    name = "counts"
+
+    def __init__(self):
+        self.unsplit: list[list[bool]] = []
+        self.counts: list[list[int]] = []
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        self.unsplit.append(docs[WORDS].is_null().to_list())
+        self.counts.append(word_counts_of(docs).to_list())
+        return pl.Series([None] * docs.height, dtype=pl.Utf8)
+
+
+def test_chain_splits_again_only_the_rewritten_documents():
+    texts = [
+        PROSE[1] + "\nRead our privacy policy here.",
+        PROSE[1],
+        PROSE[2].replace(".", "[1].", 1),
+        PROSE[2],
+    ]
+    docs = pl.DataFrame({"text": texts, "url": [GOOD_URL] * len(texts)})
+    counts, after = CountsWords(), SeesWords("after")
+    kept, _ = FilterChain([SeesWords("before"), C4QualityFilter(), counts, after]).apply(docs)
+    assert kept["text"].to_list() == [PROSE[1], PROSE[1], PROSE[2], PROSE[2]]
+    assert counts.unsplit == [[True, False, True, False]]
+    expected = split_words(kept["text"])
+    assert counts.counts == [expected.list.len().to_list()]
+    assert after.seen == [expected.to_list()]
 
 
 @pytest.mark.parametrize(
