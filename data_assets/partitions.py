@@ -67,9 +67,15 @@ def shard_list_changes(
 ) -> list[AssetObservation]:
     """Observations of `crawl_shards` for the crawls whose registered shards are not the ones
     last observed; recording them makes those crawls' clusters stale."""
+    return _observed_changes(instance, {crawl: registered_shards(lake, crawl) for crawl in crawls})
+
+
+def _observed_changes(
+    instance: DagsterInstance, shards_by_crawl: dict[str, list[Shard]]
+) -> list[AssetObservation]:
     changes = []
-    for crawl in crawls:
-        version = shard_list_version(registered_shards(lake, crawl))
+    for crawl, shards in shards_by_crawl.items():
+        version = shard_list_version(shards)
         if version != recorded_shard_list_version(instance, crawl):
             changes.append(
                 AssetObservation(
@@ -83,11 +89,12 @@ def sync_partitions(instance: DagsterInstance, lake: Lake) -> None:
     """Add every registered crawl and shard of the lake that the instance does not know, and
     observe the shard list of every crawl whose shards changed."""
     crawls = registered_crawls(lake)
-    shard_names = sorted({s.shard for c in crawls for s in registered_shards(lake, c)})
+    shards_by_crawl = {crawl: registered_shards(lake, crawl) for crawl in crawls}
+    shard_names = sorted({s.shard for shards in shards_by_crawl.values() for s in shards})
     for definition, keys in ((crawl_partitions, crawls), (shard_index_partitions, shard_names)):
         known = set(instance.get_dynamic_partitions(definition.name))
         missing = [k for k in keys if k not in known]
         if missing:
             instance.add_dynamic_partitions(definition.name, missing)
-    for observation in shard_list_changes(instance, lake, crawls):
+    for observation in _observed_changes(instance, shards_by_crawl):
         instance.report_runless_asset_event(observation)
