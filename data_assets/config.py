@@ -106,17 +106,7 @@ class DedupConfig(Config):
     )
 
     def settings(self) -> DedupSettings:
-        return DedupSettings(
-            ngram=self.ngram,
-            bands=self.bands,
-            rows=self.rows,
-            threshold=self.threshold,
-            scheme=self.scheme,
-            survivor=self.survivor,
-            norm_numbers=self.norm_numbers,
-            norm_diacritics=self.norm_diacritics,
-            short_docs=self.short_docs,
-        )
+        return DedupSettings(**self.model_dump())  # the same fields, by name
 
 
 class TokenizerConfig(Config):
