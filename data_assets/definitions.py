@@ -14,11 +14,14 @@ from dagster import (
     in_process_executor,
 )
 
-from data_assets import stages
+from data_assets.assets import stage_assets
 from data_assets.jobs import ALL_JOBS
-from data_assets.partitions import crawl_shards
+from data_assets.partitions import BRIDGES
+from data_assets.recipe import Recipe
 from resources.automation import AlertsResource, DiscoveryResource
 from resources.lake import LakeResource
+from resources.workers import WorkersResource
+from sensors.crawls import crawl_signatures_complete
 from sensors.failures import record_run_failures
 from sensors.landing import landing_zone
 from sensors.reconcile import reconcile_landing, reconcile_schedule
@@ -46,6 +49,16 @@ def alerts_resource() -> AlertsResource:
     return AlertsResource()
 
 
+def executor():
+    """Steps in the run's process locally; each step in its own pod, sized by its stage's op
+    tags, when TOKENMILL_EXECUTOR=k8s (the Helm deployment), whatever launched the run."""
+    if os.environ.get("TOKENMILL_EXECUTOR") == "k8s":
+        from dagster_k8s import k8s_job_executor
+
+        return k8s_job_executor
+    return in_process_executor
+
+
 automation = AutomationConditionSensorDefinition(
     "automation",
     target=AssetSelection.all(),
@@ -59,28 +72,20 @@ def build_definitions(
     lake: LakeResource,
     alerts: AlertsResource | None = None,
     discovery: DiscoveryResource | None = None,
+    workers: WorkersResource | None = None,
+    recipe: Recipe | None = None,
 ) -> Definitions:
     return Definitions(
-        assets=[
-            crawl_shards,
-            stages.raw_crawl,
-            stages.cleaned,
-            stages.dedup_signatures,
-            stages.dedup_clusters,
-            stages.deduplicated,
-            stages.tokenizer,
-            stages.tokenized_shards,
-        ],
+        assets=[*BRIDGES, *stage_assets(recipe or Recipe.load())],
         jobs=[*ALL_JOBS, reconcile_landing],
-        sensors=[landing_zone, record_run_failures, automation],
+        sensors=[landing_zone, crawl_signatures_complete, record_run_failures, automation],
         schedules=[reconcile_schedule],
-        # A run's steps run one after another in its process (in its pod, on Kubernetes): the
-        # stages of a shard are sequential anyway, and a process per step costs seconds each.
-        executor=in_process_executor,
+        executor=executor(),
         resources={
             "lake": lake,
             "alerts": alerts or AlertsResource(),
             "discovery": discovery or DiscoveryResource(),
+            "workers": workers or WorkersResource(),
         },
     )
 

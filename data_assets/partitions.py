@@ -1,5 +1,21 @@
-"""Partitions: a shard of a crawl (crawl × shard), and a whole crawl. Both are dynamic, so new
-crawls and shards are added at run time (by the discovery sensor or `tokenmill register`)."""
+"""Partitions: a unit of a crawl, and a whole crawl. Both are dynamic, so new crawls and units
+are added at run time (by the landing sensor, the reconciliation job or `tokenmill register`).
+
+A per-unit asset has exactly the units that exist, keyed `<crawl>/<unit>`: no crawl × shard
+cross product, so no partition without data, and a crawl of 90,000 WARC files in units of 100
+is 900 partitions. Dagster has no built-in partition mapping between a unit and its crawl
+(custom mappings are unsupported), so the crawl boundary is crossed by three external assets,
+each one partition wide where it meets its neighbour:
+
+- `crawl_units` (per crawl): its data version is a hash of the crawl's registered units,
+  observed whenever units are registered, so a new unit makes the crawl's clusters stale.
+- `crawl_signatures` (per crawl): observed by the `crawl_signatures_complete` sensor once every
+  unit of the crawl has signatures, with a version that changes when any of them does; the
+  clusters follow it.
+- `unit_duplicates` (per unit): reported by each clustering run for the units whose list of
+  removed documents changed; a unit's deduplicated output follows it, so only the units a new
+  clustering affects are deduplicated again.
+"""
 
 from __future__ import annotations
 
@@ -11,90 +27,93 @@ from dagster import (
     AssetSpec,
     DagsterInstance,
     DynamicPartitionsDefinition,
-    MultiPartitionKey,
-    MultiPartitionsDefinition,
-    MultiToSingleDimensionPartitionMapping,
 )
+# Dagster's public API has no other way to give a runless observation a data version.
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from tokenmill.lake import Lake
-from tokenmill.shards import Shard, registered_crawls, registered_shards
+from tokenmill.layout import DEDUP_CLUSTERS, DEDUP_SIGNATURES, Unit
+from tokenmill.units import registered_crawls, registered_units
 
+unit_partitions = DynamicPartitionsDefinition(name="units")
 crawl_partitions = DynamicPartitionsDefinition(name="crawls")
-shard_index_partitions = DynamicPartitionsDefinition(name="shards")
-shard_partitions = MultiPartitionsDefinition(
-    {"crawl": crawl_partitions, "shard": shard_index_partitions}
-)
-# A per-crawl asset depends on every shard of its crawl, and each shard on its crawl.
-same_crawl = MultiToSingleDimensionPartitionMapping(partition_dimension_name="crawl")
-# Dagster's stale-status resolver skips a dependency on 100 or more upstream partitions, so a new
-# shard of a large crawl would not make the crawl's clusters stale through dedup_signatures. This
-# external asset carries the crawl's shard list as one partition per crawl: its data version is a
-# hash of the registered shards, observed whenever shards are registered.
-crawl_shards = AssetSpec(
-    "crawl_shards",
+
+crawl_units = AssetSpec(
+    "crawl_units",
     partitions_def=crawl_partitions,
     group_name="ingest",
-    description="The shards registered for a crawl (manifests/<crawl>/); its data version "
-    "changes when a shard is added.",
+    description="The units registered for a crawl (manifests/<crawl>/); its data version "
+    "changes when a unit is added.",
 )
+crawl_signatures = AssetSpec(
+    "crawl_signatures",
+    partitions_def=crawl_partitions,
+    deps=[DEDUP_SIGNATURES],
+    group_name="dedup",
+    description="Every unit of the crawl has signatures: observed by the "
+    "crawl_signatures_complete sensor, with a version that changes when any unit's does.",
+)
+unit_duplicates = AssetSpec(
+    "unit_duplicates",
+    partitions_def=unit_partitions,
+    deps=[DEDUP_CLUSTERS],
+    group_name="dedup",
+    description="The documents of a unit that its crawl's clusters remove: reported by each "
+    "dedup_clusters run for the units whose list changed.",
+)
+BRIDGES = [crawl_units, crawl_signatures, unit_duplicates]
 
 
-def shard_from_key(partition_key: str | MultiPartitionKey) -> Shard:
-    if not isinstance(partition_key, MultiPartitionKey):
-        partition_key = shard_partitions.get_partition_key_from_str(partition_key)
-    dims = partition_key.keys_by_dimension
-    return Shard(dims["crawl"], dims["shard"])
+def versioned(key, partition: str, version: str) -> AssetObservation:
+    return AssetObservation(key, partition=partition, tags={DATA_VERSION_TAG: version})
 
 
-def shard_key(shard: Shard) -> MultiPartitionKey:
-    return MultiPartitionKey({"crawl": shard.crawl, "shard": shard.shard})
+def unit_list_version(units: list[Unit]) -> str:
+    return hashlib.sha256("\n".join(sorted(u.name for u in units)).encode()).hexdigest()
 
 
-def shard_list_version(shards: list[Shard]) -> str:
-    return hashlib.sha256("\n".join(sorted(s.shard for s in shards)).encode()).hexdigest()
-
-
-def recorded_shard_list_version(instance: DagsterInstance, crawl: str) -> str | None:
+def latest_version(instance: DagsterInstance, key, partition: str) -> str | None:
     records = instance.fetch_observations(
-        AssetRecordsFilter(asset_key=crawl_shards.key, asset_partitions=[crawl]), limit=1
+        AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
     ).records
     return records[0].asset_observation.data_version if records else None
 
 
-def shard_list_changes(
-    instance: DagsterInstance, lake: Lake, crawls: list[str]
+def unit_list_changes(
+    instance: DagsterInstance, units_by_crawl: dict[str, list[Unit]]
 ) -> list[AssetObservation]:
-    """Observations of `crawl_shards` for the crawls whose registered shards are not the ones
+    """Observations of `crawl_units` for the crawls whose registered units are not the ones
     last observed; recording them makes those crawls' clusters stale."""
-    return _observed_changes(instance, {crawl: registered_shards(lake, crawl) for crawl in crawls})
-
-
-def _observed_changes(
-    instance: DagsterInstance, shards_by_crawl: dict[str, list[Shard]]
-) -> list[AssetObservation]:
     changes = []
-    for crawl, shards in shards_by_crawl.items():
-        version = shard_list_version(shards)
-        if version != recorded_shard_list_version(instance, crawl):
-            changes.append(
-                AssetObservation(
-                    crawl_shards.key, partition=crawl, tags={DATA_VERSION_TAG: version}
-                )
-            )
+    for crawl, units in units_by_crawl.items():
+        version = unit_list_version(units)
+        if version != latest_version(instance, crawl_units.key, crawl):
+            changes.append(versioned(crawl_units.key, crawl, version))
     return changes
 
 
-def sync_partitions(instance: DagsterInstance, lake: Lake) -> None:
-    """Add every registered crawl and shard of the lake that the instance does not know, and
-    observe the shard list of every crawl whose shards changed."""
-    crawls = registered_crawls(lake)
-    shards_by_crawl = {crawl: registered_shards(lake, crawl) for crawl in crawls}
-    shard_names = sorted({s.shard for shards in shards_by_crawl.values() for s in shards})
-    for definition, keys in ((crawl_partitions, crawls), (shard_index_partitions, shard_names)):
-        known = set(instance.get_dynamic_partitions(definition.name))
-        missing = [k for k in keys if k not in known]
+def add_partitions(instance: DagsterInstance, units: list[Unit]) -> None:
+    """Add the crawls and units the instance does not know yet."""
+    for definition, keys in (
+        (crawl_partitions, sorted({u.crawl for u in units})),
+        (unit_partitions, [u.key for u in units]),
+    ):
+        missing = [k for k in keys if not instance.has_dynamic_partition(definition.name, k)]
         if missing:
             instance.add_dynamic_partitions(definition.name, missing)
-    for observation in _observed_changes(instance, shards_by_crawl):
+
+
+def sync_partitions(instance: DagsterInstance, lake: Lake, crawls: list[str] | None = None) -> None:
+    """Add every registered crawl and unit of the lake (or of `crawls`) that the instance does
+    not know, and observe the unit list of every crawl whose units changed."""
+    units_by_crawl = {c: registered_units(lake, c) for c in crawls or registered_crawls(lake)}
+    known = set(instance.get_dynamic_partitions(unit_partitions.name))
+    new = [u for units in units_by_crawl.values() for u in units if u.key not in known]
+    crawls_known = set(instance.get_dynamic_partitions(crawl_partitions.name))
+    new_crawls = sorted(set(units_by_crawl) - crawls_known)
+    if new_crawls:
+        instance.add_dynamic_partitions(crawl_partitions.name, new_crawls)
+    if new:
+        instance.add_dynamic_partitions(unit_partitions.name, [u.key for u in new])
+    for observation in unit_list_changes(instance, units_by_crawl):
         instance.report_runless_asset_event(observation)

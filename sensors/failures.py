@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dagster import DefaultSensorStatus, RunFailureSensorContext, run_failure_sensor
 
-from data_assets.stage import StepJournal
 from resources.automation import AlertsResource
 from resources.lake import LakeResource
 
@@ -13,8 +12,7 @@ FAILURES = "ops/failures"
 
 @run_failure_sensor(
     default_status=DefaultSensorStatus.RUNNING,
-    description="Writes ops/failures/<run id>.json to the lake, posts it to the webhook and "
-    "deletes the run's step journal.",
+    description="Writes ops/failures/<run id>.json to the lake and posts it to the webhook.",
 )
 def record_run_failures(
     context: RunFailureSensorContext, lake: LakeResource, alerts: AlertsResource
@@ -34,8 +32,7 @@ def record_run_failures(
         ],
     }
     lake.get_lake().write_json(f"{FAILURES}/{run.run_id}.json", record)
-    StepJournal.clear_run(lake.get_lake(), run.run_id)
     try:
         alerts.post(record)
-    except OSError as error:  # the record is kept; a dead webhook must not fail the sensor
+    except Exception as error:  # the record is kept; a dead webhook must not fail the sensor
         context.log.warning(f"could not post the failure of run {run.run_id}: {error}")

@@ -1,4 +1,5 @@
-"""The landing-zone sensor: new WARC files become shards (dynamic partitions) and ingest runs."""
+"""The landing-zone sensor: newly landed WARC files become units (dynamic partitions) and the
+runs of the first stage."""
 
 from __future__ import annotations
 
@@ -13,49 +14,48 @@ from dagster import (
     sensor,
 )
 
-from data_assets.jobs import ingest_shard_job
-from data_assets.partitions import (
-    crawl_partitions,
-    shard_index_partitions,
-    shard_key,
-    shard_list_changes,
-)
+from data_assets.jobs import JOBS
+from data_assets.partitions import crawl_partitions, unit_list_changes, unit_partitions
 from resources.automation import DiscoveryResource
 from resources.lake import LakeResource
-from tokenmill.shards import discover
+from tokenmill.stages import STAGES
+from tokenmill.units import discover, registered_units
+
+FIRST_STAGE = STAGES[0].name
 
 
 @sensor(
-    job=ingest_shard_job,
+    job=JOBS[FIRST_STAGE],
     minimum_interval_seconds=60,
     default_status=DefaultSensorStatus.RUNNING,
     description="Lists the landing zone from where the last tick stopped (bounded per tick), "
-    "registers new shards as partitions, observes the crawls' shard lists and launches "
-    "their ingest runs.",
+    "registers new units as partitions, observes the crawls' unit lists and launches their "
+    "first stage.",
 )
 def landing_zone(
     context: SensorEvaluationContext, lake: LakeResource, discovery: DiscoveryResource
 ) -> SensorResult | SkipReason:
     positions = json.loads(context.cursor) if context.cursor else {}
     data = lake.get_lake()
-    new, positions = discover(
-        data, positions, discovery.files_per_shard, discovery.max_keys_per_tick
+    new, positions, problems = discover(
+        data, positions, discovery.files_per_unit, discovery.max_keys_per_tick
     )
+    for problem in problems:
+        context.log.warning(problem)
     cursor = json.dumps(positions, sort_keys=True)
     if not new:
         context.update_cursor(cursor)
         return SkipReason("no new files in the landing zone")
-    crawls = sorted({shard.crawl for shard in new})
+    crawls = sorted({unit.crawl for unit in new})
     return SensorResult(
-        run_requests=[
-            RunRequest(run_key=f"{shard.crawl}|{shard.shard}", partition_key=shard_key(shard))
-            for shard in new
-        ],
+        run_requests=[RunRequest(run_key=unit.key, partition_key=unit.key) for unit in new],
         dynamic_partitions_requests=[
             crawl_partitions.build_add_request(crawls),
-            shard_index_partitions.build_add_request(sorted({shard.shard for shard in new})),
+            unit_partitions.build_add_request([unit.key for unit in new]),
         ],
-        # The new shard lists make these crawls' clusters stale.
-        asset_events=shard_list_changes(context.instance, data, crawls),
+        # The new unit lists make these crawls' clusters stale.
+        asset_events=unit_list_changes(
+            context.instance, {crawl: registered_units(data, crawl) for crawl in crawls}
+        ),
         cursor=cursor,
     )

@@ -1,30 +1,34 @@
-"""Periodic reconciliation: register every landed file that is in no shard yet (also files
-that landed out of order, which the incremental sensor does not revisit)."""
+"""Periodic reconciliation: register every source file that is in no unit yet (files that
+landed out of order, which the incremental sensor does not revisit, and declared crawls)."""
 
 from dagster import DefaultScheduleStatus, OpExecutionContext, ScheduleDefinition, job, op
 
 from data_assets.partitions import sync_partitions
 from resources.automation import DiscoveryResource
 from resources.lake import LakeResource
-from tokenmill.shards import landed_crawls, register_new_files
+from tokenmill.units import landed_crawls, register_new_files
+from tokenmill.sources import CrawlSource
 
 
 @op(
-    description="Group unregistered landed files into shards and add their partitions; "
-    "raw_crawl's on_missing automation condition launches them."
+    description="Group unregistered files into units and add their partitions; the first "
+    "stage's on_missing automation condition launches them."
 )
 def register_landed_files(
     context: OpExecutionContext, lake: LakeResource, discovery: DiscoveryResource
 ) -> None:
     data = lake.get_lake()
-    for crawl in landed_crawls(data):
-        new = register_new_files(data, crawl, discovery.files_per_shard)
-        if new:
-            context.log.info(f"{crawl}: new shards {', '.join(s.shard for s in new)}")
+    crawls = sorted(set(landed_crawls(data)) | set(CrawlSource.declared_crawls(data)))
+    for crawl in crawls:
+        registration = register_new_files(data, crawl, discovery.files_per_unit)
+        for line in registration.describe_refused():
+            context.log.warning(line)
+        if registration.units:
+            context.log.info(f"{crawl}: {len(registration.units)} new units")
     sync_partitions(context.instance, data)
 
 
-@job(description="Register landed files that are in no shard yet.")
+@job(description="Register source files that are in no unit yet.")
 def reconcile_landing():
     register_landed_files()
 

@@ -1,16 +1,20 @@
 """Exact and MinHash near-duplicate removal within a crawl, FineWeb style, in three steps.
 
-1. signatures (per shard): normalized-content hash and LSH band hashes per document.
+1. signatures (per file of a unit): normalized-content hash and LSH band hashes per document.
 2. clusters (per crawl): docs sharing the content hash or any band bucket are linked, one key
    column at a time so memory stays O(documents); each cluster keeps one survivor chosen by a
    deterministic rule, and every other member is listed with its cluster and survivor.
-3. deduplicated (per shard): the cleaned documents minus the listed ones.
+3. deduplicated (per file of a unit): the cleaned documents minus the listed ones.
+
+The stages `dedup_signatures`, `dedup_clusters` and `deduplicated` run these functions.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -19,46 +23,32 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
 
-from tokenmill.clean import CLEANED, DOC_SCHEMA
 from tokenmill.clusters import choose_survivors, cluster, removals
 from tokenmill.lake import Lake
-from tokenmill.minhash import MinHasher, TextNorm, band_hashes, optimal_bands_rows
-from tokenmill.outputs import (
-    PartitionWriter,
-    StageReport,
-    read_batches,
-    read_column,
-    require_committed,
+from tokenmill.layout import (
+    CLEANED,
+    CLUSTER_SCHEMA,
+    DEDUP_SIGNATURES,
+    DOC_SCHEMA,
+    QUALITY_COLUMN,
+    REMOVED_SCHEMA,
+    Unit,
+    band_column,
+    signature_schema,
 )
-from tokenmill.shards import Shard, crawl_prefix, registered_shards
+from tokenmill.minhash import MinHasher, TextNorm, band_hashes, optimal_bands_rows
+from tokenmill.outputs import PartitionWriter, StageReport, read_batches, read_column, require_committed
+from tokenmill.stage import Work, setting
 
-SIGNATURES = "signatures"
-CLUSTERS = "clusters"
-DEDUPLICATED = "deduplicated"
 SURVIVOR_RULES = ("first_seen", "earliest_date", "lowest_doc_id", "highest_quality")
 SHORT_DOC_RULES = ("exact", "keep")
-QUALITY_COLUMN = "quality_score"
-
-CLUSTER_SCHEMA = pa.schema(
-    [
-        ("shard", pa.string()),
-        ("doc_id", pa.string()),
-        ("cluster_id", pa.string()),
-        ("survivor_shard", pa.string()),
-        ("survivor_doc_id", pa.string()),
-        ("reason", pa.string()),
-    ]
-)
-REMOVED_SCHEMA = pa.schema(
-    [f for f in DOC_SCHEMA if f.name != "text"]
-    + [f for f in CLUSTER_SCHEMA if f.name not in ("shard", "doc_id")]
-)
+CLUSTERS_FILE = "clusters.parquet"
 
 
 @dataclass(frozen=True)
 class DedupSettings:
     """``survivor`` picks the document each cluster keeps (ties go to the first seen, i.e. the
-    lowest position in shard order): ``first_seen``; ``earliest_date`` (WARC capture date);
+    lowest position in (unit, file, row) order): ``first_seen``; ``earliest_date`` (WARC capture date);
     ``lowest_doc_id``; ``highest_quality`` (see ``quality_scores``).
 
     ``norm_numbers`` and ``norm_diacritics`` are the ``TextNorm`` steps (datatrove's defaults).
@@ -69,19 +59,33 @@ class DedupSettings:
     signature. Documents without words are never duplicates under either rule.
     """
 
-    ngram: int = 5
-    bands: int = 14
-    rows: int = 8
-    threshold: float | None = None  # a target Jaccard similarity instead of bands × rows
-    seed: int = 1
+    ngram: int = setting(5, "Words per shingle")
+    bands: int = setting(14, "LSH bands")
+    rows: int = setting(8, "Rows (permutations) per band")
+    threshold: float | None = setting(
+        None, "Target Jaccard similarity; overrides bands/rows if set"
+    )
+    seed: int = setting(1, "Seed of the MinHash permutations")
     # datasketch's 64-bit permutation scheme with a 64-bit shingle hash; "affine32" is
     # datasketch's default and about 30 % faster; "datatrove" gives datatrove's (FineWeb's)
     # signatures for the same n-grams, at a fourth to a sixth of the speed (see ``MinHasher``).
-    scheme: str = "affine64"
-    survivor: str = "first_seen"
-    norm_numbers: bool = True
-    norm_diacritics: bool = True
-    short_docs: str = "exact"
+    scheme: Literal["affine64", "affine32", "datatrove"] = setting(
+        "affine64",
+        "MinHash scheme: datasketch's with 64-bit (default) or 32-bit hashes, or datatrove's "
+        "(SHA-1 shingles, its permutations: FineWeb's signatures, 4-6x slower)",
+    )
+    survivor: Literal[SURVIVOR_RULES] = setting(
+        "first_seen",
+        "Which member of a duplicate cluster is kept: first_seen | earliest_date | "
+        "lowest_doc_id | highest_quality (the cleaned docs' quality_score, else most words)",
+    )
+    norm_numbers: bool = setting(True, "Digit runs become 0 before shingling (as datatrove/FineWeb)")
+    norm_diacritics: bool = setting(True, "Diacritics dropped before shingling (as datatrove/FineWeb)")
+    short_docs: Literal[SHORT_DOC_RULES] = setting(
+        "exact",
+        "Docs with fewer words than ngram: removed as exact duplicates only (exact) or never "
+        "removed (keep, as datatrove)",
+    )
 
     def __post_init__(self):
         if self.survivor not in SURVIVOR_RULES:
@@ -117,22 +121,6 @@ class DedupSettings:
         }
 
 
-def band_column(band: int) -> str:
-    return f"band_{band:02d}"
-
-
-def signature_schema(bands: int) -> pa.Schema:
-    return pa.schema(
-        [
-            ("doc_id", pa.string()),
-            ("warc_date", pa.string()),
-            ("exact_hash", pa.uint64()),
-            (QUALITY_COLUMN, pa.float64()),
-        ]
-        + [(band_column(b), pa.uint64()) for b in range(bands)]
-    )
-
-
 def quality_scores(batch: pa.RecordBatch, word_counts: np.ndarray) -> np.ndarray:
     """The cleaned docs' ``quality_score`` column if they have one (a missing score ranks
     last); otherwise the word count of the normalized text, so that among near-duplicates the
@@ -143,9 +131,10 @@ def quality_scores(batch: pa.RecordBatch, word_counts: np.ndarray) -> np.ndarray
     return given.fill_null(-np.inf).to_numpy(zero_copy_only=False)
 
 
-def compute_signatures(lake: Lake, shard: Shard, settings: DedupSettings) -> StageReport:
-    source = shard.prefix(CLEANED)
-    require_committed(lake, source, f"cleaned {shard}")
+def compute_signatures(work: Work) -> StageReport:
+    lake, settings = work.lake, work.settings or DedupSettings()
+    source = work.input(CLEANED)
+    require_committed(lake, source, f"cleaned {work.unit} file {work.part}")
     bands, rows = settings.banding()
     hasher = MinHasher(
         num_perm=bands * rows,
@@ -160,7 +149,7 @@ def compute_signatures(lake: Lake, shard: Shard, settings: DedupSettings) -> Sta
     if QUALITY_COLUMN in _parquet_schema(lake, docs_key).names:
         columns.append(QUALITY_COLUMN)
     report = StageReport()
-    with PartitionWriter(lake, shard.prefix(SIGNATURES), report) as out:
+    with work.writer(report) as out:
         sink = out.parquet("signatures.parquet", schema)
         for batch in read_batches(lake, docs_key, columns):
             texts = batch.column("text")
@@ -214,24 +203,34 @@ def _parquet_schema(lake: Lake, key: str) -> pa.Schema:
         return pq.read_schema(f)
 
 
-class _CrawlSignatures:
-    """The committed signature files of a crawl's shards, read one column at a time."""
+class CrawlSignatures:
+    """The committed signature files of a crawl's units, one per file of each unit, read one
+    column at a time. A document's index is its position in (unit, file, row) order."""
 
-    def __init__(self, lake: Lake, crawl: str) -> None:
+    def __init__(self, lake: Lake, units: list[Unit]) -> None:
         self.lake = lake
-        self.shards = registered_shards(lake, crawl)
-        markers = [_signature_marker(lake, s) for s in self.shards]
-        params = {str(s): m["counts"]["params"] for s, m in zip(self.shards, markers, strict=True)}
+        self.units = units
+        params: dict[str, dict] = {}
+        self.parts: list[tuple[Unit, int]] = []
+        sizes = []
+        for unit in units:
+            marker = require_committed(lake, unit.prefix(DEDUP_SIGNATURES), f"dedup_signatures {unit}")
+            for part in range(marker["counts"]["files"]):
+                name = f"{part:05d}/signatures.parquet"
+                if name not in marker["outputs"]:
+                    raise ValueError(f"dedup_signatures {unit} lists no {name}; rematerialize it")
+                params[f"{unit}/{part:05d}"] = marker["counts"]["params"]
+                self.parts.append((unit, part))
+                sizes.append(marker["outputs"][name]["rows"])
         if len({repr(p) for p in params.values()}) > 1:
             raise ValueError(
-                f"shards of {crawl} have signatures with different parameters "
-                f"{params}; rematerialize signatures for the whole crawl"
+                f"units of {units[0].crawl} have signatures with different parameters "
+                f"{params}; rematerialize dedup_signatures for the whole crawl"
             )
         self.params = next(iter(params.values()), {})
-        self.keys = [f"{s.prefix(SIGNATURES)}/signatures.parquet" for s in self.shards]
-        sizes = [m["outputs"]["signatures.parquet"]["rows"] for m in markers]
-        self.shard_starts = np.cumsum([0, *sizes])
-        self.n_docs = int(self.shard_starts[-1])
+        self.keys = [f"{unit.part_prefix(DEDUP_SIGNATURES, part)}/signatures.parquet" for unit, part in self.parts]
+        self.part_starts = np.cumsum([0, *sizes])
+        self.n_docs = int(self.part_starts[-1])
 
     def arrow(self, name: str) -> pa.ChunkedArray:
         chunks = [chunk for key in self.keys for chunk in read_column(self.lake, key, name).chunks]
@@ -247,9 +246,16 @@ class _CrawlSignatures:
         for band in range(self.params.get("bands", 0)):
             yield self.arrow(band_column(band)).to_numpy()
 
-    def shard_names(self, docs: np.ndarray) -> pa.Array:
-        names = pa.array([s.shard for s in self.shards], pa.string())
-        return names.take(np.searchsorted(self.shard_starts, docs, side="right") - 1)
+    def part_of(self, docs: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.part_starts, docs, side="right") - 1
+
+    def unit_names(self, docs: np.ndarray) -> pa.Array:
+        names = pa.array([unit.name for unit, _ in self.parts], pa.string())
+        return names.take(self.part_of(docs))
+
+    def part_numbers(self, docs: np.ndarray) -> pa.Array:
+        numbers = pa.array([part for _, part in self.parts], pa.int32())
+        return numbers.take(self.part_of(docs))
 
     def rank(self, rule: str) -> np.ndarray | None:
         """Lower rank survives (nulls rank last); None means first seen."""
@@ -265,59 +271,73 @@ class _CrawlSignatures:
         return rank.to_numpy().astype(np.int64)
 
 
-def compute_clusters(lake: Lake, crawl: str, settings: DedupSettings) -> StageReport:
-    """Cluster ids are the doc id of the cluster's first-seen member, so they do not change
-    with the survivor rule."""
-    crawl_signatures = _CrawlSignatures(lake, crawl)
-    components = cluster(crawl_signatures.n_docs, crawl_signatures.key_columns())
-    survivors = choose_survivors(components, crawl_signatures.rank(settings.survivor))
+def compute_clusters(lake: Lake, units: list[Unit], settings: DedupSettings, out: PartitionWriter) -> StageReport:
+    """Cluster a crawl's documents and write the removed ones, in (unit, file, row) order.
+    Cluster ids are the doc id of the cluster's first-seen member, so they do not change with
+    the survivor rule. `counts["unit_versions"]` holds, per unit, a hash of its removed rows."""
+    signatures = CrawlSignatures(lake, units)
+    components = cluster(signatures.n_docs, signatures.key_columns())
+    survivors = choose_survivors(components, signatures.rank(settings.survivor))
     removed = removals(survivors)
-    exact = crawl_signatures.numpy("exact_hash")
+    exact = signatures.numpy("exact_hash")
     is_exact = exact[removed.doc_index] == exact[removed.survivor]
     del exact
-    doc_ids = crawl_signatures.arrow("doc_id")
-    report = StageReport(
-        records_in=crawl_signatures.n_docs,
-        records_out=crawl_signatures.n_docs - len(removed.doc_index),
-    )
+    doc_ids = signatures.arrow("doc_id")
+    report = out.report
+    report.records_in = signatures.n_docs
+    report.records_out = signatures.n_docs - len(removed.doc_index)
     report.drop("exact_duplicate", int(is_exact.sum()))
     report.drop("near_duplicate", int((~is_exact).sum()))
     report.counts.update(
-        shards=len(crawl_signatures.shards),
+        units=len(units),
+        files=len(signatures.parts),
         clusters=int(len(np.unique(removed.survivor))),
-        params=crawl_signatures.params | {"survivor": settings.survivor},
+        params=signatures.params | {"survivor": settings.survivor},
     )
-    with PartitionWriter(lake, crawl_prefix(CLUSTERS, crawl), report) as out:
-        table = pa.table(
-            {
-                "shard": crawl_signatures.shard_names(removed.doc_index),
-                "doc_id": doc_ids.take(removed.doc_index),
-                "cluster_id": doc_ids.take(components[removed.doc_index]),
-                "survivor_shard": crawl_signatures.shard_names(removed.survivor),
-                "survivor_doc_id": doc_ids.take(removed.survivor),
-                "reason": np.where(is_exact, "exact_duplicate", "near_duplicate"),
-            },
-            schema=CLUSTER_SCHEMA,
-        )
-        out.parquet("clusters.parquet", CLUSTER_SCHEMA).write_table(table)
-        report.add_preview(table.slice(0, 5).to_pylist())
+    table = pa.table(
+        {
+            "unit": signatures.unit_names(removed.doc_index),
+            "part": signatures.part_numbers(removed.doc_index),
+            "doc_id": doc_ids.take(removed.doc_index),
+            "cluster_id": doc_ids.take(components[removed.doc_index]),
+            "survivor_unit": signatures.unit_names(removed.survivor),
+            "survivor_doc_id": doc_ids.take(removed.survivor),
+            "reason": np.where(is_exact, "exact_duplicate", "near_duplicate"),
+        },
+        schema=CLUSTER_SCHEMA,
+    )
+    out.parquet(CLUSTERS_FILE, CLUSTER_SCHEMA).write_table(table)
+    report.add_preview(table.slice(0, 5).to_pylist())
+    report.counts["unit_versions"] = unit_versions(table, units)
     return report
 
 
-def _signature_marker(lake: Lake, shard: Shard) -> dict:
-    return require_committed(lake, shard.prefix(SIGNATURES), f"dedup signatures of {shard}")
+def unit_versions(table: pa.Table, units: list[Unit]) -> dict[str, str]:
+    """Per unit, a hash of the rows that remove its documents: it changes exactly when the
+    unit's deduplicated output would."""
+    frame = pl.from_arrow(table)
+    versions = {}
+    for (name,), rows in frame.group_by("unit", maintain_order=True):
+        digest = hashlib.sha256()
+        for column in ("part", "doc_id", "cluster_id", "survivor_unit", "survivor_doc_id", "reason"):
+            digest.update(rows[column].cast(pl.String).str.join("\n").item().encode())
+        versions[name] = digest.hexdigest()[:32]
+    empty = hashlib.sha256(b"").hexdigest()[:32]
+    return {unit.name: versions.get(unit.name, empty) for unit in units}
 
 
-def filter_shard(lake: Lake, shard: Shard) -> StageReport:
-    source = shard.prefix(CLEANED)
-    require_committed(lake, source, f"cleaned {shard}")
-    clusters_prefix = crawl_prefix(CLUSTERS, shard.crawl)
-    require_committed(lake, clusters_prefix, f"dedup clusters of crawl {shard.crawl}")
-    with lake.open_input(f"{clusters_prefix}/clusters.parquet") as f:
-        clusters = pq.read_table(f, filters=pc.field("shard") == shard.shard)
-    removed = pl.from_arrow(clusters.drop_columns(["shard"]))
+def filter_part(work: Work, clusters_key: str) -> StageReport:
+    """The file's cleaned documents without the ones its crawl's clusters remove."""
+    lake, unit = work.lake, work.unit
+    source = work.input(CLEANED)
+    require_committed(lake, source, f"cleaned {unit} file {work.part}")
+    with lake.open_input(clusters_key) as f:
+        clusters = pq.read_table(
+            f, filters=(pc.field("unit") == unit.name) & (pc.field("part") == work.part)
+        )
+    removed = pl.from_arrow(clusters.drop_columns(["unit", "part"]))
     report = StageReport()
-    with PartitionWriter(lake, shard.prefix(DEDUPLICATED), report) as out:
+    with work.writer(report) as out:
         docs = out.parquet("docs.parquet", DOC_SCHEMA)
         removed_docs = out.parquet("removed.parquet", REMOVED_SCHEMA)
         for batch in read_batches(lake, f"{source}/docs.parquet"):

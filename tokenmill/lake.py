@@ -116,6 +116,8 @@ class Lake:
         self.endpoint_url: str | None = None
         self.region: str | None = None
         self.max_attempts = 8
+        self.anonymous = False
+        self.keys: tuple[str | None, str | None] = (None, None)
         self.multipart_threshold = MULTIPART_THRESHOLD
         self.part_size = PART_SIZE
         self._client = None
@@ -147,6 +149,9 @@ class Lake:
         endpoint_url: str | None = None,
         region: str | None = None,
         max_attempts: int = 8,
+        anonymous: bool = False,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> Lake:
         """`/some/dir`, `file:///some/dir` or `s3://bucket/prefix`.
 
@@ -166,6 +171,10 @@ class Lake:
                 "connect_timeout": 10,
                 "request_timeout": 60,
             }
+            if anonymous:
+                options["anonymous"] = True
+            elif access_key:
+                options.update(access_key=access_key, secret_key=secret_key)
             endpoint = "the AWS S3 endpoint"
             if endpoint_url:
                 parsed_endpoint = urlparse(endpoint_url)
@@ -176,6 +185,7 @@ class Lake:
             lake = cls(pafs.S3FileSystem(**options), root, url, endpoint)
             lake.endpoint_url, lake.region = endpoint_url, options["region"]
             lake.max_attempts = max_attempts
+            lake.anonymous, lake.keys = anonymous, (access_key, secret_key)
             return lake
         if parsed.scheme not in ("", "file"):
             raise ValueError(
@@ -302,13 +312,17 @@ class Lake:
     def _s3_client(self):
         if self._client is None:
             import boto3
+            from botocore import UNSIGNED
             from botocore.config import Config
 
             self._client = boto3.session.Session().client(
                 "s3",
                 endpoint_url=self.endpoint_url,
                 region_name=self.region,
+                aws_access_key_id=self.keys[0],
+                aws_secret_access_key=self.keys[1],
                 config=Config(
+                    signature_version=UNSIGNED if self.anonymous else None,
                     retries={"max_attempts": self.max_attempts, "mode": "standard"},
                     connect_timeout=10,
                     read_timeout=60,

@@ -22,10 +22,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.lake import Lake
-
-MARKER = "_SUCCESS.json"
+from tokenmill.layout import MARKER
 ROWS_PER_BATCH = 2048
 PREVIEW_ROWS = 5
+
+
+SUMMARY_FIELDS = ("records_in", "records_out", "bytes_in", "bytes_out", "dropped", "counts", "outputs")
 
 
 class MissingInputError(FileNotFoundError):
@@ -69,7 +71,7 @@ class StageReport:
     @classmethod
     def from_summary(cls, summary: dict[str, Any]) -> StageReport:
         """The report ``summary()`` was taken from, less its preview and timing."""
-        fields = {k: v for k, v in summary.items() if k != "dropped"}
+        fields = {k: summary[k] for k in SUMMARY_FIELDS if k != "dropped"}
         return cls(**fields, dropped=Counter(summary["dropped"]))
 
     def summary(self) -> dict[str, Any]:
@@ -84,12 +86,12 @@ class StageReport:
         }
 
 
-def combine(reports: list[StageReport]) -> StageReport:
-    """One report for a run over several partitions: counters summed, first previews kept."""
-    if len(reports) == 1:
-        return reports[0]
+def combine(reports: dict[str, StageReport]) -> StageReport:
+    """One report for the parts of a unit, by part name: counters summed, counts merged (numbers
+    summed, mappings merged key by key, the first of anything else), first previews kept, and
+    outputs named `<part>/<file>`."""
     total = StageReport()
-    for report in reports:
+    for label, report in reports.items():
         total.records_in += report.records_in
         total.records_out += report.records_out
         total.bytes_in += report.bytes_in
@@ -97,13 +99,27 @@ def combine(reports: list[StageReport]) -> StageReport:
         total.dropped.update(report.dropped)
         total.seconds += report.seconds
         total.add_preview(report.preview)
-    total.counts["partitions"] = len(reports)
-    total.outputs = {
-        f"{index}/{name}": entry
-        for index, report in enumerate(reports)
-        for name, entry in report.outputs.items()
-    }
+        total.counts = merge_counts(total.counts, report.counts)
+        total.outputs.update({f"{label}/{name}": entry for name, entry in report.outputs.items()})
     return total
+
+
+# Counts that say how a part was made, not what it holds: the same for every part of a unit.
+SETTINGS_COUNTS = frozenset({"params", "readable", "tokenizer_sha256", "dtype", "eod_id", "source"})
+
+
+def merge_counts(into: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(into)
+    for name, value in more.items():
+        if name not in merged:
+            merged[name] = value
+        elif name in SETTINGS_COUNTS or isinstance(value, bool) or not isinstance(value, int | float | dict):
+            continue
+        elif isinstance(value, dict):
+            merged[name] = merge_counts(merged[name], value)
+        else:
+            merged[name] += value
+    return merged
 
 
 class HashingFile:
@@ -165,8 +181,9 @@ class ParquetSink:
 class PartitionWriter:
     """Writes the outputs of one partition under `prefix`; use as a context manager."""
 
-    def __init__(self, lake: Lake, prefix: str, report: StageReport):
+    def __init__(self, lake: Lake, prefix: str, report: StageReport, stamp: dict | None = None):
         self.lake = lake
+        self.stamp = stamp or {}
         self.prefix = prefix.rstrip("/")
         self.report = report
         self.files: ExitStack = ExitStack()
@@ -216,7 +233,7 @@ class PartitionWriter:
             self.report.outputs[name] = entry
         self.report.bytes_out = sum(entry["bytes"] for entry in self.report.outputs.values())
         self.report.finish()
-        self.lake.write_json(self.key(MARKER), self.report.summary())
+        self.lake.write_json(self.key(MARKER), self.report.summary() | self.stamp)
 
 
 def is_committed(lake: Lake, prefix: str) -> bool:

@@ -6,34 +6,28 @@ import bisect
 
 import pyarrow.parquet as pq
 
-from tokenmill.clean import CLEANED
-from tokenmill.dedup import CLUSTERS, DEDUPLICATED, SIGNATURES
-from tokenmill.ingest import RAW
 from tokenmill.lake import Lake
+from tokenmill.layout import MARKER, TOKENIZED_SHARDS, Unit, crawl_prefix
 from tokenmill.megatron import IndexedDataset
-from tokenmill.outputs import MARKER, is_committed
-from tokenmill.shards import Shard, crawl_prefix, registered_crawls, registered_shards
-from tokenmill.tokenize import TOKENIZED, load_tokenizer
-
-SHARD_STAGES = [
-    ("raw_crawl", RAW),
-    ("cleaned", CLEANED),
-    ("dedup_signatures", SIGNATURES),
-    ("deduplicated", DEDUPLICATED),
-    ("tokenized_shards", TOKENIZED),
-]
+from tokenmill.outputs import is_committed
+from tokenmill.stage import Scope
+from tokenmill.stages import STAGES
+from tokenmill.units import registered_crawls, registered_units
 
 
 def stage_rows(lake: Lake) -> list[dict]:
-    """One row per stage: committed partitions and their summed counters."""
+    """One row per partitioned stage: committed partitions and their summed counters."""
     crawls = registered_crawls(lake)
-    shards = [s for c in crawls for s in registered_shards(lake, c)]
-    rows = []
-    for name, stage in SHARD_STAGES:
-        rows.append(_row(lake, name, [s.prefix(stage) for s in shards]))
-        if stage == SIGNATURES:
-            rows.append(_row(lake, "dedup_clusters", [crawl_prefix(CLUSTERS, c) for c in crawls]))
-    return rows
+    units = [u for c in crawls for u in registered_units(lake, c)]
+    prefixes = {
+        Scope.UNIT: lambda stage: [u.prefix(stage) for u in units],
+        Scope.CRAWL: lambda stage: [crawl_prefix(stage, c) for c in crawls],
+    }
+    return [
+        _row(lake, stage.name, prefixes[stage.scope](stage.name))
+        for stage in STAGES
+        if stage.scope in prefixes
+    ]
 
 
 def _row(lake: Lake, name: str, prefixes: list[str]) -> dict:
@@ -81,9 +75,12 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def trace_token(lake: Lake, shard: Shard, position: int, window: int = 24) -> dict:
-    """Where the token at `position` of a tokenized shard came from, and the text around it."""
-    prefix = shard.prefix(TOKENIZED)
+def trace_token(lake: Lake, unit: Unit, part: int, position: int, window: int = 24) -> dict:
+    """Where the token at `position` of a unit's tokenized file came from, and the text around
+    it."""
+    from tokenmill.tokenize import load_tokenizer
+
+    prefix = unit.part_prefix(TOKENIZED_SHARDS, part)
     with lake.open_input(f"{prefix}/provenance.parquet") as f:
         sidecar = pq.read_table(f).to_pylist()
     starts = [row["token_start"] for row in sidecar]

@@ -6,6 +6,7 @@ import hashlib
 import os
 from array import array
 from collections.abc import Iterator
+from dataclasses import dataclass
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -14,8 +15,13 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from tokenmill.dedup import DEDUPLICATED
 from tokenmill.lake import Lake
+from tokenmill.layout import (
+    DEDUPLICATED,
+    TOKEN_PROVENANCE_SCHEMA,
+    TOKENIZER,
+    TOKENIZER_KEY,
+)
 from tokenmill.megatron import IndexedDatasetWriter, token_dtype
 from tokenmill.outputs import (
     PartitionWriter,
@@ -24,27 +30,13 @@ from tokenmill.outputs import (
     read_batches,
     require_committed,
 )
-from tokenmill.shards import Shard, registered_crawls, registered_shards
+from tokenmill.stage import Work, setting
+from tokenmill.units import registered_crawls, registered_units
 
-TOKENIZED = "tokenized"
-TOKENIZER_PREFIX = "tokenizer"
-TOKENIZER_FILE = "tokenizer.json"
-TOKENIZER_KEY = f"{TOKENIZER_PREFIX}/{TOKENIZER_FILE}"
+TOKENIZER_FILE = TOKENIZER_KEY.rsplit("/", 1)[1]
 EOD_TOKEN = "<|endoftext|>"
 EOD_CANDIDATES = (EOD_TOKEN, "</s>", "<|end_of_text|>", "<eos>", "<|eos|>")
-SIDECAR_SCHEMA = pa.schema(
-    [
-        ("doc_index", pa.int64()),
-        ("doc_id", pa.string()),
-        ("crawl", pa.string()),
-        ("source_file", pa.string()),
-        ("record_id", pa.string()),
-        ("record_offset", pa.int64()),
-        ("url", pa.string()),
-        ("token_start", pa.int64()),
-        ("token_end", pa.int64()),
-    ]
-)
+SIDECAR_SCHEMA = TOKEN_PROVENANCE_SCHEMA
 ARRAY_TYPECODES = {np.dtype(np.uint16): "H", np.dtype(np.int32): "i"}
 SIDECAR_SOURCE_COLUMNS = ["doc_id", "crawl", "source_file", "record_id", "record_offset", "url"]
 
@@ -66,25 +58,44 @@ def train_byte_level_bpe(texts: Iterator[str], vocab_size: int) -> Tokenizer:
 
 
 def sample_texts(lake: Lake, max_bytes: int) -> Iterator[str]:
-    """Deduplicated texts in lake order (crawl, shard, row) up to `max_bytes`: deterministic."""
+    """Deduplicated texts in lake order (crawl, unit, file, row) up to `max_bytes`:
+    deterministic."""
     taken = 0
     for crawl in registered_crawls(lake):
-        for shard in registered_shards(lake, crawl):
-            prefix = shard.prefix(DEDUPLICATED)
+        for unit in registered_units(lake, crawl):
+            prefix = unit.prefix(DEDUPLICATED)
             if not is_committed(lake, prefix):
                 continue
-            for batch in read_batches(lake, f"{prefix}/docs.parquet", columns=["text"]):
-                for text in batch.column("text").to_pylist():
-                    yield text
-                    taken += len(text.encode())
-                    if taken >= max_bytes:
-                        return
+            for part in range(lake.read_json(f"{prefix}/_SUCCESS.json")["counts"]["files"]):
+                key = f"{unit.part_prefix(DEDUPLICATED, part)}/docs.parquet"
+                for batch in read_batches(lake, key, columns=["text"]):
+                    for text in batch.column("text").to_pylist():
+                        yield text
+                        taken += len(text.encode())
+                        if taken >= max_bytes:
+                            return
 
 
-def build_tokenizer(
-    lake: Lake, source: str | None, vocab_size: int, sample_bytes: int
-) -> StageReport:
+@dataclass(frozen=True)
+class TokenizerSettings:
+    path: str | None = setting(
+        None,
+        "tokenizer.json to use (local path or s3:// URI); if unset, a byte-level BPE is trained "
+        "on deduplicated text",
+    )
+    vocab_size: int = setting(16384, "Vocabulary size when training")
+    sample_mb: int = setting(64, "Text to train on, in MB")
+
+
+@dataclass(frozen=True)
+class TokenizeSettings:
+    append_eod: bool = setting(True, "Append an end-of-document token")
+
+
+def build_tokenizer(work: Work) -> StageReport:
     """Commit a tokenizer at TOKENIZER_KEY: a given tokenizer.json, or one trained on the lake."""
+    lake, settings = work.lake, work.settings or TokenizerSettings()
+    source, vocab_size, sample_bytes = settings.path, settings.vocab_size, settings.sample_mb << 20
     report = StageReport()
     if source:
         data = read_uri(lake, source)
@@ -107,7 +118,7 @@ def build_tokenizer(
         sha256=hashlib.sha256(data).hexdigest(),
         eod_token=eod_token(tokenizer),
     )
-    with PartitionWriter(lake, TOKENIZER_PREFIX, report) as out:
+    with PartitionWriter(lake, TOKENIZER, report) as out:
         out.open(TOKENIZER_FILE).write(data)
     return report
 
@@ -127,21 +138,20 @@ def eod_token(tokenizer: Tokenizer) -> str | None:
 
 
 def load_tokenizer(lake: Lake) -> tuple[Tokenizer, str]:
-    require_committed(lake, TOKENIZER_PREFIX, "tokenizer")
+    require_committed(lake, TOKENIZER, "tokenizer")
     data = lake.read_bytes(TOKENIZER_KEY)
     return Tokenizer.from_str(data.decode()), hashlib.sha256(data).hexdigest()
 
 
-def tokenize_shard(
-    lake: Lake, shard: Shard, append_eod: bool = True, batch_docs: int = 1024
-) -> StageReport:
-    source = shard.prefix(DEDUPLICATED)
-    require_committed(lake, source, f"deduplicated {shard}")
+def tokenize_part(work: Work, batch_docs: int = 1024) -> StageReport:
+    lake, settings = work.lake, work.settings or TokenizeSettings()
+    source = work.input(DEDUPLICATED)
+    require_committed(lake, source, f"deduplicated {work.unit} file {work.part}")
     tokenizer, tokenizer_sha = load_tokenizer(lake)
-    eod_id = _eod_id(tokenizer) if append_eod else None
+    eod_id = _eod_id(tokenizer) if settings.append_eod else None
     eod = [eod_id] if eod_id is not None else []
     report = StageReport()
-    with PartitionWriter(lake, shard.prefix(TOKENIZED), report) as out:
+    with work.writer(report) as out:
         dtype = token_dtype(tokenizer.get_vocab_size())
         writer = IndexedDatasetWriter(out.open("tokens.bin"), dtype)
         sidecar = out.parquet("provenance.parquet", SIDECAR_SCHEMA)

@@ -11,10 +11,12 @@ import time
 from pathlib import Path
 
 from tokenmill.lake import Lake
+from tokenmill.layout import LANDING, Unit
 from tokenmill.report import format_table, stage_rows, trace_token
-from tokenmill.shards import LANDING, Shard
 
-DEMO_CRAWL = "CC-MAIN-DEMO-2026-01"
+# Two crawls of different sizes: every partition of every asset has data, whatever the other
+# crawl holds.
+DEMO_CRAWLS = {"CC-MAIN-DEMO-2026-01": (8, 0), "CC-MAIN-DEMO-2026-02": (4, 1)}  # files, seed
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 
 
@@ -46,28 +48,55 @@ def land_demo_crawl(lake: Lake, crawl: str, files: int, pages_per_file: int, see
 def cmd_demo(args: argparse.Namespace) -> None:
     lake = default_lake()
     started = time.perf_counter()
-    truth = land_demo_crawl(lake, args.crawl, args.files, args.pages_per_file, args.seed)
-    print(
-        f"demo crawl {args.crawl}: {len(truth['pages'])} pages in {len(truth['files'])} "
-        f"WARC files at {lake.uri(f'{LANDING}/{args.crawl}')}"
-    )
-    _register_and_run(lake, [args.crawl], args.files_per_shard, args.workers)
+    for crawl, (files, seed) in DEMO_CRAWLS.items():
+        truth = land_demo_crawl(lake, crawl, files, args.pages_per_file, args.seed + seed)
+        print(
+            f"demo crawl {crawl}: {len(truth['pages'])} pages in {len(truth['files'])} "
+            f"WARC files at {lake.uri(f'{LANDING}/{crawl}')}"
+        )
+    _register_and_run(lake, list(DEMO_CRAWLS), args.files_per_unit)
     print(f"\nfinished in {time.perf_counter() - started:.0f} s")
 
 
 def cmd_register(args: argparse.Namespace) -> None:
     from data_assets.runner import local_instance, register
 
+    registration = register(
+        local_instance(), default_lake(), args.crawl, args.files_per_unit, verify=not args.no_verify
+    )
+    for line in registration.describe_refused():
+        print(f"refused: {line}", file=sys.stderr)
+    units = registration.units
+    shown = ", ".join(u.name for u in units[:10]) + (" ..." if len(units) > 10 else "")
+    print(f"{len(units)} new units of {args.crawl}: {shown or '-'}")
+
+
+def cmd_add_crawl(args: argparse.Namespace) -> None:
+    from tokenmill.sources import CrawlSource
+
+    source = CrawlSource(
+        crawl=args.crawl,
+        paths=args.paths,
+        base=args.base,
+        prefix=args.prefix,
+        endpoint_url=args.endpoint_url,
+        region=args.region,
+        unsigned=args.unsigned,
+        credentials=args.credentials,
+        copy=args.copy,
+    )
     lake = default_lake()
-    new = register(local_instance(), lake, args.crawl, args.files_per_shard)
-    print(f"{len(new)} new shards: {', '.join(str(s) for s in new) or '-'}")
+    source.save(lake)
+    print(f"crawl {args.crawl} declared at {lake.uri(CrawlSource.key(args.crawl))}")
+    if args.register:
+        cmd_register(args)
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    _register_and_run(default_lake(), args.crawl or [], args.files_per_shard, args.workers)
+    _register_and_run(default_lake(), args.crawl or [], args.files_per_unit)
 
 
-def _register_and_run(lake: Lake, crawls: list[str], files_per_shard: int, workers: int) -> None:
+def _register_and_run(lake: Lake, crawls: list[str], files_per_unit: int) -> None:
     from data_assets.runner import (
         local_instance,
         materialize_all,
@@ -78,9 +107,10 @@ def _register_and_run(lake: Lake, crawls: list[str], files_per_shard: int, worke
 
     instance = local_instance()
     for crawl in crawls:
-        register(instance, lake, crawl, files_per_shard)
+        for line in register(instance, lake, crawl, files_per_unit).describe_refused():
+            print(f"refused: {line}", file=sys.stderr)
     sync_partitions(instance, lake)
-    outcomes = materialize_all(instance, lake, workers)
+    outcomes = materialize_all(instance, lake)
     print(f"{len(outcomes)} runs succeeded on the instance at {instance.root_directory}")
     materialized = materialized_partitions(instance)
     rows = stage_rows(lake)
@@ -94,7 +124,7 @@ def cmd_summary(args: argparse.Namespace) -> None:
 
 
 def cmd_trace(args: argparse.Namespace) -> None:
-    found = trace_token(default_lake(), Shard(args.crawl, args.shard), args.position)
+    found = trace_token(default_lake(), Unit.from_key(args.unit), args.part, args.position)
     print(
         f"token {found['position']} = {found['token']!r} (id {found['token_id']})"
         + (" [end of document]" if found["is_end_of_document"] else "")
@@ -117,32 +147,53 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="tokenmill", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    demo = commands.add_parser("demo", help="generate the demo crawl and run every stage on it")
-    demo.add_argument("--crawl", default=DEMO_CRAWL)
-    demo.add_argument("--files", type=int, default=8, help="WARC files (default 8)")
+    demo = commands.add_parser("demo", help="generate two demo crawls and run every stage")
     demo.add_argument("--pages-per-file", type=int, default=500)
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=cmd_demo)
 
-    register = commands.add_parser("register", help="group landed WARC files into new shards")
+    register = commands.add_parser("register", help="group a crawl's new WARC files into units")
     register.add_argument("crawl")
+    register.add_argument(
+        "--no-verify", action="store_true", help="do not list a paths file's objects first"
+    )
     register.set_defaults(func=cmd_register)
+
+    crawl = commands.add_parser(
+        "add-crawl", help="declare a crawl read in place: a paths file or a prefix"
+    )
+    crawl.add_argument("crawl")
+    where = crawl.add_mutually_exclusive_group(required=True)
+    where.add_argument("--paths", help="warc.paths(.gz) URI: one path per line, relative to --base")
+    where.add_argument("--prefix", help="local folder or s3:// prefix holding the WARC files")
+    crawl.add_argument("--base", help="the URI the paths file's paths are relative to")
+    crawl.add_argument("--endpoint-url", help="S3-compatible endpoint of the source bucket")
+    crawl.add_argument("--region")
+    crawl.add_argument("--unsigned", action="store_true", help="public bucket: unsigned requests")
+    crawl.add_argument(
+        "--credentials",
+        help="environment prefix P: keys from P_ACCESS_KEY_ID and P_SECRET_ACCESS_KEY",
+    )
+    crawl.add_argument("--copy", action="store_true", help="keep a copy of each file in the lake")
+    crawl.add_argument("--register", action="store_true", help="register its units now")
+    crawl.add_argument("--no-verify", action="store_true", help=argparse.SUPPRESS)
+    crawl.set_defaults(func=cmd_add_crawl)
 
     run = commands.add_parser("run", help="materialize every stage for every partition")
     run.add_argument("--crawl", action="append", help="register this crawl's new files first")
     run.set_defaults(func=cmd_run)
 
-    for sub in (demo, register, run):
-        sub.add_argument("--files-per-shard", type=int, default=2)
-    for sub in (demo, run):
-        sub.add_argument("--workers", type=int, default=2, help="runs at a time")
+    for sub in (demo, register, crawl, run):
+        sub.add_argument(
+            "--files-per-unit", type=int, default=4, help="WARC files per unit (partition)"
+        )
 
     summary = commands.add_parser("summary", help="docs and tokens per stage")
     summary.set_defaults(func=cmd_summary)
 
-    trace = commands.add_parser("trace", help="where a token of a tokenized shard came from")
-    trace.add_argument("crawl")
-    trace.add_argument("shard")
+    trace = commands.add_parser("trace", help="where a token of a tokenized file came from")
+    trace.add_argument("unit", help="<crawl>/<unit>")
+    trace.add_argument("part", type=int, help="the unit's file number")
     trace.add_argument("position", type=int)
     trace.set_defaults(func=cmd_trace)
 

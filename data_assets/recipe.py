@@ -1,0 +1,100 @@
+"""The recipe: the settings that define a dataset, in one versioned YAML file, applied to every
+run however it starts (sensor, automation, backfill, launchpad).
+
+Each stage's run config is generated from its core settings type (`tokenmill.stage`), with the
+recipe's values as defaults: a run without config (every automated one) uses the recipe, and
+the launchpad shows the recipe's values, which a run may override for itself (the override is
+recorded in the run's metadata). The file is read when the code location loads; a section's
+hash is part of the code version of the stages it configures, so changing the recipe makes
+exactly those stages' partitions stale.
+
+Sections are named after the settings type: `raw`, `clean`, `dedup`, `tokenizer`, `tokenize`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from dagster import Config
+from pydantic import Field, create_model
+
+from tokenmill.stage import Stage, settings_fields
+
+DEFAULT_RECIPE = Path(__file__).resolve().parents[1] / "resources" / "recipe.yaml"
+RECIPE_ENV = "TOKENMILL_RECIPE"
+
+
+class PluginFilter(Config):
+    path: str = Field(description="Dotted path of a filter class or function, e.g. mylab.f.Spam")
+    params: dict[str, str] = Field(
+        default_factory=dict,
+        description="Keyword arguments for a filter class; values are read as JSON when they "
+        "parse (0.3, true, [1, 2]) and as strings otherwise",
+    )
+
+
+# Settings whose core type (plain data) needs a typed form in Dagster's config schema.
+CONFIG_TYPES = {"plugin_filters": list[PluginFilter]}
+
+
+def section(settings: type) -> str:
+    return settings.__name__.removesuffix("Settings").lower()
+
+
+class Recipe:
+    def __init__(self, sections: dict[str, dict[str, Any]], source: str):
+        self.sections = sections
+        self.source = source
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> Recipe:
+        path = Path(path or os.environ.get(RECIPE_ENV) or DEFAULT_RECIPE)
+        data = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"recipe {path}: expected a mapping of sections")
+        return cls(data, str(path))
+
+    def values(self, settings: type) -> dict[str, Any]:
+        given = dict(self.sections.get(section(settings)) or {})
+        known = {name for name, *_ in settings_fields(settings)}
+        unknown = set(given) - known
+        if unknown:
+            raise ValueError(
+                f"recipe {self.source}: unknown settings {sorted(unknown)} in section "
+                f"{section(settings)!r}; known: {sorted(known)}"
+            )
+        return given
+
+    def settings(self, settings: type, overrides: dict[str, Any] | None = None) -> Any:
+        """The core settings of a section, validated by the core type itself."""
+        return settings(**(self.values(settings) | (overrides or {})))
+
+    def version(self, settings: type | None) -> str:
+        if settings is None:
+            return "none"
+        values = dataclasses.asdict(self.settings(settings))
+        return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+    def config_class(self, stage: Stage) -> type[Config]:
+        """The stage's run config: its settings' fields, with the recipe's values as defaults."""
+        hints = typing.get_type_hints(stage.settings)
+        defaults = dataclasses.asdict(self.settings(stage.settings))
+        fields = {
+            name: (CONFIG_TYPES.get(name, hints[name]), Field(default=defaults[name], description=description))
+            for name, _, _, description in settings_fields(stage.settings)
+        }
+        name = "".join(part.title() for part in stage.name.split("_")) + "Config"
+        return create_model(name, __base__=Config, **fields)
+
+    def overrides(self, settings: type, config: Config) -> dict[str, Any]:
+        """The settings a run's config changes from the recipe."""
+        given = config.model_dump()
+        recipe = dataclasses.asdict(self.settings(settings))
+        return {name: value for name, value in given.items() if recipe.get(name) != value}

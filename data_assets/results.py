@@ -1,0 +1,115 @@
+"""What every stage asset shares: error translation and materialization metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+
+from dagster import (
+    AssetCheckResult,
+    AssetExecutionContext,
+    Backoff,
+    DataVersion,
+    Failure,
+    Jitter,
+    MaterializeResult,
+    MetadataValue,
+    RetryPolicy,
+    RetryRequested,
+    TableColumn,
+    TableRecord,
+    TableSchema,
+)
+from pydantic import ValidationError
+
+from tokenmill.lake import Lake, LakeKeyError, LakeUnreachableError
+from tokenmill.outputs import MissingInputError, StageReport
+from tokenmill.warc import UnusableInputError
+
+# Transient faults (object store, network, preempted node, a worker killed) get retried with
+# backoff; bad input, bad settings and a broken installation fail at once, see
+# `fail_permanently_on`.
+STAGE_RETRY = RetryPolicy(
+    max_retries=3, delay=5, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS
+)
+# Retrying cannot fix these: the failure names the cause instead of "Exceeded max_retries".
+PERMANENT_ERRORS = (
+    UnusableInputError,
+    MissingInputError,
+    LakeKeyError,
+    ImportError,
+    ValidationError,
+    ValueError,
+    TypeError,
+    KeyError,
+)
+# An unreachable object store (restart, outage, network partition) is waited out: attempts
+# after 5, 10, 20 and 40 s ride out ~75 s of outage on top of the SDK's own request retries.
+# Wrong credentials or a missing bucket are not (LakeAccessError is a ValueError).
+OUTAGE_RETRIES = 4
+OUTAGE_FIRST_WAIT_S = 5.0
+
+
+@contextmanager
+def fail_permanently_on(context: AssetExecutionContext | None = None) -> Iterator[None]:
+    attempt = context.retry_number if context is not None else 0
+    try:
+        yield
+    except LakeUnreachableError as error:
+        if attempt < OUTAGE_RETRIES:
+            # Raised directly (not left to STAGE_RETRY) so the final failure below carries
+            # the explanation instead of Dagster's "Exceeded max_retries".
+            wait = OUTAGE_FIRST_WAIT_S * 2**attempt
+            raise RetryRequested(max_retries=OUTAGE_RETRIES, seconds_to_wait=wait) from error
+        raise Failure(
+            description=f"{error} (given up after {attempt + 1} attempts)", allow_retries=False
+        ) from error
+    except BrokenProcessPool:
+        raise  # a worker died (killed, out of memory): the retry resumes after its parts
+    except PERMANENT_ERRORS as error:
+        raise Failure(
+            description=f"{type(error).__name__}: {error}", allow_retries=False
+        ) from error
+
+
+def stage_result(
+    report: StageReport, lake: Lake, prefix: str, checks: list[AssetCheckResult] | None = None
+) -> MaterializeResult:
+    seconds = max(report.seconds, 1e-9)
+    metadata = {
+        "records_in": report.records_in,
+        "records_out": report.records_out,
+        "records_dropped": sum(report.dropped.values()),
+        "bytes_in": report.bytes_in,
+        "bytes_out": report.bytes_out,
+        "duration_s": round(report.seconds, 3),
+        "records_per_s": round(report.records_in / seconds, 1),
+        "dagster/row_count": report.records_out,
+        "location": MetadataValue.path(lake.uri(prefix)),
+    }
+    # One numeric entry per drop reason, so the UI plots each over partitions.
+    for reason, count in sorted(report.dropped.items()):
+        metadata[f"dropped {reason}"] = count
+        metadata[f"drop_rate {reason}"] = round(count / max(report.records_in, 1), 4)
+    for name, value in report.counts.items():
+        metadata[name] = MetadataValue.json(value) if isinstance(value, dict | list) else value
+    if report.preview:
+        metadata["preview"] = _preview_table(report.preview)
+    return MaterializeResult(
+        metadata=metadata,
+        check_results=checks or [],
+        data_version=DataVersion(report.data_version()),
+    )
+
+
+def _preview_table(rows: list[dict]) -> MetadataValue:
+    columns = list(rows[0])
+    records = [TableRecord({c: _cell(row.get(c)) for c in columns}) for row in rows]
+    schema = TableSchema(columns=[TableColumn(c, "string") for c in columns])
+    return MetadataValue.table(records, schema)
+
+
+def _cell(value) -> str:
+    text = "" if value is None else str(value)
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -1,0 +1,157 @@
+"""Running a stage: a unit's files as parts, in parallel worker processes, resumable per file.
+
+A per-unit stage's `run` handles one file of the unit and commits it as a part
+(`<stage>/<crawl>/<unit>/<part>/`, with its own marker). The unit counts as done only when its
+own marker, listing every part, is written last; a re-run first removes that marker. Parts run
+in worker processes, one file each at a time, as many as the CPUs this process may use. A part
+committed by the same attempt (`resume` token: a retried step or a resumed run) is kept, so a
+run killed midway resumes at file granularity; any other part is recomputed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import multiprocessing
+import os
+import resource
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+from tokenmill.lake import Lake
+from tokenmill.layout import MARKER, Unit, part_name
+from tokenmill.outputs import StageReport, combine
+from tokenmill.stage import Scope, Stage, Work
+from tokenmill.units import unit_files
+
+RESUME_FIELD = "resume"
+
+
+def available_cpus() -> int:
+    """CPUs this process may use: its affinity, capped by a cgroup v2 CPU quota (a pod's
+    limit)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cpus)
+
+
+def run_stage_work(
+    stage: Stage,
+    lake: Lake,
+    settings: Any = None,
+    *,
+    unit: Unit | None = None,
+    crawl: str | None = None,
+    workers: int | None = None,
+    resume: str | None = None,
+    memory_limit: int | None = None,
+    on_part: Callable[[int, int], None] | None = None,
+) -> StageReport:
+    """Run `stage` for one partition: a unit (its files in parallel), a crawl, or the lake."""
+    if stage.scope is Scope.UNIT:
+        if unit is None:
+            raise ValueError(f"{stage.name} runs per unit")
+        return run_unit(stage, lake, unit, settings, workers, resume, memory_limit, on_part)
+    work = Work(lake, stage.name, settings, crawl=crawl)
+    return stage.run(work)
+
+
+def run_unit(
+    stage: Stage,
+    lake: Lake,
+    unit: Unit,
+    settings: Any = None,
+    workers: int | None = None,
+    resume: str | None = None,
+    memory_limit: int | None = None,
+    on_part: Callable[[int, int], None] | None = None,
+) -> StageReport:
+    files = unit_files(lake, unit)
+    prefix = unit.prefix(stage.name)
+    lake.delete(f"{prefix}/{MARKER}")
+    stamp = {RESUME_FIELD: resume} if resume else None
+    reports = _resumed(lake, stage, unit, len(files), resume)
+    todo = [
+        Work(lake, stage.name, settings, unit=unit, part=part, file=files[part], stamp=stamp)
+        for part in range(len(files))
+        if part not in reports
+    ]
+    workers = max(1, min(workers or available_cpus(), len(todo) or 1))
+    for part, report in _run_parts(todo, workers, memory_limit):
+        reports[part] = report
+        if on_part:
+            on_part(len(reports), len(files))
+    total = combine({part_name(part): reports[part] for part in sorted(reports)})
+    total.counts["files"] = len(files)
+    total.counts["resumed_parts"] = len(files) - len(todo)
+    lake.write_json(f"{prefix}/{MARKER}", total.summary())
+    return total
+
+
+def _resumed(lake: Lake, stage: Stage, unit: Unit, parts: int, resume: str | None) -> dict[int, StageReport]:
+    if not resume:
+        return {}
+    done = {}
+    for part in range(parts):
+        marker = f"{unit.part_prefix(stage.name, part)}/{MARKER}"
+        if lake.exists(marker):
+            summary = lake.read_json(marker)
+            if summary.get(RESUME_FIELD) == resume:
+                done[part] = StageReport.from_summary(summary)
+    return done
+
+
+def _run_parts(todo: list[Work], workers: int, memory_limit: int | None):
+    if workers == 1:
+        for work in todo:
+            yield work.part, run_part(work)
+        return
+    pool = _pool(workers, memory_limit)
+    pending = {pool.submit(run_part, work): work.part for work in todo}
+    try:
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                yield pending.pop(future), future.result()
+    except BaseException:
+        for future in pending:
+            future.cancel()
+        _pools.pop((workers, memory_limit), None)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+
+
+# Worker processes outlive a run within one process (`tokenmill run` executes every run in
+# its own process): each pays its imports once.
+_pools: dict[tuple[int, int | None], ProcessPoolExecutor] = {}
+
+
+def _pool(workers: int, memory_limit: int | None) -> ProcessPoolExecutor:
+    key = (workers, memory_limit)
+    if key not in _pools:
+        _pools[key] = ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_limit_memory,
+            initargs=(memory_limit,),
+        )
+    return _pools[key]
+
+
+def run_part(work: Work) -> StageReport:
+    # Only this stage's module: a worker of one stage does not import the others' libraries.
+    module = importlib.import_module(f"tokenmill.stages.{work.stage}")
+    return module.STAGE.run(work)
+
+
+def _limit_memory(limit: int | None) -> None:
+    """A worker's address-space cap: a runaway record fails its worker, not the node."""
+    if limit:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

@@ -1,0 +1,121 @@
+"""What a stage is: one declaration from which the orchestration, the Kubernetes sizing, the
+summary and the tests learn everything about it.
+
+A stage module (`tokenmill/stages/<name>.py`) holds its `run` function and a `STAGE`
+declaration; `tokenmill/stages/__init__.py` lists them in lineage order. The stage's name is
+its asset key, its lake zone and its module. Stages never import each other: a stage reads its
+upstream zones through `Work.input`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from tokenmill.lake import Lake
+from tokenmill.layout import Unit, crawl_prefix
+from tokenmill.outputs import PartitionWriter, StageReport
+
+
+class Scope(str, Enum):
+    UNIT = "unit"  # one partition per unit of a crawl; `run` handles one file of the unit
+    CRAWL = "crawl"  # one partition per crawl
+    LAKE = "lake"  # unpartitioned
+
+
+@dataclass(frozen=True)
+class Pod:
+    """Kubernetes resources of the stage's run pod: requests and limits."""
+
+    cpu: str
+    memory: str
+    cpu_limit: str
+    memory_limit: str
+
+    def resources(self) -> dict:
+        return {
+            "requests": {"cpu": self.cpu, "memory": self.memory},
+            "limits": {"cpu": self.cpu_limit, "memory": self.memory_limit},
+        }
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    description: str
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Check:
+    """An invariant of a committed partition, run after every materialization."""
+
+    name: str
+    verify: Callable[..., Verdict]  # (lake, unit | crawl) -> Verdict
+    warn_only: bool = False
+
+
+@dataclass(frozen=True)
+class Work:
+    """One piece of a stage's work: a file of a unit, a crawl, or the whole lake."""
+
+    lake: Lake
+    stage: str
+    settings: Any = None
+    unit: Unit | None = None
+    part: int | None = None
+    file: str | None = None
+    crawl: str | None = None
+    stamp: dict | None = None  # recorded in the output's marker (e.g. which run wrote it)
+
+    @property
+    def output(self) -> str:
+        return self.input(self.stage)
+
+    def input(self, zone: str) -> str:
+        """The prefix of this piece in `zone`: the same file of the same unit, the same
+        crawl, or the zone itself."""
+        if self.unit is not None and self.part is not None:
+            return self.unit.part_prefix(zone, self.part)
+        if self.crawl is not None:
+            return crawl_prefix(zone, self.crawl)
+        return zone
+
+    def writer(self, report: StageReport) -> PartitionWriter:
+        return PartitionWriter(self.lake, self.output, report, stamp=self.stamp)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    scope: Scope
+    run: Callable[[Work], StageReport]
+    description: str
+    group: str
+    pod: Pod
+    upstream: tuple[str, ...] = ()
+    settings: type | None = None
+    checks: tuple[Check, ...] = ()
+    kinds: tuple[str, ...] = ()
+
+
+def settings_fields(settings: type) -> list[tuple[str, Any, Any, str]]:
+    """(name, type, default, description) of a settings dataclass's fields: what a launchpad
+    form or a recipe file offers."""
+    fields = []
+    for f in dataclasses.fields(settings):
+        if not f.init or f.metadata.get("internal"):
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        fields.append((f.name, f.type, default, f.metadata.get("description", "")))
+    return fields
+
+
+def setting(default: Any, description: str) -> Any:
+    """A settings field with its description (shown in the launchpad)."""
+    if isinstance(default, list | dict | tuple):
+        return field(default_factory=lambda: type(default)(default), metadata={"description": description})
+    return field(default=default, metadata={"description": description})

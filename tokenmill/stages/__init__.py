@@ -1,0 +1,30 @@
+"""Every stage of the pipeline, in lineage order: the one list the orchestration, the summary
+and the tests are built from. A new stage is a module here and one line below."""
+
+from tokenmill.stage import Stage
+from tokenmill.stages import (
+    cleaned,
+    dedup_clusters,
+    dedup_signatures,
+    deduplicated,
+    raw_crawl,
+    tokenized_shards,
+    tokenizer,
+)
+
+STAGES: tuple[Stage, ...] = (
+    raw_crawl.STAGE,
+    cleaned.STAGE,
+    dedup_signatures.STAGE,
+    dedup_clusters.STAGE,
+    deduplicated.STAGE,
+    tokenizer.STAGE,
+    tokenized_shards.STAGE,
+)
+
+
+def stage_named(name: str) -> Stage:
+    for stage in STAGES:
+        if stage.name == name:
+            return stage
+    raise KeyError(f"no stage named {name!r}; stages: {[s.name for s in STAGES]}")

