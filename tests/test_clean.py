@@ -141,6 +141,7 @@ def mentions(text, word):
 def test_run_config_with_plugins_of_every_kind(landed, tmp_path, monkeypatch):
     (tmp_path / "lab_filters.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TOKENMILL_FILTER_MODULES", "lab_filters")
     config = CleanConfig(
         keep_languages=["en", "de"],
         skip_filters=["c4_quality"],

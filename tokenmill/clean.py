@@ -12,7 +12,7 @@ import pyarrow as pa
 import xxhash
 
 from tokenmill.extract import DEFAULT_EXTRACTOR, EXTRACTORS, Extracted, Skip, extract_document
-from tokenmill.filters import FilterChain, PIIMasker, default_filters
+from tokenmill.filters import FilterChain, LanguageFilter, PIIMasker, default_filters
 from tokenmill.ingest import RAW, raw_warc_files
 from tokenmill.lake import Lake
 from tokenmill.language import BACKENDS, DEFAULT_BACKEND, identifier
@@ -52,25 +52,6 @@ REJECTED_SCHEMA = pa.schema(
 def doc_id(crawl: str, source_file: str, offset: int) -> str:
     """Stable id of the document extracted from one WARC record."""
     return xxhash.xxh3_64_hexdigest(f"{crawl}/{source_file}@{offset}".encode())
-
-
-class LanguageFilter:
-    name = "language"
-
-    def __init__(self, keep: Sequence[str] = ("en",), min_score: float = 0.65):
-        self.keep = list(keep)
-        self.min_score = min_score
-
-    def __call__(self, docs: pl.DataFrame) -> pl.Series:
-        language, score = pl.col("language"), pl.col("language_score")
-        wrong = language.is_in(self.keep).not_() if self.keep else pl.lit(False)
-        reason = (
-            pl.when(wrong)
-            .then(pl.format("language={}", language))
-            .when(score < self.min_score)
-            .then(pl.format("language_score={}<{}", score.round(3), pl.lit(self.min_score)))
-        )
-        return docs.select(reason.cast(pl.String).alias("reason")).to_series()
 
 
 @dataclass
