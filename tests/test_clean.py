@@ -11,8 +11,8 @@ import pytest
 
 from data_assets.config import CleanConfig, PluginFilter
 from data_assets.stage import stage_result
+from demo.crawl import generate_demo_crawl
 from tokenmill.clean import CLEANED, CleanSettings, clean_shard
-from tokenmill.demo import generate_demo_crawl
 from tokenmill.ingest import land_shard
 from tokenmill.lake import Lake
 from tokenmill.shards import LANDING, register_new_files

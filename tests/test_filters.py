@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tokenmill.demo import sample_articles
+from demo.crawl import sample_articles
 from tokenmill.filters import (
     FILTER_MODULES_ENV,
     WORDS,
