@@ -27,7 +27,7 @@ from dagster import (
 )
 
 from data_assets.partitions import shard_from_key
-from tokenmill.lake import Lake, LakeKeyError, LakeUnreachableError
+from tokenmill.lake import Lake, LakeKeyError, LakeRefusedError, LakeUnreachableError
 from tokenmill.outputs import MissingInputError, StageReport, combine, is_committed
 from tokenmill.shards import Shard
 from tokenmill.verify import Verdict
@@ -38,7 +38,13 @@ from tokenmill.warc import UnusableInputError
 STAGE_RETRY = RetryPolicy(
     max_retries=3, delay=5, backoff=Backoff.EXPONENTIAL, jitter=Jitter.PLUS_MINUS
 )
-PERMANENT_ERRORS = (UnusableInputError, MissingInputError, LakeKeyError, ValueError)
+PERMANENT_ERRORS = (
+    UnusableInputError,
+    MissingInputError,
+    LakeKeyError,
+    LakeRefusedError,
+    ValueError,
+)
 T = TypeVar("T")
 # An unreachable object store (restart, outage, network partition) is waited out: attempts
 # after 5, 10, 20 and 40 s ride out ~75 s of outage on top of the SDK's own request retries.
