@@ -15,6 +15,8 @@ from dagster import (
     MultiPartitionsDefinition,
     MultiToSingleDimensionPartitionMapping,
 )
+
+# private: an AssetObservation takes tags, not a data version, and only _core names this tag
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from tokenmill.lake import Lake
