@@ -32,8 +32,8 @@ import polars as pl  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
+from demo.crawl import FOREIGN_LOCALES, generate_demo_crawl, sample_articles  # noqa: E402
 from tokenmill.clean import CleanSettings, clean_shard  # noqa: E402
-from tokenmill.demo import FOREIGN_LOCALES, generate_demo_crawl, sample_articles  # noqa: E402
 from tokenmill.extract import (  # noqa: E402
     EXTRACTORS,
     ROUTES,
@@ -440,7 +440,7 @@ def demo_lake(root: Path, files: int, pages_per_file: int) -> tuple[Lake, object
 
 def real_pages_lake(root: Path) -> tuple[Lake, object]:
     """The WCXB pages as the HTTP responses of one WARC file, landed as a shard."""
-    from tokenmill.warc_writer import WarcWriter
+    from demo.warc_writer import WarcWriter
 
     folder = shared_path(*EXTRACTION, "wcxb-dev-sample")
     (root / "warc").mkdir(parents=True)

@@ -39,7 +39,7 @@ def source_texts() -> list[str]:
     if corpus:
         with gzip.open(corpus, "rt") as f:
             return [json.loads(line)["text"] for line in f]
-    from tokenmill.demo import sample_articles
+    from demo.crawl import sample_articles
 
     return sample_articles("en", 500, seed=1)
 

@@ -27,7 +27,12 @@ def default_lake() -> Lake:
 
 def land_demo_crawl(lake: Lake, crawl: str, files: int, pages_per_file: int, seed: int) -> dict:
     """Generate the demo crawl and land it; a crawl landed with the same parameters is kept."""
-    from tokenmill.demo import generate_demo_crawl
+    try:
+        from demo.crawl import generate_demo_crawl
+    except ModuleNotFoundError as error:
+        if error.name != "faker":
+            raise
+        raise SystemExit(f"tokenmill demo: {error}") from error
 
     truth_key = f"demo/{crawl}/truth.json"
     params = {"files": files, "pages_per_file": pages_per_file, "seed": seed}

@@ -28,7 +28,8 @@ from dagster import (
     DagsterInstance,
     DynamicPartitionsDefinition,
 )
-# Dagster's public API has no other way to give a runless observation a data version.
+
+# private: an AssetObservation takes tags, not a data version, and only _core names this tag
 from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from tokenmill.lake import Lake

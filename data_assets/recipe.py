@@ -80,14 +80,19 @@ class Recipe:
         if settings is None:
             return "none"
         values = dataclasses.asdict(self.settings(settings))
-        return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:12]
+        return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[
+            :12
+        ]
 
     def config_class(self, stage: Stage) -> type[Config]:
         """The stage's run config: its settings' fields, with the recipe's values as defaults."""
         hints = typing.get_type_hints(stage.settings)
         defaults = dataclasses.asdict(self.settings(stage.settings))
         fields = {
-            name: (CONFIG_TYPES.get(name, hints[name]), Field(default=defaults[name], description=description))
+            name: (
+                CONFIG_TYPES.get(name, hints[name]),
+                Field(default=defaults[name], description=description),
+            )
             for name, _, _, description in settings_fields(stage.settings)
         }
         name = "".join(part.title() for part in stage.name.split("_")) + "Config"

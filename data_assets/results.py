@@ -23,7 +23,7 @@ from dagster import (
 )
 from pydantic import ValidationError
 
-from tokenmill.lake import Lake, LakeKeyError, LakeUnreachableError
+from tokenmill.lake import Lake, LakeKeyError, LakeRefusedError, LakeUnreachableError
 from tokenmill.outputs import MissingInputError, StageReport
 from tokenmill.warc import UnusableInputError
 
@@ -38,6 +38,7 @@ PERMANENT_ERRORS = (
     UnusableInputError,
     MissingInputError,
     LakeKeyError,
+    LakeRefusedError,
     ImportError,
     ValidationError,
     ValueError,
@@ -46,7 +47,7 @@ PERMANENT_ERRORS = (
 )
 # An unreachable object store (restart, outage, network partition) is waited out: attempts
 # after 5, 10, 20 and 40 s ride out ~75 s of outage on top of the SDK's own request retries.
-# Wrong credentials or a missing bucket are not (LakeAccessError is a ValueError).
+# Wrong credentials or a missing bucket are not (LakeRefusedError).
 OUTAGE_RETRIES = 4
 OUTAGE_FIRST_WAIT_S = 5.0
 

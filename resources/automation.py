@@ -45,8 +45,10 @@ class AlertsResource(ConfigurableResource):
             raise ValueError("the failure webhook must be an http(s) URL")
         body = json.dumps(payload, default=str).encode()
         if len(body) > MAX_PAYLOAD_BYTES:
-            body = json.dumps({k: payload[k] for k in ("run_id", "job", "partition") if k in payload}
-                              | {"message": str(payload.get("message", ""))[:4000], "truncated": True}).encode()
+            body = json.dumps(
+                {k: payload[k] for k in ("run_id", "job", "partition") if k in payload}
+                | {"message": str(payload.get("message", ""))[:4000], "truncated": True}
+            ).encode()
         request = urllib.request.Request(
             self.webhook_url, data=body, headers={"Content-Type": "application/json"}, method="POST"
         )

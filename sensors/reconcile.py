@@ -6,8 +6,8 @@ from dagster import DefaultScheduleStatus, OpExecutionContext, ScheduleDefinitio
 from data_assets.partitions import sync_partitions
 from resources.automation import DiscoveryResource
 from resources.lake import LakeResource
-from tokenmill.units import landed_crawls, register_new_files
 from tokenmill.sources import CrawlSource
+from tokenmill.units import landed_crawls, register_new_files
 
 
 @op(

@@ -419,7 +419,7 @@ def hostile_warc() -> bytes:
     """Records a crawler really meets: charsets declared, undeclared and wrong, binary bodies
     sent as text/html, a header line that is not UTF-8, and damage in the middle."""
     out = io.BytesIO()
-    from tokenmill.warc_writer import WarcWriter, encode_record, gzip_member
+    from demo.warc_writer import WarcWriter, encode_record, gzip_member
 
     writer = WarcWriter(out, id_seed="hostile")
     prose = "The committee met on Tuesday to review the budget for the new library. " * 20

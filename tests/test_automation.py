@@ -24,11 +24,11 @@ from dagster._core.loader import LoadingContextForTest
 from data_assets.definitions import build_definitions
 from data_assets.partitions import crawl_shards, shard_key, shard_list_version
 from data_assets.stage import StepJournal
+from demo.crawl import generate_demo_crawl
 from resources.automation import AlertsResource, DiscoveryResource
 from resources.lake import LakeResource
 from sensors.failures import FAILURES, record_run_failures
 from sensors.landing import landing_zone
-from tokenmill.demo import generate_demo_crawl
 from tokenmill.lake import Lake
 from tokenmill.outputs import StageReport
 from tokenmill.shards import LANDING, Shard, discover, registered_shards, shard_files

@@ -11,8 +11,8 @@ import pytest
 
 from data_assets.config import CleanConfig, PluginFilter
 from data_assets.stage import stage_result
+from demo.crawl import generate_demo_crawl
 from tokenmill.clean import CLEANED, CleanSettings, clean_shard
-from tokenmill.demo import generate_demo_crawl
 from tokenmill.ingest import land_shard
 from tokenmill.lake import Lake
 from tokenmill.shards import LANDING, register_new_files
@@ -141,6 +141,7 @@ def mentions(text, word):
 def test_run_config_with_plugins_of_every_kind(landed, tmp_path, monkeypatch):
     (tmp_path / "lab_filters.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("TOKENMILL_FILTER_MODULES", "lab_filters")
     config = CleanConfig(
         keep_languages=["en", "de"],
         skip_filters=["c4_quality"],

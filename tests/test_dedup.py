@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from datasketch import MinHashLSH
 
-from tokenmill import demo
+from demo import crawl as demo
 from tokenmill.clean import CLEANED, DOC_SCHEMA
 from tokenmill.dedup import (
     CLUSTERS,

@@ -19,7 +19,7 @@ from pathlib import Path
 import py3langid
 import pytest
 
-from tokenmill.demo import FOREIGN_LOCALES, generate_demo_crawl, main, sample_articles
+from demo.crawl import FOREIGN_LOCALES, generate_demo_crawl, main, sample_articles
 
 FILES, PAGES_PER_FILE = 2, 120
 TOTAL = FILES * PAGES_PER_FILE
@@ -155,7 +155,7 @@ def jaccard(first: str, second: str, n: int = 5) -> float:
 def test_same_seed_gives_identical_bytes_even_in_another_process(crawl, tmp_path):
     root, truth = crawl
     # A different PYTHONHASHSEED catches any dependence on set or str-hash ordering.
-    command = [sys.executable, "-m", "tokenmill.demo", "--out", str(tmp_path / "warc")]
+    command = [sys.executable, "-m", "demo.crawl", "--out", str(tmp_path / "warc")]
     command += ["--truth", str(tmp_path / "truth.json"), "--files", str(FILES)]
     command += ["--pages-per-file", str(PAGES_PER_FILE), "--seed", "0"]
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
@@ -379,3 +379,24 @@ def test_cli_writes_crawl_and_truth(tmp_path, capsys):
     truth = json.loads((tmp_path / "t.json").read_text("utf-8"))
     assert summary["pages"] == len(truth["pages"]) == 30
     assert (tmp_path / "w" / truth["files"][0]).stat().st_size == summary["bytes"]
+
+
+# --------------------------------------------------------------------------------------------
+# Without faker (not in the production image)
+
+WITHOUT_FAKER = """
+import sys
+sys.modules["faker"] = None  # import faker now raises ModuleNotFoundError
+from tokenmill.cli import main
+main(["demo"])
+"""
+
+
+def test_demo_without_faker_says_what_to_install(tmp_path):
+    env = {**os.environ, "TOKENMILL_LAKE_URL": str(tmp_path / "lake")}
+    command = [sys.executable, "-c", WITHOUT_FAKER]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "'faker' package" in done.stderr and "pip install faker" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "lake" / "landing").exists()

@@ -10,11 +10,13 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tokenmill.demo import sample_articles
+from demo.crawl import sample_articles
 from tokenmill.filters import (
+    FILTER_MODULES_ENV,
     WORDS,
     C4QualityFilter,
     FilterChain,
+    FilterNotAllowedError,
     FineWebQualityFilter,
     GopherQualityFilter,
     GopherRepetitionFilter,
@@ -420,6 +422,7 @@ def mentions(text, word="spam"):
 def plugin_module(tmp_path, monkeypatch):
     (tmp_path / "mylab_filters.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(FILTER_MODULES_ENV, "mylab_filters")
     return "mylab_filters"
 
 
@@ -446,3 +449,55 @@ def test_bad_plugin_path_fails_with_a_message():
         load_filter("nodots")
     with pytest.raises(ModuleNotFoundError):
         load_filter("no_such_module_xyz.f")
+
+
+IMPORTS_OTHER_CODE = """
+import os
+from os import system
+from shutil import rmtree
+from subprocess import Popen
+
+import polars as pl
+
+IMPORTED = []
+
+
+class NotAFilter:  # instances cannot be called
+    name = "not_a_filter"
+"""
+
+
+def test_plugins_only_from_allowed_modules(tmp_path, monkeypatch):
+    (tmp_path / "lab_tools.py").write_text(IMPORTS_OTHER_CODE)
+    (tmp_path / "lab_side_effect.py").write_text("raise SystemExit('imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv(FILTER_MODULES_ENV, raising=False)
+    for path in ("subprocess.Popen", "os.system", "lab_tools.NotAFilter", "lab_side_effect.f"):
+        with pytest.raises(FilterNotAllowedError, match=FILTER_MODULES_ENV):
+            load_filter(path)
+    # refused before import: the module's code never ran
+    with pytest.raises(FilterNotAllowedError):
+        load_filter("lab_side_effect.f", allowed_prefixes=["lab_tools", "lab_side"])
+    assert load_filter("tokenmill.filters.URLFilter").name == "url"
+
+    monkeypatch.setenv(FILTER_MODULES_ENV, " lab_tools ,other.pkg.")
+    for name in ("rmtree", "Popen"):  # in an allowed module, but defined elsewhere
+        with pytest.raises(FilterNotAllowedError, match="defined in"):
+            load_filter(f"lab_tools.{name}")
+    for name in ("system", "IMPORTED"):
+        with pytest.raises(TypeError, match="neither a filter class nor a function"):
+            load_filter(f"lab_tools.{name}")
+    with pytest.raises(TypeError, match="not a filter"):
+        load_filter("lab_tools.NotAFilter")
+    with pytest.raises(TypeError, match="neither"):  # even when its module is allowed
+        load_filter("os.system", allowed_prefixes=["os", "posix"])
+    with pytest.raises(TypeError, match="not a filter"):
+        load_filter("subprocess.Popen", allowed_prefixes=["subprocess"])
+
+
+def test_plugin_allow_list_matches_whole_module_names(plugin_module, monkeypatch):
+    assert load_filter(f"{plugin_module}.no_digits", allowed_prefixes=[plugin_module]).name
+    with pytest.raises(FilterNotAllowedError):
+        load_filter(f"{plugin_module}.no_digits", allowed_prefixes=["mylab"])
+    with pytest.raises(FilterNotAllowedError):
+        load_filter(f"{plugin_module}.no_digits", allowed_prefixes=[])

@@ -4,7 +4,13 @@ import hashlib
 
 import pytest
 
-from tokenmill.lake import Lake, LakeKeyError
+from tokenmill.lake import (
+    Lake,
+    LakeKeyError,
+    LakeRefusedError,
+    LakeUnreachableError,
+    s3_failure,
+)
 from tokenmill.outputs import MARKER, PartitionWriter, StageReport, is_committed
 from tokenmill.shards import Shard, register_new_files, shard_files
 
@@ -74,3 +80,68 @@ def test_shard_registration_is_append_only(lake):
     assert shard_files(lake, first[0]) == ["landing/C1/a.warc.gz", "landing/C1/b.warc.gz"]
     assert register_new_files(lake, "C1", files_per_shard=2) == []
     assert shard_files(lake, Shard("C1", "00007")) == []
+
+
+def _client_error(code: str):
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code, "Message": "message"}}, "PutObject")
+
+
+def _upload_failed(code: str):
+    """boto3's upload_file: S3UploadFailedError raised while handling the ClientError."""
+    from boto3.exceptions import S3UploadFailedError
+
+    try:
+        try:
+            raise _client_error(code)
+        except Exception as error:
+            raise S3UploadFailedError(f"Failed to upload a to b/c: {error}")  # noqa: B904
+    except S3UploadFailedError as upload_error:
+        return upload_error
+
+
+def test_s3_errors_are_classified_by_the_sdks_codes():
+    from botocore.exceptions import (
+        ConnectionClosedError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        ReadTimeoutError,
+    )
+
+    for code in ("AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId", "403"):
+        assert s3_failure(_client_error(code)) == "credentials"
+    assert s3_failure(_client_error("NoSuchBucket")) == "no bucket"
+    assert s3_failure(_client_error("InternalError")) is None
+    assert s3_failure(_client_error("SlowDown: AccessDenied")) is None  # a code, not a substring
+    assert s3_failure(_upload_failed("AccessDenied")) == "credentials"
+    assert s3_failure(_upload_failed("NoSuchUpload")) is None
+    for error in (
+        EndpointConnectionError(endpoint_url="http://127.0.0.1:1"),
+        ConnectionClosedError(endpoint_url="http://127.0.0.1:1"),
+        ReadTimeoutError(endpoint_url="http://127.0.0.1:1"),
+    ):
+        assert s3_failure(error) == "unreachable"
+    assert s3_failure(NoCredentialsError()) is None
+    # pyarrow's S3 filesystem: an OSError whose message names the AWS SDK's error type
+    prefix = "When getting information for key 'a/b' in bucket 'lake': AWS Error"
+    arrow = {
+        f"{prefix} ACCESS_DENIED during HeadObject operation: No response body.": "credentials",
+        f"{prefix} UNKNOWN (HTTP status 403) during HeadObject operation: No response body.": (
+            "credentials"
+        ),
+        f"{prefix} NETWORK_CONNECTION during HeadObject operation: curlCode: 7": "unreachable",
+        f"{prefix} NO_SUCH_BUCKET during ListObjectsV2 operation: none": "no bucket",
+        f"{prefix} UNKNOWN (HTTP status 301) during HeadBucket operation: moved": None,
+        f"{prefix} SLOW_DOWN during PutObject operation: please reduce": None,
+        "Access denied by the local file system": None,
+    }
+    for message, kind in arrow.items():
+        assert s3_failure(OSError(message)) == kind, message
+
+
+def test_unreachable_is_retried_and_refused_is_permanent():
+    from data_assets.stage import PERMANENT_ERRORS
+
+    assert not issubclass(LakeUnreachableError, PERMANENT_ERRORS)
+    assert issubclass(LakeRefusedError, PERMANENT_ERRORS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenmill.demo import FOREIGN_LOCALES, sample_articles
+from demo.crawl import FOREIGN_LOCALES, sample_articles
 from tokenmill.language import BACKENDS, DEFAULT_BACKEND, SAMPLE_CHARS, identifier, identify
 
 LANGUAGES = ["en", *FOREIGN_LOCALES]

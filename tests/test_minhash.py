@@ -276,6 +276,16 @@ def test_optimal_bands_rows_matches_datasketch(threshold, num_perm):
     assert optimal_bands_rows(threshold, num_perm) == (lsh.b, lsh.r)
 
 
+@pytest.mark.parametrize("num_perm", [8, 16, 32, 50, 64, 100, 112, 128, 200, 256])
+def test_optimal_bands_rows_matches_datasketch_over_a_grid(num_perm):
+    from datasketch.lsh import _optimal_param  # the reference: private, so only in the test
+
+    thresholds = [t / 100 for t in range(5, 100, 5)] + [0.01, 0.33, 0.77, 0.81, 0.83, 0.87, 0.99]
+    for threshold in thresholds:
+        expected = _optimal_param(threshold, num_perm, 0.5, 0.5)
+        assert optimal_bands_rows(threshold, num_perm) == expected, threshold
+
+
 def test_content_hashes_equal_after_normalization_only_differences():
     hashes = content_hashes(
         [

@@ -37,7 +37,13 @@ from tokenmill.layout import (
     signature_schema,
 )
 from tokenmill.minhash import MinHasher, TextNorm, band_hashes, optimal_bands_rows
-from tokenmill.outputs import PartitionWriter, StageReport, read_batches, read_column, require_committed
+from tokenmill.outputs import (
+    PartitionWriter,
+    StageReport,
+    read_batches,
+    read_column,
+    require_committed,
+)
 from tokenmill.stage import Work, setting
 
 SURVIVOR_RULES = ("first_seen", "earliest_date", "lowest_doc_id", "highest_quality")
@@ -79,8 +85,10 @@ class DedupSettings:
         "Which member of a duplicate cluster is kept: first_seen | earliest_date | "
         "lowest_doc_id | highest_quality (the cleaned docs' quality_score, else most words)",
     )
-    norm_numbers: bool = setting(True, "Digit runs become 0 before shingling (as datatrove/FineWeb)")
-    norm_diacritics: bool = setting(True, "Diacritics dropped before shingling (as datatrove/FineWeb)")
+    norm_numbers: bool = setting(
+        True, "Digit runs become 0 before shingling (as datatrove/FineWeb)"
+    )
+    norm_diacritics: bool = setting(True, "Diacritics dropped before shingling (as datatrove)")
     short_docs: Literal[SHORT_DOC_RULES] = setting(
         "exact",
         "Docs with fewer words than ngram: removed as exact duplicates only (exact) or never "
@@ -214,7 +222,9 @@ class CrawlSignatures:
         self.parts: list[tuple[Unit, int]] = []
         sizes = []
         for unit in units:
-            marker = require_committed(lake, unit.prefix(DEDUP_SIGNATURES), f"dedup_signatures {unit}")
+            marker = require_committed(
+                lake, unit.prefix(DEDUP_SIGNATURES), f"dedup_signatures {unit}"
+            )
             for part in range(marker["counts"]["files"]):
                 name = f"{part:05d}/signatures.parquet"
                 if name not in marker["outputs"]:
@@ -228,7 +238,10 @@ class CrawlSignatures:
                 f"{params}; rematerialize dedup_signatures for the whole crawl"
             )
         self.params = next(iter(params.values()), {})
-        self.keys = [f"{unit.part_prefix(DEDUP_SIGNATURES, part)}/signatures.parquet" for unit, part in self.parts]
+        self.keys = [
+            f"{unit.part_prefix(DEDUP_SIGNATURES, part)}/signatures.parquet"
+            for unit, part in self.parts
+        ]
         self.part_starts = np.cumsum([0, *sizes])
         self.n_docs = int(self.part_starts[-1])
 
@@ -271,7 +284,9 @@ class CrawlSignatures:
         return rank.to_numpy().astype(np.int64)
 
 
-def compute_clusters(lake: Lake, units: list[Unit], settings: DedupSettings, out: PartitionWriter) -> StageReport:
+def compute_clusters(
+    lake: Lake, units: list[Unit], settings: DedupSettings, out: PartitionWriter
+) -> StageReport:
     """Cluster a crawl's documents and write the removed ones, in (unit, file, row) order.
     Cluster ids are the doc id of the cluster's first-seen member, so they do not change with
     the survivor rule. `counts["unit_versions"]` holds, per unit, a hash of its removed rows."""
@@ -319,7 +334,14 @@ def unit_versions(table: pa.Table, units: list[Unit]) -> dict[str, str]:
     versions = {}
     for (name,), rows in frame.group_by("unit", maintain_order=True):
         digest = hashlib.sha256()
-        for column in ("part", "doc_id", "cluster_id", "survivor_unit", "survivor_doc_id", "reason"):
+        for column in (
+            "part",
+            "doc_id",
+            "cluster_id",
+            "survivor_unit",
+            "survivor_doc_id",
+            "reason",
+        ):
             digest.update(rows[column].cast(pl.String).str.join("\n").item().encode())
         versions[name] = digest.hexdigest()[:32]
     empty = hashlib.sha256(b"").hexdigest()[:32]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -50,7 +51,12 @@ def check_key_part(part: str) -> str:
     return part
 
 
-class LakeAccessError(ValueError):
+class LakeAccessError(Exception):
+    """The object store could not be used: refused (``LakeRefusedError``) or unreachable
+    (``LakeUnreachableError``)."""
+
+
+class LakeRefusedError(LakeAccessError):
     """The object store refused our credentials or the bucket does not exist: re-running the
     step as is will not help, so stages fail at once with this."""
 
@@ -60,22 +66,32 @@ class LakeUnreachableError(LakeAccessError):
     restart may end, so stages retry this with backoff before failing with the same message."""
 
 
-# Substrings of the AWS SDK errors pyarrow reports, and what they mean for the operator.
-S3_FAILURES = {
-    "credentials": (
-        "ACCESS_DENIED",
-        "SIGNATURE_DOES_NOT_MATCH",
-        "INVALID_ACCESS_KEY_ID",
-        "INVALID_CLIENT_TOKEN_ID",
-        "MISSING_AUTHENTICATION_TOKEN",
-        "No response body",  # a HEAD request refused with 403 carries no error code
-        "SignatureDoesNotMatch",  # boto3 spells the codes this way
-        "InvalidAccessKeyId",
-        "AccessDenied",
+# What an S3 error code means for the operator. Codes as boto3 reports them (the S3 API's, or
+# the HTTP status when a response has no body, as for HEAD requests) and as pyarrow does (the
+# AWS C++ SDK's error type names, see `pyarrow_s3_error_code`).
+S3_ERROR_CODES = {
+    **dict.fromkeys(
+        [
+            "AccessDenied",
+            "SignatureDoesNotMatch",
+            "InvalidAccessKeyId",
+            "ACCESS_DENIED",
+            "SIGNATURE_DOES_NOT_MATCH",
+            "INVALID_ACCESS_KEY_ID",
+            "INVALID_CLIENT_TOKEN_ID",
+            "MISSING_AUTHENTICATION_TOKEN",
+            "403",
+        ],
+        "credentials",
     ),
-    "unreachable": ("NETWORK_CONNECTION", "curlCode", "Could not connect", "resolve host"),
-    "no bucket": ("NO_SUCH_BUCKET", "NoSuchBucket"),
+    **dict.fromkeys(["NoSuchBucket", "NO_SUCH_BUCKET"], "no bucket"),
+    "NETWORK_CONNECTION": "unreachable",
 }
+# pyarrow's S3 filesystem raises a plain OSError: the AWS SDK's error type is only in the message,
+# which Arrow formats as "AWS Error <TYPE> during <operation> operation: ...", with the HTTP
+# status after an UNKNOWN type (arrow/filesystem/s3_internal.h, ErrorToStatus); pyarrow exposes
+# no code attribute, so this is the one place a message is parsed.
+_PYARROW_AWS_ERROR = re.compile(r"AWS Error (\w+)(?: \(HTTP status (\d+)\))?")
 
 
 def boto_errors() -> tuple[type[Exception], ...]:
@@ -85,9 +101,53 @@ def boto_errors() -> tuple[type[Exception], ...]:
     return (BotoCoreError, ClientError, S3UploadFailedError)
 
 
-def explain_s3_error(error: Exception, endpoint: str, bucket: str) -> str | None:
-    text = str(error)
-    kind = next((k for k, marks in S3_FAILURES.items() if any(m in text for m in marks)), None)
+def _boto_unreachable_errors() -> tuple[type[Exception], ...]:
+    from botocore.exceptions import (
+        ConnectionClosedError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+
+    return (EndpointConnectionError, ConnectTimeoutError, ConnectionClosedError, ReadTimeoutError)
+
+
+def pyarrow_s3_error_code(error: OSError) -> str | None:
+    """The AWS SDK error type of a pyarrow S3 error (the HTTP status for an UNKNOWN type)."""
+    match = _PYARROW_AWS_ERROR.search(str(error))
+    if match is None:
+        return None
+    name, status = match.groups()
+    return status if name == "UNKNOWN" and status else name
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """The error and those it was raised from or during (boto3's S3UploadFailedError is raised
+    while handling the ClientError that carries the code)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def s3_failure(error: BaseException) -> str | None:
+    """What an S3 error means, from the SDK's error code or type: "credentials", "no bucket",
+    "unreachable", or None when it is none of those."""
+    from botocore.exceptions import ClientError
+
+    for cause in _chain(error):
+        if isinstance(cause, _boto_unreachable_errors()):
+            return "unreachable"
+        if isinstance(cause, ClientError):
+            return S3_ERROR_CODES.get(cause.response.get("Error", {}).get("Code", ""))
+        if isinstance(cause, OSError) and (code := pyarrow_s3_error_code(cause)):
+            return S3_ERROR_CODES.get(code)
+    return None
+
+
+def explain_s3_failure(kind: str, endpoint: str, bucket: str) -> str:
     if kind == "credentials":
         return (
             f"S3 endpoint {endpoint} refused the credentials for bucket {bucket!r}: check "
@@ -98,9 +158,7 @@ def explain_s3_error(error: Exception, endpoint: str, bucket: str) -> str | None
             f"S3 endpoint {endpoint} (bucket {bucket!r}) is unreachable: check "
             "TOKENMILL_S3_ENDPOINT and the network path to it"
         )
-    if kind == "no bucket":
-        return f"bucket {bucket!r} does not exist at S3 endpoint {endpoint}"
-    return None
+    return f"bucket {bucket!r} does not exist at S3 endpoint {endpoint}"
 
 
 class Lake:
@@ -124,22 +182,20 @@ class Lake:
 
     @contextmanager
     def _s3_errors(self) -> Iterator[None]:
-        """Credential and connection failures become a LakeAccessError naming the endpoint
-        and bucket; a missing key stays FileNotFoundError."""
+        """Refused credentials and a missing bucket become a LakeRefusedError, connection failures
+        a LakeUnreachableError, both naming the endpoint and bucket; a missing key stays
+        FileNotFoundError, other errors stay as they are."""
         try:
             yield
         except FileNotFoundError:
             raise
         except (OSError, *boto_errors()) as error:
-            explained = (
-                None
-                if self.is_local
-                else explain_s3_error(error, str(self.endpoint), self.root.split("/", 1)[0])
-            )
-            if explained is None:
+            kind = None if self.is_local else s3_failure(error)
+            if kind is None:
                 raise
-            kind = LakeUnreachableError if "is unreachable" in explained else LakeAccessError
-            raise kind(f"{explained} [{error}]") from error
+            explained = explain_s3_failure(kind, str(self.endpoint), self.root.split("/", 1)[0])
+            lake_error = LakeUnreachableError if kind == "unreachable" else LakeRefusedError
+            raise lake_error(f"{explained} [{error}]") from error
 
     @classmethod
     def from_url(
@@ -281,7 +337,8 @@ class Lake:
             Path(final).parent.mkdir(parents=True, exist_ok=True)
             temp = f"{Path(final).parent}/{TEMP_MARKER}{WRITER}-{uuid.uuid4().hex}-{name}"
         else:
-            temp = tempfile.mktemp(prefix=f"tokenmill-{name}-")
+            descriptor, temp = tempfile.mkstemp(prefix=f"tokenmill-{name}-")
+            os.close(descriptor)  # reopened below, as the local temporary is
         try:
             with open(temp, "wb") as f:
                 yield f

@@ -23,11 +23,20 @@ import pyarrow.parquet as pq
 
 from tokenmill.lake import Lake
 from tokenmill.layout import MARKER
+
 ROWS_PER_BATCH = 2048
 PREVIEW_ROWS = 5
 
 
-SUMMARY_FIELDS = ("records_in", "records_out", "bytes_in", "bytes_out", "dropped", "counts", "outputs")
+SUMMARY_FIELDS = (
+    "records_in",
+    "records_out",
+    "bytes_in",
+    "bytes_out",
+    "dropped",
+    "counts",
+    "outputs",
+)
 
 
 class MissingInputError(FileNotFoundError):
@@ -113,7 +122,11 @@ def merge_counts(into: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     for name, value in more.items():
         if name not in merged:
             merged[name] = value
-        elif name in SETTINGS_COUNTS or isinstance(value, bool) or not isinstance(value, int | float | dict):
+        elif (
+            name in SETTINGS_COUNTS
+            or isinstance(value, bool)
+            or not isinstance(value, int | float | dict)
+        ):
             continue
         elif isinstance(value, dict):
             merged[name] = merge_counts(merged[name], value)

@@ -95,7 +95,9 @@ def run_unit(
     return total
 
 
-def _resumed(lake: Lake, stage: Stage, unit: Unit, parts: int, resume: str | None) -> dict[int, StageReport]:
+def _resumed(
+    lake: Lake, stage: Stage, unit: Unit, parts: int, resume: str | None
+) -> dict[int, StageReport]:
     if not resume:
         return {}
     done = {}

@@ -57,7 +57,9 @@ class CrawlSource:
         if (self.paths is None) == (self.prefix is None):
             raise ValueError(f"crawl {self.crawl}: declare either a paths file or a prefix")
         if self.paths is not None and not self.base:
-            raise ValueError(f"crawl {self.crawl}: a paths file needs the base URI its paths are relative to")
+            raise ValueError(
+                f"crawl {self.crawl}: a paths file needs the base URI its paths are relative to"
+            )
         if self.credentials and self.unsigned:
             raise ValueError(f"crawl {self.crawl}: credentials and unsigned exclude each other")
 
@@ -71,21 +73,33 @@ class CrawlSource:
 
     @staticmethod
     def declared_crawls(lake: Lake) -> list[str]:
-        return sorted(k.rsplit("/", 1)[1].removesuffix(".json") for k in lake.list(CRAWLS) if k.endswith(".json"))
+        return sorted(
+            k.rsplit("/", 1)[1].removesuffix(".json")
+            for k in lake.list(CRAWLS)
+            if k.endswith(".json")
+        )
 
     @classmethod
     def load(cls, lake: Lake, crawl: str) -> CrawlSource:
         return cls(**lake.read_json(cls.key(crawl)))
 
     def save(self, lake: Lake) -> None:
-        lake.write_json(self.key(self.crawl), {k: v for k, v in asdict(self).items() if v not in (None, False)})
+        lake.write_json(
+            self.key(self.crawl), {k: v for k, v in asdict(self).items() if v not in (None, False)}
+        )
 
     def store(self, uri: str) -> tuple[Lake, str]:
         """The store holding `uri` and the key of `uri` in it."""
         parsed = urlparse(uri)
         if parsed.scheme == "s3":
             return (
-                source_store(f"s3://{parsed.netloc}", self.endpoint_url, self.region, self.unsigned, self.credentials),
+                source_store(
+                    f"s3://{parsed.netloc}",
+                    self.endpoint_url,
+                    self.region,
+                    self.unsigned,
+                    self.credentials,
+                ),
                 parsed.path.lstrip("/"),
             )
         path = parsed.path if parsed.scheme == "file" else uri
@@ -93,13 +107,17 @@ class CrawlSource:
             raise ValueError(f"crawl {self.crawl}: unsupported source URI {uri!r}")
         return source_store("/"), path.lstrip("/")
 
-    def files(self, lake: Lake, refuse: Callable[[str, str], None], verify: bool = True) -> list[str]:
+    def files(
+        self, lake: Lake, refuse: Callable[[str, str], None], verify: bool = True
+    ) -> list[str]:
         """The crawl's WARC files as URIs, in the source's order; paths that cannot be read are
         passed to `refuse(reason, path)` and left out."""
         if self.prefix is not None:
             store, key = self.store(self.prefix.rstrip("/") + "/")
             root = self.prefix.rstrip("/")
-            return [f"{root}/{k[len(key):]}" for k in store.list(key.rstrip("/")) if is_warc_name(k)]
+            return [
+                f"{root}/{k[len(key) :]}" for k in store.list(key.rstrip("/")) if is_warc_name(k)
+            ]
         base = self.base.rstrip("/")
         uris, seen = [], set()
         for line in _read_paths(self):
@@ -118,7 +136,10 @@ class CrawlSource:
         if verify and uris:
             store, root_key = self.store(base + "/")
             common = os.path.commonpath([u[len(base) + 1 :] for u in uris])
-            listed = {f"{base}/{k[len(root_key):]}" for k in store.list(f"{root_key}{common}".rstrip("/") or ".")}
+            listed = {
+                f"{base}/{k[len(root_key) :]}"
+                for k in store.list(f"{root_key}{common}".rstrip("/") or ".")
+            }
             missing = [u for u in uris if u not in listed]
             for uri in missing:
                 refuse("missing objects", uri)
@@ -133,7 +154,9 @@ class LandingSource:
     crawl: str
     copy: bool = False
 
-    def files(self, lake: Lake, refuse: Callable[[str, str], None], verify: bool = True) -> list[str]:
+    def files(
+        self, lake: Lake, refuse: Callable[[str, str], None], verify: bool = True
+    ) -> list[str]:
         files = []
         for key in lake.list(f"{LANDING}/{self.crawl}"):
             if not is_warc_name(key):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from tokenmill.lake import Lake
@@ -20,7 +20,7 @@ from tokenmill.layout import Unit, crawl_prefix
 from tokenmill.outputs import PartitionWriter, StageReport
 
 
-class Scope(str, Enum):
+class Scope(StrEnum):
     UNIT = "unit"  # one partition per unit of a crawl; `run` handles one file of the unit
     CRAWL = "crawl"  # one partition per crawl
     LAKE = "lake"  # unpartitioned
@@ -117,5 +117,7 @@ def settings_fields(settings: type) -> list[tuple[str, Any, Any, str]]:
 def setting(default: Any, description: str) -> Any:
     """A settings field with its description (shown in the launchpad)."""
     if isinstance(default, list | dict | tuple):
-        return field(default_factory=lambda: type(default)(default), metadata={"description": description})
+        return field(
+            default_factory=lambda: type(default)(default), metadata={"description": description}
+        )
     return field(default=default, metadata={"description": description})

@@ -6,8 +6,8 @@ import hashlib
 import os
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa

@@ -37,7 +37,9 @@ class Registration:
     def describe_refused(self, limit: int = 5) -> list[str]:
         lines = []
         for reason, paths in sorted(self.refused.items()):
-            shown = ", ".join(paths[:limit]) + (f" and {len(paths) - limit} more" * (len(paths) > limit))
+            shown = ", ".join(paths[:limit]) + (
+                f" and {len(paths) - limit} more" * (len(paths) > limit)
+            )
             lines.append(f"{self.crawl}: {len(paths)} {reason}: {shown}")
         return lines
 
@@ -68,7 +70,9 @@ def registered_units(lake: Lake, crawl: str) -> list[Unit]:
 
 
 def registered_crawls(lake: Lake) -> list[str]:
-    return sorted({key.split("/")[1] for key in lake.list(MANIFESTS) if BATCH.match(key.rsplit("/", 1)[1])})
+    return sorted(
+        {key.split("/")[1] for key in lake.list(MANIFESTS) if BATCH.match(key.rsplit("/", 1)[1])}
+    )
 
 
 def unit_files(lake: Lake, unit: Unit) -> list[str]:
@@ -80,7 +84,9 @@ def unit_files(lake: Lake, unit: Unit) -> list[str]:
     raise LakeKeyError(f"unit {unit} is not registered: no manifest lists it")
 
 
-def write_batch(lake: Lake, crawl: str, first: int, groups: Sequence[list[str]]) -> list[Unit] | None:
+def write_batch(
+    lake: Lake, crawl: str, first: int, groups: Sequence[list[str]]
+) -> list[Unit] | None:
     """Record new units `first, first+1, ...`; None if another registration took those
     numbers with other files meanwhile (the caller starts again from the lake)."""
     units = {unit_name(first + i): files for i, files in enumerate(groups)}
@@ -90,14 +96,20 @@ def write_batch(lake: Lake, crawl: str, first: int, groups: Sequence[list[str]])
         if lake.read_json(key) != batch:
             return None
     else:
-        overlapping = [k for f, last, k in manifest_batches(lake, crawl) if f <= first + len(groups) - 1 and last >= first]
+        overlapping = [
+            k
+            for f, last, k in manifest_batches(lake, crawl)
+            if f <= first + len(groups) - 1 and last >= first
+        ]
         if overlapping:
             return None
         lake.write_json(key, batch)
     return [Unit(crawl, name) for name in units]
 
 
-def register_new_files(lake: Lake, crawl: str, files_per_unit: int, verify: bool = True) -> Registration:
+def register_new_files(
+    lake: Lake, crawl: str, files_per_unit: int, verify: bool = True
+) -> Registration:
     """Group the crawl's source files that are in no unit yet into new units."""
     if files_per_unit < 1:
         raise ValueError(f"files_per_unit must be at least 1, not {files_per_unit}")
@@ -108,7 +120,9 @@ def register_new_files(lake: Lake, crawl: str, files_per_unit: int, verify: bool
         existing = unit_files_by_unit(lake, crawl)
         assigned = {f for unit_files_ in existing.values() for f in unit_files_}
         new_files = [f for f in files if f not in assigned]
-        groups = [new_files[i : i + files_per_unit] for i in range(0, len(new_files), files_per_unit)]
+        groups = [
+            new_files[i : i + files_per_unit] for i in range(0, len(new_files), files_per_unit)
+        ]
         if not groups:
             return registration
         first = 1 + max((int(name) for name in existing), default=-1)
@@ -165,8 +179,10 @@ def discover(
         raise ValueError(f"max_keys ({max_keys}) must be at least twice files_per_unit")
     positions = {crawl: dict(position) for crawl, position in positions.items()}
     created: list[Unit] = []
-    problems = [f"landing folder {name!r} is not a valid crawl name; its files are ignored"
-                for name in invalid_landing_folders(lake)]
+    problems = [
+        f"landing folder {name!r} is not a valid crawl name; its files are ignored"
+        for name in invalid_landing_folders(lake)
+    ]
     budget = max_keys
     for crawl in landed_crawls(lake):
         if budget <= 0:
@@ -204,4 +220,3 @@ def discover(
         created += units
         position.update(after=groups[-1][-1], next=position["next"] + len(groups))
     return created, positions, problems
-

@@ -8,7 +8,7 @@ copy), extracts main content, identifies the language, applies the filter chain 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -17,7 +17,7 @@ import pyarrow as pa
 import xxhash
 
 from tokenmill.extract import DEFAULT_EXTRACTOR, EXTRACTORS, Extracted, Skip, extract_document
-from tokenmill.filters import FilterChain, PIIMasker, default_filters, load_filter
+from tokenmill.filters import FilterChain, LanguageFilter, PIIMasker, default_filters, load_filter
 from tokenmill.language import BACKENDS, DEFAULT_BACKEND, identifier
 from tokenmill.layout import CLEANED, DOC_SCHEMA, RAW_CRAWL, REJECTED_SCHEMA, Unit
 from tokenmill.outputs import StageReport, read_batches, require_committed
@@ -32,25 +32,6 @@ REJECTED_TEXT_CHARS = 2000
 def doc_id(crawl: str, source_file: str, offset: int) -> str:
     """Stable id of the document extracted from one WARC record."""
     return xxhash.xxh3_64_hexdigest(f"{crawl}/{source_file}@{offset}".encode())
-
-
-class LanguageFilter:
-    name = "language"
-
-    def __init__(self, keep: Sequence[str] = ("en",), min_score: float = 0.65):
-        self.keep = list(keep)
-        self.min_score = min_score
-
-    def __call__(self, docs: pl.DataFrame) -> pl.Series:
-        language, score = pl.col("language"), pl.col("language_score")
-        wrong = language.is_in(self.keep).not_() if self.keep else pl.lit(False)
-        reason = (
-            pl.when(wrong)
-            .then(pl.format("language={}", language))
-            .when(score < self.min_score)
-            .then(pl.format("language_score={}<{}", score.round(3), pl.lit(self.min_score)))
-        )
-        return docs.select(reason.cast(pl.String).alias("reason")).to_series()
 
 
 @dataclass(frozen=True)
@@ -68,7 +49,9 @@ class CleanSettings:
     )
     mask_pii: bool = setting(True, "Mask e-mail addresses and public IPs")
     max_html_mb: int = setting(8, "Skip HTML payloads larger than this")
-    max_record_mb: int = setting(DEFAULT_MAX_RECORD_BYTES >> 20, "Skip WARC records larger than this")
+    max_record_mb: int = setting(
+        DEFAULT_MAX_RECORD_BYTES >> 20, "Skip WARC records larger than this"
+    )
     skip_filters: list[str] = setting([], "Names of built-in filters to skip")
     plugin_filters: list[dict] = setting(
         [],
@@ -97,7 +80,9 @@ class CleanSettings:
 
 def run(work: Work) -> StageReport:
     settings = work.settings or CleanSettings()
-    raw = require_committed(work.lake, work.input(RAW_CRAWL), f"raw_crawl {work.unit} file {work.part}")
+    raw = require_committed(
+        work.lake, work.input(RAW_CRAWL), f"raw_crawl {work.unit} file {work.part}"
+    )
     chain = settings.chain()
     report = StageReport()
     for flt in chain.filters:  # zero counts too, so every partition plots every filter
@@ -105,7 +90,9 @@ def run(work: Work) -> StageReport:
     with work.writer(report) as out:
         docs = out.parquet("docs.parquet", DOC_SCHEMA)
         rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA)
-        for batch in _batches(_documents(work, raw["counts"]["readable"], settings, report, rejected)):
+        for batch in _batches(
+            _documents(work, raw["counts"]["readable"], settings, report, rejected)
+        ):
             frame = pl.from_arrow(pa.Table.from_pylist(batch, DOC_SCHEMA))
             kept, dropped = chain.apply(frame)
             for name, count in dropped.group_by("filter").len().iter_rows():
@@ -219,12 +206,28 @@ def provenance_resolves(lake, unit: Unit) -> Verdict:
     orphans = docs = 0
     for part in range(marker["counts"]["files"]):
         index = pl.concat(
-            [pl.from_arrow(b) for b in read_batches(lake, f"{unit.part_prefix(RAW_CRAWL, part)}/index.parquet", ["file", "offset", "type"])]
+            [
+                pl.from_arrow(b)
+                for b in read_batches(
+                    lake,
+                    f"{unit.part_prefix(RAW_CRAWL, part)}/index.parquet",
+                    ["file", "offset", "type"],
+                )
+            ]
             or [pl.DataFrame(schema={"file": pl.String, "offset": pl.Int64, "type": pl.String})]
         )
-        index = index.filter(pl.col("type") == "response").select(source_file="file", record_offset="offset")
+        index = index.filter(pl.col("type") == "response").select(
+            source_file="file", record_offset="offset"
+        )
         part_docs = pl.concat(
-            [pl.from_arrow(b) for b in read_batches(lake, f"{unit.part_prefix(CLEANED, part)}/docs.parquet", ["source_file", "record_offset"])]
+            [
+                pl.from_arrow(b)
+                for b in read_batches(
+                    lake,
+                    f"{unit.part_prefix(CLEANED, part)}/docs.parquet",
+                    ["source_file", "record_offset"],
+                )
+            ]
             or [pl.DataFrame(schema={"source_file": pl.String, "record_offset": pl.Int64})]
         )
         orphans += part_docs.join(index, on=["source_file", "record_offset"], how="anti").height

@@ -23,7 +23,9 @@ MAX_BAD_RECORD_RATE = 0.05
 
 @dataclass(frozen=True)
 class RawSettings:
-    max_record_mb: int = setting(DEFAULT_MAX_RECORD_BYTES >> 20, "Records larger than this are quarantined")
+    max_record_mb: int = setting(
+        DEFAULT_MAX_RECORD_BYTES >> 20, "Records larger than this are quarantined"
+    )
 
 
 class HashingReader:
@@ -96,8 +98,14 @@ def run(work: Work) -> StageReport:
             except UnusableInputError as error:
                 report.drop(f"unusable_file:{error.reason}")
                 quarantine.write(
-                    {"file": readable, "offset": 0, "length": reader.bytes, "reason": "unusable_file",
-                     "detail": error.reason, "raw": None}
+                    {
+                        "file": readable,
+                        "offset": 0,
+                        "length": reader.bytes,
+                        "reason": "unusable_file",
+                        "detail": error.reason,
+                        "raw": None,
+                    }
                 )
             if reader.bytes == 0:
                 report.drop("empty_file")
@@ -107,8 +115,14 @@ def run(work: Work) -> StageReport:
         report.counts = {
             "readable": readable,
             "records_by_type": by_type,
-            "file_stats": {ref: {"bytes": reader.bytes, "sha256": reader.sha256.hexdigest(),
-                                 "records": records, "bad_records": bad}},
+            "file_stats": {
+                ref: {
+                    "bytes": reader.bytes,
+                    "sha256": reader.sha256.hexdigest(),
+                    "records": records,
+                    "bad_records": bad,
+                }
+            },
         }
     return report
 
@@ -117,7 +131,9 @@ def bad_record_rate(lake, unit: Unit) -> Verdict:
     summary = require_committed(lake, unit.prefix(RAW_CRAWL), f"raw_crawl {unit}")
     bad = summary["records_in"] - summary["records_out"]
     rate = bad / max(summary["records_in"], 1)
-    unusable = sum(n for reason, n in summary["dropped"].items() if reason.startswith("unusable_file"))
+    unusable = sum(
+        n for reason, n in summary["dropped"].items() if reason.startswith("unusable_file")
+    )
     return Verdict(
         rate <= MAX_BAD_RECORD_RATE and not unusable,
         f"{bad} of {summary['records_in']} records unreadable ({rate:.2%}, limit "

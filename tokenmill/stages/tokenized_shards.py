@@ -19,7 +19,9 @@ def shard_is_consistent(lake, unit: Unit) -> Verdict:
             dataset = IndexedDataset(idx, bin_file)
             expected = int(dataset.lengths.sum()) * dataset.dtype.itemsize
         actual = lake.size(f"{prefix}/tokens.bin")
-        rows = sum(b.num_rows for b in read_batches(lake, f"{prefix}/provenance.parquet", ["doc_index"]))
+        rows = sum(
+            b.num_rows for b in read_batches(lake, f"{prefix}/provenance.parquet", ["doc_index"])
+        )
         if expected != actual:
             problems.append(f"{prefix}: .bin has {actual} bytes, .idx describes {expected}")
         if rows != len(dataset):

@@ -1,0 +1,145 @@
+"""C4 quality (datatrove C4QualityFilter, FineWeb configuration)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import numpy as np
+import polars as pl
+
+from tokenmill.filters.chain import FilterResult
+from tokenmill.filters.rules import Rule, first_failing
+from tokenmill.filters.text import ABBREVIATIONS, doc_index, explode, split_lines
+
+CITATION_PATTERN = r"\[\d*]|\[edit]|\[citation needed]"
+POLICY_SUBSTRINGS = (
+    "terms of use",
+    "privacy policy",
+    "cookie policy",
+    "uses cookies",
+    "use of cookies",
+    "use cookies",
+)
+_SENTENCE_END = (
+    "[.!?\u0589\u061f\u06d4\u0964\u0965\u3002\uff01\uff0e\uff1f\uff61\u203c\u203d\u2047-\u2049]"
+)
+# Periods that spaCy's tokenizer keeps inside a token (abbreviation exceptions, single letters
+# like "J." or "e.g.", ellipses) cannot end a sentence; they are removed before counting.
+_NON_SENTENCE_PERIODS = rf"\.{{2,}}|(^|\W)(?:[A-Za-z]|{ABBREVIATIONS})\."
+# spaCy's sentencizer starts a sentence at the first non-punctuation token after a sentence-ending
+# punctuation token. Tokens are whitespace separated here (see the module docstring).
+_SENTENCE_BOUNDARY = _SENTENCE_END + r"\p{P}*\s[\s\p{P}]*[^\s\p{P}]|\p{Ll}\.\p{Lu}"
+
+
+def _any_of(substrings: Iterable[str]) -> str:
+    """A regex matching any of ``substrings`` (on C4's lines 7x faster than polars'
+    ``str.contains_any``)."""
+    return "|".join(re.escape(s) for s in substrings)
+
+
+def _has_words(lines: pl.Expr, minimum: int) -> pl.Expr:
+    """Whether each line has at least ``minimum`` whitespace-separated words (a regex search
+    stops at the first match, cheaper than counting every word)."""
+    if minimum <= 0:
+        return pl.lit(True)
+    return lines.str.contains(r"\S" + r"\S*\s+\S" * (minimum - 1))
+
+
+def count_sentences(lines: pl.Expr) -> pl.Expr:
+    """Approximate number of spaCy sentences in each (stripped, non-empty) line."""
+    without_abbreviations = lines.str.replace_all(_NON_SENTENCE_PERIODS, "$1")
+    return without_abbreviations.str.count_matches(_SENTENCE_BOUNDARY) + 1
+
+
+class C4QualityFilter:
+    """C4 rules as FineWeb ran them (``filter_no_terminal_punct=False``).
+
+    Line by line (str.splitlines, stripped): a line with a word longer than ``max_word_length``,
+    fewer than ``min_words_per_line`` words, mentioning javascript or a cookie/terms policy is
+    removed; "lorem ipsum" or "{" in a surviving line drops the document, as do fewer than
+    ``min_num_sentences`` sentences in the kept lines. Returns ``FilterResult`` whose text is the
+    kept lines joined by newlines.
+    """
+
+    name = "c4_quality"
+
+    def __init__(
+        self,
+        remove_citations: bool = True,
+        filter_no_terminal_punct: bool = False,
+        min_num_sentences: int = 5,
+        min_words_per_line: int = 3,
+        max_word_length: int = 1000,
+        filter_lorem_ipsum: bool = True,
+        filter_javascript: bool = True,
+        filter_curly_bracket: bool = True,
+        filter_policy: bool = True,
+    ):
+        self.remove_citations = remove_citations
+        self.filter_no_terminal_punct = filter_no_terminal_punct
+        self.min_num_sentences = min_num_sentences
+        self.min_words_per_line = min_words_per_line
+        self.max_word_length = max_word_length
+        self.filter_lorem_ipsum = filter_lorem_ipsum
+        self.filter_javascript = filter_javascript
+        self.filter_curly_bracket = filter_curly_bracket
+        self.filter_policy = filter_policy
+
+    def __call__(self, docs: pl.DataFrame) -> FilterResult:
+        text = docs["text"].fill_null("")
+        lines = explode(split_lines(text))
+        lines = pl.DataFrame({"doc": lines.doc, "line": lines.values.str.strip_chars()})
+        lines = lines.with_columns(
+            valid=~self._has_long_word(lines["line"])
+            & _has_words(pl.col("line"), self.min_words_per_line)
+        )
+        if self.remove_citations:
+            lines = lines.with_columns(pl.col("line").str.replace_all(CITATION_PATTERN, ""))
+        lines = lines.with_columns(lower=pl.col("line").str.to_lowercase())
+        lines = lines.with_columns(self._line_flags()).with_columns(
+            sentences=pl.when("kept").then(count_sentences(pl.col("line"))).otherwise(0)
+        )
+        per_doc = lines.group_by("doc", maintain_order=True).agg(
+            new_text=pl.col("line").filter("kept").str.join("\n").str.strip_chars(),
+            sentences=pl.col("sentences").sum(),
+            fatal=pl.col("fatal").drop_nulls().first(),
+        )
+        stats = pl.DataFrame([doc_index(len(text))]).join(per_doc, on="doc", how="left")
+        stats = stats.sort("doc").with_columns(pl.col("sentences").fill_null(0))
+        reason = pl.coalesce(pl.col("fatal"), first_failing(self._rules()))
+        reasons = stats.select(reason.alias("reason")).to_series()
+        return FilterResult(reasons, stats["new_text"].fill_null(""))
+
+    def _line_flags(self) -> list[pl.Expr]:
+        """Per line: ``kept`` and ``fatal`` (the reason the line drops its whole document), from
+        ``valid`` (long words, words per line), ``line`` (without citations) and ``lower``."""
+        line, valid = pl.col("line"), pl.col("valid")
+        if self.filter_no_terminal_punct:
+            valid &= line.str.contains(r"[.?!\"']$") & ~line.str.ends_with("...")
+        lower = pl.col("lower")
+        lorem = valid & lower.str.contains("lorem ipsum", literal=True) & self.filter_lorem_ipsum
+        javascript = lower.str.contains("javascript", literal=True) & self.filter_javascript
+        curly = (
+            valid & ~javascript & line.str.contains("{", literal=True) & self.filter_curly_bracket
+        )
+        policy = lower.str.contains(_any_of(POLICY_SUBSTRINGS)) & self.filter_policy
+        fatal = pl.when(lorem).then(pl.lit("lorem_ipsum")).when(curly).then(pl.lit("curly_bracket"))
+        kept = valid & ~lorem & ~javascript & ~curly & ~policy
+        return [kept.alias("kept"), fatal.alias("fatal")]
+
+    def _has_long_word(self, lines: pl.Series) -> pl.Series:
+        """Lines with a word longer than ``max_word_length``; only lines longer than that are
+        searched (a counted-repetition regex is slow)."""
+        flags = pl.Series("has_long_word", np.zeros(len(lines), dtype=bool))
+        if self.max_word_length == -1:
+            return flags
+        candidates = (lines.str.len_chars() > self.max_word_length).arg_true()
+        if len(candidates):
+            found = lines.gather(candidates).str.contains(rf"\S{{{self.max_word_length + 1}}}")
+            flags = flags.scatter(candidates, found)
+        return flags
+
+    def _rules(self) -> list[Rule]:
+        threshold = None if self.min_num_sentences == -1 else self.min_num_sentences
+        return [Rule("sentences", pl.col("sentences"), "<", threshold)]

@@ -1,0 +1,85 @@
+"""FineWeb quality (datatrove FineWebQualityFilter)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import polars as pl
+
+from tokenmill.filters.rules import Rule, rule_reasons
+from tokenmill.filters.text import (
+    TERMINAL_PUNCTUATION,
+    count_per_doc,
+    explode,
+    find_duplicates,
+    word_counts_of,
+)
+
+
+class FineWebQualityFilter:
+    """FineWeb's own rules on non-blank lines (split on "\\n" only, not stripped): share of lines
+    ending in terminal punctuation, share of short lines, characters in repeated lines and
+    newlines per word."""
+
+    name = "fineweb_quality"
+
+    def __init__(
+        self,
+        line_punct_thr: float | None = 0.12,
+        line_punct_exclude_zero: bool = False,
+        short_line_thr: float | None = 0.67,
+        short_line_length: int = 30,
+        char_duplicates_ratio: float | None = 0.01,
+        new_line_ratio: float | None = 0.3,
+        stop_chars: Iterable[str] | None = None,
+    ):
+        self.line_punct_thr = line_punct_thr
+        self.line_punct_exclude_zero = line_punct_exclude_zero
+        self.short_line_thr = short_line_thr
+        self.short_line_length = short_line_length
+        self.char_duplicates_ratio = char_duplicates_ratio
+        self.new_line_ratio = new_line_ratio
+        stop_chars = TERMINAL_PUNCTUATION if stop_chars is None else stop_chars
+        self._ends_with_stop_char = "(?:" + "|".join(re.escape(c) for c in stop_chars) + ")$"
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        text = docs["text"].fill_null("")
+        n_docs = len(text)
+        lines = explode(text.str.split("\n"))
+        lines = lines.filter((lines.values.str.strip_chars() != "").to_numpy())
+        n_newlines = text.str.count_matches("\n", literal=True)
+        ends_with_punct = lines.values.str.contains(self._ends_with_stop_char).to_numpy()
+        is_short = (lines.values.str.len_chars() <= self.short_line_length).to_numpy()
+        stats = pl.DataFrame(
+            {
+                "n_lines": count_per_doc(lines.doc, n_docs),
+                "n_punct": count_per_doc(lines.doc, n_docs, ends_with_punct),
+                "n_short": count_per_doc(lines.doc, n_docs, is_short),
+                "dup_chars": find_duplicates(lines, n_docs)["dup_chars"],
+                "chars_without_newlines": text.str.len_chars() - n_newlines,
+                "n_newlines": n_newlines,
+                "n_words": word_counts_of(docs),
+            }
+        )
+        return rule_reasons(stats, self._rules(), empty=pl.col("n_lines") == 0)
+
+    def _rules(self) -> list[Rule]:
+        punct_ratio = pl.col("n_punct") / pl.col("n_lines")
+        if self.line_punct_exclude_zero:
+            punct_ratio = pl.when(punct_ratio == 0).then(None).otherwise(punct_ratio)
+        return [
+            Rule("line_punct_ratio", punct_ratio, "<", self.line_punct_thr),
+            Rule(
+                "short_line_ratio", pl.col("n_short") / pl.col("n_lines"), ">", self.short_line_thr
+            ),
+            Rule(
+                "char_dup_ratio",
+                pl.col("dup_chars") / pl.col("chars_without_newlines"),
+                ">",
+                self.char_duplicates_ratio,
+            ),
+            Rule(
+                "newline_ratio", pl.col("n_newlines") / pl.col("n_words"), ">", self.new_line_ratio
+            ),
+        ]

@@ -1,0 +1,127 @@
+"""Gopher quality (datatrove GopherQualityFilter)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import polars as pl
+
+from tokenmill.filters.rules import Rule, rule_reasons
+from tokenmill.filters.text import (
+    LINE_BREAKS,
+    NON_PUNCTUATION,
+    count_per_doc,
+    explode,
+    line_counts,
+    words_of,
+)
+
+STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
+
+
+class GopherQualityFilter:
+    """Gopher quality heuristics: document length, word length, symbols, bullets, ellipses,
+    alphabetic words and stop words. Word counts exclude punctuation-only tokens."""
+
+    name = "gopher_quality"
+    uses_words = True
+
+    def __init__(
+        self,
+        min_doc_words: int | None = 50,
+        max_doc_words: int | None = 100_000,
+        min_avg_word_length: float | None = 3,
+        max_avg_word_length: float | None = 10,
+        max_symbol_word_ratio: float | None = 0.1,
+        max_bullet_lines_ratio: float | None = 0.9,
+        max_ellipsis_lines_ratio: float | None = 0.3,
+        max_non_alpha_words_ratio: float | None = 0.8,
+        min_stop_words: int | None = 2,
+        stop_words: Iterable[str] | None = None,
+    ):
+        self.min_doc_words = min_doc_words
+        self.max_doc_words = max_doc_words
+        self.min_avg_word_length = min_avg_word_length
+        self.max_avg_word_length = max_avg_word_length
+        self.max_symbol_word_ratio = max_symbol_word_ratio
+        self.max_bullet_lines_ratio = max_bullet_lines_ratio
+        self.max_ellipsis_lines_ratio = max_ellipsis_lines_ratio
+        # named like datatrove's; it is a *minimum* ratio of words with an alphabetic character
+        self.max_non_alpha_words_ratio = max_non_alpha_words_ratio
+        self.min_stop_words = min_stop_words
+        self.stop_words = list(STOP_WORDS if stop_words is None else stop_words)
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        text = docs["text"].fill_null("")
+        n_docs = len(text)
+        words = explode(words_of(docs))
+        # a letter is never punctuation: only the other words need the punctuation check
+        is_alpha = words.values.str.contains(r"\p{L}").to_numpy()
+        is_content = is_alpha.copy()
+        others = np.flatnonzero(~is_alpha)
+        is_content[others] = words.values.gather(others).str.contains(NON_PUNCTUATION).to_numpy()
+        is_stop = words.values.is_in(self.stop_words).to_numpy()
+        stop_words = pl.DataFrame({"doc": words.doc[is_stop], "word": words.values.filter(is_stop)})
+        lengths = words.values.str.len_chars().to_numpy()
+        per_doc = pl.DataFrame(
+            {
+                "n_words": count_per_doc(words.doc, n_docs),
+                "n_content": count_per_doc(words.doc, n_docs, is_content),
+                "content_chars": count_per_doc(words.doc[is_content], n_docs, lengths[is_content]),
+                "n_alpha": count_per_doc(words.doc, n_docs, is_alpha),
+                "n_stop": count_per_doc(stop_words.unique()["doc"].to_numpy(), n_docs),
+            }
+        )
+        lines = text.str.replace_all(LINE_BREAKS, "\n")
+        stats = per_doc.with_columns(
+            n_hash=text.str.count_matches("#", literal=True),
+            n_ellipsis=text.str.count_matches("...", literal=True)
+            + text.str.count_matches("…", literal=True),
+            n_lines=line_counts(lines),
+            n_bullet_lines=lines.str.count_matches(r"(?m)^[^\S\n]*[•-]"),
+            n_ellipsis_lines=lines.str.count_matches(r"(?m)(?:\.\.\.|…)[^\S\n]*$"),
+        )
+        return rule_reasons(stats, self._rules())
+
+    def _rules(self) -> list[Rule]:
+        n_words = pl.col("n_words")
+        n_lines = pl.col("n_lines")
+        ellipsis_ratio = pl.col("n_ellipsis") / n_words
+        return [
+            Rule("n_words", pl.col("n_content"), "<", self.min_doc_words),
+            Rule("n_words", pl.col("n_content"), ">", self.max_doc_words),
+            Rule(
+                "avg_word_len",
+                pl.col("content_chars") / pl.col("n_content"),
+                "<",
+                self.min_avg_word_length,
+            ),
+            Rule(
+                "avg_word_len",
+                pl.col("content_chars") / pl.col("n_content"),
+                ">",
+                self.max_avg_word_length,
+            ),
+            Rule("hash_word_ratio", pl.col("n_hash") / n_words, ">", self.max_symbol_word_ratio),
+            Rule("ellipsis_word_ratio", ellipsis_ratio, ">", self.max_symbol_word_ratio),
+            Rule(
+                "bullet_lines_ratio",
+                pl.col("n_bullet_lines") / n_lines,
+                ">",
+                self.max_bullet_lines_ratio,
+            ),
+            Rule(
+                "ellipsis_lines_ratio",
+                pl.col("n_ellipsis_lines") / n_lines,
+                ">",
+                self.max_ellipsis_lines_ratio,
+            ),
+            Rule(
+                "alpha_words_ratio",
+                pl.col("n_alpha") / n_words,
+                "<",
+                self.max_non_alpha_words_ratio,
+            ),
+            Rule("stop_words", pl.col("n_stop"), "<", self.min_stop_words),
+        ]

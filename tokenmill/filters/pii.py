@@ -1,0 +1,112 @@
+"""PII masking (datatrove PIIFormatter)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import polars as pl
+
+EMAIL_PATTERN = (
+    r"\b[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:(?:[A-Za-z0-9](?:["
+    r"A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?|\[(?:(?:25[0-5]|2[0-4][0-9]|["
+    r"01]?[0-9][0-9]?)\.){3}(?:25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?|[A-Za-z0-9-]*[A-Za-z0-9]:)])"
+)
+IPV4_PATTERN = (
+    r"(?:(?:25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?)\.){3}(?:25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?)"
+)
+EMAIL_REPLACEMENTS = ("email@example.com", "firstname.lastname@example.org")
+# datatrove's "randomly generated" IPs that did not answer pings
+IP_REPLACEMENTS = (
+    "22.214.171.124",
+    "126.96.36.199",
+    "188.8.131.52",
+    "184.108.40.206",
+    "220.127.116.11",
+    "18.104.22.168",
+)
+
+
+class _CyclingReplacer:
+    """re.sub with replacements used in turn (datatrove's PIIReplacer), optionally validated."""
+
+    def __init__(self, pattern: str, replacements: Sequence[str], is_pii: Callable[[str], bool]):
+        self.pattern = re.compile(pattern)
+        self.replacements = (
+            (replacements,) if isinstance(replacements, str) else tuple(replacements)
+        )
+        self.is_pii = is_pii
+        self._next = 0
+
+    def _replace(self, match: re.Match) -> str:
+        if not self.is_pii(match.group(0)):
+            return match.group(0)
+        replacement = self.replacements[self._next]
+        self._next = (self._next + 1) % len(self.replacements)
+        return replacement
+
+    def __call__(self, text: str) -> str:
+        return self.pattern.sub(self._replace, text)
+
+
+def is_public_ip(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_global
+    except ValueError:
+        return False
+
+
+class PIIMasker:
+    """Formatter replacing e-mail addresses and public IPv4 addresses (private, loopback and other
+    reserved ranges are kept), with datatrove's replacement strings used in turn.
+
+    Only documents where the (Rust) regex finds a candidate go through the Python ``re.sub``.
+    """
+
+    name = "pii"
+
+    def __init__(
+        self,
+        remove_emails: bool = True,
+        remove_ips: bool = True,
+        only_remove_public_ips: bool = True,
+        email_replacement: Sequence[str] | str = EMAIL_REPLACEMENTS,
+        ip_replacement: Sequence[str] | str = IP_REPLACEMENTS,
+    ):
+        self.replacers: list[tuple[str, _CyclingReplacer]] = []
+        if remove_emails:
+            self.replacers.append(
+                (EMAIL_PATTERN, _CyclingReplacer(EMAIL_PATTERN, email_replacement, bool))
+            )
+        if remove_ips:
+            is_pii = (
+                is_public_ip
+                if only_remove_public_ips
+                else (lambda ip: is_public_ip(ip) or _is_ip(ip))
+            )
+            self.replacers.append(
+                (IPV4_PATTERN, _CyclingReplacer(IPV4_PATTERN, ip_replacement, is_pii))
+            )
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        text = docs["text"].fill_null("")
+        for pattern, replace in self.replacers:
+            candidates = np.flatnonzero(text.str.contains(pattern).to_numpy())
+            if len(candidates):
+                masked = [replace(t) for t in text.gather(candidates).to_list()]
+                text = text.scatter(candidates, masked)
+        return text.alias("text")
+
+    def mask(self, text: str) -> str:
+        """Mask one string (convenience for callers outside polars)."""
+        return self(pl.DataFrame({"text": [text]}))[0]
+
+
+def _is_ip(address: str) -> bool:
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return True

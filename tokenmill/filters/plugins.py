@@ -1,0 +1,152 @@
+"""Plug-in filters loaded by dotted path, from allowed modules only.
+
+A path names a module and an object in it. The module must be under one of the allowed prefixes
+(``tokenmill.filters`` and those in ``TOKENMILL_FILTER_MODULES``, comma-separated), else it is not
+even imported: a run config cannot make the pipeline import or call arbitrary code. The object
+must be a filter class (its instances callable) or a function, defined in an allowed module too,
+so that ``allowed.module.Popen`` after ``from subprocess import Popen`` is refused as well.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import polars as pl
+
+from tokenmill.filters.chain import DocumentFilter, FilterResult
+
+FILTER_MODULES_ENV = "TOKENMILL_FILTER_MODULES"
+DEFAULT_FILTER_MODULES = ("tokenmill.filters.",)
+
+
+class FilterNotAllowedError(ValueError):
+    """A plug-in filter outside the allowed modules."""
+
+
+def allowed_filter_modules() -> tuple[str, ...]:
+    """The built-in filters' package and the prefixes listed in ``TOKENMILL_FILTER_MODULES``."""
+    listed = os.environ.get(FILTER_MODULES_ENV, "").split(",")
+    return DEFAULT_FILTER_MODULES + tuple(p.strip() for p in listed if p.strip())
+
+
+def _is_allowed(module_name: str | None, prefixes: Sequence[str]) -> bool:
+    """Whether the module is one of ``prefixes`` or inside one ("a.b" and "a.b." both allow "a.b"
+    and "a.b.c", not "a.bc")."""
+    if not module_name:
+        return False
+    packages = [p.strip().rstrip(".") for p in prefixes]
+    return any(module_name == p or module_name.startswith(p + ".") for p in packages if p)
+
+
+def _not_allowed(what: str, prefixes: Sequence[str]) -> FilterNotAllowedError:
+    return FilterNotAllowedError(
+        f"{what} is not in the allowed filter modules {list(prefixes)}; to allow it, add its"
+        f" package to {FILTER_MODULES_ENV} (comma-separated module prefixes)"
+    )
+
+
+class BatchFunctionFilter:
+    """Wraps ``f(docs: pl.DataFrame) -> pl.Series`` (null = keep, string = drop reason)."""
+
+    def __init__(self, function: Callable[..., pl.Series], name: str, params: dict | None = None):
+        self.function = function
+        self.name = name
+        self.params = params or {}
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series | FilterResult:
+        return self.function(docs, **self.params)
+
+
+class DocumentFunctionFilter:
+    """Wraps ``f(text: str) -> bool | str | None`` applied row by row (slow path).
+
+    True or None keeps the document; False drops it with the filter name as reason, a string
+    drops it with that string as reason.
+    """
+
+    def __init__(
+        self, function: Callable[..., bool | str | None], name: str, params: dict | None = None
+    ):
+        self.function = function
+        self.name = name
+        self.params = params or {}
+
+    def _reason(self, text: str) -> str | None:
+        verdict = self.function(text, **self.params)
+        if verdict is None or verdict is True:
+            return None
+        return self.name if verdict is False else str(verdict)
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        reasons = [self._reason(text) for text in docs["text"].fill_null("").to_list()]
+        return pl.Series("reason", reasons, dtype=pl.Utf8)
+
+
+def _import(path: str, allowed: Sequence[str]) -> Any:
+    module_name, _, attribute = path.rpartition(".")
+    if not module_name:
+        raise ValueError(f"expected a dotted path 'package.module.object', got {path!r}")
+    if not _is_allowed(module_name, allowed):
+        top_level = module_name.partition(".")[0]
+        if importlib.util.find_spec(top_level) is None:  # finds without importing
+            raise ModuleNotFoundError(f"No module named {top_level!r}", name=top_level)
+        raise _not_allowed(f"module {module_name!r} of {path!r}", allowed)
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def _defines_call(cls: type) -> bool:
+    return any("__call__" in vars(base) for base in cls.__mro__ if base is not object)
+
+
+def _check_filter_object(path: str, target: Any, allowed: Sequence[str]) -> None:
+    """Refuses callables that are not filters (builtins such as ``os.system``, classes whose
+    instances cannot be called) and objects defined outside the allowed modules."""
+    if not (inspect.isclass(target) or inspect.isfunction(target)):
+        raise TypeError(
+            f"{path} is a {type(target).__name__}, neither a filter class nor a function"
+        )
+    if not _is_allowed(target.__module__, allowed):
+        raise _not_allowed(f"{path!r} (defined in {target.__module__!r})", allowed)
+    if inspect.isclass(target) and not _defines_call(target):
+        raise TypeError(f"{path} is a class whose instances are not callable, not a filter")
+
+
+def _takes_dataframe(function: Callable) -> bool:
+    first = next(iter(inspect.signature(function).parameters.values()), None)
+    if first is None:
+        return False
+    annotation = first.annotation
+    if isinstance(annotation, str):
+        return annotation.rsplit(".", 1)[-1] == "DataFrame"
+    return annotation is pl.DataFrame or (
+        annotation is inspect.Parameter.empty and first.name == "docs"
+    )
+
+
+def load_filter(
+    path: str, params: dict | None = None, allowed_prefixes: Sequence[str] | None = None
+) -> DocumentFilter:
+    """Filter from a dotted path: a class following the filter interface (instantiated with
+    ``params``), a batch function whose first parameter is annotated ``pl.DataFrame`` (or named
+    ``docs``), or a per-document function of the text. Extra ``params`` are passed as keyword
+    arguments to functions. The name is the object's ``name`` or the last path component.
+
+    The path and the object must be in ``allowed_prefixes`` (default: ``allowed_filter_modules()``),
+    else ``FilterNotAllowedError``; see the module docstring."""
+    allowed = allowed_filter_modules() if allowed_prefixes is None else tuple(allowed_prefixes)
+    target = _import(path, allowed)
+    _check_filter_object(path, target, allowed)
+    default_name = path.rpartition(".")[2]
+    if inspect.isclass(target):
+        instance = target(**(params or {}))
+        if not getattr(instance, "name", None):
+            instance.name = default_name
+        return instance
+    name = getattr(target, "name", default_name)
+    wrapper = BatchFunctionFilter if _takes_dataframe(target) else DocumentFunctionFilter
+    return wrapper(target, name, params)
