@@ -25,7 +25,13 @@ def default_lake() -> Lake:
 
 def land_demo_crawl(lake: Lake, crawl: str, files: int, pages_per_file: int, seed: int) -> dict:
     """Generate the demo crawl and land it; a crawl landed with the same parameters is kept."""
-    from tokenmill.demo import generate_demo_crawl
+    try:
+        from tokenmill.demo import generate_demo_crawl
+    except ModuleNotFoundError as missing:  # faker is a dev dependency, not in the runtime image
+        raise SystemExit(
+            f"tokenmill demo: the demo generator needs {missing.name!r}, a development "
+            "dependency; install it with `uv sync --locked` (not --no-dev)"
+        ) from missing
 
     truth_key = f"demo/{crawl}/truth.json"
     params = {"files": files, "pages_per_file": pages_per_file, "seed": seed}
