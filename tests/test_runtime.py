@@ -39,11 +39,18 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env | extra
 
 
+SYNC_RUNTIME = ["sync", "--locked", "--no-dev"]  # as helm/Dockerfile installs the image
+
+
+def test_image_installs_the_runtime_this_test_checks():
+    assert f"uv {' '.join(SYNC_RUNTIME)}" in (PROJECT_DIR / "helm" / "Dockerfile").read_text()
+
+
 @pytest.fixture(scope="module")
 def runtime_venv(tmp_path_factory) -> Path:
     venv = tmp_path_factory.mktemp("runtime") / "venv"
     subprocess.run(
-        [uv(), "sync", "--locked", "--no-dev", "--quiet"],
+        [uv(), *SYNC_RUNTIME, "--quiet"],
         cwd=PROJECT_DIR,
         env=clean_env(UV_PROJECT_ENVIRONMENT=str(venv)),
         check=True,
