@@ -5,6 +5,7 @@ specs dagster-k8s builds for every stage, validated with kubernetes-validate."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import yaml
 from dagster import DagsterRun
 from dagster._config import process_config
 from dagster._core.instance.config import dagster_instance_config
+from dagster_aws.s3.compute_log_manager import S3ComputeLogManager
 from dagster_k8s import K8sRunLauncher
 from dagster_k8s.container_context import K8sContainerContext
 from dagster_k8s.job import (
@@ -35,6 +37,9 @@ SCHEMAS = Path(__file__).resolve().parent / "helm_schema"
 KUBERNETES_VERSION = "1.33.0"
 RELEASE = NAMESPACE = "tokenmill"
 CHART_DAGSTER_HOME = "/opt/dagster/dagster_home"  # global.dagsterHome in the chart's values.yaml
+POSTGRES_PARAMS = yaml.safe_load((HELM / "values.yaml").read_text())["postgresql"][
+    "postgresqlParams"
+]
 
 
 def load(path: Path) -> dict:
@@ -159,11 +164,33 @@ def render_instance(values: dict) -> dict:
         }
         launcher["run_k8s_config"] = {snake[k]: v for k, v in k8s["runK8sConfig"].items() if v}
 
+    s3_logs = values["computeLogManager"]["config"]["s3ComputeLogManager"]
+    compute_logs = {  # templates/helpers/instance/_compute-log-manager.tpl, S3ComputeLogManager
+        snake: s3_logs[key]
+        for key, snake in [
+            ("bucket", "bucket"),
+            ("localDir", "local_dir"),
+            ("prefix", "prefix"),
+            ("useSsl", "use_ssl"),
+            ("verify", "verify"),
+            ("verifyCertPath", "verify_cert_path"),
+            ("endpointUrl", "endpoint_url"),
+            ("skipEmptyFiles", "skip_empty_files"),
+        ]
+        if s3_logs.get(key)
+    }
+    assert values["computeLogManager"]["type"] == "S3ComputeLogManager"
+
     daemon = values["dagsterDaemon"]
     queued = daemon["runCoordinator"]["config"]["queuedRunCoordinator"]
     return {
         "schedule_storage": storage("dagster_postgres.schedule_storage", "PostgresScheduleStorage"),
         "run_launcher": {"module": "dagster_k8s", "class": "K8sRunLauncher", "config": launcher},
+        "compute_logs": {
+            "module": "dagster_aws.s3.compute_log_manager",
+            "class": "S3ComputeLogManager",
+            "config": compute_logs,
+        },
         "run_storage": storage("dagster_postgres.run_storage", "PostgresRunStorage"),
         "event_log_storage": storage("dagster_postgres.event_log", "PostgresEventLogStorage"),
         "run_coordinator": {
@@ -192,6 +219,7 @@ def test_chart_renders_the_production_instance(values):
     rendered, production = render_instance(values), load(HELM / "dagster-instance.yaml")
     for section in (
         "run_launcher",
+        "compute_logs",
         "run_coordinator",
         "run_retries",
         "run_monitoring",
@@ -224,6 +252,13 @@ def test_instance_configs_pass_dagsters_validation(source, values, tmp_path, mon
     validated, _ = dagster_instance_config(str(tmp_path))
     launcher = validated["run_launcher"]["config"]
     checked = process_config(K8sRunLauncher.config_type(), launcher)
+    assert checked.success, checked.errors
+    logs = validated["compute_logs"]
+    assert (logs["module"], logs["class"]) == (
+        "dagster_aws.s3.compute_log_manager",
+        "S3ComputeLogManager",
+    )
+    checked = process_config(S3ComputeLogManager.config_type(), logs["config"])
     assert checked.success, checked.errors
     limits = validated["run_coordinator"]["config"]["tag_concurrency_limits"]
     assert {"key": "tokenmill/stage", "value": "dedup_clusters", "limit": 1} in limits
@@ -258,11 +293,19 @@ def launcher(values, tmp_path_factory) -> K8sRunLauncher:
 
 
 def code_location_context(user_values: dict) -> K8sContainerContext:
-    """What includeConfigInLaunchedRuns hands every run: the user deployment's env and secrets."""
+    """What includeConfigInLaunchedRuns hands every run: the container context the chart's
+    dagsterUserDeployments.k8sContainerContext template builds from the user deployment (its
+    `env` map reaches the run through a ConfigMap; here directly, as env vars)."""
     deployment = user_values["deployments"][0]
     return K8sContainerContext(
+        image_pull_policy=deployment["image"]["pullPolicy"],
         env_vars=[f"{name}={value}" for name, value in deployment["env"].items()],
         env_secrets=[secret["name"] for secret in deployment["envSecrets"]],
+        volume_mounts=deployment.get("volumeMounts"),
+        volumes=deployment.get("volumes"),
+        resources=deployment.get("resources"),
+        namespace=NAMESPACE,
+        service_account_name=user_values["global"]["serviceAccountName"],
     )
 
 
@@ -280,6 +323,35 @@ def validated(job: kubernetes.client.V1Job) -> tuple[dict, dict]:
     return manifest, pod
 
 
+RUN_SERVICE_ACCOUNT = "tokenmill-run"
+WRITABLE_PATHS = ("/tmp", f"{CHART_DAGSTER_HOME}/storage")
+
+
+def check_hardened(pod: dict) -> None:
+    """Non-root, read-only root filesystem with emptyDirs where Dagster and Python write, no
+    privilege escalation, no capabilities, the PostgreSQL CA mounted where sslrootcert says."""
+    spec = pod["spec"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] > 0
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    volumes = {volume["name"]: volume for volume in spec["volumes"]}
+    assert len(volumes) == len(spec["volumes"]), "duplicate volume names"
+    for container in spec["containers"]:
+        context = container["securityContext"]
+        assert context["readOnlyRootFilesystem"] is True
+        assert context["allowPrivilegeEscalation"] is False
+        assert context.get("privileged") is not True
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        mounts = {mount["mountPath"]: mount for mount in container["volumeMounts"]}
+        assert len(mounts) == len(container["volumeMounts"]), "two mounts at one path"
+        for mount in mounts.values():
+            assert mount["name"] in volumes, mount
+        for path in WRITABLE_PATHS:
+            assert "emptyDir" in volumes[mounts[path]["name"]], path
+        ca_dir = str(Path(POSTGRES_PARAMS["sslrootcert"]).parent)
+        assert mounts[ca_dir].get("readOnly") is True
+
+
 def check_pod(pod: dict, expected_resources: dict) -> None:
     (container,) = pod["spec"]["containers"]
     assert container["resources"] == expected_resources
@@ -290,7 +362,9 @@ def check_pod(pod: dict, expected_resources: dict) -> None:
         "key": "postgresql-password",
     }
     assert env["TOKENMILL_LAKE_URL"]["value"].startswith("s3://")
-    assert pod["spec"]["serviceAccountName"] == "tokenmill-dagster"
+    assert pod["spec"]["serviceAccountName"] == RUN_SERVICE_ACCOUNT
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    check_hardened(pod)
 
 
 @pytest.mark.parametrize("job", ALL_JOBS, ids=lambda job: job.name)
@@ -301,8 +375,13 @@ def test_run_pod_per_job_is_valid_and_sized_for_its_stages(job, launcher, user_v
     assert json.loads(tags[K8S_CONFIG]) == run_tags(*stage_names)[K8S_CONFIG]
     assert tags[STAGE_TAG] == run_tags(*stage_names)[STAGE_TAG]
     run = DagsterRun(job_name=job.name, run_id=str(uuid.uuid4()), tags=tags)
-    # K8sRunLauncher._launch_k8s_job_with_args, without the API call.
-    context = launcher.get_container_context_for_run(run).merge(code_location_context(user_values))
+    # K8sRunLauncher._launch_k8s_job_with_args, without the API call: create_for_run merges the
+    # launcher's config, then the code location's container context, then the run's tags.
+    context = K8sContainerContext.create_for_run(run, launcher, include_run_tags=False).merge(
+        code_location_context(user_values).merge(
+            K8sContainerContext(run_k8s_config=get_user_defined_k8s_config(run.tags))
+        )
+    )
     manifest, pod = validated(
         construct_dagster_k8s_job(
             job_config=context.get_k8s_job_config(
@@ -369,3 +448,262 @@ def test_kubernetes_validate_rejects_a_broken_pod(launcher, user_values):
     manifest["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": ["4"]}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(manifest, KUBERNETES_VERSION, strict=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Hardening of the chart's pods, service accounts, images, PostgreSQL
+
+
+def chart_pods(values: dict, user_values: dict) -> dict[str, dict]:
+    """The pod specs of the webserver, the daemon and the code server as the charts' templates
+    write them (securityContext, volumes, mounts; the instance ConfigMap mount of the
+    webserver and the daemon), validated with kubernetes-validate."""
+    deployment = user_values["deployments"][0]
+    sources = {
+        "webserver": values["dagsterWebserver"],
+        "daemon": values["dagsterDaemon"],
+        "code server": deployment,
+    }
+    pods = {}
+    for name, source in sources.items():
+        image = f"{source['image']['repository']}:{source['image']['tag']}"
+        mounts, volumes = list(source["volumeMounts"]), list(source["volumes"])
+        if name != "code server":
+            mounts.append(
+                {"name": "dagster-instance", "mountPath": f"{CHART_DAGSTER_HOME}/dagster.yaml"}
+            )
+            volumes.append({"name": "dagster-instance", "configMap": {"name": "x-instance"}})
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name.replace(" ", "-")},
+            "spec": {
+                "securityContext": source["podSecurityContext"],
+                "containers": [
+                    {
+                        "name": "dagster",
+                        "image": image,
+                        "securityContext": source["securityContext"],
+                        "volumeMounts": mounts,
+                    }
+                ],
+                "volumes": volumes,
+            },
+        }
+        kubernetes_validate.validate(pod, KUBERNETES_VERSION, strict=True)
+        pods[name] = pod
+    return pods
+
+
+def test_webserver_daemon_and_code_server_are_hardened(values, user_values):
+    for name, pod in chart_pods(values, user_values).items():
+        try:
+            check_hardened(pod)
+        except (AssertionError, KeyError) as failure:
+            raise AssertionError(f"{name}: {failure!r}") from failure
+
+
+def test_hardening_check_catches_a_writable_root_filesystem(values, user_values):
+    pod = chart_pods(values, user_values)["daemon"]
+    pod["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] = False
+    with pytest.raises(AssertionError):
+        check_hardened(pod)
+
+
+def test_webserver_for_viewers_is_read_only(values):
+    assert values["dagsterWebserver"]["enableReadOnly"] is True
+    # non-root without capabilities: the container port must not be privileged
+    assert values["dagsterWebserver"]["service"]["port"] >= 1024
+
+
+def test_run_pods_service_account_has_no_rbac(values, user_values):
+    (account,) = yaml.safe_load_all((HELM / "service-account-run.yaml").read_text())
+    kubernetes_validate.validate(account, KUBERNETES_VERSION, strict=True)
+    assert account["metadata"]["name"] == RUN_SERVICE_ACCOUNT
+    assert account["automountServiceAccountToken"] is False
+    assert user_values["global"]["serviceAccountName"] == RUN_SERVICE_ACCOUNT
+    assert values["global"]["serviceAccountName"] != RUN_SERVICE_ACCOUNT  # the RBAC one
+    for path in HELM.glob("*.yaml"):  # no Role or binding of ours names it
+        for document in yaml.safe_load_all(path.read_text()):
+            if isinstance(document, dict) and document.get("kind", "").endswith("Binding"):
+                subjects = [s.get("name") for s in document.get("subjects", [])]
+                assert RUN_SERVICE_ACCOUNT not in subjects, path
+
+
+DIGEST_REFERENCE = re.compile(r"^[a-z0-9.\-/:]+(:[\w.\-]+)?@sha256:[0-9a-f]{64}$")
+
+
+def test_images_are_pinned_by_digest(values, user_values):
+    images = [
+        f"{source['image']['repository']}:{source['image']['tag']}"
+        for source in (values["dagsterWebserver"], values["dagsterDaemon"])
+    ] + [image(user_values)]  # the code server's, which every run and step pod starts from
+    for reference in images:
+        assert DIGEST_REFERENCE.match(reference), reference
+    assert not DIGEST_REFERENCE.match("registry.example.com/tokenmill:0.1.0")
+
+
+def test_postgres_connections_verify_the_server(values):
+    production = load(HELM / "dagster-instance.yaml")
+    for params in (POSTGRES_PARAMS, production["run_storage"]["config"]["postgres_db"]["params"]):
+        assert params["sslmode"] == "verify-full"
+        assert params["sslrootcert"] == POSTGRES_PARAMS["sslrootcert"]
+
+
+# --------------------------------------------------------------------------------------------
+# NetworkPolicies
+
+
+@pytest.fixture(scope="module")
+def network_policies() -> list[dict]:
+    policies = list(yaml.safe_load_all((HELM / "network-policies.yaml").read_text()))
+    for policy in policies:
+        kubernetes_validate.validate(policy, KUBERNETES_VERSION, strict=True)
+        assert policy["metadata"]["namespace"] == NAMESPACE
+    return policies
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    """A label selector (matchLabels, matchExpressions In/NotIn/Exists) against labels."""
+    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator = expression["key"], expression["operator"]
+        present = key in labels
+        matched = {
+            "In": present and labels.get(key) in expression.get("values", []),
+            "NotIn": labels.get(key) not in expression.get("values", []),
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[operator]
+        if not matched:
+            return False
+    return True
+
+
+def peer_matches(peer: dict, other: dict) -> bool:
+    if "ipBlock" in peer:
+        return other["namespace"] is None  # outside the cluster
+    if other["namespace"] is None:
+        return False
+    namespace_ok = (
+        selects(peer["namespaceSelector"], other["namespace_labels"])
+        if "namespaceSelector" in peer
+        else other["namespace"] == NAMESPACE
+    )
+    return namespace_ok and selects(peer.get("podSelector", {}), other["labels"])
+
+
+def rule_allows(rule: dict, peers_key: str, other: dict, port: int, protocol: str) -> bool:
+    peers = rule.get(peers_key)
+    ports = rule.get("ports")
+    peer_ok = not peers or any(peer_matches(peer, other) for peer in peers)
+    port_ok = not ports or any(
+        p.get("protocol", "TCP") == protocol and p.get("port") in (None, port) for p in ports
+    )
+    return peer_ok and port_ok
+
+
+def direction_allows(policies, pod, direction, other, port, protocol) -> bool:
+    if pod["namespace"] != NAMESPACE:
+        return True  # not governed by these policies
+    kind, key, peers = {
+        "egress": ("Egress", "egress", "to"),
+        "ingress": ("Ingress", "ingress", "from"),
+    }[direction]
+    applying = [
+        p
+        for p in policies
+        if kind in p["spec"]["policyTypes"] and selects(p["spec"]["podSelector"], pod["labels"])
+    ]
+    if not applying:
+        return True
+    return any(
+        rule_allows(rule, peers, other, port, protocol)
+        for policy in applying
+        for rule in policy["spec"].get(key, [])
+    )
+
+
+def may_connect(policies, source, target, port, protocol="TCP") -> bool:
+    return direction_allows(
+        policies, source, "egress", target, port, protocol
+    ) and direction_allows(policies, target, "ingress", source, port, protocol)
+
+
+def endpoint(labels: dict | None = None, namespace: str | None = NAMESPACE, **ns_labels) -> dict:
+    namespace_labels = {"kubernetes.io/metadata.name": namespace, **ns_labels} if namespace else {}
+    return {"labels": labels or {}, "namespace": namespace, "namespace_labels": namespace_labels}
+
+
+def dagster_pods(launcher, user_values) -> dict[str, dict]:
+    """Our pods with the labels the charts (selectorLabels + component) and dagster-k8s give."""
+    chart = {"app.kubernetes.io/name": "dagster", "app.kubernetes.io/instance": RELEASE}
+    code = {
+        "app.kubernetes.io/name": "dagster-user-deployments",
+        "app.kubernetes.io/instance": f"{RELEASE}-code",
+        "component": "user-deployments",
+        "deployment": user_values["deployments"][0]["name"],
+    }
+    run = DagsterRun(job_name="x", run_id=str(uuid.uuid4()))
+    context = launcher.get_container_context_for_run(run)
+    job = construct_dagster_k8s_job(
+        job_config=context.get_k8s_job_config(image(user_values), launcher),
+        args=[],
+        job_name="run",
+        component="run_worker",
+        user_defined_k8s_config=context.run_k8s_config,
+    )
+    run_labels = job.spec.template.metadata.labels
+    return {
+        "webserver": endpoint(chart | {"component": "dagster-webserver"}),
+        "read-only webserver": endpoint(chart | {"component": "dagster-webserver-read-only"}),
+        "daemon": endpoint(chart | {"component": "dagster-daemon"}),
+        "code server": endpoint(code),
+        "run pod": endpoint(run_labels),
+        "step pod": endpoint(run_labels | {"app.kubernetes.io/component": "step_worker"}),
+    }
+
+
+def test_network_policies_allow_only_what_each_pod_needs(network_policies, launcher, user_values):
+    pods = dagster_pods(launcher, user_values)
+    internet = endpoint(namespace=None)
+    dns = endpoint({"k8s-app": "kube-dns"}, "kube-system")
+    ingress_controller = endpoint({"app": "ingress-nginx"}, "ingress-nginx")
+    other_pod = endpoint({"app": "something-else"})  # e.g. PostgreSQL in the namespace
+    other_namespace = endpoint({"app": "x"}, "elsewhere")
+
+    def allowed(source, target, port, protocol="TCP"):
+        return may_connect(network_policies, source, target, port, protocol)
+
+    for name, pod in pods.items():
+        assert allowed(pod, dns, 53, "UDP"), name
+        assert allowed(pod, internet, 443), name  # object store, webhook
+        assert allowed(pod, internet, 5432), name  # PostgreSQL
+        assert allowed(pod, other_pod, 5432), name
+        assert not allowed(pod, internet, 22), name
+        assert not allowed(pod, internet, 80), name
+        assert not allowed(other_namespace, pod, 8080), name
+        assert not allowed(other_pod, pod, 3030), name
+        may_call_code = name in ("webserver", "read-only webserver", "daemon")
+        if name != "code server":
+            assert allowed(pod, pods["code server"], 3030) == may_call_code, name
+    assert allowed(ingress_controller, pods["read-only webserver"], 8080)
+    assert not allowed(ingress_controller, pods["webserver"], 8080)  # port-forward only
+    assert not allowed(ingress_controller, pods["code server"], 3030)
+    assert not allowed(pods["run pod"], pods["webserver"], 8080)
+    # pods that are not Dagster's are left alone
+    assert allowed(other_namespace, other_pod, 5432)
+
+
+def test_network_policy_check_catches_an_open_policy(network_policies, launcher, user_values):
+    pods, internet = dagster_pods(launcher, user_values), endpoint(namespace=None)
+    opened = json.loads(json.dumps(network_policies))
+    egress = next(p for p in opened if p["metadata"]["name"] == "tokenmill-egress")
+    egress["spec"]["egress"].append({})  # allow all egress
+    assert may_connect(opened, pods["run pod"], internet, 22)
+    assert not may_connect(network_policies, pods["run pod"], internet, 22)
+    webserver = next(p for p in opened if "read-only-webserver" in p["metadata"]["name"])
+    webserver["spec"]["podSelector"] = {"matchLabels": {"app.kubernetes.io/name": "dagster"}}
+    ingress_controller = endpoint({"app": "ingress-nginx"}, "ingress-nginx")
+    assert may_connect(opened, ingress_controller, pods["webserver"], 8080)

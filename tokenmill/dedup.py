@@ -54,8 +54,8 @@ CLUSTERS_FILE = "clusters.parquet"
 @dataclass(frozen=True)
 class DedupSettings:
     """``survivor`` picks the document each cluster keeps (ties go to the first seen, i.e. the
-    lowest position in (unit, file, row) order): ``first_seen``; ``earliest_date`` (WARC capture date);
-    ``lowest_doc_id``; ``highest_quality`` (see ``quality_scores``).
+    lowest position in (unit, file, row) order): ``first_seen``; ``earliest_date`` (WARC
+    capture date); ``lowest_doc_id``; ``highest_quality`` (see ``quality_scores``).
 
     ``norm_numbers`` and ``norm_diacritics`` are the ``TextNorm`` steps (datatrove's defaults).
 

@@ -1,0 +1,101 @@
+"""The runtime environment the image installs (`uv sync --locked --no-dev`, helm/Dockerfile) runs
+every stage: a separate venv without the dev dependencies materializes a small demo crawl end to
+end with the default settings."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tokenmill.cli import land_demo_crawl
+from tokenmill.lake import Lake
+from tokenmill.report import stage_rows
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+CRAWL = "CC-MAIN-RUNTIME-2026-01"
+STAGES = (
+    "raw_crawl",
+    "cleaned",
+    "dedup_signatures",
+    "dedup_clusters",
+    "deduplicated",
+    "tokenized_shards",
+)
+
+
+def uv() -> str:
+    found = os.environ.get("UV") or shutil.which("uv")
+    assert found, "uv is not on PATH"
+    return found
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without the dev venv's activation, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    return env | extra
+
+
+SYNC_RUNTIME = ["sync", "--locked", "--no-dev"]  # as helm/Dockerfile installs the image
+
+
+def test_image_installs_the_runtime_this_test_checks():
+    assert f"uv {' '.join(SYNC_RUNTIME)}" in (PROJECT_DIR / "helm" / "Dockerfile").read_text()
+
+
+@pytest.fixture(scope="module")
+def runtime_venv(tmp_path_factory) -> Path:
+    venv = tmp_path_factory.mktemp("runtime") / "venv"
+    subprocess.run(
+        [uv(), *SYNC_RUNTIME, "--quiet"],
+        cwd=PROJECT_DIR,
+        env=clean_env(UV_PROJECT_ENVIRONMENT=str(venv)),
+        check=True,
+        timeout=600,
+    )
+    return venv
+
+
+def test_runtime_venv_has_no_dev_dependencies(runtime_venv):
+    probe = "import importlib.util as u; print([m for m in ('faker', 'pytest') if u.find_spec(m)])"
+    found = subprocess.run(
+        [runtime_venv / "bin" / "python", "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert found.stdout.strip() == "[]"
+
+
+def test_demo_without_its_generator_says_what_is_missing(runtime_venv, tmp_path):
+    result = subprocess.run(
+        [runtime_venv / "bin" / "tokenmill", "demo", "--files", "1"],
+        env=clean_env(TOKENMILL_LAKE_URL=str(tmp_path / "lake"), DAGSTER_HOME=str(tmp_path / "h")),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "the demo generator needs 'faker'" in result.stderr
+
+
+def test_runtime_venv_runs_every_stage(runtime_venv, tmp_path):
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    truth = land_demo_crawl(lake, CRAWL, files=2, pages_per_file=60, seed=3)  # dev env: faker
+    result = subprocess.run(
+        [runtime_venv / "bin" / "tokenmill", "run", "--crawl", CRAWL, "--files-per-shard", "1"],
+        env=clean_env(TOKENMILL_LAKE_URL=str(tmp_path / "lake"), DAGSTER_HOME=str(tmp_path / "h")),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "FAILED" not in result.stdout
+    rows = {row["stage"]: row for row in stage_rows(lake)}
+    assert set(rows) == set(STAGES)
+    for stage, row in rows.items():  # every partition of every stage committed, with output
+        done, total = row["partitions"].split("/")
+        assert done == total != "0" and row["docs_out"] > 0, (stage, row)
+    assert rows["raw_crawl"]["docs_out"] >= len(truth["pages"])
+    assert 0 < rows["tokenized_shards"]["docs_out"] < len(truth["pages"])
+    assert rows["tokenized_shards"]["tokens"] > 0
