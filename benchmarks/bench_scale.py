@@ -1,0 +1,281 @@
+"""The Dagster layer at corpus scale: a simulated Common Crawl corpus (paths files only, no data)
+registered on a real instance, and what operators wait for on it.
+
+    uv run python benchmarks/bench_scale.py --crawls 100 --files-per-crawl 90000 --out DIR
+
+Each simulated crawl is declared by a `warc.paths.gz` of `--files-per-crawl` Common Crawl-style
+paths (its objects are not there, so registration does not list them); one more crawl,
+CC-MAIN-SIM-REAL, is backed by real small WARC files and registered with its objects checked.
+The instance is PostgreSQL when a server answers on 127.0.0.1:5432 (a new database), SQLite
+otherwise; it is left in DIR/home (`DAGSTER_HOME=DIR/home dagster dev -w workspace.yaml` opens
+it, with `TOKENMILL_LAKE_URL=DIR/lake`). Measured: registration; a landing-sensor tick that
+registers a landed crawl; automation ticks (the first one sees every unit new, the second has
+nothing new); the UI's partition page through GraphQL; launching a backfill of one whole crawl;
+and how many runs were requested for partitions that are not registered units (phantoms). The
+last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT))
+
+from benchmarks.measure import print_table  # noqa: E402
+
+PG = ("127.0.0.1", 5432, "postgres")
+REAL_CRAWL = "CC-MAIN-SIM-REAL"
+LANDED_CRAWL = "CC-MAIN-SIM-LANDED"
+PARTITION_PAGE = """
+query ($key: AssetKeyInput!) {
+  assetNodeOrError(assetKey: $key) {
+    ... on AssetNode {
+      partitionKeysByDimension { name partitionKeys }
+      assetPartitionStatuses {
+        ... on DefaultPartitionStatuses {
+          materializedPartitions failedPartitions unmaterializedPartitions materializingPartitions
+        }
+      }
+    }
+  }
+}"""
+LAUNCH_BACKFILL = """
+mutation ($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+  }
+}"""
+
+
+def postgres_up() -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(PG[:2]) == 0
+
+
+def instance_yaml(home: Path) -> str:
+    if not postgres_up():
+        return "telemetry:\n  enabled: false\n"
+    import psycopg2
+
+    name = f"tokenmill_scale_{uuid.uuid4().hex[:8]}"
+    connection = psycopg2.connect(host=PG[0], port=PG[1], user=PG[2], dbname="postgres")
+    connection.autocommit = True
+    with connection.cursor() as cursor:
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    connection.close()
+    return (
+        "telemetry:\n  enabled: false\nstorage:\n  postgres:\n    postgres_db:\n"
+        f"      hostname: {PG[0]}\n      port: {PG[1]}\n      username: {PG[2]}\n"
+        f"      password: ''\n      db_name: {name}\n"
+    )
+
+
+def write_paths_file(root: Path, crawl: str, files: int) -> Path:
+    """Common Crawl's layout: 100 segments, files numbered within the crawl."""
+    path = root / crawl / "warc.paths.gz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    per_segment = max(1, files // 100)
+    with gzip.open(path, "wt", compresslevel=1) as out:
+        for i in range(files):
+            segment = f"1700000000000.{i // per_segment}"
+            out.write(f"crawl-data/{crawl}/segments/{segment}/warc/{crawl}-{i:06d}.warc.gz\n")
+    return path
+
+
+def real_crawl(root: Path, files: int) -> Path:
+    from demo.crawl import generate_demo_crawl
+
+    folder = root / REAL_CRAWL
+    generate_demo_crawl(
+        folder / "warc",
+        folder / "truth.json",
+        crawl=REAL_CRAWL,
+        files=files,
+        pages_per_file=20,
+        seed=3,
+    )
+    names = sorted(p.name for p in (folder / "warc").iterdir())
+    with gzip.open(folder / "warc.paths.gz", "wt") as out:
+        out.writelines(f"warc/{name}\n" for name in names)
+    return folder
+
+
+def graphql(url: str, query: str, variables: dict) -> dict:
+    body = json.dumps({"query": query, "variables": variables}).encode()
+    request = urllib.request.Request(
+        f"{url}/graphql", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=600) as response:
+        answer = json.loads(response.read())
+    if answer.get("errors"):
+        raise RuntimeError(answer["errors"])
+    return answer["data"]
+
+
+def start_webserver(env: dict, port: int) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dagster_webserver",
+            "-w",
+            str(PROJECT / "workspace.yaml"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
+        cwd=PROJECT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        try:
+            graphql(f"http://127.0.0.1:{port}", "{ version }", {})
+            return process
+        except OSError:
+            time.sleep(1)
+    process.kill()
+    raise RuntimeError("the webserver did not start")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--crawls", type=int, default=100)
+    parser.add_argument("--files-per-crawl", type=int, default=90_000)
+    parser.add_argument("--files-per-unit", type=int, default=100)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    out = args.out.resolve()
+    home, lake_dir, sources = out / "home", out / "lake", out / "sources"
+    for folder in (home, lake_dir, sources):
+        folder.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text(instance_yaml(home))
+    os.environ.update(DAGSTER_HOME=str(home), TOKENMILL_LAKE_URL=str(lake_dir))
+
+    from dagster import DagsterInstance, build_sensor_context, evaluate_automation_conditions
+
+    from data_assets.definitions import defs
+    from data_assets.partitions import add_partitions, unit_partitions
+    from data_assets.runner import register
+    from resources.automation import DiscoveryResource
+    from resources.lake import LakeResource
+    from sensors.landing import landing_zone
+    from tokenmill.lake import Lake
+    from tokenmill.layout import Unit
+    from tokenmill.sources import CrawlSource
+
+    lake = Lake.from_url(str(lake_dir))
+    instance = DagsterInstance.get()
+    storage = "postgres" if "postgres" in (home / "dagster.yaml").read_text() else "sqlite"
+    figures: dict = {
+        "instance": storage,
+        "crawls": args.crawls + 1,
+        "files": args.crawls * args.files_per_crawl,
+    }
+
+    crawls = [f"CC-MAIN-SIM-{i:03d}" for i in range(args.crawls)]
+    started = time.perf_counter()
+    for crawl in crawls:
+        write_paths_file(sources, crawl, args.files_per_crawl)
+    figures["paths_files_s"] = round(time.perf_counter() - started, 1)
+
+    started = time.perf_counter()
+    refused = 0
+    for crawl in crawls:
+        folder = sources / crawl
+        CrawlSource(crawl, paths=str(folder / "warc.paths.gz"), base=str(folder)).save(lake)
+        registration = register(instance, lake, crawl, args.files_per_unit, verify=False)
+        refused += sum(len(p) for p in registration.refused.values())
+    folder = real_crawl(sources, 8)
+    CrawlSource(REAL_CRAWL, paths=str(folder / "warc.paths.gz"), base=str(folder)).save(lake)
+    real = register(instance, lake, REAL_CRAWL, 4)
+    figures["registration_s"] = round(time.perf_counter() - started, 1)
+    figures["refused_paths"] = refused + sum(len(p) for p in real.refused.values())
+
+    units = set(instance.get_dynamic_partitions(unit_partitions.name))
+    figures["partitions_per_unit_asset"] = len(units)
+
+    # A landing-sensor tick that finds a crawl of 2,000 dropped files.
+    landing = lake_dir / "landing" / LANDED_CRAWL
+    landing.mkdir(parents=True)
+    for i in range(2_000):
+        (landing / f"{LANDED_CRAWL}-{i:05d}.warc.gz").write_bytes(b"")
+    resources = {
+        "lake": LakeResource(url=str(lake_dir)),
+        "discovery": DiscoveryResource(files_per_unit=args.files_per_unit),
+    }
+    with build_sensor_context(instance=instance, resources=resources) as context:
+        started = time.perf_counter()
+        result = landing_zone(context)
+        figures["landing_tick_s"] = round(time.perf_counter() - started, 2)
+    landed = [r.partition_key for r in result.run_requests]
+    figures["landing_tick_units"] = len(landed)
+    add_partitions(instance, [Unit.from_key(key) for key in landed])
+    units = set(instance.get_dynamic_partitions(unit_partitions.name))
+
+    requested: list = []
+    cursor = None
+    for tick in ("first", "second"):
+        started = time.perf_counter()
+        result = evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
+        figures[f"automation_{tick}_tick_s"] = round(time.perf_counter() - started, 1)
+        cursor = result.cursor
+        count = sum(r.num_requested for r in result.results)
+        figures[f"automation_{tick}_tick_requested"] = count
+        for r in result.results:
+            requested += list(r.true_subset.expensively_compute_partition_keys() or [])
+    phantom = [k for k in requested if k is not None and "/" in k and k not in units]
+    figures["runs_for_units_without_data"] = len(phantom)
+
+    port = 3400 + os.getpid() % 500
+    server = start_webserver(os.environ.copy(), port)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        started = time.perf_counter()
+        page = graphql(url, PARTITION_PAGE, {"key": {"path": ["cleaned"]}})["assetNodeOrError"]
+        figures["partition_page_s"] = round(time.perf_counter() - started, 2)
+        figures["partition_page_keys"] = len(page["partitionKeysByDimension"][0]["partitionKeys"])
+        crawl_units = sorted(u for u in units if u.startswith(f"{crawls[0]}/"))
+        params = {
+            "partitionNames": crawl_units,
+            "assetSelection": [{"path": ["raw_crawl"]}],
+            "title": f"re-index {crawls[0]}",
+        }
+        started = time.perf_counter()
+        launched = graphql(url, LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
+        figures["backfill_launch_s"] = round(time.perf_counter() - started, 2)
+        figures["backfill_partitions"] = len(crawl_units)
+        figures["backfill_launched"] = launched["__typename"] == "LaunchBackfillSuccess"
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(30)
+
+    print_table(
+        f"tokenmill at corpus scale: {figures['crawls']} crawls, {figures['files']:,} WARC "
+        f"files, {args.files_per_unit} files per unit, {storage} instance",
+        ["measure", "value"],
+        [[name, value] for name, value in figures.items()],
+    )
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
