@@ -80,9 +80,9 @@ def test_plain_uncompressed_warc():
 @pytest.mark.parametrize(
     "data, reason",
     [
-        (b"filedesc://x.arc 0.0.0.0 20080101 text/plain 76\n1 0 IA\n", "legacy ARC"),
-        (gzip.compress(b"filedesc://x.arc 0.0.0.0\n"), "legacy ARC"),
-        (b"<html><body>not a warc</body></html>", "not a WARC file"),
+        (b"PK\x03\x04\x14\x00\x00\x00\x08\x00", "not a WARC or ARC file"),
+        (gzip.compress(b"<html><body>gzipped page</body></html>"), "not a WARC or ARC file"),
+        (b"<html><body>not a warc</body></html>", "not a WARC or ARC file"),
     ],
 )
 def test_unusable_inputs_fail_naming_the_file(data, reason):
@@ -112,8 +112,11 @@ def test_real_warc_files(shared):
     with open(shared / "corpora/warc/truncated-record.warc.gz", "rb") as f:
         records = list(iter_records(f))
     assert [r.reason for r in records] == ["truncated_gzip"]
-    with (
-        pytest.raises(UnusableInputError, match="ARC"),
-        open(shared / "corpora/warc/aut-2008-heritrix.arc.gz", "rb") as f,
-    ):
-        list(iter_records(f, name="aut-2008-heritrix.arc.gz"))
+    with open(shared / "corpora/warc/aut-2008-heritrix.arc.gz", "rb") as f:
+        arc = list(iter_records(f, name="aut-2008-heritrix.arc.gz"))
+    with open(shared / "corpora/warc/aut-2008-heritrix.warc.gz", "rb") as f:
+        warc = list(iter_records(f))
+    assert [r.type for r in arc] == ["warcinfo"] + ["response"] * 299
+    responses = {(r.target_uri, r.block) for r in warc if r.type == "response"}
+    assert {(r.target_uri, r.block) for r in arc[1:]} == responses
+    assert len({r.record_id for r in arc}) == 300
