@@ -5,9 +5,19 @@ import io
 import random
 import tracemalloc
 
+import pyarrow.parquet as pq
 import pytest
 
-from tokenmill.warc import READ_SIZE, BadRecord, UnusableInputError, WarcRecord, iter_records
+from tokenmill.ingest import QUARANTINE_SCHEMA
+from tokenmill.outputs import BYTES_PER_BATCH, ParquetSink
+from tokenmill.warc import (
+    QUARANTINE_BYTES,
+    READ_SIZE,
+    BadRecord,
+    UnusableInputError,
+    WarcRecord,
+    iter_records,
+)
 
 
 def record(n: int, body: bytes = b"", content_length: int | None = None) -> bytes:
@@ -353,3 +363,17 @@ def test_wet_conversion_records_are_extracted_text(shared):
     text = records[1]
     assert text.is_extracted_text and not records[0].is_extracted_text
     assert text.block.decode("utf-8").startswith("Escopete - Biquipedia")
+
+
+def test_quarantine_rows_are_buffered_by_bytes_not_count():
+    """400 corrupt members with 1 MiB of raw bytes each once took 1.2 GB before a flush."""
+    out = io.BytesIO()
+    sink = ParquetSink(out, QUARANTINE_SCHEMA)
+    raw = bytes(QUARANTINE_BYTES)
+    row = {"file": "f", "offset": 0, "length": len(raw), "reason": "corrupt_gzip", "detail": ""}
+    for _ in range(200):
+        sink.write({**row, "raw": raw})
+        assert sink.pending_bytes <= BYTES_PER_BATCH
+    sink.close()
+    metadata = pq.ParquetFile(io.BytesIO(out.getvalue())).metadata
+    assert metadata.num_rows == 200 and metadata.num_row_groups >= 200 * len(raw) // BYTES_PER_BATCH
