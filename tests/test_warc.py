@@ -92,9 +92,9 @@ def test_plain_uncompressed_warc():
 @pytest.mark.parametrize(
     "data, reason",
     [
-        (b"PK\x03\x04\x14\x00\x00\x00\x08\x00", "not a WARC or ARC file"),
-        (gzip.compress(b"<html><body>gzipped page</body></html>"), "not a WARC or ARC file"),
-        (b"<html><body>not a warc</body></html>", "not a WARC or ARC file"),
+        (b"PK\x03\x04\x14\x00\x00\x00\x08\x00", "not a WARC file, nor ARC"),
+        (gzip.compress(b"<html><body>gzipped page</body></html>"), "not a WARC file, nor ARC"),
+        (b"<html><body>not a warc</body></html>", "not a WARC file, nor ARC"),
     ],
 )
 def test_unusable_inputs_fail_naming_the_file(data, reason):

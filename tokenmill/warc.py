@@ -432,7 +432,7 @@ def check_format(head: bytes, name: str) -> type[_Warc] | type[_Arc]:
     if head.startswith(b"filedesc://"):
         return _Arc
     if not head.startswith(b"WARC/"):
-        raise UnusableInputError(name, f"not a WARC or ARC file (starts with {head[:16]!r})")
+        raise UnusableInputError(name, f"not a WARC file, nor ARC (starts with {head[:16]!r})")
     return _Warc
 
 
