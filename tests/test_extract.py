@@ -18,8 +18,8 @@ from tokenmill.extract import (
     extract_document,
     html_to_text,
     main_content_route,
-    parse_http_response,
 )
+from tokenmill.http import parse_http_response
 from tokenmill.warc import BadRecord, iter_records
 
 BODY = (

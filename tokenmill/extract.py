@@ -1,4 +1,5 @@
-"""From an HTTP response payload to clean text: HTTP parsing, decoding, charset, HTML to text.
+"""From an HTTP response payload to clean text: charset and HTML to text (the HTTP layer, with
+bounded decompression, is `tokenmill.http`).
 
 Extractors (``EXTRACTORS``): ``resiliparse`` (its main-content heuristics, fast), ``trafilatura``
 (slower, the library as it comes) and ``hybrid`` (the default): resiliparse, falling back to
@@ -12,125 +13,34 @@ them only when nothing else is left (forum threads), and drop repeated lines.
 from __future__ import annotations
 
 import re
-import zlib
 from dataclasses import dataclass
 
 from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 from resiliparse.parse.html import HTMLTree
 
+from tokenmill import charsets
+from tokenmill.http import Skip, parse_http_head
+
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_.:-]+)""", re.I)
-GZIP_MAGIC = b"\x1f\x8b"
 CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
-
-
-class Skip(Exception):
-    """A record that yields no document; `reason` is a short, countable label."""
-
-    def __init__(self, reason: str, detail: str = ""):
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
-
-
-@dataclass(frozen=True, slots=True)
-class HttpResponse:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def mime(self) -> str:
-        return self.headers.get("content-type", "").split(";")[0].strip().lower()
-
-    @property
-    def declared_charset(self) -> str | None:
-        match = re.search(r"charset\s*=\s*[\"']?([\w.:-]+)", self.headers.get("content-type", ""))
-        return match.group(1).lower() if match else None
-
-
-def parse_http_response(block: bytes) -> HttpResponse:
-    if not block.startswith(b"HTTP/"):  # e.g. Heritrix's dns: responses
-        raise Skip("non_http", repr(block[:40]))
-    head, sep, body = block.partition(b"\r\n\r\n")
-    if not sep:
-        head, sep, body = block.partition(b"\n\n")
-    lines = head.decode("latin-1").splitlines()
-    if not sep or not lines or not lines[0].startswith("HTTP/"):
-        raise Skip("bad_http", "no HTTP status line and header block")
-    try:
-        status = int(lines[0].split()[1])
-    except (IndexError, ValueError) as error:
-        raise Skip("bad_http", f"status line {lines[0][:60]!r}") from error
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    return HttpResponse(status, headers, _decode_transfer(body, headers))
-
-
-def _decode_transfer(body: bytes, headers: dict[str, str]) -> bytes:
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        body = _dechunk(body)
-    encoding = headers.get("content-encoding", "").lower()
-    if encoding in ("gzip", "x-gzip") and not body.startswith(GZIP_MAGIC):
-        return body  # some crawlers (ClueWeb) store the decoded body but keep the header
-    try:
-        if encoding in ("gzip", "x-gzip"):
-            return zlib.decompressobj(47).decompress(body)
-        if encoding == "deflate":
-            return zlib.decompressobj(15 + 32 if body[:1] == b"\x78" else -15).decompress(body)
-    except zlib.error as error:
-        raise Skip("bad_content_encoding", f"{encoding}: {error}") from error
-    return body
-
-
-def _dechunk(body: bytes) -> bytes:
-    out, pos = bytearray(), 0
-    while pos < len(body):
-        line_end = body.find(b"\r\n", pos)
-        if line_end < 0:
-            break
-        try:
-            size = int(body[pos:line_end].split(b";")[0], 16)
-        except ValueError:
-            return body  # not actually chunked, keep the bytes as they are
-        if size == 0:
-            break
-        out += body[line_end + 2 : line_end + 2 + size]
-        pos = line_end + 2 + size + 2
-    return bytes(out)
-
-
-# Labels browsers decode as a superset (WHATWG Encoding Standard), so bytes of the superset that
-# pages labeled with the subset use anyway still decode.
-SUPERSETS = {
-    "gb2312": "gb18030",
-    "gbk": "gb18030",
-    "x-gbk": "gb18030",
-    "iso-8859-1": "cp1252",
-    "latin1": "cp1252",
-    "us-ascii": "cp1252",
-    "ascii": "cp1252",
-    "iso-8859-9": "cp1254",
-    "tis-620": "cp874",
-    "ks_c_5601-1987": "cp949",
-    "euc-kr": "cp949",
-}
+BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
 
 
 def decode_html(body: bytes, declared: str | None) -> tuple[str, str]:
-    """Decode with the declared charset (HTTP, then <meta>) if it fits, else detect it."""
+    """Decode with the byte-order mark, else the declared charset (HTTP, then <meta>) if it is a
+    WHATWG label (see `tokenmill.charsets`) and fits, else the detected one."""
     meta = META_CHARSET.search(body[:2048])
-    candidates = [declared, meta.group(1).decode("ascii").lower() if meta else None]
-    if body.startswith(b"\xef\xbb\xbf"):
-        candidates.insert(0, "utf-8-sig")
-    for label in filter(None, candidates):
-        charset = SUPERSETS.get(label, label)
+    meta_codec = charsets.codec(meta.group(1).decode("ascii")) if meta else None
+    if meta_codec and meta_codec.startswith("utf-16"):
+        meta_codec = "utf-8"  # a page that could say so in ASCII is not UTF-16
+    candidates = [bom for magic, bom in BOMS if body.startswith(magic)][:1]
+    candidates += [charsets.codec(declared), meta_codec]
+    for charset in filter(None, candidates):
         try:
             return body.decode(charset), charset
-        except (UnicodeDecodeError, LookupError):
+        except UnicodeDecodeError:
             continue
     detected = detect_encoding(body)
     return bytes_to_str(body, detected, errors="replace"), detected
@@ -244,11 +154,12 @@ def extract_document(
     extractor: str = DEFAULT_EXTRACTOR,
 ) -> Extracted:
     """Text of an HTTP response block, or `Skip` saying why there is none."""
-    response = parse_http_response(block)
+    response = parse_http_head(block)
     if response.status != 200:
         raise Skip("http_status", str(response.status))
     if response.mime and response.mime not in HTML_TYPES:
         raise Skip("non_html", response.mime)
+    response = response.decoded(max_html_bytes)
     if not response.body.strip():
         raise Skip("empty_body")
     if len(response.body) > max_html_bytes:

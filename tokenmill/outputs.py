@@ -25,6 +25,7 @@ from tokenmill.lake import Lake
 from tokenmill.layout import MARKER
 
 ROWS_PER_BATCH = 2048
+BYTES_PER_BATCH = 64 << 20  # rows holding raw bytes (quarantine) flush by size, not count
 PREVIEW_ROWS = 5
 
 
@@ -160,18 +161,28 @@ class HashingFile:
 
 
 class ParquetSink:
-    """Streams rows into a zstd Parquet file, one row group per batch."""
+    """Streams rows into a zstd Parquet file, one row group per batch of `rows_per_batch` rows
+    or `bytes_per_batch` bytes of string and binary values, whichever comes first."""
 
-    def __init__(self, file: IO[bytes], schema: pa.Schema, rows_per_batch: int = ROWS_PER_BATCH):
+    def __init__(
+        self,
+        file: IO[bytes],
+        schema: pa.Schema,
+        rows_per_batch: int = ROWS_PER_BATCH,
+        bytes_per_batch: int = BYTES_PER_BATCH,
+    ):
         self.schema = schema
         self.writer = pq.ParquetWriter(file, schema, compression="zstd", compression_level=3)
         self.rows_per_batch = rows_per_batch
+        self.bytes_per_batch = bytes_per_batch
         self.pending: list[dict[str, Any]] = []
+        self.pending_bytes = 0
         self.rows = 0
 
     def write(self, row: dict[str, Any]) -> None:
         self.pending.append(row)
-        if len(self.pending) >= self.rows_per_batch:
+        self.pending_bytes += sum(len(v) for v in row.values() if isinstance(v, (bytes, str)))
+        if len(self.pending) >= self.rows_per_batch or self.pending_bytes >= self.bytes_per_batch:
             self.flush()
 
     def write_table(self, table: pa.Table) -> None:
@@ -185,6 +196,7 @@ class ParquetSink:
             self.writer.write_table(pa.Table.from_pylist(self.pending, self.schema))
             self.rows += len(self.pending)
             self.pending = []
+            self.pending_bytes = 0
 
     def close(self) -> None:
         self.flush()
