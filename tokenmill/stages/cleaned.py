@@ -29,9 +29,11 @@ BATCH_DOCS = 1000
 REJECTED_TEXT_CHARS = 2000
 
 
-def doc_id(crawl: str, source_file: str, offset: int) -> str:
-    """Stable id of the document extracted from one WARC record."""
-    return xxhash.xxh3_64_hexdigest(f"{crawl}/{source_file}@{offset}".encode())
+def doc_id(crawl: str, source_file: str, offset: int, inner_offset: int = 0) -> str:
+    """Stable id of the document extracted from one WARC record (`inner_offset`: where the
+    record starts in its gzip member, for files with several records per member)."""
+    where = f"{offset}+{inner_offset}" if inner_offset else str(offset)
+    return xxhash.xxh3_64_hexdigest(f"{crawl}/{source_file}@{where}".encode())
 
 
 @dataclass(frozen=True)
@@ -122,11 +124,13 @@ def _documents(
             if isinstance(record, BadRecord):
                 report.drop(f"unreadable:{record.reason}")
                 continue
-            if record.type != "response":
+            if record.type != "response" and not record.is_extracted_text:
                 continue
             report.records_in += 1
             provenance = _provenance(unit, work.part, readable, record)
-            extracted = _extract(record, settings)
+            extracted = (
+                _extracted_text(record) if record.is_extracted_text else _extract(record, settings)
+            )
             if isinstance(extracted, Skip):
                 report.drop(f"extract:{extracted.reason}")
                 rejected.write(
@@ -163,6 +167,11 @@ class _CountingReader:
         return chunk
 
 
+def _extracted_text(record: WarcRecord) -> Extracted:
+    """A WET conversion record: its block is the page's text already, in UTF-8."""
+    return Extracted(record.block.decode("utf-8", "replace").strip(), "utf-8")
+
+
 def _extract(record: WarcRecord, settings: CleanSettings) -> Extracted | Skip:
     try:
         return extract_document(
@@ -176,7 +185,7 @@ def _extract(record: WarcRecord, settings: CleanSettings) -> Extracted | Skip:
 
 def _provenance(unit: Unit, part: int, source_file: str, record: WarcRecord) -> dict[str, Any]:
     return {
-        "doc_id": doc_id(unit.crawl, source_file, record.offset),
+        "doc_id": doc_id(unit.crawl, source_file, record.offset, record.inner_offset),
         "crawl": unit.crawl,
         "unit": unit.name,
         "part": part,
