@@ -1,15 +1,14 @@
 """Exact and MinHash near-duplicate removal within a crawl, FineWeb style, in three steps.
 
 1. signatures (per shard): normalized-content hash and LSH band hashes per document.
-2. clusters (per crawl): docs sharing the content hash or any band bucket are linked, one key
-   column at a time so memory stays O(documents); each cluster keeps one survivor chosen by a
+2. clusters (per crawl): docs sharing the content hash or any band bucket are linked, in parts
+   of bounded memory (``dedup_parts``); each cluster keeps one survivor chosen by a
    deterministic rule, and every other member is listed with its cluster and survivor.
 3. deduplicated (per shard): the cleaned documents minus the listed ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,17 +19,15 @@ import pyarrow.parquet as pq
 import xxhash
 
 from tokenmill.clean import CLEANED, DOC_SCHEMA
-from tokenmill.clusters import choose_survivors, cluster, removals
 from tokenmill.lake import Lake
 from tokenmill.minhash import MinHasher, TextNorm, band_hashes, optimal_bands_rows
 from tokenmill.outputs import (
     PartitionWriter,
     StageReport,
     read_batches,
-    read_column,
     require_committed,
 )
-from tokenmill.shards import Shard, crawl_prefix, registered_shards
+from tokenmill.shards import Shard, crawl_prefix
 
 SIGNATURES = "signatures"
 CLUSTERS = "clusters"
@@ -82,6 +79,8 @@ class DedupSettings:
     norm_numbers: bool = True
     norm_diacritics: bool = True
     short_docs: str = "exact"
+    cluster_memory_gb: float = 4.0  # peak memory of each clustering process
+    cluster_workers: int = 1  # local processes computing clustering parts (1: in-process)
 
     def __post_init__(self):
         if self.survivor not in SURVIVOR_RULES:
@@ -214,98 +213,12 @@ def _parquet_schema(lake: Lake, key: str) -> pa.Schema:
         return pq.read_schema(f)
 
 
-class _CrawlSignatures:
-    """The committed signature files of a crawl's shards, read one column at a time."""
-
-    def __init__(self, lake: Lake, crawl: str) -> None:
-        self.lake = lake
-        self.shards = registered_shards(lake, crawl)
-        markers = [_signature_marker(lake, s) for s in self.shards]
-        params = {str(s): m["counts"]["params"] for s, m in zip(self.shards, markers, strict=True)}
-        if len({repr(p) for p in params.values()}) > 1:
-            raise ValueError(
-                f"shards of {crawl} have signatures with different parameters "
-                f"{params}; rematerialize signatures for the whole crawl"
-            )
-        self.params = next(iter(params.values()), {})
-        self.keys = [f"{s.prefix(SIGNATURES)}/signatures.parquet" for s in self.shards]
-        sizes = [m["outputs"]["signatures.parquet"]["rows"] for m in markers]
-        self.shard_starts = np.cumsum([0, *sizes])
-        self.n_docs = int(self.shard_starts[-1])
-
-    def arrow(self, name: str) -> pa.ChunkedArray:
-        chunks = [chunk for key in self.keys for chunk in read_column(self.lake, key, name).chunks]
-        schema = signature_schema(self.params.get("bands", 0))
-        return pa.chunked_array(chunks, type=schema.field(name).type)
-
-    def numpy(self, name: str) -> np.ndarray:
-        return self.arrow(name).to_numpy()
-
-    def key_columns(self) -> Iterator[np.ndarray]:
-        """The exact-content hashes, then one LSH band after the other."""
-        yield self.numpy("exact_hash")
-        for band in range(self.params.get("bands", 0)):
-            yield self.arrow(band_column(band)).to_numpy()
-
-    def shard_names(self, docs: np.ndarray) -> pa.Array:
-        names = pa.array([s.shard for s in self.shards], pa.string())
-        return names.take(np.searchsorted(self.shard_starts, docs, side="right") - 1)
-
-    def rank(self, rule: str) -> np.ndarray | None:
-        """Lower rank survives (nulls rank last); None means first seen."""
-        if rule == "first_seen":
-            return None
-        column, descending = {
-            "earliest_date": ("warc_date", False),
-            "lowest_doc_id": ("doc_id", False),
-            "highest_quality": (QUALITY_COLUMN, True),
-        }[rule]
-        values = pl.from_arrow(self.arrow(column))
-        rank = values.rank("dense", descending=descending).fill_null(len(values) + 1)
-        return rank.to_numpy().astype(np.int64)
-
-
 def compute_clusters(lake: Lake, crawl: str, settings: DedupSettings) -> StageReport:
     """Cluster ids are the doc id of the cluster's first-seen member, so they do not change
-    with the survivor rule."""
-    crawl_signatures = _CrawlSignatures(lake, crawl)
-    components = cluster(crawl_signatures.n_docs, crawl_signatures.key_columns())
-    survivors = choose_survivors(components, crawl_signatures.rank(settings.survivor))
-    removed = removals(survivors)
-    exact = crawl_signatures.numpy("exact_hash")
-    is_exact = exact[removed.doc_index] == exact[removed.survivor]
-    del exact
-    doc_ids = crawl_signatures.arrow("doc_id")
-    report = StageReport(
-        records_in=crawl_signatures.n_docs,
-        records_out=crawl_signatures.n_docs - len(removed.doc_index),
-    )
-    report.drop("exact_duplicate", int(is_exact.sum()))
-    report.drop("near_duplicate", int((~is_exact).sum()))
-    report.counts.update(
-        shards=len(crawl_signatures.shards),
-        clusters=int(len(np.unique(removed.survivor))),
-        params=crawl_signatures.params | {"survivor": settings.survivor},
-    )
-    with PartitionWriter(lake, crawl_prefix(CLUSTERS, crawl), report) as out:
-        table = pa.table(
-            {
-                "shard": crawl_signatures.shard_names(removed.doc_index),
-                "doc_id": doc_ids.take(removed.doc_index),
-                "cluster_id": doc_ids.take(components[removed.doc_index]),
-                "survivor_shard": crawl_signatures.shard_names(removed.survivor),
-                "survivor_doc_id": doc_ids.take(removed.survivor),
-                "reason": np.where(is_exact, "exact_duplicate", "near_duplicate"),
-            },
-            schema=CLUSTER_SCHEMA,
-        )
-        out.parquet("clusters.parquet", CLUSTER_SCHEMA).write_table(table)
-        report.add_preview(table.slice(0, 5).to_pylist())
-    return report
+    with the survivor rule. In parts of bounded memory: see ``tokenmill.dedup_parts``."""
+    from tokenmill.dedup_parts import cluster_crawl  # it builds on this module
 
-
-def _signature_marker(lake: Lake, shard: Shard) -> dict:
-    return require_committed(lake, shard.prefix(SIGNATURES), f"dedup signatures of {shard}")
+    return cluster_crawl(lake, crawl, settings)
 
 
 def filter_shard(lake: Lake, shard: Shard) -> StageReport:
