@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
+import polars as pl
 
 
 class UnionFind:
@@ -72,43 +73,38 @@ def link_equal_keys(uf: UnionFind, keys: np.ndarray) -> None:
 
 def bucket_edges(keys: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Edges (first, other) linking each document of a group sharing a key to the group's
-    first document; ``keys[i]`` belongs to ``docs[i]``, and ``docs`` ascends.
+    smallest document; ``keys[i]`` belongs to ``docs[i]``.
 
-    Only keys held more than once are argsorted: a plain sort finds them, which takes less
-    time and memory than argsorting every key when most documents are unique.
+    The group-by is a sort: polars' arg_sort (one thread: 1.5 s for 10M keys, numpy's argsort
+    3.3 s; its index is 4 bytes a key), then only groups of two or more are looked at. numpy's
+    np.unique and np.isin are avoided: hash-based in numpy 2.4, 34 s for 10M keys.
     """
     keys = np.asarray(keys)
     docs = np.asarray(docs, dtype=np.int64)
     if len(keys) != len(docs):
         raise ValueError(f"{len(keys)} keys for {len(docs)} documents")
-    shared = _shared_values(keys)
-    if not len(shared):
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    held = np.concatenate(
-        [_isin_sorted(keys[i : i + _CHUNK], shared) for i in range(0, len(keys), _CHUNK)]
+    order = pl.Series(keys, dtype=pl.UInt64).arg_sort().to_numpy()
+    sorted_keys = keys[order]
+    same = sorted_keys[1:] == sorted_keys[:-1]  # position i + 1 is in the group of position i
+    del sorted_keys
+    held = np.flatnonzero(np.concatenate((same, [False])) | np.concatenate(([False], same)))
+    starts = ~np.concatenate(([False], same))[held]
+    held_docs = docs[order[held]]
+    del order, held
+    group_starts = np.flatnonzero(starts)
+    first = np.minimum.reduceat(held_docs, group_starts) if len(held_docs) else held_docs
+    group_sizes = np.diff(np.append(group_starts, len(held_docs)))
+    first = np.repeat(first, group_sizes)
+    linked = first != held_docs
+    return first[linked], held_docs[linked]
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """np.unique by a sort (see ``bucket_edges``)."""
+    ordered = np.sort(values)
+    return (
+        ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
     )
-    keys, docs = keys[held], docs[held]
-    order = np.argsort(keys, kind="stable")  # stable: each group's documents stay ascending
-    keys, docs = keys[order], docs[order]
-    new_group = np.concatenate(([True], keys[1:] != keys[:-1]))
-    first = docs[new_group][np.cumsum(new_group) - 1]
-    return first[~new_group], docs[~new_group]
-
-
-_CHUNK = 1 << 20
-
-
-def _shared_values(keys: np.ndarray) -> np.ndarray:
-    """The distinct values occurring more than once in ``keys``, sorted."""
-    ordered = np.sort(keys)
-    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-    del ordered
-    return np.unique(repeated)
-
-
-def _isin_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    position = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
-    return sorted_set[position] == values
 
 
 def edge_components(docs: np.ndarray, edges: Iterable[tuple[np.ndarray, np.ndarray]]):

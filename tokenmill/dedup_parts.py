@@ -31,7 +31,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tokenmill.clusters import bucket_edges, choose_survivors, edge_components
+from tokenmill.clusters import bucket_edges, choose_survivors, edge_components, sorted_unique
 from tokenmill.dedup import (
     CLUSTER_SCHEMA,
     CLUSTERS,
@@ -218,7 +218,9 @@ def run_part(lake: Lake, files: SignatureFiles, part: Part, out_key: str) -> dic
     del keys, docs
     metadata = {PART_METADATA: json.dumps(report | {"fingerprint": files.fingerprint(part.ranges)})}
     with lake.writing(out_key) as f:
-        writer = pq.ParquetWriter(f, EDGE_SCHEMA.with_metadata(metadata), compression="zstd")
+        writer = pq.ParquetWriter(
+            f, EDGE_SCHEMA.with_metadata(metadata), compression="zstd", use_dictionary=False
+        )
         for i in range(0, max(len(first), 1), READ_ROWS):
             table = pa.table({"first": first[i : i + READ_ROWS], "doc": other[i : i + READ_ROWS]})
             writer.write_table(table.cast(EDGE_SCHEMA))
@@ -296,10 +298,10 @@ def union(lake: Lake, files: SignatureFiles, part_keys: list[str]):
     documents, once to link them, in batches of EDGE_BATCH edges."""
     found, pending = np.empty(0, np.int64), []
     for table in _edges(lake, files, part_keys):
-        pending.append(np.unique(np.concatenate([c.to_numpy() for c in table.columns])))
+        pending.append(sorted_unique(np.concatenate([c.to_numpy() for c in table.columns])))
         if sum(map(len, pending)) > max(len(found), EDGE_BATCH):
-            found, pending = np.unique(np.concatenate([found, *pending])), []
-    docs = np.unique(np.concatenate([found, *pending]))
+            found, pending = sorted_unique(np.concatenate([found, *pending])), []
+    docs = sorted_unique(np.concatenate([found, *pending]))
     del found, pending
 
     def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -381,7 +383,7 @@ def cluster_crawl(
     report.drop("near_duplicate", int((~is_exact).sum()))
     report.counts.update(
         shards=len(files.keys),
-        clusters=int(len(np.unique(survivor))),
+        clusters=len(sorted_unique(survivor)),
         params=files.params | {"survivor": settings.survivor},
         parts=len(parts.keys),
         linked_docs=len(docs),
