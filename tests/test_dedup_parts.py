@@ -227,7 +227,7 @@ def test_parts_of_other_inputs_are_not_reused(lake):
 
 def test_ranges_grow_with_the_crawl_not_the_part_memory():
     assert ranges_for(1_000_000, 4 << 30) == 1
-    assert ranges_for(10**9, 4 << 30) == 16
+    assert ranges_for(10**9, 4 << 30) == 32
     assert ranges_for(10**9, 8 << 30) == 8
 
 

@@ -11,7 +11,7 @@ not with the crawl. ``cluster_crawl`` drives it all and writes the stage's remov
 
 Parts re-read their column once per range instead of first scattering every key to range files
 (datatrove's way): the signature files are columnar, so a part reads 8 bytes per document, and
-under the default 4 GiB a column is one range up to ~80M documents and two up to ~160M; a
+under the default 4 GiB a column is one range up to ~60M documents and two up to ~120M; a
 scatter step would pay off only from a few ranges on, i.e. beyond a few hundred million.
 """
 
@@ -47,14 +47,15 @@ from tokenmill.shards import crawl_prefix, registered_shards
 PARTS = "clusters_parts"  # work prefix: <PARTS>/<crawl>/<fingerprint>/<part>.parquet
 FORMAT = 1  # of the part files; part of the fingerprint
 # A part holds, per key in its range, the key and its document index (16 bytes), twice while
-# the row-group chunks are joined; grouping then needs a sorted copy and a mask (see
-# ``bucket_edges``). BASE_BYTES covers the interpreter, pyarrow and one row group.
-BYTES_PER_KEY = 40
+# the row-group chunks are joined; grouping then needs an index, a sorted copy and masks (see
+# ``bucket_edges``): a worker peaked at 843 MiB for 10M keys. BASE_BYTES covers the
+# interpreter, pyarrow and one row group.
+BYTES_PER_KEY = 64
 BASE_BYTES = 384 << 20
 READ_ROWS = 1 << 20
 EDGE_SCHEMA = pa.schema([("first", pa.int64()), ("doc", pa.int64())])
 PART_METADATA = b"tokenmill.clusters.part"
-EDGE_BATCH = 16 << 20  # edges the union links at once
+EDGE_BATCH = 4 << 20  # edges the union links at once
 RANK_COLUMNS = {  # survivor rule -> (column, descending); lower rank survives
     "earliest_date": ("warc_date", False),
     "lowest_doc_id": ("doc_id", False),
