@@ -12,7 +12,6 @@ The stages `dedup_signatures`, `dedup_clusters` and `deduplicated` run these fun
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,12 +22,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
 
-from tokenmill.clusters import choose_survivors, cluster, removals
 from tokenmill.lake import Lake
 from tokenmill.layout import (
     CLEANED,
-    CLUSTER_SCHEMA,
-    DEDUP_SIGNATURES,
     DOC_SCHEMA,
     QUALITY_COLUMN,
     REMOVED_SCHEMA,
@@ -41,7 +37,6 @@ from tokenmill.outputs import (
     PartitionWriter,
     StageReport,
     read_batches,
-    read_column,
     require_committed,
 )
 from tokenmill.stage import Work, setting
@@ -89,6 +84,10 @@ class DedupSettings:
         True, "Digit runs become 0 before shingling (as datatrove/FineWeb)"
     )
     norm_diacritics: bool = setting(True, "Diacritics dropped before shingling (as datatrove)")
+    cluster_memory_gb: float = setting(
+        4.0, "Peak memory of each clustering process: the key columns are split into parts"
+    )
+    cluster_workers: int = setting(1, "Processes computing clustering parts at once")
     short_docs: Literal[SHORT_DOC_RULES] = setting(
         "exact",
         "Docs with fewer words than ngram: removed as exact duplicates only (exact) or never "
@@ -211,120 +210,16 @@ def _parquet_schema(lake: Lake, key: str) -> pa.Schema:
         return pq.read_schema(f)
 
 
-class CrawlSignatures:
-    """The committed signature files of a crawl's units, one per file of each unit, read one
-    column at a time. A document's index is its position in (unit, file, row) order."""
-
-    def __init__(self, lake: Lake, units: list[Unit]) -> None:
-        self.lake = lake
-        self.units = units
-        params: dict[str, dict] = {}
-        self.parts: list[tuple[Unit, int]] = []
-        sizes = []
-        for unit in units:
-            marker = require_committed(
-                lake, unit.prefix(DEDUP_SIGNATURES), f"dedup_signatures {unit}"
-            )
-            for part in range(marker["counts"]["files"]):
-                name = f"{part:05d}/signatures.parquet"
-                if name not in marker["outputs"]:
-                    raise ValueError(f"dedup_signatures {unit} lists no {name}; rematerialize it")
-                params[f"{unit}/{part:05d}"] = marker["counts"]["params"]
-                self.parts.append((unit, part))
-                sizes.append(marker["outputs"][name]["rows"])
-        if len({repr(p) for p in params.values()}) > 1:
-            raise ValueError(
-                f"units of {units[0].crawl} have signatures with different parameters "
-                f"{params}; rematerialize dedup_signatures for the whole crawl"
-            )
-        self.params = next(iter(params.values()), {})
-        self.keys = [
-            f"{unit.part_prefix(DEDUP_SIGNATURES, part)}/signatures.parquet"
-            for unit, part in self.parts
-        ]
-        self.part_starts = np.cumsum([0, *sizes])
-        self.n_docs = int(self.part_starts[-1])
-
-    def arrow(self, name: str) -> pa.ChunkedArray:
-        chunks = [chunk for key in self.keys for chunk in read_column(self.lake, key, name).chunks]
-        schema = signature_schema(self.params.get("bands", 0))
-        return pa.chunked_array(chunks, type=schema.field(name).type)
-
-    def numpy(self, name: str) -> np.ndarray:
-        return self.arrow(name).to_numpy()
-
-    def key_columns(self) -> Iterator[np.ndarray]:
-        """The exact-content hashes, then one LSH band after the other."""
-        yield self.numpy("exact_hash")
-        for band in range(self.params.get("bands", 0)):
-            yield self.arrow(band_column(band)).to_numpy()
-
-    def part_of(self, docs: np.ndarray) -> np.ndarray:
-        return np.searchsorted(self.part_starts, docs, side="right") - 1
-
-    def unit_names(self, docs: np.ndarray) -> pa.Array:
-        names = pa.array([unit.name for unit, _ in self.parts], pa.string())
-        return names.take(self.part_of(docs))
-
-    def part_numbers(self, docs: np.ndarray) -> pa.Array:
-        numbers = pa.array([part for _, part in self.parts], pa.int32())
-        return numbers.take(self.part_of(docs))
-
-    def rank(self, rule: str) -> np.ndarray | None:
-        """Lower rank survives (nulls rank last); None means first seen."""
-        if rule == "first_seen":
-            return None
-        column, descending = {
-            "earliest_date": ("warc_date", False),
-            "lowest_doc_id": ("doc_id", False),
-            "highest_quality": (QUALITY_COLUMN, True),
-        }[rule]
-        values = pl.from_arrow(self.arrow(column))
-        rank = values.rank("dense", descending=descending).fill_null(len(values) + 1)
-        return rank.to_numpy().astype(np.int64)
-
-
 def compute_clusters(
     lake: Lake, units: list[Unit], settings: DedupSettings, out: PartitionWriter
 ) -> StageReport:
-    """Cluster a crawl's documents and write the removed ones, in (unit, file, row) order.
-    Cluster ids are the doc id of the cluster's first-seen member, so they do not change with
-    the survivor rule. `counts["unit_versions"]` holds, per unit, a hash of its removed rows."""
-    signatures = CrawlSignatures(lake, units)
-    components = cluster(signatures.n_docs, signatures.key_columns())
-    survivors = choose_survivors(components, signatures.rank(settings.survivor))
-    removed = removals(survivors)
-    exact = signatures.numpy("exact_hash")
-    is_exact = exact[removed.doc_index] == exact[removed.survivor]
-    del exact
-    doc_ids = signatures.arrow("doc_id")
-    report = out.report
-    report.records_in = signatures.n_docs
-    report.records_out = signatures.n_docs - len(removed.doc_index)
-    report.drop("exact_duplicate", int(is_exact.sum()))
-    report.drop("near_duplicate", int((~is_exact).sum()))
-    report.counts.update(
-        units=len(units),
-        files=len(signatures.parts),
-        clusters=int(len(np.unique(removed.survivor))),
-        params=signatures.params | {"survivor": settings.survivor},
-    )
-    table = pa.table(
-        {
-            "unit": signatures.unit_names(removed.doc_index),
-            "part": signatures.part_numbers(removed.doc_index),
-            "doc_id": doc_ids.take(removed.doc_index),
-            "cluster_id": doc_ids.take(components[removed.doc_index]),
-            "survivor_unit": signatures.unit_names(removed.survivor),
-            "survivor_doc_id": doc_ids.take(removed.survivor),
-            "reason": np.where(is_exact, "exact_duplicate", "near_duplicate"),
-        },
-        schema=CLUSTER_SCHEMA,
-    )
-    out.parquet(CLUSTERS_FILE, CLUSTER_SCHEMA).write_table(table)
-    report.add_preview(table.slice(0, 5).to_pylist())
-    report.counts["unit_versions"] = unit_versions(table, units)
-    return report
+    """Cluster a crawl's documents and write the removed ones, in (unit, file, row) order, in
+    parts of bounded memory (see ``tokenmill.dedup_parts``). Cluster ids are the doc id of the
+    cluster's first-seen member, so they do not change with the survivor rule.
+    `counts["unit_versions"]` holds, per unit, a hash of its removed rows."""
+    from tokenmill.dedup_parts import cluster_crawl  # it builds on this module
+
+    return cluster_crawl(lake, units, settings, out)
 
 
 def unit_versions(table: pa.Table, units: list[Unit]) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """dedup_clusters: the duplicate clusters over every file of every unit of a crawl."""
 
 from tokenmill.dedup import DedupSettings, compute_clusters
-from tokenmill.layout import DEDUP_CLUSTERS, DEDUP_SIGNATURES
+from tokenmill.dedup_parts import PARTS
+from tokenmill.layout import DEDUP_CLUSTERS, DEDUP_SIGNATURES, crawl_prefix
 from tokenmill.outputs import StageReport
 from tokenmill.stage import Pod, Scope, Stage, Work
 from tokenmill.units import registered_units
@@ -14,6 +15,7 @@ def run(work: Work) -> StageReport:
     report = StageReport()
     with work.writer(report) as out:
         compute_clusters(work.lake, units, work.settings or DedupSettings(), out)
+    work.lake.delete_prefix(crawl_prefix(PARTS, work.crawl))  # committed: parts are spent
     return report
 
 
@@ -25,8 +27,8 @@ STAGE = Stage(
     upstream=(DEDUP_SIGNATURES,),
     group="dedup",
     kinds=("parquet",),
-    # holds the crawl's band keys in memory, one band at a time
-    pod=Pod("1", "16Gi", "2", "24Gi"),
+    # each process holds one part of one key column: bounded by cluster_memory_gb (4 GiB)
+    pod=Pod("2", "6Gi", "2", "8Gi"),
     description="Duplicate clusters over all units of a crawl: each removed document with its "
     "cluster, its survivor and whether it is an exact or a near duplicate.",
 )

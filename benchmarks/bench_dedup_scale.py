@@ -1,0 +1,185 @@
+"""Dedup clustering at crawl scale: synthetic signatures with planted duplicates, clustered by
+the stage's own code (``compute_clusters``), scored against the plant.
+
+    uv run python benchmarks/bench_dedup_scale.py --docs 10000000 --out /tmp/scale [--workers 2]
+
+Document i is planted by its position in its block of 100: 87 originals; 3 exact copies and 8
+near copies of an earlier original, a near copy sharing k = 1..13 of the 14 bands with it (LSH
+links it); 2 "far" copies sharing no key (J below the threshold: they must survive). Every key
+is a hash of (document, column), so the shards are generated one row group at a time, in
+bounded memory. Signatures already generated under --out for the same --docs are reused.
+The last line printed is one JSON object: docs, seconds (clustering), peak_rss_mb (largest
+process: the clustering process or one of its workers), recall, precision, and more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import resource
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.measure import in_fresh_process  # noqa: E402
+from tokenmill.dedup import (  # noqa: E402
+    CLUSTERS,
+    SIGNATURES,
+    DedupSettings,
+    band_column,
+    compute_clusters,
+    signature_schema,
+)
+from tokenmill.lake import Lake  # noqa: E402
+from tokenmill.outputs import PartitionWriter, StageReport  # noqa: E402
+from tokenmill.shards import Shard, crawl_prefix, shard_name  # noqa: E402
+
+CRAWL = "CC-MAIN-SCALE"
+BLOCK, ORIGINALS, EXACT, NEAR = 100, 87, 3, 8  # the rest of a block: far copies
+SHARD_DOCS = 1_000_000
+ROW_GROUP = 250_000
+SETTINGS = DedupSettings()
+BANDS = SETTINGS.banding()[0]
+DONE = "bench.json"
+
+
+def mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64: a key per (document, column) that no other pair shares."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def key(docs: np.ndarray, column: int) -> np.ndarray:
+    return mix(docs.astype(np.uint64) * np.uint64(64) + np.uint64(column))
+
+
+def source(docs: np.ndarray) -> np.ndarray:
+    """An original document before each document (used by copies only)."""
+    block = (key(docs, 40) % (docs // BLOCK + 1).astype(np.uint64)).astype(np.int64)
+    return block * BLOCK + (key(docs, 41) % np.uint64(ORIGINALS)).astype(np.int64)
+
+
+def kind(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    position = docs % BLOCK
+    exact = (position >= ORIGINALS) & (position < ORIGINALS + EXACT)
+    near = (position >= ORIGINALS + EXACT) & (position < ORIGINALS + EXACT + NEAR)
+    return exact, near, exact | near  # the last: planted duplicates
+
+
+def shared_bands(docs: np.ndarray) -> np.ndarray:
+    """k = 1..BANDS-1 bands a near copy shares with its source."""
+    return 1 + (key(docs, 42) % np.uint64(BANDS - 1)).astype(np.int64)
+
+
+def signatures(docs: np.ndarray) -> pa.Table:
+    exact, near, _ = kind(docs)
+    src = source(docs)
+    start = (key(docs, 43) % np.uint64(BANDS)).astype(np.int64)
+    k = shared_bands(docs)
+    columns = {"exact_hash": np.where(exact, key(src, 0), key(docs, 0))}
+    for band in range(BANDS):
+        shares = exact | (near & ((band - start) % BANDS < k))
+        columns[band_column(band)] = np.where(shares, key(src, band + 1), key(docs, band + 1))
+    return pa.table(
+        {
+            "doc_id": pa.array(docs).cast(pa.string()),
+            "warc_date": pa.nulls(len(docs), pa.string()),
+            "quality_score": np.zeros(len(docs)),
+        }
+        | columns
+    )
+
+
+def generate(root: str, n_docs: int) -> None:
+    lake = Lake.from_url(root)
+    schema = signature_schema(BANDS)
+    for index, start in enumerate(range(0, n_docs, SHARD_DOCS)):
+        shard = Shard(CRAWL, shard_name(index))
+        end = min(start + SHARD_DOCS, n_docs)
+        lake.write_json(shard.manifest_key, {"crawl": CRAWL, "shard": shard.shard, "files": []})
+        report = StageReport(records_in=end - start, records_out=end - start)
+        report.counts["params"] = SETTINGS.signature_params()
+        with PartitionWriter(lake, shard.prefix(SIGNATURES), report) as out:
+            sink = out.parquet("signatures.parquet", schema)
+            for low in range(start, end, ROW_GROUP):
+                sink.write_table(signatures(np.arange(low, min(low + ROW_GROUP, end))))
+    lake.write_json(DONE, {"docs": n_docs})
+
+
+def cluster(root: str, workers: int, memory_gb: float) -> tuple[dict, int]:
+    settings = DedupSettings(cluster_workers=workers, cluster_memory_gb=memory_gb)
+    report = compute_clusters(Lake.from_url(root), CRAWL, settings)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    return report.summary() | {"counts": report.counts}, children
+
+
+def score(root: str, n_docs: int) -> dict:
+    """Recall and precision of the removed list against the planted duplicates, streamed."""
+    lake = Lake.from_url(root)
+    hits = removed = right_survivor = 0
+    with lake.open_input(f"{crawl_prefix(CLUSTERS, CRAWL)}/clusters.parquet") as f:
+        for batch in pq.ParquetFile(f).iter_batches(columns=["doc_id", "survivor_doc_id"]):
+            docs = batch.column(0).cast(pa.int64()).to_numpy()
+            planted = kind(docs)[2]
+            hits += int(planted.sum())
+            removed += len(docs)
+            survivor = batch.column(1).cast(pa.int64()).to_numpy()
+            right_survivor += int((planted & (survivor == source(docs))).sum())
+    truth = sum(
+        int(kind(np.arange(low, min(low + SHARD_DOCS, n_docs)))[2].sum())
+        for low in range(0, n_docs, SHARD_DOCS)
+    )
+    return {
+        "recall": hits / max(truth, 1),
+        "precision": hits / max(removed, 1),
+        "planted": truth,
+        "removed": removed,
+        "survivor_is_source": right_survivor / max(hits, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, required=True)
+    parser.add_argument("--out", required=True, help="lake folder for the synthetic crawl")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--memory-gb", type=float, default=DedupSettings().cluster_memory_gb)
+    args = parser.parse_args()
+    lake = Lake.from_url(args.out)
+    generated = {}
+    if not lake.exists(DONE) or lake.read_json(DONE)["docs"] != args.docs:
+        lake.delete_prefix(SIGNATURES)
+        lake.delete_prefix("manifests")
+        _, seconds, peak = in_fresh_process(functools.partial(generate, args.out, args.docs))
+        generated = {"generate_seconds": round(seconds, 1), "generate_peak_rss_mb": peak >> 20}
+        print(json.dumps(generated), flush=True)
+    (summary, children), seconds, peak = in_fresh_process(
+        functools.partial(cluster, args.out, args.workers, args.memory_gb)
+    )
+    result = {
+        "docs": args.docs,
+        "seconds": round(seconds, 1),
+        "peak_rss_mb": max(peak, children) >> 20,
+        **score(args.out, args.docs),
+        "workers": args.workers,
+        "memory_gb": args.memory_gb,
+        "parts": summary["counts"]["parts"],
+        "linked_docs": summary["counts"]["linked_docs"],
+        "main_process_rss_mb": peak >> 20,
+        "worker_rss_mb": children >> 20,
+        **generated,
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,284 @@
+"""Clustering in parts decides exactly as clustering the whole crawl in memory; parts resume
+after a kill; bad input fails naming the file and commits nothing."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.test_dedup import (  # noqa: F401 (articles is a fixture)
+    CRAWL,
+    QUALITY_SCHEMA,
+    articles,
+    doc,
+    near_copy,
+    survivor_crawl,
+    write_crawl,
+)
+from tokenmill.clusters import UnionFind, choose_survivors
+from tokenmill.dedup import (
+    CLUSTERS,
+    SIGNATURES,
+    SURVIVOR_RULES,
+    DedupSettings,
+    compute_signatures,
+    signature_schema,
+)
+from tokenmill.dedup_parts import (
+    PARTS,
+    RANK_COLUMNS,
+    PartFileError,
+    SignatureFileError,
+    cluster_crawl,
+    crawl_signatures,
+    plan_parts,
+    ranges_for,
+    run_parts,
+    union,
+)
+from tokenmill.lake import Lake
+from tokenmill.outputs import MARKER, PartitionWriter, StageReport
+from tokenmill.shards import Shard, crawl_prefix, registered_shards, shard_name
+
+WORK = f"{PARTS}/{CRAWL}"
+
+
+@pytest.fixture
+def lake(tmp_path) -> Lake:
+    return Lake.from_url(str(tmp_path / "lake"))
+
+
+def in_memory_removals(lake: Lake, crawl: str, rule: str) -> list[dict]:
+    """The removed list as clustering the whole crawl in one process decides it (the stage
+    before parts): every key column grouped over all documents with polars, a union-find over
+    all documents, a rank over all documents."""
+    files = crawl_signatures(lake, crawl)
+    table = pa.concat_tables(pq.read_table(lake.path(key)) for key in files.keys)
+    frame = pl.from_arrow(table).with_row_index("doc")
+    uf = UnionFind(len(frame))
+    for column in files.columns:
+        first = frame.select("doc", pl.col("doc").min().over(column).alias("first"))
+        uf.union_pairs(first["first"].to_numpy(), first["doc"].to_numpy())
+    components = uf.roots()
+    rank = None
+    if rule in RANK_COLUMNS:
+        column, descending = RANK_COLUMNS[rule]
+        rank = frame[column].rank("dense", descending=descending).fill_null(len(frame) + 1)
+    survivors = choose_survivors(components, None if rank is None else rank.to_numpy())
+    removed = np.flatnonzero(survivors != np.arange(len(frame)))
+    shard = np.repeat(np.array(files.shards), files.rows)
+    doc_id, exact = frame["doc_id"].to_list(), frame["exact_hash"].to_numpy()
+    return [
+        {
+            "shard": shard[d],
+            "doc_id": doc_id[d],
+            "cluster_id": doc_id[components[d]],
+            "survivor_shard": shard[survivors[d]],
+            "survivor_doc_id": doc_id[survivors[d]],
+            "reason": "exact_duplicate" if exact[d] == exact[survivors[d]] else "near_duplicate",
+        }
+        for d in removed.tolist()
+    ]
+
+
+def removed_list(lake: Lake, crawl: str = CRAWL) -> list[dict]:
+    return pq.read_table(lake.path(f"{crawl_prefix(CLUSTERS, crawl)}/clusters.parquet")).to_pylist()
+
+
+def planted_crawl(lake: Lake, n_docs: int = 6000, shards: int = 5, seed: int = 0) -> None:
+    """Signature files with many collisions: keys drawn from small ranges (chains across bands
+    and shards), exact copies, ties and nulls in every rank column, an empty shard."""
+    rng = np.random.default_rng(seed)
+    bands = DedupSettings().banding()[0]
+    exact = rng.integers(0, n_docs, n_docs).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    columns = {"exact_hash": exact}
+    for band in range(bands):
+        keys = rng.integers(0, 2**64 - 1, n_docs, dtype=np.uint64, endpoint=True)
+        linked = rng.random(n_docs) < 0.05
+        keys[linked] = rng.integers(0, n_docs // 20, linked.sum()).astype(np.uint64) << np.uint64(
+            50
+        )
+        columns[f"band_{band:02d}"] = keys
+    dates = rng.choice(["2026-01-01", "2026-01-02", "2026-01-03", None], n_docs).tolist()
+    quality = rng.choice([0.1, 0.5, 0.9, -np.inf], n_docs)
+    doc_ids = [f"d{v}" for v in rng.permutation(n_docs * 3)[:n_docs].tolist()]
+    table = pa.table(
+        {"doc_id": doc_ids, "warc_date": dates, "exact_hash": exact, "quality_score": quality}
+        | columns
+    )
+    bounds = np.linspace(0, n_docs, shards).astype(int).tolist()
+    for index, (start, end) in enumerate(zip([0, *bounds], [*bounds, n_docs], strict=True)):
+        write_signatures(lake, Shard(CRAWL, shard_name(index)), table.slice(start, end - start))
+
+
+def write_signatures(lake: Lake, shard: Shard, table: pa.Table, **params) -> None:
+    lake.write_json(shard.manifest_key, {"crawl": shard.crawl, "shard": shard.shard, "files": []})
+    report = StageReport(records_in=table.num_rows, records_out=table.num_rows)
+    report.counts["params"] = DedupSettings(**params).signature_params()
+    schema = signature_schema(DedupSettings(**params).banding()[0])
+    with PartitionWriter(lake, shard.prefix(SIGNATURES), report) as out:
+        sink = out.parquet("signatures.parquet", schema)
+        for batch in table.to_batches(max_chunksize=700):  # several row groups per file
+            sink.write_table(pa.Table.from_batches([batch]))
+
+
+@pytest.mark.parametrize("rule", SURVIVOR_RULES)
+@pytest.mark.parametrize("ranges", [1, 8])
+def test_planted_duplicates_same_removals_as_in_memory(lake, rule, ranges):
+    planted_crawl(lake)
+    expected = in_memory_removals(lake, CRAWL, rule)
+    assert len(expected) > 1000  # many clusters, many of them chained across bands
+    assert {row["reason"] for row in expected} == {"exact_duplicate", "near_duplicate"}
+    report = cluster_crawl(lake, CRAWL, DedupSettings(survivor=rule), ranges=ranges)
+    assert removed_list(lake) == expected
+    assert report.counts["parts"] == 15 * ranges
+    assert report.records_out == 6000 - len(expected)
+    assert lake.list(WORK) == []  # the part files are gone once the list is committed
+
+
+def test_worker_processes_write_the_same_bytes(lake):
+    planted_crawl(lake)
+    key = f"{crawl_prefix(CLUSTERS, CRAWL)}/clusters.parquet"
+    cluster_crawl(lake, CRAWL, DedupSettings(survivor="earliest_date"), ranges=4)
+    alone = lake.read_bytes(key)
+    settings = DedupSettings(survivor="earliest_date", cluster_workers=2)
+    cluster_crawl(lake, CRAWL, settings, ranges=4)
+    assert lake.read_bytes(key) == alone
+
+
+def stage_fixture_crawls(lake: Lake, sources) -> list[Lake]:
+    """The crawls of test_dedup's lineage and survivor tests, through the signature stage."""
+    a, b, c, d = (article.text for article in sources[:4])
+    write_crawl(
+        lake,
+        [
+            [doc("a", a), doc("b", b), doc("c", c)],
+            [doc("a2", "  " + a.upper()), doc("b2", near_copy(sources[1], 1))],
+            [doc("d", d), doc("a3", a), doc("b3", near_copy(sources[1], 2)), doc("e", "")],
+        ],
+    )
+    survivors = Lake.from_url(lake.path("survivors"))
+    survivor_crawl(survivors, sources, QUALITY_SCHEMA)
+    for each in (lake, survivors):
+        for shard in registered_shards(each, CRAWL):
+            compute_signatures(each, shard, DedupSettings())
+    return [lake, survivors]
+
+
+@pytest.mark.parametrize("rule", SURVIVOR_RULES)
+def test_stage_fixtures_same_removals_as_in_memory(lake, articles, rule):  # noqa: F811
+    for each in stage_fixture_crawls(lake, articles):
+        for ranges in (1, 4):
+            cluster_crawl(each, CRAWL, DedupSettings(survivor=rule), ranges=ranges)
+            assert removed_list(each) == in_memory_removals(each, CRAWL, rule)
+            assert len(removed_list(each)) >= 3
+
+
+def test_killed_run_resumes_from_its_committed_parts(lake):
+    planted_crawl(lake, n_docs=4000)
+    files = crawl_signatures(lake, CRAWL)
+    memory = 4 << 30
+    context = multiprocessing.get_context("spawn")
+    child = context.Process(target=run_parts, args=(lake, files, WORK, memory, 1, 64))
+    child.start()
+    deadline = time.monotonic() + 60
+    while not any(k.endswith(".parquet") for k in lake.list(WORK)):
+        assert time.monotonic() < deadline and child.is_alive()
+        time.sleep(0.005)
+    os.kill(child.pid, signal.SIGKILL)
+    child.join()
+    committed = set(lake.list(WORK))
+    total = len(plan_parts(files, memory, 64))
+    assert 0 < len(committed) < total
+
+    resumed = run_parts(lake, files, WORK, memory, ranges=64)
+    assert len(resumed.reused) == len(committed)
+    assert len(resumed.ran) == total - len(committed)
+    assert set(lake.list(WORK)) == set(resumed.keys)
+    first = {key: lake.read_bytes(key) for key in resumed.keys}
+
+    for key in resumed.keys[::7]:  # parts lost: redone, to the byte
+        lake.delete(key)
+    again = run_parts(lake, files, WORK, memory, ranges=64)
+    assert [r["part"] for r in again.ran] == [k.rsplit("/", 1)[1][:-8] for k in first][::7]
+    assert {key: lake.read_bytes(key) for key in again.keys} == first
+
+
+def test_parts_of_other_inputs_are_not_reused(lake):
+    planted_crawl(lake, n_docs=2000)
+    files = crawl_signatures(lake, CRAWL)
+    first = run_parts(lake, files, WORK, 4 << 30, ranges=2)
+    write_signatures(
+        lake, Shard(CRAWL, shard_name(9)), pa.Table.from_batches([], signature_schema(14))
+    )
+    grown = crawl_signatures(lake, CRAWL)
+    second = run_parts(lake, grown, WORK, 4 << 30, ranges=2)
+    assert len(second.ran) == 30 and not second.reused
+    assert not set(first.keys) & set(lake.list(WORK))  # the old run's parts are deleted
+
+
+def test_ranges_grow_with_the_crawl_not_the_part_memory():
+    assert ranges_for(1_000_000, 4 << 30) == 1
+    assert ranges_for(10**9, 4 << 30) == 32
+    assert ranges_for(10**9, 8 << 30) == 8
+
+
+# --- bad input: the run fails naming the file and commits nothing -----------------------------
+
+
+def nothing_committed(lake: Lake) -> bool:
+    return not lake.exists(f"{crawl_prefix(CLUSTERS, CRAWL)}/{MARKER}")
+
+
+def test_shard_signed_with_other_parameters(lake):
+    planted_crawl(lake, n_docs=500)
+    odd = Shard(CRAWL, shard_name(7))
+    write_signatures(lake, odd, pa.Table.from_batches([], signature_schema(10)), bands=10, rows=10)
+    with pytest.raises(ValueError, match=f"different parameters.*{odd.prefix(SIGNATURES)}"):
+        cluster_crawl(lake, CRAWL, DedupSettings())
+    assert nothing_committed(lake)
+
+
+def overwrite_footer(path: str) -> None:
+    with open(path, "r+b") as f:
+        f.seek(-8, os.SEEK_END)
+        f.write(b"garbage!")
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda path: os.remove(path), "is missing"),
+        (lambda path: os.truncate(path, os.path.getsize(path) // 2), "truncated"),
+        (overwrite_footer, "unreadable"),
+    ],
+)
+def test_damaged_signature_file(lake, damage, message):
+    planted_crawl(lake, n_docs=3000)
+    key = f"{Shard(CRAWL, shard_name(2)).prefix(SIGNATURES)}/signatures.parquet"
+    damage(lake.path(key))
+    with pytest.raises(SignatureFileError, match=f"{key}.*{message}|{message}.*{key}"):
+        cluster_crawl(lake, CRAWL, DedupSettings(), ranges=2)
+    assert nothing_committed(lake)
+
+
+def test_part_lost_before_the_union(lake):
+    planted_crawl(lake, n_docs=2000)
+    files = crawl_signatures(lake, CRAWL)
+    run = run_parts(lake, files, WORK, 4 << 30, ranges=2)
+    lost = run.keys[5]
+    lake.delete(lost)
+    with pytest.raises(PartFileError, match=f"{lost} is missing"):
+        union(lake, files, run.keys)
+    moved = run.keys[6].replace(files.fingerprint(2), "0" * 16)
+    lake.write_bytes(moved, lake.read_bytes(run.keys[6]))
+    with pytest.raises(PartFileError, match="another run"):
+        union(lake, files, [moved])
