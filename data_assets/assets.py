@@ -1,6 +1,8 @@
 """The stages as partitioned assets, built from their declarations (`tokenmill.stages`): each
 asset hands its partition to the processing core and reports what it did."""
 
+import os
+
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
@@ -12,6 +14,8 @@ from dagster import (
     BackfillPolicy,
     Config,
     MaterializeResult,
+    TableColumn,
+    TableSchema,
     asset,
 )
 
@@ -33,6 +37,8 @@ from tokenmill.parts import run_stage_work
 from tokenmill.stage import Scope, Stage
 from tokenmill.stages import STAGES
 
+# Who answers for the dataset's assets (shown in the UI; TOKENMILL_OWNERS, comma-separated).
+OWNERS = [o for o in os.environ.get("TOKENMILL_OWNERS", "team:pretraining-data").split(",") if o]
 # Bumped when a stage's code changes what it writes; the recipe's hash is added per stage.
 CODE_VERSION = "2"
 PARTITIONS = {Scope.UNIT: unit_partitions, Scope.CRAWL: crawl_partitions, Scope.LAKE: None}
@@ -45,6 +51,10 @@ BRIDGED = {
 # The unit list tells Dagster when the clusters are stale; the signatures of all units (the
 # crawl_signatures observation) trigger the recomputation.
 IGNORED_FOR_AUTOMATION = {DEDUP_CLUSTERS: [crawl_units.key]}
+
+
+def column_schema(schema) -> TableSchema:
+    return TableSchema(columns=[TableColumn(f.name, str(f.type)) for f in schema])
 
 
 def automation_condition(stage: Stage) -> AutomationCondition:
@@ -97,6 +107,8 @@ def stage_asset(stage: Stage, recipe: Recipe):
         kinds=set(stage.kinds),
         check_specs=checks,
         description=stage.description,
+        owners=OWNERS,
+        metadata={"dagster/column_schema": column_schema(stage.schema)} if stage.schema else None,
     )
     def stage_asset_fn(
         context: AssetExecutionContext,

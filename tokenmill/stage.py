@@ -100,6 +100,7 @@ class Stage:
     settings: type | None = None
     checks: tuple[Check, ...] = ()
     kinds: tuple[str, ...] = ()
+    schema: Any = None  # the columns of its main Parquet output (a pyarrow schema)
 
 
 def settings_fields(settings: type) -> list[tuple[str, Any, Any, str]]:

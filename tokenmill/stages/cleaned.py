@@ -259,6 +259,7 @@ STAGE = Stage(
     # extraction and filtering are CPU-bound: one worker process per CPU
     pod=Pod("4", "6Gi", "4", "8Gi"),
     checks=(Check("provenance_resolves", provenance_resolves),),
+    schema=DOC_SCHEMA,
     description="Main-content text of HTML responses with language and provenance columns, "
     "after quality filters; every dropped document is in rejected.parquet with its reason.",
 )

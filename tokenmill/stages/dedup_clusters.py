@@ -2,7 +2,7 @@
 
 from tokenmill.dedup import DedupSettings, compute_clusters
 from tokenmill.dedup_parts import PARTS
-from tokenmill.layout import DEDUP_CLUSTERS, DEDUP_SIGNATURES, crawl_prefix
+from tokenmill.layout import CLUSTER_SCHEMA, DEDUP_CLUSTERS, DEDUP_SIGNATURES, crawl_prefix
 from tokenmill.outputs import StageReport
 from tokenmill.stage import Pod, Scope, Stage, Work
 from tokenmill.units import registered_units
@@ -29,6 +29,7 @@ STAGE = Stage(
     kinds=("parquet",),
     # each process holds one part of one key column: bounded by cluster_memory_gb (4 GiB)
     pod=Pod("2", "6Gi", "2", "8Gi"),
+    schema=CLUSTER_SCHEMA,
     description="Duplicate clusters over all units of a crawl: each removed document with its "
     "cluster, its survivor and whether it is an exact or a near duplicate.",
 )

@@ -1,7 +1,7 @@
 """dedup_signatures: per document, its normalized-content hash and MinHash LSH band hashes."""
 
 from tokenmill.dedup import DedupSettings, compute_signatures
-from tokenmill.layout import CLEANED, DEDUP_SIGNATURES
+from tokenmill.layout import CLEANED, DEDUP_SIGNATURES, signature_schema
 from tokenmill.stage import Pod, Scope, Stage
 
 STAGE = Stage(
@@ -13,5 +13,6 @@ STAGE = Stage(
     group="dedup",
     kinds=("parquet",),
     pod=Pod("4", "4Gi", "4", "6Gi"),
+    schema=signature_schema(DedupSettings().banding()[0]),
     description="Per document: normalized-content hash and MinHash LSH band hashes.",
 )

@@ -1,7 +1,7 @@
 """deduplicated: a unit's cleaned documents without the duplicates its crawl's clusters list."""
 
 from tokenmill.dedup import CLUSTERS_FILE, filter_part
-from tokenmill.layout import CLEANED, DEDUP_CLUSTERS, DEDUPLICATED, Unit, crawl_prefix
+from tokenmill.layout import CLEANED, DEDUP_CLUSTERS, DEDUPLICATED, DOC_SCHEMA, Unit, crawl_prefix
 from tokenmill.minhash import content_hashes
 from tokenmill.outputs import MissingInputError, StageReport, read_batches, require_committed
 from tokenmill.stage import Check, Pod, Scope, Stage, Verdict, Work
@@ -43,6 +43,7 @@ STAGE = Stage(
     kinds=("parquet",),
     pod=Pod("2", "2Gi", "2", "3Gi"),
     checks=(Check("no_exact_duplicates", no_exact_duplicates),),
+    schema=DOC_SCHEMA,
     description="The unit's cleaned documents without the crawl's duplicates; removed.parquet "
     "lists each removed document with its cluster and survivor.",
 )

@@ -1,6 +1,12 @@
 """tokenized_shards: each deduplicated file as a Megatron indexed dataset with provenance."""
 
-from tokenmill.layout import DEDUPLICATED, TOKENIZED_SHARDS, TOKENIZER, Unit
+from tokenmill.layout import (
+    DEDUPLICATED,
+    TOKEN_PROVENANCE_SCHEMA,
+    TOKENIZED_SHARDS,
+    TOKENIZER,
+    Unit,
+)
 from tokenmill.megatron import IndexedDataset
 from tokenmill.outputs import read_batches, require_committed
 from tokenmill.stage import Check, Pod, Scope, Stage, Verdict
@@ -45,6 +51,7 @@ STAGE = Stage(
     kinds=("numpy",),
     pod=Pod("4", "4Gi", "4", "6Gi"),
     checks=(Check("shard_is_consistent", shard_is_consistent),),
+    schema=TOKEN_PROVENANCE_SCHEMA,
     description="Megatron indexed datasets (tokens.bin + tokens.idx per file) and "
     "provenance.parquet mapping every document, by token span, to its WARC file and record.",
 )
