@@ -17,9 +17,12 @@ import os
 import resource
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tokenmill.budget import enable_watchdog, police, take_notes
 from tokenmill.lake import Lake
 from tokenmill.layout import MARKER, Unit, part_name
 from tokenmill.outputs import StageReport, combine
@@ -115,19 +118,46 @@ def _run_parts(todo: list[Work], workers: int, memory_limit: int | None):
         for work in todo:
             yield work.part, run_part(work)
         return
-    pool = _pool(workers, memory_limit)
-    pending = {pool.submit(run_part, work): work.part for work in todo}
-    try:
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
-                yield pending.pop(future), future.result()
-    except BaseException:
-        for future in pending:
-            future.cancel()
-        _pools.pop((workers, memory_limit), None)
+    pending_work = {work.part: work for work in todo}
+    while pending_work:
+        pool = _pool(workers, memory_limit)
+        pending = {pool.submit(run_part, work): part for part, work in pending_work.items()}
+        try:
+            while pending:
+                finished, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+                police(list(pool._processes or ()))  # no public API lists a pool's workers
+                for future in finished:
+                    part = pending.pop(future)
+                    report = future.result()
+                    del pending_work[part]
+                    yield part, report
+        except BrokenProcessPool:
+            _drop_pool(workers, memory_limit)
+            # A worker that ended itself over a record's budget said which record: its part
+            # starts again in a new worker that drops that record. Any other death is raised.
+            notes = take_notes(todo[0].stage, {w.unit.key for w in pending_work.values()})
+            skipped = _skip_noted(pending_work, notes)
+            if not skipped:
+                raise
+        except BaseException:
+            _drop_pool(workers, memory_limit)
+            raise
+
+
+def _skip_noted(pending: dict[int, Work], notes: list[dict]) -> bool:
+    skipped = False
+    for entry in notes:
+        work = pending.get(entry["part"])
+        if work is not None and work.unit.key == entry["unit"]:
+            pending[work.part] = replace(work, skip=work.skip | {entry["offset"]})
+            skipped = True
+    return skipped
+
+
+def _drop_pool(workers: int, memory_limit: int | None) -> None:
+    pool = _pools.pop((workers, memory_limit), None)
+    if pool is not None:
         pool.shutdown(wait=False, cancel_futures=True)
-        raise
 
 
 # Worker processes outlive a run within one process (`tokenmill run` executes every run in
@@ -141,7 +171,7 @@ def _pool(workers: int, memory_limit: int | None) -> ProcessPoolExecutor:
         _pools[key] = ProcessPoolExecutor(
             workers,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=_limit_memory,
+            initializer=_start_worker,
             initargs=(memory_limit,),
         )
     return _pools[key]
@@ -153,7 +183,9 @@ def run_part(work: Work) -> StageReport:
     return module.STAGE.run(work)
 
 
-def _limit_memory(limit: int | None) -> None:
-    """A worker's address-space cap: a runaway record fails its worker, not the node."""
+def _start_worker(limit: int | None) -> None:
+    """A worker's address-space cap (a runaway record fails with MemoryError in its worker, not
+    the node) and its per-record watchdog."""
+    enable_watchdog()
     if limit:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))

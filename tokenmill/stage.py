@@ -70,6 +70,7 @@ class Work:
     file: str | None = None
     crawl: str | None = None
     stamp: dict | None = None  # recorded in the output's marker (e.g. which run wrote it)
+    skip: frozenset[int] = frozenset()  # offsets of records that ended a worker: dropped
 
     @property
     def output(self) -> str:

@@ -16,6 +16,7 @@ import polars as pl
 import pyarrow as pa
 import xxhash
 
+from tokenmill.budget import OverBudget, RecordWatch, cpu_budget
 from tokenmill.extract import DEFAULT_EXTRACTOR, EXTRACTORS, Extracted, Skip, extract_document
 from tokenmill.filters import FilterChain, LanguageFilter, PIIMasker, default_filters, load_filter
 from tokenmill.language import BACKENDS, DEFAULT_BACKEND, identifier
@@ -53,6 +54,9 @@ class CleanSettings:
     max_html_mb: int = setting(8, "Skip HTML payloads larger than this")
     max_record_mb: int = setting(
         DEFAULT_MAX_RECORD_BYTES >> 20, "Skip WARC records larger than this"
+    )
+    record_cpu_s: float = setting(
+        20.0, "CPU seconds one record's extraction may take; over it, the record is dropped"
     )
     skip_filters: list[str] = setting([], "Names of built-in filters to skip")
     plugin_filters: list[dict] = setting(
@@ -118,6 +122,7 @@ def _documents(
 ) -> Iterator[dict[str, Any]]:
     identify = identifier(settings.language_backend)
     unit = work.unit
+    watch = RecordWatch({"stage": work.stage, "unit": unit.key, "part": work.part})
     with open_file(work.lake, unit.crawl, readable) as stream:
         counted = _CountingReader(stream)
         for record in iter_records(counted, settings.max_record_mb << 20, name=readable):
@@ -128,9 +133,13 @@ def _documents(
                 continue
             report.records_in += 1
             provenance = _provenance(unit, work.part, readable, record)
-            extracted = (
-                _extracted_text(record) if record.is_extracted_text else _extract(record, settings)
-            )
+            if record.offset in work.skip:  # it ended a worker: over its CPU budget in C code
+                extracted = Skip("over_budget", "a worker ran out of its CPU budget on it")
+            elif record.is_extracted_text:
+                extracted = _extracted_text(record)
+            else:
+                with watch.record(record.offset, settings.record_cpu_s):
+                    extracted = _extract(record, settings)
             if isinstance(extracted, Skip):
                 report.drop(f"extract:{extracted.reason}")
                 rejected.write(
@@ -174,12 +183,17 @@ def _extracted_text(record: WarcRecord) -> Extracted:
 
 def _extract(record: WarcRecord, settings: CleanSettings) -> Extracted | Skip:
     try:
-        return extract_document(
-            record.block, settings.max_html_mb << 20, settings.main_content, settings.extractor
-        )
+        with cpu_budget(settings.record_cpu_s):
+            return extract_document(
+                record.block, settings.max_html_mb << 20, settings.main_content, settings.extractor
+            )
     except Skip as skip:
         return skip
-    except Exception as error:  # one record must never fail the shard
+    except OverBudget:
+        return Skip("over_budget", f"extraction took more than {settings.record_cpu_s} s of CPU")
+    except MemoryError:  # the worker's address-space cap: this record, not the worker, fails
+        return Skip("over_memory", "extraction ran out of the worker's memory cap")
+    except Exception as error:  # one record must never fail the unit
         return Skip("extraction_error", f"{type(error).__name__}: {error}"[:500])
 
 

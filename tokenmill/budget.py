@@ -1,0 +1,110 @@
+"""CPU-time budgets for one piece of work (one record).
+
+Two layers. `cpu_budget` is a profiling timer (`ITIMER_PROF`: CPU time, so a loaded machine does
+not trip it) that raises `OverBudget` in the main thread when the interpreter next gets control:
+it stops pure-Python loops. Code that stays in C for minutes holding the GIL (an HTML tree
+100,000 levels deep) never gives control back, so in a worker process `RecordWatch` also posts
+which record it is on and the process's CPU time when it started; the parent (`police`, called
+by `tokenmill.parts` while it waits) kills a worker still on the same record at twice its budget
+and notes which record it was. The part then starts again in a new worker that drops that record
+with the reason `over_budget`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+NOTES = Path(tempfile.gettempdir()) / "tokenmill-over-budget"
+
+
+class OverBudget(Exception):
+    pass
+
+
+def _raise(signum, frame):
+    raise OverBudget
+
+
+@contextmanager
+def cpu_budget(seconds: float | None) -> Iterator[None]:
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGPROF, _raise)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
+
+
+class RecordWatch:
+    """Posts the record a worker process is on, for its parent's `police` (workers only)."""
+
+    enabled = False
+
+    def __init__(self, label: dict):
+        self.label = label
+        self.post = NOTES / f"{os.getpid()}.current"
+        if RecordWatch.enabled:
+            NOTES.mkdir(parents=True, exist_ok=True)
+
+    @contextmanager
+    def record(self, offset: int, seconds: float | None) -> Iterator[None]:
+        if not (RecordWatch.enabled and seconds):
+            yield
+            return
+        entry = self.label | {"offset": offset, "cpu": time.process_time(), "budget": seconds}
+        self.post.write_text(json.dumps(entry))
+        try:
+            yield
+        finally:
+            self.post.unlink(missing_ok=True)
+
+
+def enable_watchdog() -> None:
+    RecordWatch.enabled = True
+
+
+def police(pids: Iterable[int]) -> None:
+    """Kill each worker among `pids` that has spent twice its record's budget on one record,
+    noting the record for `take_notes`."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    for pid in pids:
+        post = NOTES / f"{pid}.current"
+        try:
+            entry = json.loads(post.read_text())
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, ValueError):
+            continue  # between records, or gone
+        cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+        if cpu - entry["cpu"] > 2 * entry["budget"]:
+            note(entry, pid)
+            post.unlink(missing_ok=True)
+            os.kill(pid, signal.SIGKILL)
+
+
+def note(entry: dict, pid: int) -> None:
+    NOTES.mkdir(parents=True, exist_ok=True)
+    (NOTES / f"{pid}.json").write_text(json.dumps(entry))
+
+
+def take_notes(stage: str, units: set[str]) -> list[dict]:
+    """The records workers of `stage` on `units` ended themselves over, since the last call
+    (other runs' notes are left to them)."""
+    entries = []
+    for path in NOTES.glob("*.json") if NOTES.is_dir() else []:
+        entry = json.loads(path.read_text())
+        if entry.get("stage") == stage and entry.get("unit") in units:
+            entries.append(entry)
+            path.unlink(missing_ok=True)
+    return entries
