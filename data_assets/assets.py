@@ -27,7 +27,7 @@ from data_assets.recipe import Recipe
 from data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
 from resources.lake import LakeResource
 from resources.workers import WorkersResource
-from tokenmill.layout import DEDUP_CLUSTERS, DEDUPLICATED, Unit, crawl_prefix
+from tokenmill.layout import DEDUP_CLUSTERS, DEDUPLICATED, Unit, check_name, crawl_prefix
 from tokenmill.parts import run_stage_work
 from tokenmill.stage import Scope, Stage
 from tokenmill.stages import STAGES
@@ -153,7 +153,9 @@ def _check(check, lake, partition) -> AssetCheckResult:
 def _report_unit_duplicates(context, lake, crawl: str, versions: dict[str, str]) -> int:
     """Report `unit_duplicates` for the units whose removed documents changed since the last
     report (kept in the lake, written after the events, so a retry reports them again)."""
-    reported_key = f"{crawl_prefix(DEDUP_CLUSTERS, crawl)}/_reported.json"
+    # Beside the crawl's clusters, not among them: committing the clusters removes every file
+    # under their prefix that the run did not write.
+    reported_key = f"{DEDUP_CLUSTERS}/_reported/{check_name(crawl, 'crawl name')}.json"
     reported = lake.read_json(reported_key) if lake.exists(reported_key) else {}
     changed = {name: v for name, v in versions.items() if reported.get(name) != v}
     for name, version in changed.items():
