@@ -11,8 +11,8 @@ from tokenmill.lake import (
     LakeUnreachableError,
     s3_failure,
 )
-from tokenmill.outputs import MARKER, PartitionWriter, StageReport, is_committed
 from tokenmill.layout import Unit
+from tokenmill.outputs import MARKER, PartitionWriter, StageReport, is_committed
 from tokenmill.units import register_new_files, unit_files
 
 
