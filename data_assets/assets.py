@@ -8,7 +8,6 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
-    AssetMaterialization,
     AssetSelection,
     AutomationCondition,
     BackfillPolicy,
@@ -21,18 +20,18 @@ from dagster import (
 
 from data_assets.k8s import op_tags
 from data_assets.partitions import (
-    DATA_VERSION_TAG,
     crawl_partitions,
     crawl_signatures,
     crawl_units,
     unit_duplicates,
     unit_partitions,
+    versioned,
 )
 from data_assets.recipe import Recipe
 from data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
 from resources.lake import LakeResource
 from resources.workers import WorkersResource
-from tokenmill.layout import DEDUP_CLUSTERS, DEDUPLICATED, Unit, crawl_prefix
+from tokenmill.layout import DEDUP_CLUSTERS, DEDUPLICATED, Unit, check_name, crawl_prefix
 from tokenmill.parts import run_stage_work
 from tokenmill.stage import Scope, Stage
 from tokenmill.stages import STAGES
@@ -166,17 +165,14 @@ def _check(check, lake, partition) -> AssetCheckResult:
 def _report_unit_duplicates(context, lake, crawl: str, versions: dict[str, str]) -> int:
     """Report `unit_duplicates` for the units whose removed documents changed since the last
     report (kept in the lake, written after the events, so a retry reports them again)."""
-    reported_key = f"{crawl_prefix(DEDUP_CLUSTERS, crawl)}/_reported.json"
+    # Beside the crawl's clusters, not among them: committing the clusters removes every file
+    # under their prefix that the run did not write.
+    reported_key = f"{DEDUP_CLUSTERS}/_reported/{check_name(crawl, 'crawl name')}.json"
     reported = lake.read_json(reported_key) if lake.exists(reported_key) else {}
     changed = {name: v for name, v in versions.items() if reported.get(name) != v}
     for name, version in changed.items():
-        context.log_event(
-            AssetMaterialization(
-                unit_duplicates.key,
-                partition=f"{crawl}/{name}",
-                tags={DATA_VERSION_TAG: version},
-            )
-        )
+        # An observation: Dagster reads an external asset's data versions from observations.
+        context.log_event(versioned(unit_duplicates.key, f"{crawl}/{name}", version))
     if changed:
         lake.write_json(reported_key, versions)
     return len(changed)

@@ -49,8 +49,24 @@ class RunOutcome:
     success: bool
 
 
-def execute(job_name: str, partition_key: str | None, instance: DagsterInstance) -> RunOutcome:
-    from data_assets.definitions import defs
+def definitions_for(lake: Lake, workers: int | None = None):
+    """The code location's definitions, on `lake` and with `workers` processes per run (one
+    per CPU if unset)."""
+    from data_assets.definitions import alerts_resource, build_definitions
+    from resources.lake import LakeResource
+    from resources.workers import WorkersResource
+
+    resource = LakeResource(url=lake.url, endpoint_url=lake.endpoint_url, region=lake.region)
+    return build_definitions(
+        resource, alerts_resource(), workers=WorkersResource(processes=workers)
+    )
+
+
+def execute(
+    job_name: str, partition_key: str | None, instance: DagsterInstance, defs=None
+) -> RunOutcome:
+    if defs is None:
+        from data_assets.definitions import defs
 
     job = defs.resolve_job_def(job_name)
     result = job.execute_in_process(
@@ -62,9 +78,13 @@ def execute(job_name: str, partition_key: str | None, instance: DagsterInstance)
     return RunOutcome(job_name, partition_key, result.run_id, result.success)
 
 
-def materialize_all(instance: DagsterInstance, lake: Lake) -> list[RunOutcome]:
-    """Every stage for every partition, in lineage order, one run per partition; each run
-    works on its unit's files in parallel worker processes (one per CPU)."""
+def materialize_all(
+    instance: DagsterInstance, lake: Lake, workers: int | None = None
+) -> list[RunOutcome]:
+    """Every stage for every partition of `lake`, in lineage order, one run per partition;
+    each run works on its unit's files in `workers` parallel processes (one per CPU if
+    unset)."""
+    defs = definitions_for(lake, workers)
     partitions = {
         Scope.UNIT: instance.get_dynamic_partitions(unit_partitions.name),
         Scope.CRAWL: instance.get_dynamic_partitions(crawl_partitions.name),
@@ -74,7 +94,7 @@ def materialize_all(instance: DagsterInstance, lake: Lake) -> list[RunOutcome]:
     for stage in STAGES:
         results = []
         for key in partitions[stage.scope]:
-            outcome = execute(JOBS[stage.name].name, key, instance)
+            outcome = execute(JOBS[stage.name].name, key, instance, defs)
             state = "ok" if outcome.success else "FAILED"
             print(f"  {stage.name:18} {key or '-':40} {state}", flush=True)
             results.append(outcome)

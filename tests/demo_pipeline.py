@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -12,35 +13,39 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
+from data_assets.cli import land_demo_crawl
 from data_assets.runner import local_instance, materialize_all, register
-from tokenmill.cli import land_demo_crawl
 from tokenmill.lake import Lake
-from tokenmill.shards import Shard, registered_shards
+from tokenmill.layout import MARKER, Unit
+from tokenmill.parts import RESUME_FIELD
+from tokenmill.stages import STAGES
+from tokenmill.units import registered_units
 
-OUTPUT_ZONES = (
-    "raw",
-    "cleaned",
-    "signatures",
-    "clusters",
-    "deduplicated",
-    "tokenizer",
-    "tokenized",
-)
+OUTPUT_ZONES = tuple(stage.name for stage in STAGES)
 
 
 class Pipeline:
     def __init__(self, lake: Lake, instance: DagsterInstance, truth: dict, runs: list):
         self.lake, self.instance, self.truth, self.runs = lake, instance, truth, runs
-        self.shards = registered_shards(lake, truth["crawl"])
+        self.units = registered_units(lake, truth["crawl"])
         self.kind = {(p["file"], p["offset"]): p["kind"] for p in truth["pages"]}
         self.page = {(p["file"], p["offset"]): p for p in truth["pages"]}
 
-    def table(self, stage: str, shard: Shard, name: str) -> pl.DataFrame:
-        with self.lake.open_input(f"{shard.prefix(stage)}/{name}") as f:
-            return pl.from_arrow(pq.read_table(f))
+    def parts(self, stage: str, unit: Unit) -> list[str]:
+        """The prefixes of the unit's committed parts in `stage`, in file order."""
+        marker = self.lake.read_json(f"{unit.prefix(stage)}/{MARKER}")
+        return [unit.part_prefix(stage, part) for part in range(marker["counts"]["files"])]
+
+    def table(self, stage: str, unit: Unit, name: str) -> pl.DataFrame:
+        """`name` of every part of the unit, in file order."""
+        frames = []
+        for prefix in self.parts(stage, unit):
+            with self.lake.open_input(f"{prefix}/{name}") as f:
+                frames.append(pl.from_arrow(pq.read_table(f)))
+        return pl.concat(frames)
 
     def docs(self, stage: str) -> pl.DataFrame:
-        frames = [self.table(stage, s, "docs.parquet") for s in self.shards]
+        frames = [self.table(stage, u, "docs.parquet") for u in self.units]
         docs = pl.concat(frames)
         kinds = [
             self.kind[(source.rsplit("/", 1)[1], offset)]
@@ -49,24 +54,32 @@ class Pipeline:
         return docs.with_columns(kind=pl.Series(kinds, dtype=pl.String))
 
     def snapshot(self) -> dict[str, str]:
-        """sha256 of every committed output object (not the landing zone or the manifests)."""
+        """sha256 of every committed output object (not the landing zone or the manifests);
+        markers without the run that wrote them (a part's resume token)."""
         return {
-            key: hashlib.sha256(self.lake.read_bytes(key)).hexdigest()
+            key: hashlib.sha256(self._content(key)).hexdigest()
             for zone in OUTPUT_ZONES
             for key in self.lake.list(zone)
         }
 
+    def _content(self, key: str) -> bytes:
+        if not key.endswith(MARKER):
+            return self.lake.read_bytes(key)
+        marker = self.lake.read_json(key)
+        marker.pop(RESUME_FIELD, None)
+        return json.dumps(marker, sort_keys=True).encode()
+
 
 @contextmanager
 def demo_pipeline(root: Path, crawl: str, files: int, pages_per_file: int, seed: int):
-    """Land a demo crawl, register its shards (2 files each) and materialize every stage."""
+    """Land a demo crawl, register its units (2 files each) and materialize every stage."""
     with pytest.MonkeyPatch.context() as env:
         env.setenv("TOKENMILL_LAKE_URL", str(root / "lake"))
         env.setenv("DAGSTER_HOME", str(root / "dagster_home"))
         lake = Lake.from_url(str(root / "lake"))
         truth = land_demo_crawl(lake, crawl, files, pages_per_file, seed)
         instance = local_instance()
-        register(instance, lake, crawl, files_per_shard=2)
+        register(instance, lake, crawl, files_per_unit=2)
         runs = materialize_all(instance, lake, workers=2)
         try:
             yield Pipeline(lake, instance, truth, runs)

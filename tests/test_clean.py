@@ -9,13 +9,15 @@ from collections import Counter
 import polars as pl
 import pytest
 
-from data_assets.config import CleanConfig, PluginFilter
-from data_assets.stage import stage_result
+from data_assets.recipe import PluginFilter, Recipe
+from data_assets.results import stage_result
 from demo.crawl import generate_demo_crawl
-from tokenmill.clean import CLEANED, CleanSettings, clean_shard
-from tokenmill.ingest import land_shard
 from tokenmill.lake import Lake
-from tokenmill.shards import LANDING, register_new_files
+from tokenmill.layout import CLEANED, LANDING, RAW_CRAWL
+from tokenmill.parts import run_stage_work
+from tokenmill.stages import stage_named
+from tokenmill.stages.cleaned import CleanSettings
+from tokenmill.units import register_new_files
 
 CRAWL = "CC-MAIN-TEST-2026-02"
 BUILTIN = ["url", "gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality"]
@@ -23,7 +25,7 @@ BUILTIN = ["url", "gopher_repetition", "gopher_quality", "c4_quality", "fineweb_
 
 @pytest.fixture(scope="module")
 def landed(tmp_path_factory):
-    """A lake with one landed shard of a 2 x 100-page demo crawl, and the crawl's truth."""
+    """A lake with one indexed unit of a 2 x 100-page demo crawl, and the crawl's truth."""
     root = tmp_path_factory.mktemp("clean")
     generate_demo_crawl(
         root / "warc", root / "truth.json", crawl=CRAWL, files=2, pages_per_file=100, seed=11
@@ -31,18 +33,19 @@ def landed(tmp_path_factory):
     lake = Lake.from_url(str(root / "lake"))
     for path in sorted((root / "warc").iterdir()):
         lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
-    (shard,) = register_new_files(lake, CRAWL, files_per_shard=2)
-    land_shard(lake, shard)
+    (unit,) = register_new_files(lake, CRAWL, files_per_unit=2).units
+    run_stage_work(stage_named(RAW_CRAWL), lake, unit=unit, workers=1)
     truth = json.loads((root / "truth.json").read_text())
-    return lake, shard, {page["record_id"]: page for page in truth["pages"]}
+    return lake, unit, {page["record_id"]: page for page in truth["pages"]}
 
 
 def run(landed, settings: CleanSettings | None = None):
-    lake, shard, truth = landed
-    report = clean_shard(lake, shard, settings)
-    prefix = shard.prefix(CLEANED)
-    docs = pl.read_parquet(lake.path(f"{prefix}/docs.parquet"))
-    rejected = pl.read_parquet(lake.path(f"{prefix}/rejected.parquet"))
+    lake, unit, truth = landed
+    report = run_stage_work(stage_named(CLEANED), lake, settings, unit=unit, workers=1)
+    parts = [unit.part_prefix(CLEANED, part) for part in range(report.counts["files"])]
+    assert len(parts) == 2  # one part per WARC file of the unit
+    docs = pl.concat([pl.read_parquet(lake.path(f"{p}/docs.parquet")) for p in parts])
+    rejected = pl.concat([pl.read_parquet(lake.path(f"{p}/rejected.parquet")) for p in parts])
     return report, docs, rejected, truth
 
 
@@ -102,9 +105,9 @@ def test_rejections_name_filter_and_reason(default_run):
 
 
 def test_per_filter_drop_counts_are_numeric_metadata(landed, default_run):
-    lake, shard, _ = landed
+    lake, unit, _ = landed
     report = default_run[0]
-    metadata = stage_result(report.finish(), lake, shard.prefix(CLEANED)).metadata
+    metadata = stage_result(report.finish(), lake, unit.prefix(CLEANED)).metadata
     for name in BUILTIN + ["language"]:
         assert isinstance(metadata[f"dropped filter:{name}"], int)
         assert 0 <= metadata[f"drop_rate filter:{name}"] <= 1
@@ -142,7 +145,8 @@ def test_run_config_with_plugins_of_every_kind(landed, tmp_path, monkeypatch):
     (tmp_path / "lab_filters.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("TOKENMILL_FILTER_MODULES", "lab_filters")
-    config = CleanConfig(
+    recipe = Recipe.load()
+    config = recipe.config_class(stage_named(CLEANED))(
         keep_languages=["en", "de"],
         skip_filters=["c4_quality"],
         extractor="resiliparse",
@@ -153,7 +157,8 @@ def test_run_config_with_plugins_of_every_kind(landed, tmp_path, monkeypatch):
             PluginFilter(path="lab_filters.mentions", params={"word": '"Tuesday"'}),
         ],
     )
-    report, docs, rejected, truth = run(landed, config.settings())
+    settings = recipe.settings(CleanSettings, recipe.overrides(CleanSettings, config))
+    report, docs, rejected, truth = run(landed, settings)
     by_filter = {name: frame for (name,), frame in rejected.group_by("filter", maintain_order=True)}
     assert "c4_quality" not in by_filter and report.dropped["filter:c4_quality"] == 0
     assert by_filter["max_words"]["reason"].str.starts_with("words=").all()
@@ -172,7 +177,7 @@ def test_run_config_with_plugins_of_every_kind(landed, tmp_path, monkeypatch):
 
 def test_bad_settings_fail_at_once():
     with pytest.raises(ValueError, match="boilerpipe"):  # pydantic's ValidationError
-        CleanConfig(extractor="boilerpipe")
+        Recipe.load().config_class(stage_named(CLEANED))(extractor="boilerpipe")
     with pytest.raises(ValueError, match="extractor"):
         CleanSettings(extractor="boilerpipe")
     with pytest.raises(ValueError, match="language_backend"):

@@ -1,5 +1,6 @@
-"""The three dedup stages on a temporary lake: signatures per shard, clusters per crawl, the
-deduplicated shard; and, in Dagster, that a new shard makes its crawl's dedup outputs stale."""
+"""The three dedup stages on a temporary lake: signatures per file of a unit, clusters per
+crawl, the deduplicated unit; and, in Dagster, that a new unit makes its crawl's dedup outputs
+stale."""
 
 from __future__ import annotations
 
@@ -12,21 +13,26 @@ import pytest
 from datasketch import MinHashLSH
 
 from demo import crawl as demo
-from tokenmill.clean import CLEANED, DOC_SCHEMA
-from tokenmill.dedup import (
-    CLUSTERS,
-    DEDUPLICATED,
-    QUALITY_COLUMN,
-    SIGNATURES,
-    DedupSettings,
-    compute_clusters,
-    compute_signatures,
-    filter_shard,
-)
+from tokenmill.dedup import CLUSTERS_FILE, DedupSettings
 from tokenmill.lake import Lake
+from tokenmill.layout import (
+    CLEANED,
+    DEDUP_CLUSTERS,
+    DEDUP_SIGNATURES,
+    DEDUPLICATED,
+    DOC_SCHEMA,
+    LANDING,
+    MARKER,
+    QUALITY_COLUMN,
+    Unit,
+    crawl_prefix,
+    unit_name,
+)
 from tokenmill.minhash import shingles
-from tokenmill.outputs import MissingInputError, PartitionWriter, StageReport
-from tokenmill.shards import Shard, crawl_prefix, registered_shards, shard_name
+from tokenmill.outputs import MissingInputError, PartitionWriter, StageReport, combine
+from tokenmill.parts import run_stage_work
+from tokenmill.stages import stage_named
+from tokenmill.units import registered_units, write_batch
 
 CRAWL = "CC-MAIN-TEST-2026-01"
 QUALITY_SCHEMA = DOC_SCHEMA.append(pa.field(QUALITY_COLUMN, pa.float64()))
@@ -36,29 +42,42 @@ def doc(doc_id: str, text: str, date: str = "2026-01-15T00:00:00Z", **extra) -> 
     return {"doc_id": doc_id, "text": text, "warc_date": date, "language": "en"} | extra
 
 
-def write_shard(lake: Lake, shard: Shard, docs: list[dict], schema: pa.Schema = DOC_SCHEMA):
-    """A registered shard whose cleaned partition holds ``docs``."""
-    lake.write_json(shard.manifest_key, {"crawl": shard.crawl, "shard": shard.shard, "files": []})
-    rows = [{"crawl": shard.crawl, "shard": shard.shard} | d for d in docs]
-    with PartitionWriter(lake, shard.prefix(CLEANED), StageReport()) as out:
+def write_unit(lake: Lake, unit: Unit, docs: list[dict], schema: pa.Schema = DOC_SCHEMA):
+    """A registered unit of one file whose cleaned part holds ``docs``."""
+    files = [f"{LANDING}/{unit.crawl}/{unit.name}.warc.gz"]
+    assert write_batch(lake, unit.crawl, int(unit.name), [files]) == [unit]
+    rows = [{"crawl": unit.crawl, "unit": unit.name, "part": 0} | d for d in docs]
+    report = StageReport()
+    with PartitionWriter(lake, unit.part_prefix(CLEANED, 0), report) as out:
         out.parquet("docs.parquet", schema).write_table(pa.Table.from_pylist(rows, schema))
+    total = combine({"00000": report})
+    total.counts["files"] = 1
+    lake.write_json(f"{unit.prefix(CLEANED)}/{MARKER}", total.summary())
 
 
-def write_crawl(lake: Lake, shards: list[list[dict]], crawl: str = CRAWL, **kw) -> list[Shard]:
-    result = [Shard(crawl, shard_name(i)) for i in range(len(shards))]
-    for shard, docs in zip(result, shards, strict=True):
-        write_shard(lake, shard, docs, **kw)
+def write_crawl(lake: Lake, units: list[list[dict]], crawl: str = CRAWL, **kw) -> list[Unit]:
+    result = [Unit(crawl, unit_name(i)) for i in range(len(units))]
+    for unit, docs in zip(result, units, strict=True):
+        write_unit(lake, unit, docs, **kw)
     return result
+
+
+def sign(lake: Lake, unit: Unit, settings: DedupSettings | None = None):
+    run_stage_work(stage_named(DEDUP_SIGNATURES), lake, settings, unit=unit, workers=1)
+
+
+def cluster_crawl(lake: Lake, settings: DedupSettings | None = None, crawl: str = CRAWL):
+    run_stage_work(stage_named(DEDUP_CLUSTERS), lake, settings, crawl=crawl)
 
 
 def run_dedup(lake: Lake, settings: DedupSettings | None = None, crawl: str = CRAWL):
     settings = settings or DedupSettings()
-    shards = registered_shards(lake, crawl)
-    for shard in shards:
-        compute_signatures(lake, shard, settings)
-    compute_clusters(lake, crawl, settings)
-    for shard in shards:
-        filter_shard(lake, shard)
+    units = registered_units(lake, crawl)
+    for unit in units:
+        sign(lake, unit, settings)
+    cluster_crawl(lake, settings, crawl)
+    for unit in units:
+        run_stage_work(stage_named(DEDUPLICATED), lake, unit=unit, workers=1)
 
 
 def read(lake: Lake, key: str) -> list[dict]:
@@ -69,12 +88,14 @@ def read(lake: Lake, key: str) -> list[dict]:
 def clusters(lake: Lake, crawl: str = CRAWL) -> dict[str, dict]:
     return {
         row["doc_id"]: row
-        for row in read(lake, f"{crawl_prefix(CLUSTERS, crawl)}/clusters.parquet")
+        for row in read(lake, f"{crawl_prefix(DEDUP_CLUSTERS, crawl)}/{CLUSTERS_FILE}")
     }
 
 
-def kept_ids(lake: Lake, shard: Shard) -> list[str]:
-    return [row["doc_id"] for row in read(lake, f"{shard.prefix(DEDUPLICATED)}/docs.parquet")]
+def kept_ids(lake: Lake, unit: Unit) -> list[str]:
+    return [
+        row["doc_id"] for row in read(lake, f"{unit.part_prefix(DEDUPLICATED, 0)}/docs.parquet")
+    ]
 
 
 @pytest.fixture
@@ -99,7 +120,7 @@ def near_copy(article: demo.Article, seed: int) -> str:
 
 def test_exact_and_near_duplicates_are_removed_with_their_lineage(lake, articles):
     a, b, c, d = (article.text for article in articles[:4])
-    shards = write_crawl(
+    units = write_crawl(
         lake,
         [
             [doc("a", a), doc("b", b), doc("c", c)],
@@ -123,31 +144,32 @@ def test_exact_and_near_duplicates_are_removed_with_their_lineage(lake, articles
         "b2": ("near_duplicate", "b", "b"),
         "b3": ("near_duplicate", "b", "b"),
     }
-    assert removed["b3"]["shard"] == "00002" and removed["b3"]["survivor_shard"] == "00000"
-    assert [kept_ids(lake, s) for s in shards] == [["a", "b", "c"], [], ["d"]]
+    assert removed["b3"]["unit"] == "00002" and removed["b3"]["survivor_unit"] == "00000"
+    assert removed["b3"]["part"] == 0
+    assert [kept_ids(lake, u) for u in units] == [["a", "b", "c"], [], ["d"]]
 
-    lineage = read(lake, f"{shards[2].prefix(DEDUPLICATED)}/removed.parquet")
+    lineage = read(lake, f"{units[2].part_prefix(DEDUPLICATED, 0)}/removed.parquet")
     assert [(r["doc_id"], r["cluster_id"], r["survivor_doc_id"]) for r in lineage] == [
         ("a3", "a", "a"),
         ("b3", "b", "b"),
     ]
-    summary = lake.read_json(f"{crawl_prefix(CLUSTERS, CRAWL)}/_SUCCESS.json")
+    summary = lake.read_json(f"{crawl_prefix(DEDUP_CLUSTERS, CRAWL)}/_SUCCESS.json")
     assert summary["dropped"] == {"exact_duplicate": 2, "near_duplicate": 2}
     assert summary["records_in"] == 8 and summary["records_out"] == 4
 
 
 def test_unrelated_documents_all_survive(lake, articles):
-    shards = write_crawl(lake, [[doc(f"x{i}", a.text) for i, a in enumerate(articles)]])
+    units = write_crawl(lake, [[doc(f"x{i}", a.text) for i, a in enumerate(articles)]])
     run_dedup(lake)
     assert clusters(lake) == {}
-    assert len(kept_ids(lake, shards[0])) == len(articles)
+    assert len(kept_ids(lake, units[0])) == len(articles)
 
 
 def test_documents_without_words_are_not_duplicates_of_each_other(lake, articles):
     write_crawl(lake, [[doc("e1", ""), doc("e2", " ... "), doc("a", articles[0].text)]])
     run_dedup(lake)
     assert clusters(lake) == {}
-    marker = lake.read_json(f"{Shard(CRAWL, '00000').prefix(SIGNATURES)}/_SUCCESS.json")
+    marker = lake.read_json(f"{Unit(CRAWL, '00000').prefix(DEDUP_SIGNATURES)}/_SUCCESS.json")
     assert marker["counts"]["docs_without_words"] == 2
 
 
@@ -162,7 +184,7 @@ def test_documents_shorter_than_the_ngram(lake, articles, rule, removed):
     found = clusters(lake)
     assert set(found) == removed
     assert all(row["reason"] == "exact_duplicate" for row in found.values())
-    marker = lake.read_json(f"{Shard(CRAWL, '00000').prefix(SIGNATURES)}/_SUCCESS.json")
+    marker = lake.read_json(f"{Unit(CRAWL, '00000').prefix(DEDUP_SIGNATURES)}/_SUCCESS.json")
     assert marker["counts"]["docs_shorter_than_ngram"] == 4
     with pytest.raises(ValueError, match="short_docs"):
         DedupSettings(short_docs="drop")
@@ -227,7 +249,7 @@ def test_rerun_is_byte_identical(lake, articles):
             [doc("a2", texts[0]), doc("b2", near_copy(articles[1], 5)), doc("e", texts[4])],
         ],
     )
-    stages = (SIGNATURES, CLUSTERS, DEDUPLICATED)
+    stages = (DEDUP_SIGNATURES, DEDUP_CLUSTERS, DEDUPLICATED)
 
     def outputs() -> dict[str, bytes]:
         keys = [k for stage in stages for k in lake.list(stage) if not k.endswith(".json")]
@@ -240,29 +262,29 @@ def test_rerun_is_byte_identical(lake, articles):
     assert outputs() == first
 
 
-def test_adding_a_shard_changes_the_clusters(lake, articles):
+def test_adding_a_unit_changes_the_clusters(lake, articles):
     texts = [a.text for a in articles]
     write_crawl(lake, [[doc("a", texts[0]), doc("b", texts[1])], [doc("c", texts[2])]])
     run_dedup(lake)
     assert clusters(lake) == {}
 
-    new_shard = Shard(CRAWL, shard_name(2))
-    write_shard(lake, new_shard, [doc("c2", near_copy(articles[2], 6)), doc("b2", texts[1])])
+    new_unit = Unit(CRAWL, unit_name(2))
+    write_unit(lake, new_unit, [doc("c2", near_copy(articles[2], 6)), doc("b2", texts[1])])
     with pytest.raises(MissingInputError, match="00002"):
-        compute_clusters(lake, CRAWL, DedupSettings())  # its signatures are not there yet
+        cluster_crawl(lake)  # its signatures are not there yet
     run_dedup(lake)
     removed = clusters(lake)
     assert {k: v["survivor_doc_id"] for k, v in removed.items()} == {"c2": "c", "b2": "b"}
-    assert kept_ids(lake, new_shard) == []
+    assert kept_ids(lake, new_unit) == []
 
 
 def test_threshold_chooses_datasketch_bands_and_rows(lake, articles):
     settings = DedupSettings(threshold=0.7)
     lsh = MinHashLSH(threshold=0.7, num_perm=112)
     assert settings.banding() == (lsh.b, lsh.r)
-    (shard,) = write_crawl(lake, [[doc("a", articles[0].text)]])
-    compute_signatures(lake, shard, settings)
-    marker = lake.read_json(f"{shard.prefix(SIGNATURES)}/_SUCCESS.json")
+    (unit,) = write_crawl(lake, [[doc("a", articles[0].text)]])
+    sign(lake, unit, settings)
+    marker = lake.read_json(f"{unit.prefix(DEDUP_SIGNATURES)}/_SUCCESS.json")
     assert marker["counts"]["params"] == {
         "ngram": 5,
         "bands": lsh.b,
@@ -277,12 +299,12 @@ def test_threshold_chooses_datasketch_bands_and_rows(lake, articles):
         DedupSettings(threshold=1.5)
 
 
-def test_shards_signed_with_different_parameters_are_refused(lake, articles):
+def test_units_signed_with_different_parameters_are_refused(lake, articles):
     first, second = write_crawl(lake, [[doc("a", articles[0].text)], [doc("b", articles[1].text)]])
-    compute_signatures(lake, first, DedupSettings())
-    compute_signatures(lake, second, DedupSettings(bands=10, rows=10))
+    sign(lake, first, DedupSettings())
+    sign(lake, second, DedupSettings(bands=10, rows=10))
     with pytest.raises(ValueError, match="different parameters"):
-        compute_clusters(lake, CRAWL, DedupSettings())
+        cluster_crawl(lake)
 
 
 def test_unknown_survivor_rule_is_refused():
@@ -308,7 +330,7 @@ def substitute_words(text: str, every: int, rng: random.Random, vocabulary: list
 
 @pytest.mark.parametrize("scheme", ["affine64", "datatrove"])
 def test_ground_truth_recall_and_false_merges(lake, scheme):
-    """Pairs (original, edited copy) spread over J = 0..1, in separate shards, through the stages:
+    """Pairs (original, edited copy) spread over J = 0..1, in separate units, through the stages:
     recall >= 0.95 for J >= 0.85, at most 1 % of the pairs with J <= 0.5 merged."""
     rng = random.Random(11)
     originals = demo.sample_articles("en", 700, seed=11)
@@ -337,176 +359,198 @@ def test_ground_truth_recall_and_false_merges(lake, scheme):
     assert not any(k.startswith("o") for k in clusters(lake))
 
 
-# --- Dagster: a new shard makes its crawl's clusters and deduplicated shards stale -------------
+# --- Dagster: a new unit makes its crawl's clusters stale, and re-clustering the units it affects
 
 
-def test_new_shard_makes_its_crawls_dedup_stale_in_dagster(tmp_path, articles):
-    from dagster import (
-        AssetKey,
-        AssetMaterialization,
-        MultiPartitionKey,
-        instance_for_test,
-        materialize,
-    )
-    from dagster._core.definitions.data_version import StaleStatus
-    from dagster._utils.test.data_versions import get_stale_status_resolver
-
-    from data_assets import stages
+def dagster_defs(lake: Lake):
+    from data_assets.definitions import build_definitions
     from resources.lake import LakeResource
+    from resources.workers import WorkersResource
+
+    return build_definitions(LakeResource(url=lake.url), workers=WorkersResource(processes=1))
+
+
+# The earliest copy survives, so a new unit can take a cluster over from an existing one.
+EARLIEST = {"ops": {DEDUP_CLUSTERS: {"config": {"survivor": "earliest_date"}}}}
+EARLY = "2026-01-01T00:00:00Z"
+
+
+class DagsterLake:
+    """Runs of the stage jobs on a test instance, and the stale status of their partitions."""
+
+    def __init__(self, lake: Lake, instance):
+        self.lake, self.instance, self.defs = lake, instance, dagster_defs(lake)
+
+    def run(self, stage: str, partition: str, config: dict | None = None) -> None:
+        result = self.defs.resolve_job_def(f"run_{stage}").execute_in_process(
+            instance=self.instance, partition_key=partition, run_config=config or {}
+        )
+        assert result.success
+
+    def report(self, stage: str, unit: Unit) -> None:
+        from dagster import AssetMaterialization
+
+        self.instance.report_runless_asset_event(AssetMaterialization(stage, partition=unit.key))
+
+    def reports(self, partition: str) -> int:
+        """How many times `unit_duplicates` of a unit was reported."""
+        from dagster import AssetKey, AssetRecordsFilter
+
+        records = self.instance.fetch_observations(
+            AssetRecordsFilter(asset_key=AssetKey("unit_duplicates"), asset_partitions=[partition]),
+            limit=100,
+        ).records
+        return len(records)
+
+    def resolver(self):
+        from dagster._core.definitions.data_version import CachingStaleStatusResolver
+        from dagster._core.loader import LoadingContextForTest
+
+        # A fresh one each time: it caches what it has read from the instance.
+        return CachingStaleStatusResolver(
+            self.instance, self.defs.resolve_asset_graph(), LoadingContextForTest(self.instance)
+        )
+
+    def status(self, asset: str, partition: str):
+        from dagster import AssetKey
+
+        return self.resolver().get_status(AssetKey(asset), partition)
+
+
+def test_new_unit_makes_its_crawls_dedup_stale_in_dagster(tmp_path, articles):
+    from dagster import instance_for_test
+    from dagster._core.definitions.data_version import StaleStatus
+
+    from data_assets.partitions import sync_partitions
 
     lake = Lake.from_url(str(tmp_path / "lake"))
     other = "CC-MAIN-TEST-2026-02"
     texts = [a.text for a in articles]
     for crawl, offset in ((CRAWL, 0), (other, 4)):
         write_crawl(lake, [[doc("a", texts[offset])], [doc("b", texts[offset + 1])]], crawl=crawl)
-    assets = [stages.cleaned, stages.dedup_signatures, stages.dedup_clusters, stages.deduplicated]
-    resources = {"lake": LakeResource(url=str(tmp_path / "lake"))}
-
-    def shard_key(crawl: str, shard: str) -> str:
-        return str(MultiPartitionKey({"crawl": crawl, "shard": shard}))
 
     with instance_for_test() as instance:
+        dagster = DagsterLake(lake, instance)
 
-        def run(asset, partition: str) -> None:
-            result = materialize(
-                assets,
-                selection=[asset],
-                partition_key=partition,
-                instance=instance,
-                resources=resources,
-            )
-            assert result.success
-
-        def sign(crawl: str, shard: str) -> None:
+        def sign_unit(unit: Unit) -> None:
             # cleaned was written straight to the lake above: tell Dagster, as an import would.
-            instance.report_runless_asset_event(
-                AssetMaterialization("cleaned", partition=shard_key(crawl, shard))
-            )
-            run(stages.dedup_signatures, shard_key(crawl, shard))
+            dagster.report(CLEANED, unit)
+            dagster.run(DEDUP_SIGNATURES, unit.key)
 
-        def status(asset: str, partition: str) -> StaleStatus:
-            # A fresh resolver each time: it caches what it has read from the instance.
-            return get_stale_status_resolver(instance, assets).get_status(
-                AssetKey(asset), partition
-            )
-
-        instance.add_dynamic_partitions("crawls", [CRAWL, other])
-        instance.add_dynamic_partitions("shards", ["00000", "00001"])
+        sync_partitions(instance, lake)
         for crawl in (CRAWL, other):
-            for shard in ("00000", "00001"):
-                sign(crawl, shard)
-            run(stages.dedup_clusters, crawl)
-            for shard in ("00000", "00001"):
-                run(stages.deduplicated, shard_key(crawl, shard))
-        everything = [("dedup_clusters", c) for c in (CRAWL, other)] + [
-            ("deduplicated", shard_key(c, s)) for c in (CRAWL, other) for s in ("00000", "00001")
+            for unit in registered_units(lake, crawl):
+                sign_unit(unit)
+            dagster.run(DEDUP_CLUSTERS, crawl, EARLIEST)
+            for unit in registered_units(lake, crawl):
+                dagster.run(DEDUPLICATED, unit.key)
+        units = [u.key for c in (CRAWL, other) for u in registered_units(lake, c)]
+        everything = [(DEDUP_CLUSTERS, c) for c in (CRAWL, other)] + [
+            (DEDUPLICATED, u) for u in units
         ]
-        assert {status(*item) for item in everything} == {StaleStatus.FRESH}
+        assert {dagster.status(*item) for item in everything} == {StaleStatus.FRESH}
 
-        # A third shard arrives in CRAWL (a copy of its doc "a") and is signed.
-        write_shard(lake, Shard(CRAWL, "00002"), [doc("a2", texts[0])])
-        instance.add_dynamic_partitions("shards", ["00002"])
-        sign(CRAWL, "00002")
-        assert status("dedup_clusters", CRAWL) == StaleStatus.STALE
-        assert status("dedup_clusters", other) == StaleStatus.FRESH
+        # A third unit is registered in CRAWL, with an earlier copy of its doc "a".
+        new = Unit(CRAWL, "00002")
+        write_unit(lake, new, [doc("a0", texts[0], EARLY)])
+        sync_partitions(instance, lake)
+        assert dagster.status(DEDUP_CLUSTERS, CRAWL) == StaleStatus.STALE
+        assert dagster.status(DEDUP_CLUSTERS, other) == StaleStatus.FRESH
 
-        run(stages.dedup_clusters, CRAWL)
-        assert clusters(lake)["a2"]["survivor_doc_id"] == "a"
-        assert status("dedup_clusters", CRAWL) == StaleStatus.FRESH
-        for shard in ("00000", "00001"):
-            assert status("deduplicated", shard_key(CRAWL, shard)) == StaleStatus.STALE
-            assert status("deduplicated", shard_key(other, shard)) == StaleStatus.FRESH
-        assert status("deduplicated", shard_key(CRAWL, "00002")) == StaleStatus.MISSING
+        sign_unit(new)
+        dagster.run(DEDUP_CLUSTERS, CRAWL, EARLIEST)
+        assert clusters(lake)["a"]["survivor_doc_id"] == "a0"
+        assert dagster.status(DEDUP_CLUSTERS, CRAWL) == StaleStatus.FRESH
+        # Exactly the units whose removed documents changed: "a" now goes from unit 00000.
+        assert dagster.status(DEDUPLICATED, f"{CRAWL}/00000") == StaleStatus.STALE
+        assert dagster.status(DEDUPLICATED, f"{CRAWL}/00001") == StaleStatus.FRESH
+        for unit in registered_units(lake, other):
+            assert dagster.status(DEDUPLICATED, unit.key) == StaleStatus.FRESH
+        assert dagster.status(DEDUPLICATED, new.key) == StaleStatus.MISSING
+        # Each clustering reported only the units whose removed documents changed.
+        assert [dagster.reports(f"{CRAWL}/{name}") for name in ("00000", "00001", "00002")] == [
+            2,
+            1,
+            1,
+        ]
 
 
-def test_a_new_shard_makes_a_crawl_of_over_100_shards_stale_in_dagster(tmp_path):
-    """Dagster's stale-status resolver ignores dedup_signatures for a crawl of 100+ shards; the
-    crawl's observed shard list (`crawl_shards`) still makes its clusters stale."""
-    from dagster import AssetKey, AssetMaterialization, instance_for_test
-    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
-    from dagster._core.loader import LoadingContextForTest
+def test_a_new_unit_makes_a_crawl_of_over_100_units_stale_in_dagster(tmp_path):
+    """Dagster's stale-status resolver ignores dedup_signatures for a crawl of 100+ units; the
+    crawl's observed unit list (`crawl_units`) still makes its clusters stale."""
+    from dagster import AssetKey, instance_for_test
+    from dagster._core.definitions.data_version import StaleStatus
 
-    from data_assets.definitions import build_definitions
-    from data_assets.partitions import crawl_shards, shard_key, shard_list_changes, sync_partitions
-    from resources.lake import LakeResource
+    from data_assets.partitions import crawl_units, sync_partitions, unit_list_changes
 
     def words(i: int) -> str:
-        return " ".join(f"w{i}x{j}" for j in range(12))
+        # Letters for digits: digit runs are normalized away before hashing.
+        def spelled(n: int) -> str:
+            return "".join(chr(ord("a") + int(d)) for d in str(n))
+
+        return " ".join(f"w{spelled(i)}x{spelled(j)}" for j in range(12))
 
     lake = Lake.from_url(str(tmp_path / "lake"))
     other = "CC-MAIN-TEST-2026-02"
-    shards = write_crawl(lake, [[doc(f"d{i}", words(i))] for i in range(101)])
-    shards += write_crawl(lake, [[doc("o", words(999))]], crawl=other)
-    defs = build_definitions(LakeResource(url=lake.url))
+    units = write_crawl(lake, [[doc(f"d{i}", words(i))] for i in range(101)])
+    units += write_crawl(lake, [[doc("o", words(999))]], crawl=other)
 
     with instance_for_test() as instance:
+        dagster = DagsterLake(lake, instance)
 
-        def run(job: str, partition: str) -> None:
-            result = defs.resolve_job_def(job).execute_in_process(
-                instance=instance, partition_key=partition
-            )
-            assert result.success
-
-        def sign(shard: Shard) -> None:
+        def sign_unit(unit: Unit) -> None:
             # Cleaned and signed in the lake by the core, then reported: materializing 101
-            # shards one run each would take minutes. The clusters are materialized for real.
-            compute_signatures(lake, shard, DedupSettings())
-            for asset in ("cleaned", "dedup_signatures"):
-                instance.report_runless_asset_event(
-                    AssetMaterialization(asset, partition=str(shard_key(shard)))
-                )
-
-        def resolver() -> CachingStaleStatusResolver:
-            # A fresh one each time: it caches what it has read from the instance.
-            return CachingStaleStatusResolver(
-                instance, defs.resolve_asset_graph(), LoadingContextForTest(instance)
-            )
-
-        def status(asset: str, partition: str) -> StaleStatus:
-            return resolver().get_status(AssetKey(asset), partition)
+            # units one run each would take minutes. The clusters are materialized for real.
+            sign(lake, unit)
+            for asset in (CLEANED, DEDUP_SIGNATURES):
+                dagster.report(asset, unit)
 
         def observations() -> int:
-            return len(instance.fetch_observations(crawl_shards.key, limit=1000).records)
+            return len(instance.fetch_observations(crawl_units.key, limit=1000).records)
 
         sync_partitions(instance, lake)
         assert observations() == 2  # one per crawl
-        for shard in shards:
-            sign(shard)
-        first, other_first = str(shard_key(shards[0])), str(shard_key(shards[-1]))
+        for unit in units:
+            sign_unit(unit)
+        first, second, other_first = units[0].key, units[1].key, units[-1].key
         for crawl in (CRAWL, other):
-            run("dedup_crawl", crawl)
-        for partition in (first, other_first):
-            run("dedup_shard", partition)
-        everything = [("dedup_clusters", CRAWL), ("dedup_clusters", other)] + [
-            ("deduplicated", p) for p in (first, other_first)
+            dagster.run(DEDUP_CLUSTERS, crawl, EARLIEST)
+        for partition in (first, second, other_first):
+            dagster.run(DEDUPLICATED, partition)
+        everything = [(DEDUP_CLUSTERS, CRAWL), (DEDUP_CLUSTERS, other)] + [
+            (DEDUPLICATED, p) for p in (first, second, other_first)
         ]
-        assert {status(*item) for item in everything} == {StaleStatus.FRESH}
+        assert {dagster.status(*item) for item in everything} == {StaleStatus.FRESH}
+        assert clusters(lake) == {}  # distinct documents
 
-        # Registering again without a new shard observes nothing; the same shard list observed
+        # Registering again without a new unit observes nothing; the same unit list observed
         # again (a sensor tick repeated after a crash) leaves everything fresh.
         sync_partitions(instance, lake)
         assert observations() == 2
-        assert shard_list_changes(instance, lake, [CRAWL, other]) == []
-        for record in instance.fetch_observations(crawl_shards.key, limit=2).records:
+        by_crawl = {c: registered_units(lake, c) for c in (CRAWL, other)}
+        assert unit_list_changes(instance, by_crawl) == []
+        for record in instance.fetch_observations(crawl_units.key, limit=2).records:
             instance.report_runless_asset_event(record.asset_observation)
-        assert {status(*item) for item in everything} == {StaleStatus.FRESH}
+        assert {dagster.status(*item) for item in everything} == {StaleStatus.FRESH}
 
-        # Shard 101 is registered (a copy of d0): the crawl's clusters are stale at once.
-        new = Shard(CRAWL, shard_name(101))
-        write_shard(lake, new, [doc("d0-copy", words(0))])
+        # Unit 101 is registered (an earlier copy of d0): the crawl's clusters are stale at once.
+        new = Unit(CRAWL, unit_name(101))
+        write_unit(lake, new, [doc("d0-copy", words(0), EARLY)])
         sync_partitions(instance, lake)
         assert observations() == 5  # 2 first, the 2 repeated, the new list of CRAWL
-        assert status("dedup_clusters", CRAWL) == StaleStatus.STALE
-        assert status("dedup_clusters", other) == StaleStatus.FRESH
+        assert dagster.status(DEDUP_CLUSTERS, CRAWL) == StaleStatus.STALE
+        assert dagster.status(DEDUP_CLUSTERS, other) == StaleStatus.FRESH
 
-        # Once it is signed the shard list is still the only cause the resolver sees: it skips
-        # the 102 signatures partitions. The recomputed clusters make deduplicated stale.
-        sign(new)
-        causes = resolver().get_stale_causes(AssetKey("dedup_clusters"), CRAWL)
-        assert [c.dependency.asset_key for c in causes] == [crawl_shards.key]
-        run("dedup_crawl", CRAWL)
-        assert clusters(lake)["d0-copy"]["survivor_doc_id"] == "d0"
-        assert status("dedup_clusters", CRAWL) == StaleStatus.FRESH
-        assert status("deduplicated", first) == StaleStatus.STALE
-        assert status("deduplicated", other_first) == StaleStatus.FRESH
-        assert status("dedup_clusters", other) == StaleStatus.FRESH
+        # Once it is signed the unit list is still the only cause the resolver sees: it skips
+        # the 102 signatures partitions. The recomputed clusters make the deduplicated unit
+        # whose document is now removed stale, and only that one.
+        sign_unit(new)
+        causes = dagster.resolver().get_stale_causes(AssetKey(DEDUP_CLUSTERS), CRAWL)
+        assert [c.dependency.asset_key for c in causes] == [crawl_units.key]
+        dagster.run(DEDUP_CLUSTERS, CRAWL, EARLIEST)
+        assert clusters(lake)["d0"]["survivor_doc_id"] == "d0-copy"
+        assert dagster.status(DEDUP_CLUSTERS, CRAWL) == StaleStatus.FRESH
+        assert dagster.status(DEDUPLICATED, first) == StaleStatus.STALE
+        assert dagster.status(DEDUPLICATED, second) == StaleStatus.FRESH
+        assert dagster.status(DEDUPLICATED, other_first) == StaleStatus.FRESH
+        assert dagster.status(DEDUP_CLUSTERS, other) == StaleStatus.FRESH

@@ -11,8 +11,9 @@ from tokenmill.lake import (
     LakeUnreachableError,
     s3_failure,
 )
+from tokenmill.layout import Unit
 from tokenmill.outputs import MARKER, PartitionWriter, StageReport, is_committed
-from tokenmill.shards import Shard, register_new_files, shard_files
+from tokenmill.units import register_new_files, unit_files
 
 
 @pytest.fixture
@@ -46,7 +47,11 @@ def test_keys_cannot_escape_the_lake(lake, key):
 @pytest.mark.parametrize("crawl", ["../../etc", "..", "a/b", ".hidden"])
 def test_path_like_partition_keys_are_refused(crawl):
     with pytest.raises(LakeKeyError):
-        Shard(crawl, "00000")
+        Unit(crawl, "00000")
+    with pytest.raises(LakeKeyError):
+        Unit("CC-MAIN-2026-01", crawl)
+    with pytest.raises(LakeKeyError):
+        Unit.from_key(f"{crawl}/00000")
 
 
 def test_partition_is_done_only_after_commit(lake):
@@ -67,19 +72,20 @@ def test_partition_is_done_only_after_commit(lake):
     }
 
 
-def test_shard_registration_is_append_only(lake):
+def test_unit_registration_is_append_only(lake):
     for name in ["b.warc.gz", "a.warc.gz", "c.warc.gz"]:
         lake.write_bytes(f"landing/C1/{name}", b"")
-    first = register_new_files(lake, "C1", files_per_shard=2)
-    assert [s.shard for s in first] == ["00000", "00001"]
-    assert shard_files(lake, first[0]) == ["landing/C1/a.warc.gz", "landing/C1/b.warc.gz"]
+    first = register_new_files(lake, "C1", files_per_unit=2).units
+    assert [u.name for u in first] == ["00000", "00001"]
+    assert unit_files(lake, first[0]) == ["landing/C1/a.warc.gz", "landing/C1/b.warc.gz"]
     lake.write_bytes("landing/C1/0-early.warc.gz", b"")
-    second = register_new_files(lake, "C1", files_per_shard=2)
-    assert [s.shard for s in second] == ["00002"]
-    assert shard_files(lake, second[0]) == ["landing/C1/0-early.warc.gz"]
-    assert shard_files(lake, first[0]) == ["landing/C1/a.warc.gz", "landing/C1/b.warc.gz"]
-    assert register_new_files(lake, "C1", files_per_shard=2) == []
-    assert shard_files(lake, Shard("C1", "00007")) == []
+    second = register_new_files(lake, "C1", files_per_unit=2).units
+    assert [u.name for u in second] == ["00002"]
+    assert unit_files(lake, second[0]) == ["landing/C1/0-early.warc.gz"]
+    assert unit_files(lake, first[0]) == ["landing/C1/a.warc.gz", "landing/C1/b.warc.gz"]
+    assert register_new_files(lake, "C1", files_per_unit=2).units == []
+    with pytest.raises(LakeKeyError, match="not registered"):
+        unit_files(lake, Unit("C1", "00007"))
 
 
 def _client_error(code: str):
@@ -141,7 +147,7 @@ def test_s3_errors_are_classified_by_the_sdks_codes():
 
 
 def test_unreachable_is_retried_and_refused_is_permanent():
-    from data_assets.stage import PERMANENT_ERRORS
+    from data_assets.results import PERMANENT_ERRORS
 
     assert not issubclass(LakeUnreachableError, PERMANENT_ERRORS)
     assert issubclass(LakeRefusedError, PERMANENT_ERRORS)

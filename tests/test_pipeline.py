@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 from dagster import AssetKey
 from tokenizers import Tokenizer
@@ -22,6 +23,7 @@ from data_assets.runner import (
 )
 from tests.demo_pipeline import Pipeline, demo_pipeline
 from tests.formats import read_indexed_dataset, warc_headers_at
+from tokenmill.lake import Lake
 from tokenmill.report import trace_token
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -35,13 +37,18 @@ def pipeline(tmp_path_factory) -> Pipeline:
         yield pipeline
 
 
+def read_parquet(lake: Lake, key: str) -> pl.DataFrame:
+    with lake.open_input(key) as f:
+        return pl.from_arrow(pq.read_table(f))
+
+
 def test_every_stage_is_materialized_for_every_partition(pipeline):
     materialized = materialized_partitions(pipeline.instance)
-    shard_keys = {f"{CRAWL}|{s.shard}" for s in pipeline.shards}
-    assert len(shard_keys) == 2
+    unit_keys = {f"{CRAWL}/{u.name}" for u in pipeline.units}
+    assert len(unit_keys) == 2
     for asset in STAGE_ASSETS:
         expected = (
-            {CRAWL} if asset == "dedup_clusters" else set() if asset == "tokenizer" else shard_keys
+            {CRAWL} if asset == "dedup_clusters" else set() if asset == "tokenizer" else unit_keys
         )
         if asset == "tokenizer":
             assert pipeline.instance.get_latest_materialization_event(AssetKey(asset))
@@ -54,14 +61,14 @@ def test_materialization_metadata_counts_records_and_broken_ones(pipeline):
     broken = Counter(p["kind"] for p in pipeline.truth["pages"] if p["kind"].startswith("broken:"))
     assert broken["broken:corrupt_gzip"] + broken["broken:truncated_record"] > 0
     totals: Counter = Counter()
-    for shard in pipeline.shards:
+    for unit in pipeline.units:
         event = pipeline.instance.get_latest_materialization_event(
             AssetKey("raw_crawl")
         )  # any partition: check the shape
         assert event is not None
-        marker = pipeline.lake.read_json(f"{shard.prefix('raw')}/_SUCCESS.json")
+        marker = pipeline.lake.read_json(f"{unit.prefix('raw_crawl')}/_SUCCESS.json")
         totals.update(marker["dropped"])
-        quarantine = pipeline.table("raw", shard, "quarantine.parquet")
+        quarantine = pipeline.table("raw_crawl", unit, "quarantine.parquet")
         assert quarantine.height == sum(marker["dropped"].values()) - marker["dropped"].get(
             "empty_file", 0
         )
@@ -98,7 +105,7 @@ def test_known_duplicates_are_gone(pipeline):
     # Nothing else was removed: every distinct page of the cleaned set survives once.
     assert set(survivors) == set(before)
     removed = pl.concat(
-        [pipeline.table("deduplicated", s, "removed.parquet") for s in pipeline.shards]
+        [pipeline.table("deduplicated", u, "removed.parquet") for u in pipeline.units]
     )
     assert removed.height == cleaned.height - deduplicated.height
     assert set(removed["survivor_doc_id"]) <= set(deduplicated["doc_id"])
@@ -110,6 +117,7 @@ def test_every_output_document_points_at_its_source_record(pipeline):
     for source, offset, record_id, url in deduplicated.select(
         "source_file", "record_offset", "record_id", "url"
     ).iter_rows():
+        assert source.startswith(f"landing/{CRAWL}/")  # read in place, not copied
         data = sources.setdefault(source, pipeline.lake.read_bytes(source))
         headers = warc_headers_at(data, offset)
         assert headers["WARC-Type"] == "response"
@@ -121,36 +129,45 @@ def test_every_output_document_points_at_its_source_record(pipeline):
 def test_decoding_tokenized_documents_reproduces_their_text(pipeline):
     tokenizer = Tokenizer.from_str(pipeline.lake.read_bytes("tokenizer/tokenizer.json").decode())
     eod = tokenizer.token_to_id("<|endoftext|>")
-    for shard in pipeline.shards:
-        prefix = shard.prefix("tokenized")
-        documents = read_indexed_dataset(
-            pipeline.lake.read_bytes(f"{prefix}/tokens.idx"),
-            pipeline.lake.read_bytes(f"{prefix}/tokens.bin"),
-        )
-        sidecar = pipeline.table("tokenized", shard, "provenance.parquet")
-        texts = pipeline.table("deduplicated", shard, "docs.parquet").select("doc_id", "text")
-        assert len(documents) == sidecar.height == texts.height > 0
-        text_of = dict(texts.iter_rows())
-        for tokens, row in zip(documents, sidecar.iter_rows(named=True), strict=True):
-            assert tokens[-1] == eod
-            assert row["token_end"] - row["token_start"] == len(tokens) - 1
-            assert (
-                tokenizer.decode(tokens[:-1], skip_special_tokens=False) == text_of[row["doc_id"]]
+    for unit in pipeline.units:
+        parts = pipeline.parts("tokenized_shards", unit)
+        assert len(parts) == 2  # one tokenized file per WARC file of the unit
+        for part, prefix in enumerate(parts):
+            documents = read_indexed_dataset(
+                pipeline.lake.read_bytes(f"{prefix}/tokens.idx"),
+                pipeline.lake.read_bytes(f"{prefix}/tokens.bin"),
             )
+            sidecar = read_parquet(pipeline.lake, f"{prefix}/provenance.parquet")
+            texts = read_parquet(
+                pipeline.lake, f"{unit.part_prefix('deduplicated', part)}/docs.parquet"
+            ).select("doc_id", "text")
+            assert len(documents) == sidecar.height == texts.height > 0
+            text_of = dict(texts.iter_rows())
+            for tokens, row in zip(documents, sidecar.iter_rows(named=True), strict=True):
+                assert tokens[-1] == eod
+                assert row["token_end"] - row["token_start"] == len(tokens) - 1
+                assert (
+                    tokenizer.decode(tokens[:-1], skip_special_tokens=False)
+                    == text_of[row["doc_id"]]
+                )
 
 
 def test_trace_finds_the_record_of_random_tokens(pipeline):
     rng = random.Random(5)
-    shard = pipeline.shards[0]
-    marker = pipeline.lake.read_json(f"{shard.prefix('tokenized')}/_SUCCESS.json")
-    for position in rng.sample(range(marker["counts"]["tokens"]), 20):
-        found = trace_token(pipeline.lake, shard, position)
-        text = pipeline.docs("deduplicated").filter(pl.col("doc_id") == found["doc_id"])["text"][0]
-        assert found["is_end_of_document"] or found["text"] in text
-        headers = warc_headers_at(
-            pipeline.lake.read_bytes(found["source_file"]), found["record_offset"]
+    unit = pipeline.units[0]
+    deduplicated = pipeline.docs("deduplicated")
+    for part in (0, 1):
+        marker = pipeline.lake.read_json(
+            f"{unit.part_prefix('tokenized_shards', part)}/_SUCCESS.json"
         )
-        assert headers["WARC-Target-URI"] == found["url"]
+        for position in rng.sample(range(marker["counts"]["tokens"]), 10):
+            found = trace_token(pipeline.lake, unit, part, position)
+            text = deduplicated.filter(pl.col("doc_id") == found["doc_id"])["text"][0]
+            assert found["is_end_of_document"] or found["text"] in text
+            headers = warc_headers_at(
+                pipeline.lake.read_bytes(found["source_file"]), found["record_offset"]
+            )
+            assert headers["WARC-Target-URI"] == found["url"]
 
 
 def test_a_second_materialization_produces_identical_output(pipeline):

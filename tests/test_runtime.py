@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenmill.cli import land_demo_crawl
+from data_assets.cli import land_demo_crawl
 from tokenmill.lake import Lake
 from tokenmill.report import stage_rows
 
@@ -69,21 +69,21 @@ def test_runtime_venv_has_no_dev_dependencies(runtime_venv):
 
 def test_demo_without_its_generator_says_what_is_missing(runtime_venv, tmp_path):
     result = subprocess.run(
-        [runtime_venv / "bin" / "tokenmill", "demo", "--files", "1"],
+        [runtime_venv / "bin" / "tokenmill", "demo", "--pages-per-file", "1"],
         env=clean_env(TOKENMILL_LAKE_URL=str(tmp_path / "lake"), DAGSTER_HOME=str(tmp_path / "h")),
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert result.returncode != 0
-    assert "the demo generator needs 'faker'" in result.stderr
+    assert "needs the 'faker' package" in result.stderr
 
 
 def test_runtime_venv_runs_every_stage(runtime_venv, tmp_path):
     lake = Lake.from_url(str(tmp_path / "lake"))
     truth = land_demo_crawl(lake, CRAWL, files=2, pages_per_file=60, seed=3)  # dev env: faker
     result = subprocess.run(
-        [runtime_venv / "bin" / "tokenmill", "run", "--crawl", CRAWL, "--files-per-shard", "1"],
+        [runtime_venv / "bin" / "tokenmill", "run", "--crawl", CRAWL, "--files-per-unit", "1"],
         env=clean_env(TOKENMILL_LAKE_URL=str(tmp_path / "lake"), DAGSTER_HOME=str(tmp_path / "h")),
         capture_output=True,
         text=True,

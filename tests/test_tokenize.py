@@ -12,19 +12,31 @@ from dagster._core.definitions.data_version import CachingStaleStatusResolver, S
 from dagster._core.loader import LoadingContextForTest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from data_assets.cli import main as cli
 from data_assets.definitions import build_definitions
 from resources.lake import LakeResource
+from resources.workers import WorkersResource
 from tests.demo_pipeline import demo_pipeline
 from tests.formats import read_indexed_dataset, warc_headers_at
-from tokenmill.clean import DOC_SCHEMA
-from tokenmill.cli import main as cli
-from tokenmill.dedup import DEDUPLICATED
 from tokenmill.lake import Lake
-from tokenmill.outputs import PartitionWriter, StageReport, read_batches
-from tokenmill.shards import Shard
-from tokenmill.tokenize import TOKENIZED, build_tokenizer, tokenize_shard
+from tokenmill.layout import (
+    DEDUPLICATED,
+    DOC_SCHEMA,
+    LANDING,
+    MARKER,
+    TOKENIZED_SHARDS,
+    TOKENIZER,
+    Unit,
+)
+from tokenmill.outputs import PartitionWriter, StageReport, combine, read_batches
+from tokenmill.parts import run_stage_work
+from tokenmill.stage import Work
+from tokenmill.stages import stage_named
+from tokenmill.tokenize import TokenizerSettings, TokenizeSettings, tokenize_part
+from tokenmill.units import write_batch
 
-SHARD = Shard("CC-MAIN-TEST", "00000")
+UNIT = Unit("CC-MAIN-TEST", "00000")
+SOURCE = f"{LANDING}/{UNIT.crawl}/f.warc.gz"
 TEXTS = [
     "Plain English text, with punctuation; and numbers 1,234.5.",
     "Deutsch: Grüße aus Köln — Straße, Maß und Fuß.",
@@ -35,13 +47,15 @@ TEXTS = [
 ]
 
 
-def deduplicated_shard(lake: Lake, texts: list[str]) -> None:
+def deduplicated_unit(lake: Lake, texts: list[str]) -> None:
+    """A registered unit of one file whose deduplicated part holds ``texts``."""
     rows = [
         {
             "doc_id": f"doc{i:04d}",
-            "crawl": SHARD.crawl,
-            "shard": SHARD.shard,
-            "source_file": f"raw/{SHARD.crawl}/{SHARD.shard}/f.warc.gz",
+            "crawl": UNIT.crawl,
+            "unit": UNIT.name,
+            "part": 0,
+            "source_file": SOURCE,
             "record_id": f"<urn:uuid:{i}>",
             "record_offset": 1000 * i,
             "record_length": 999,
@@ -54,9 +68,21 @@ def deduplicated_shard(lake: Lake, texts: list[str]) -> None:
         }
         for i, text in enumerate(texts)
     ]
-    lake.write_json(SHARD.manifest_key, {"crawl": SHARD.crawl, "shard": SHARD.shard, "files": []})
-    with PartitionWriter(lake, SHARD.prefix(DEDUPLICATED), StageReport()) as out:
+    assert write_batch(lake, UNIT.crawl, 0, [[SOURCE]]) == [UNIT]
+    report = StageReport()
+    with PartitionWriter(lake, UNIT.part_prefix(DEDUPLICATED, 0), report) as out:
         out.parquet("docs.parquet", DOC_SCHEMA).write_table(pa.Table.from_pylist(rows, DOC_SCHEMA))
+    total = combine({"00000": report})
+    total.counts["files"] = 1
+    lake.write_json(f"{UNIT.prefix(DEDUPLICATED)}/{MARKER}", total.summary())
+
+
+def build_tokenizer(lake: Lake, settings: TokenizerSettings) -> StageReport:
+    return run_stage_work(stage_named(TOKENIZER), lake, settings)
+
+
+def tokenize_unit(lake: Lake, settings: TokenizeSettings | None = None) -> StageReport:
+    return run_stage_work(stage_named(TOKENIZED_SHARDS), lake, settings, unit=UNIT, workers=1)
 
 
 @pytest.fixture
@@ -69,12 +95,13 @@ def lake(tmp_path) -> Lake:
 )
 def test_real_tokenizers_round_trip_every_document(lake, shared, name, eod):
     path = shared / "tokenizers" / f"{name}.tokenizer.json"
-    deduplicated_shard(lake, TEXTS)
-    build_tokenizer(lake, str(path), vocab_size=0, sample_bytes=0)
-    report = tokenize_shard(lake, SHARD, batch_docs=2)
+    deduplicated_unit(lake, TEXTS)
+    build_tokenizer(lake, TokenizerSettings(path=str(path)))
+    work = Work(lake, TOKENIZED_SHARDS, unit=UNIT, part=0, file=SOURCE)
+    report = tokenize_part(work, batch_docs=2)
     tokenizer = Tokenizer.from_file(str(path))
     docs, sidecar = read_shard(lake)
-    assert lake.read_bytes(f"{SHARD.prefix(TOKENIZED)}/tokens.idx")[17] == 8  # uint16
+    assert lake.read_bytes(f"{UNIT.part_prefix(TOKENIZED_SHARDS, 0)}/tokens.idx")[17] == 8  # uint16
     assert len(docs) == len(sidecar) == len(TEXTS) == report.records_out
     position = 0
     for tokens, row, text in zip(docs, sidecar, TEXTS, strict=True):
@@ -92,19 +119,19 @@ def test_large_vocabularies_are_written_as_int32(lake, tmp_path):
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer.save(str(tmp_path / "big.json"))
-    deduplicated_shard(lake, ["w1 w69999 w65536", "w0"])
-    build_tokenizer(lake, str(tmp_path / "big.json"), vocab_size=0, sample_bytes=0)
-    tokenize_shard(lake, SHARD)
+    deduplicated_unit(lake, ["w1 w69999 w65536", "w0"])
+    build_tokenizer(lake, TokenizerSettings(path=str(tmp_path / "big.json")))
+    tokenize_unit(lake)
     docs, _ = read_shard(lake)
-    assert lake.read_bytes(f"{SHARD.prefix(TOKENIZED)}/tokens.idx")[17] == 4
+    assert lake.read_bytes(f"{UNIT.part_prefix(TOKENIZED_SHARDS, 0)}/tokens.idx")[17] == 4
     assert docs == [[1, 69_999, 65_536, 70_001], [0, 70_001]]
 
 
 def test_trained_tokenizer_round_trips_and_eod_is_optional(lake):
     texts = TEXTS * 20
-    deduplicated_shard(lake, texts)
-    build_tokenizer(lake, None, vocab_size=400, sample_bytes=1 << 20)
-    tokenize_shard(lake, SHARD, append_eod=False)
+    deduplicated_unit(lake, texts)
+    build_tokenizer(lake, TokenizerSettings(vocab_size=400, sample_mb=1))
+    tokenize_unit(lake, TokenizeSettings(append_eod=False))
     tokenizer = Tokenizer.from_str(lake.read_bytes("tokenizer/tokenizer.json").decode())
     docs, sidecar = read_shard(lake)
     assert [tokenizer.decode(d) for d in docs] == texts
@@ -116,10 +143,10 @@ def test_trained_tokenizer_round_trips_and_eod_is_optional(lake):
 def test_a_tokenizer_without_an_end_of_document_token_is_refused(lake, tmp_path):
     tokenizer = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
     tokenizer.save(str(tmp_path / "no_eod.json"))
-    deduplicated_shard(lake, ["a"])
-    build_tokenizer(lake, str(tmp_path / "no_eod.json"), vocab_size=0, sample_bytes=0)
+    deduplicated_unit(lake, ["a"])
+    build_tokenizer(lake, TokenizerSettings(path=str(tmp_path / "no_eod.json")))
     with pytest.raises(ValueError, match="end-of-document"):
-        tokenize_shard(lake, SHARD)
+        tokenize_unit(lake)
 
 
 @pytest.fixture(scope="module")
@@ -131,11 +158,12 @@ def small_pipeline(tmp_path_factory):
 
 def test_trace_command_prints_the_source_of_random_tokens(small_pipeline, capsys):
     pipeline = small_pipeline
-    shard = pipeline.shards[0]
-    _, sidecar = read_shard(pipeline.lake, shard)
+    unit = pipeline.units[0]
+    part = 1
+    _, sidecar = read_shard(pipeline.lake, unit, part)
     tokens = sidecar[-1]["token_end"] + 1
     for position in random.Random(1).sample(range(tokens), 10):
-        cli(["trace", shard.crawl, shard.shard, str(position)])
+        cli(["trace", unit.key, str(part), str(position)])
         out = capsys.readouterr().out
         fields = dict(
             line.strip().split(None, 1) for line in out.splitlines()[1:] if line.startswith("  ")
@@ -147,7 +175,9 @@ def test_trace_command_prints_the_source_of_random_tokens(small_pipeline, capsys
         token_text = out.split("[[", 1)[1].split("]]", 1)[0]
         text = next(
             t
-            for b in read_batches(pipeline.lake, f"{shard.prefix(DEDUPLICATED)}/docs.parquet")
+            for b in read_batches(
+                pipeline.lake, f"{unit.part_prefix(DEDUPLICATED, part)}/docs.parquet"
+            )
             for d, t in zip(
                 b.column("doc_id").to_pylist(), b.column("text").to_pylist(), strict=True
             )
@@ -156,8 +186,8 @@ def test_trace_command_prints_the_source_of_random_tokens(small_pipeline, capsys
         assert "[end of document]" in out or token_text in text
 
 
-def read_shard(lake: Lake, shard: Shard = SHARD):
-    prefix = shard.prefix(TOKENIZED)
+def read_shard(lake: Lake, unit: Unit = UNIT, part: int = 0):
+    prefix = unit.part_prefix(TOKENIZED_SHARDS, part)
     docs = read_indexed_dataset(
         lake.read_bytes(f"{prefix}/tokens.idx"), lake.read_bytes(f"{prefix}/tokens.bin")
     )
@@ -174,9 +204,11 @@ def stale_status(instance: DagsterInstance, defs, asset: str, partition: str) ->
 
 def test_changing_the_tokenizer_makes_tokenized_shards_stale(small_pipeline, shared):
     pipeline = small_pipeline
-    defs = build_definitions(LakeResource(url=pipeline.lake.url))
-    partition = f"{pipeline.shards[0].crawl}|{pipeline.shards[0].shard}"
-    build = defs.resolve_job_def("build_tokenizer")
+    defs = build_definitions(
+        LakeResource(url=pipeline.lake.url), workers=WorkersResource(processes=1)
+    )
+    partition = pipeline.units[0].key
+    build = defs.resolve_job_def("run_tokenizer")
     assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.FRESH
 
     # Re-training on the same text gives the same tokenizer: same data version, nothing stale.

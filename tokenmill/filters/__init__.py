@@ -57,6 +57,7 @@ from tokenmill.filters.plugins import (
     FILTER_MODULES_ENV,
     FilterNotAllowedError,
     allowed_filter_modules,
+    config_params,
     load_filter,
 )
 from tokenmill.filters.text import (
@@ -93,6 +94,7 @@ __all__ = [
     "count_sentences",
     "default_filters",
     "is_public_ip",
+    "config_params",
     "load_filter",
     "split_lines",
     "split_words",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import json
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -126,6 +127,21 @@ def _takes_dataframe(function: Callable) -> bool:
     return annotation is pl.DataFrame or (
         annotation is inspect.Parameter.empty and first.name == "docs"
     )
+
+
+def config_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Parameters as a run config or a recipe gives them: strings are read as JSON when they
+    parse (``"0.3"``, ``"true"``, ``"[1, 2]"``, ``'"quoted"'``) and kept as strings otherwise."""
+    return {name: _literal(value) for name, value in params.items()}
+
+
+def _literal(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
 
 
 def load_filter(

@@ -18,7 +18,14 @@ import xxhash
 
 from tokenmill.budget import OverBudget, RecordWatch, cpu_budget
 from tokenmill.extract import DEFAULT_EXTRACTOR, EXTRACTORS, Extracted, Skip, extract_document
-from tokenmill.filters import FilterChain, LanguageFilter, PIIMasker, default_filters, load_filter
+from tokenmill.filters import (
+    FilterChain,
+    LanguageFilter,
+    PIIMasker,
+    config_params,
+    default_filters,
+    load_filter,
+)
 from tokenmill.language import BACKENDS, DEFAULT_BACKEND, identifier
 from tokenmill.layout import CLEANED, DOC_SCHEMA, RAW_CRAWL, REJECTED_SCHEMA, Unit
 from tokenmill.outputs import StageReport, read_batches, require_committed
@@ -80,7 +87,9 @@ class CleanSettings:
         formatters = [PIIMasker()] if self.mask_pii else []
         filters = self.filters if self.filters is not None else default_filters()
         filters = [f for f in filters if f.name not in self.skip_filters]
-        filters += [load_filter(p["path"], p.get("params", {})) for p in self.plugin_filters]
+        filters += [
+            load_filter(p["path"], config_params(p.get("params", {}))) for p in self.plugin_filters
+        ]
         return FilterChain([language, *filters], formatters)
 
 

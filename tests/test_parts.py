@@ -1,0 +1,102 @@
+"""A unit's files as parts (tokenmill/parts.py): the same bytes whatever the number of worker
+processes, and a run killed midway resumes at file granularity, within the same attempt only."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from demo.crawl import generate_demo_crawl
+from tokenmill.lake import Lake
+from tokenmill.layout import CLEANED, LANDING, MARKER, RAW_CRAWL, Unit
+from tokenmill.parts import RESUME_FIELD, run_stage_work
+from tokenmill.stages import stage_named
+from tokenmill.units import register_new_files
+
+CRAWL = "CC-MAIN-PARTS-2026-01"
+FILES = 3
+
+
+@pytest.fixture(scope="module")
+def warc_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("parts")
+    generate_demo_crawl(
+        root / "warc", root / "truth.json", crawl=CRAWL, files=FILES, pages_per_file=25, seed=5
+    )
+    return root / "warc"
+
+
+def landed_unit(root: Path, warc_dir: Path) -> tuple[Lake, Unit]:
+    """A lake with the crawl landed and registered as one unit of all its files."""
+    lake = Lake.from_url(str(root))
+    for path in sorted(warc_dir.iterdir()):
+        lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
+    (unit,) = register_new_files(lake, CRAWL, files_per_unit=FILES).units
+    return lake, unit
+
+
+def stage_files(lake: Lake, *zones: str) -> dict[str, bytes]:
+    return {key: lake.read_bytes(key) for zone in zones for key in lake.list(zone)}
+
+
+def without_resumed(summary: dict) -> dict:
+    """A unit's summary less how many of its parts were resumed."""
+    return summary | {
+        "counts": {k: v for k, v in summary["counts"].items() if k != "resumed_parts"}
+    }
+
+
+def run(lake: Lake, unit: Unit, stage: str, workers: int = 1, resume: str | None = None):
+    return run_stage_work(stage_named(stage), lake, unit=unit, workers=workers, resume=resume)
+
+
+def test_two_workers_write_the_same_bytes_as_one(tmp_path, warc_dir):
+    outputs = []
+    for workers in (1, 2):
+        lake, unit = landed_unit(tmp_path / f"lake{workers}", warc_dir)
+        for stage in (RAW_CRAWL, CLEANED):
+            report = run(lake, unit, stage, workers)
+            assert report.counts["files"] == FILES and report.counts["resumed_parts"] == 0
+        outputs.append(stage_files(lake, RAW_CRAWL, CLEANED))
+    one, two = outputs
+    assert sorted(one) == sorted(two)
+    assert [k for k in one if k.endswith("docs.parquet")] == [
+        f"{CLEANED}/{CRAWL}/00000/{part:05d}/docs.parquet" for part in range(FILES)
+    ]
+    for key in one:  # markers included: the same counters and file digests
+        assert one[key] == two[key], key
+    marker = Lake.from_url(str(tmp_path / "lake1")).read_json(f"{CLEANED}/{CRAWL}/00000/{MARKER}")
+    assert sorted({name.split("/")[0] for name in marker["outputs"]}) == ["00000", "00001", "00002"]
+
+
+def test_a_killed_unit_recomputes_only_its_missing_part(tmp_path, warc_dir):
+    lake, unit = landed_unit(tmp_path / "lake", warc_dir)
+    run(lake, unit, RAW_CRAWL)
+    first = run(lake, unit, CLEANED, resume="attempt-1")
+    done = stage_files(lake, CLEANED)
+    part_marker = f"{unit.part_prefix(CLEANED, 1)}/{MARKER}"
+    assert lake.read_json(part_marker)[RESUME_FIELD] == "attempt-1"
+    kept_docs = lake.path(f"{unit.part_prefix(CLEANED, 0)}/docs.parquet")
+    written_at = os.stat(kept_docs).st_mtime_ns
+
+    # Killed after parts 0 and 2 committed: part 1 and the unit have no marker.
+    lake.delete(part_marker)
+    lake.delete(f"{unit.prefix(CLEANED)}/{MARKER}")
+    resumed = run(lake, unit, CLEANED, resume="attempt-1")
+    assert resumed.counts["resumed_parts"] == FILES - 1
+    assert os.stat(kept_docs).st_mtime_ns == written_at  # not rewritten
+    unit_marker = f"{unit.prefix(CLEANED)}/{MARKER}"
+    assert {k: v for k, v in stage_files(lake, CLEANED).items() if k != unit_marker} == {
+        k: v for k, v in done.items() if k != unit_marker
+    }
+    assert without_resumed(resumed.summary()) == without_resumed(first.summary())
+    assert without_resumed(lake.read_json(unit_marker)) == without_resumed(first.summary())
+
+    # Another attempt (a new run) trusts no part of an earlier one.
+    again = run(lake, unit, CLEANED, resume="attempt-2")
+    assert again.counts["resumed_parts"] == 0
+    assert os.stat(kept_docs).st_mtime_ns != written_at
+    assert lake.read_json(part_marker)[RESUME_FIELD] == "attempt-2"
+    assert run(lake, unit, CLEANED).counts["resumed_parts"] == 0  # no token: nothing resumed
