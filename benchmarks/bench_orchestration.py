@@ -10,8 +10,10 @@ instance with the project's dagster.yaml (execute_in_process, as data_assets/run
 Both work on a unit's files in `--workers` worker processes (the Dagster runs through
 `WorkersResource(processes=W)`, with its memory cap given to the bare stages too) and both run
 each stage's checks. Each Dagster run is timed right after the bare stage does the same work
-(its stage on its partition), so both see the same load on a shared machine; one warm-up of
-each comes first (the worker processes outlive a run within one process, for both paths).
+(its stage on its partition), so both see the same load on a shared machine. Both paths first
+run every stage, untimed, over a warm-up crawl of one unit of `--workers` files: the worker
+processes outlive a run within one process, for both paths, and have then imported every
+stage and loaded its models.
 
 1. Seconds per run, by stage: one run per partition (a unit, the crawl, or the lake), against
    the bare stage on the same partition, with the events each run writes.
@@ -42,15 +44,16 @@ from dagster._core.storage.tags import BACKFILL_ID_TAG  # noqa: E402
 from benchmarks.measure import print_table, timed  # noqa: E402
 
 CRAWL = "CC-MAIN-ORCH"
+WARM_UP = "CC-MAIN-ORCH-WARMUP"
 TARGET_OVERHEAD = 0.25
 Run = tuple[object, str | None]  # (stage, partition key: a unit, the crawl, or None)
 
 
-def plan(stages, unit_keys: list[str]) -> list[Run]:
-    """Every stage over every partition, one run per partition, stage by stage."""
+def plan(stages, crawl: str, units) -> list[Run]:
+    """Every stage over every partition of `crawl`, one run per partition, stage by stage."""
     from tokenmill.stage import Scope
 
-    partitions = {Scope.UNIT: unit_keys, Scope.CRAWL: [CRAWL], Scope.LAKE: [None]}
+    partitions = {Scope.UNIT: [u.key for u in units], Scope.CRAWL: [crawl], Scope.LAKE: [None]}
     return [(stage, key) for stage in stages for key in partitions[stage.scope]]
 
 
@@ -148,12 +151,17 @@ def main() -> None:
         files = args.units * args.files_per_unit
         bare_lake = Lake.from_url(str(root / "bare"))
         land_demo_crawl(bare_lake, CRAWL, files, args.pages, seed=0)
-        # The same landed crawl for the Dagster runs: copied, since generating it takes minutes.
+        land_demo_crawl(bare_lake, WARM_UP, args.workers, 10, seed=1)
+        # The same landed crawls for the Dagster runs: copied, since generating them takes
+        # minutes.
         shutil.copytree(root / "bare", root / "lake")
         lake = Lake.from_url(str(root / "lake"))
-        units = register_new_files(bare_lake, CRAWL, args.files_per_unit).units
         instance = local_instance()
-        assert register(instance, lake, CRAWL, args.files_per_unit).units == units
+        registered = {}
+        for crawl, per_unit in ((CRAWL, args.files_per_unit), (WARM_UP, args.workers)):
+            registered[crawl] = register_new_files(bare_lake, crawl, per_unit).units
+            assert register(instance, lake, crawl, per_unit).units == registered[crawl]
+        units = registered[CRAWL]
         recipe = Recipe.load()
         workers = WorkersResource(processes=args.workers)
         defs = build_definitions(LakeResource(url=str(lake.url)), workers=workers, recipe=recipe)
@@ -166,12 +174,10 @@ def main() -> None:
                 raise SystemExit(f"run {result.run_id} ({run[0].name}) failed; see DAGSTER_HOME")
             return bare, seconds, result
 
-        # Warm both paths (imports, worker processes, extractor and language models) before
-        # timing anything: the first unit's first stages, re-run below.
-        for stage in STAGES[:2]:
-            paired((stage, units[0].key))
+        for run in plan(STAGES, WARM_UP, registered[WARM_UP]):
+            paired(run)
 
-        runs = plan(STAGES, [unit.key for unit in units])
+        runs = plan(STAGES, CRAWL, units)
         by_stage: dict[str, list[tuple[float, float, int]]] = defaultdict(list)
         for run in runs:
             bare, seconds, result = paired(run)
