@@ -1,5 +1,5 @@
 """Cleaning stage: extraction quality and speed, language ID, filter speed and agreement with
-datatrove, whole-stage overhead over the bare extractor, peak memory in shard size.
+datatrove, whole-stage overhead over the bare extractor, peak memory in unit size.
 
     uv run python benchmarks/bench_clean.py              # everything (about 10 minutes)
     uv run python benchmarks/bench_clean.py extraction language filters stage memory
@@ -33,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
 from demo.crawl import FOREIGN_LOCALES, generate_demo_crawl, sample_articles  # noqa: E402
-from tokenmill.clean import CleanSettings, clean_shard  # noqa: E402
 from tokenmill.extract import (  # noqa: E402
     EXTRACTORS,
     ROUTES,
@@ -51,11 +50,14 @@ from tokenmill.filters import (  # noqa: E402
     GopherRepetitionFilter,
     default_filters,
 )
-from tokenmill.ingest import RAW, land_shard, raw_warc_files  # noqa: E402
 from tokenmill.lake import Lake  # noqa: E402
 from tokenmill.language import BACKENDS, identifier  # noqa: E402
-from tokenmill.outputs import require_committed  # noqa: E402
-from tokenmill.shards import LANDING, register_new_files  # noqa: E402
+from tokenmill.layout import CLEANED, LANDING, MARKER, RAW_CRAWL, Unit  # noqa: E402
+from tokenmill.parts import run_stage_work  # noqa: E402
+from tokenmill.sources import file_size, open_file  # noqa: E402
+from tokenmill.stages import stage_named  # noqa: E402
+from tokenmill.stages.cleaned import CleanSettings  # noqa: E402
+from tokenmill.units import register_new_files, unit_files  # noqa: E402
 from tokenmill.warc import BadRecord, iter_records  # noqa: E402
 
 EXTRACTION = ("corpora", "extraction")
@@ -428,18 +430,18 @@ def bench_filters() -> None:
     )
 
 
-# --- whole stage vs bare extractor; peak RSS in shard size -------------------------------------
+# --- whole stage vs bare extractor; peak RSS in unit size --------------------------------------
 
 
-def demo_lake(root: Path, files: int, pages_per_file: int) -> tuple[Lake, object]:
+def demo_lake(root: Path, files: int, pages_per_file: int) -> tuple[Lake, Unit]:
     generate_demo_crawl(
         root / "warc", root / "truth.json", crawl=CRAWL, files=files, pages_per_file=pages_per_file
     )
     return landed_lake(root, files)
 
 
-def real_pages_lake(root: Path) -> tuple[Lake, object]:
-    """The WCXB pages as the HTTP responses of one WARC file, landed as a shard."""
+def real_pages_lake(root: Path) -> tuple[Lake, Unit]:
+    """The WCXB pages as the HTTP responses of one WARC file, landed as a unit."""
     from demo.warc_writer import WarcWriter
 
     folder = shared_path(*EXTRACTION, "wcxb-dev-sample")
@@ -457,22 +459,24 @@ def real_pages_lake(root: Path) -> tuple[Lake, object]:
     return landed_lake(root, 1)
 
 
-def landed_lake(root: Path, files: int) -> tuple[Lake, object]:
+def landed_lake(root: Path, files: int) -> tuple[Lake, Unit]:
+    """The WARC files landed as one unit, indexed by raw_crawl (read in place, not copied)."""
     lake = Lake.from_url(str(root / "lake"))
     for path in sorted((root / "warc").iterdir()):
         lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
-    (shard,) = register_new_files(lake, CRAWL, files_per_shard=files)
-    land_shard(lake, shard)
-    return lake, shard
+    (unit,) = register_new_files(lake, CRAWL, files_per_unit=files).units
+    run_stage_work(stage_named(RAW_CRAWL), lake, unit=unit, workers=1)
+    return lake, unit
 
 
-def bare_extraction(root: str, shard, extractor: str) -> int:
-    """Read the shard's WARC records and extract every response, nothing else."""
+def bare_extraction(root: str, unit: Unit, extractor: str) -> int:
+    """Read the unit's WARC records where raw_crawl indexed them and extract every response,
+    nothing else."""
     lake = Lake.from_url(root)
-    raw = require_committed(lake, shard.prefix(RAW), "raw")
     pages = 0
-    for name in raw_warc_files(raw):
-        with lake.open_stream(f"{shard.prefix(RAW)}/{name}") as stream:
+    for part in range(len(unit_files(lake, unit))):
+        name = lake.read_json(f"{unit.part_prefix(RAW_CRAWL, part)}/{MARKER}")["counts"]["readable"]
+        with open_file(lake, unit.crawl, name) as stream:
             for record in iter_records(stream, 64 << 20, name=name):
                 if isinstance(record, BadRecord) or record.type != "response":
                     continue
@@ -484,9 +488,11 @@ def bare_extraction(root: str, shard, extractor: str) -> int:
     return pages
 
 
-def whole_stage(root: str, shard, extractor: str) -> int:
+def whole_stage(root: str, unit: Unit, extractor: str) -> int:
+    """The cleaned stage on the unit, its files one after another in this process."""
     lake = Lake.from_url(root)
-    return clean_shard(lake, shard, CleanSettings(extractor=extractor)).records_in
+    settings = CleanSettings(extractor=extractor)
+    return run_stage_work(stage_named(CLEANED), lake, settings, unit=unit, workers=1).records_in
 
 
 def warm_then(work):
@@ -516,7 +522,7 @@ def bench_stage() -> None:
             "extractor",
             "pages extracted",
             "bare extractor s",
-            "clean_shard s",
+            "cleaned stage s",
             "ratio",
             "ratio of CPU times",
         ],
@@ -527,7 +533,7 @@ def bench_stage() -> None:
 def stage_rows(label: str, make, scratch: Path, repeats: int = 3) -> list[list]:
     """Bare extractor and whole stage, alternated ``repeats`` times; the fastest run of each
     (the machine is shared: the minimum is the least disturbed run)."""
-    _, shard = make(scratch)
+    _, unit = make(scratch)
     root = str(scratch / "lake")
     rows = []
     for extractor in ("hybrid", "resiliparse"):
@@ -536,14 +542,14 @@ def stage_rows(label: str, make, scratch: Path, repeats: int = 3) -> list[list]:
             bare_runs.append(
                 in_fresh_process(
                     functools.partial(
-                        warm_then, functools.partial(bare_extraction, root, shard, extractor)
+                        warm_then, functools.partial(bare_extraction, root, unit, extractor)
                     )
                 )[0]
             )
             stage_runs.append(
                 in_fresh_process(
                     functools.partial(
-                        warm_then, functools.partial(whole_stage, root, shard, extractor)
+                        warm_then, functools.partial(whole_stage, root, unit, extractor)
                     )
                 )[0]
             )
@@ -559,16 +565,17 @@ def bench_memory() -> None:
     rows = []
     for files in (1, 4, 16):
         with tempfile.TemporaryDirectory() as scratch:
-            lake, shard = demo_lake(Path(scratch), files=files, pages_per_file=500)
+            lake, unit = demo_lake(Path(scratch), files=files, pages_per_file=500)
             root = str(Path(scratch) / "lake")
             records, seconds, peak = in_fresh_process(
-                functools.partial(whole_stage, root, shard, "hybrid")
+                functools.partial(whole_stage, root, unit, "hybrid")
             )
-            raw_bytes = sum(lake.size(k) for k in lake.list(shard.prefix(RAW)) if "warc" in k)
-            rows.append([f"{files}x", records, raw_bytes / 1e6, seconds, peak / 2**20])
+            raw_bytes = sum(file_size(lake, CRAWL, f) for f in unit_files(lake, unit))
+            rows.append([f"{files} files", records, raw_bytes / 1e6, seconds, peak / 2**20])
     print_table(
-        "Peak RSS of clean_shard in a fresh process, by shard size",
-        ["shard", "records", "WARC MB", "seconds", "peak RSS MiB"],
+        "Peak RSS of the cleaned stage in a fresh process (its files one after another), by "
+        "unit size",
+        ["unit of files", "records", "WARC MB", "seconds", "peak RSS MiB"],
         rows,
     )
 

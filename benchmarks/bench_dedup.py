@@ -29,18 +29,21 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.lake_units import write_unit  # noqa: E402
 from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
-from tokenmill.clean import CLEANED, DOC_SCHEMA  # noqa: E402
-from tokenmill.dedup import (  # noqa: E402
-    CLUSTERS,
-    SIGNATURES,
-    DedupSettings,
-    band_column,
-    compute_clusters,
-    compute_signatures,
-    signature_schema,
-)
+from tokenmill.dedup import CLUSTERS_FILE, DedupSettings  # noqa: E402
 from tokenmill.lake import Lake  # noqa: E402
+from tokenmill.layout import (  # noqa: E402
+    CLEANED,
+    DEDUP_CLUSTERS,
+    DEDUP_SIGNATURES,
+    DOC_SCHEMA,
+    Unit,
+    band_column,
+    crawl_prefix,
+    signature_schema,
+    unit_name,
+)
 from tokenmill.minhash import (  # noqa: E402
     FINEWEB_NORM,
     PLAIN_NORM,
@@ -49,8 +52,9 @@ from tokenmill.minhash import (  # noqa: E402
     normalize,
     shingles,
 )
-from tokenmill.outputs import PartitionWriter, StageReport, read_column  # noqa: E402
-from tokenmill.shards import Shard, crawl_prefix, shard_name  # noqa: E402
+from tokenmill.outputs import read_column  # noqa: E402
+from tokenmill.parts import run_stage_work  # noqa: E402
+from tokenmill.stages import stage_named  # noqa: E402
 
 CORPUS = ("corpora", "text", "cc-main-2019-30-697docs.jsonl.gz")
 CRAWL = "CC-MAIN-BENCH"
@@ -212,18 +216,26 @@ def agreement_corpus(seed: int = 5) -> list[str]:
 
 
 def tokenmill_removed(texts: list[str], settings: DedupSettings = DEFAULTS) -> set[int]:
+    """The documents the dedup_signatures and dedup_clusters stages remove from a unit of one
+    cleaned file holding ``texts``."""
     with tempfile.TemporaryDirectory() as scratch:
         lake = Lake.from_url(scratch)
-        shard = Shard(CRAWL, shard_name(0))
-        lake.write_json(shard.manifest_key, {"crawl": CRAWL, "shard": shard.shard, "files": []})
-        rows = [{"doc_id": f"{i:06d}", "text": t} for i, t in enumerate(texts)]
-        with PartitionWriter(lake, shard.prefix(CLEANED), StageReport()) as out:
-            sink = out.parquet("docs.parquet", DOC_SCHEMA)
-            sink.write_table(pa.Table.from_pylist(rows, DOC_SCHEMA))
-        compute_signatures(lake, shard, settings)
-        compute_clusters(lake, CRAWL, settings)
-        doc_ids = read_column(lake, f"{crawl_prefix(CLUSTERS, CRAWL)}/clusters.parquet", "doc_id")
-        return {int(doc_id) for doc_id in doc_ids.to_pylist()}
+        unit = Unit(CRAWL, unit_name(0))
+        rows = [
+            {"doc_id": f"{i:06d}", "crawl": CRAWL, "unit": unit.name, "part": 0, "text": t}
+            for i, t in enumerate(texts)
+        ]
+
+        def write(out) -> None:
+            out.parquet("docs.parquet", DOC_SCHEMA).write_table(
+                pa.Table.from_pylist(rows, DOC_SCHEMA)
+            )
+
+        write_unit(lake, CLEANED, unit, [write])
+        run_stage_work(stage_named(DEDUP_SIGNATURES), lake, settings, unit=unit, workers=1)
+        run_stage_work(stage_named(DEDUP_CLUSTERS), lake, settings, crawl=CRAWL)
+        clusters = f"{crawl_prefix(DEDUP_CLUSTERS, CRAWL)}/{CLUSTERS_FILE}"
+        return {int(doc_id) for doc_id in read_column(lake, clusters, "doc_id").to_pylist()}
 
 
 class _Documents:
@@ -570,12 +582,13 @@ def explain_disagreements(corpus: _Corpus, settings_label: str, disagree: list[i
 
 # --- clustering at scale ----------------------------------------------------------------------
 
-SHARDS = 8
+UNITS, FILES_PER_UNIT = 2, 4
 
 
 def synthetic_crawl(root: str, n_docs: int, seed: int = 0) -> None:
-    """Signature files of a crawl of `n_docs` documents in SHARDS shards: 3 % exact copies of
-    an earlier document and 10 % near copies sharing each band with probability 0.6."""
+    """Signature files of a crawl of `n_docs` documents in UNITS units of FILES_PER_UNIT files:
+    3 % exact copies of an earlier document and 10 % near copies sharing each band with
+    probability 0.6."""
     rng = np.random.default_rng(seed)
     bands = DedupSettings().banding()[0]
     exact = rng.integers(0, 2**63, n_docs, dtype=np.uint64)
@@ -590,25 +603,29 @@ def synthetic_crawl(root: str, n_docs: int, seed: int = 0) -> None:
         keys[shared] = keys[source[shared]]  # sources precede copies, so chains resolve
         columns[band_column(band)] = keys
     lake = Lake.from_url(root)
-    schema = signature_schema(bands)
-    for index, docs in enumerate(np.array_split(np.arange(n_docs), SHARDS)):
-        shard = Shard(CRAWL, shard_name(index))
-        lake.write_json(shard.manifest_key, {"crawl": CRAWL, "shard": shard.shard, "files": []})
-        report = StageReport(records_in=len(docs), records_out=len(docs))
-        report.counts["params"] = DedupSettings().signature_params()
-        with PartitionWriter(lake, shard.prefix(SIGNATURES), report) as out:
-            sink = out.parquet("signatures.parquet", schema)
-            for part in np.array_split(docs, max(len(docs) // 500_000, 1)):
-                table = {
-                    "doc_id": [f"{i:016x}" for i in part.tolist()],
-                    "warc_date": pa.nulls(len(part), pa.string()),
-                    "quality_score": np.zeros(len(part)),
-                } | {name: values[part] for name, values in columns.items()}
-                sink.write_table(pa.table(table))
+
+    def write_file(docs: np.ndarray, out) -> None:
+        sink = out.parquet("signatures.parquet", signature_schema(bands))
+        for chunk in np.array_split(docs, max(len(docs) // 500_000, 1)):
+            table = {
+                "doc_id": [f"{i:016x}" for i in chunk.tolist()],
+                "warc_date": pa.nulls(len(chunk), pa.string()),
+                "quality_score": np.zeros(len(chunk)),
+            } | {name: values[chunk] for name, values in columns.items()}
+            sink.write_table(pa.table(table))
+        out.report.records_in = out.report.records_out = len(docs)
+
+    files = np.array_split(np.arange(n_docs), UNITS * FILES_PER_UNIT)
+    params = {"params": DedupSettings().signature_params()}
+    for index in range(UNITS):
+        mine = files[index * FILES_PER_UNIT : (index + 1) * FILES_PER_UNIT]
+        parts = [functools.partial(write_file, docs) for docs in mine]
+        write_unit(lake, DEDUP_SIGNATURES, Unit(CRAWL, unit_name(index)), parts, params)
 
 
 def cluster_crawl(root: str, survivor: str) -> dict:
-    report = compute_clusters(Lake.from_url(root), CRAWL, DedupSettings(survivor=survivor))
+    settings = DedupSettings(survivor=survivor)
+    report = run_stage_work(stage_named(DEDUP_CLUSTERS), Lake.from_url(root), settings, crawl=CRAWL)
     return dict(report.dropped)
 
 
@@ -627,8 +644,8 @@ def bench_clusters(sizes: list[int]) -> None:
                      dropped.get("near_duplicate", 0), round(write_seconds, 1)]
                 )  # fmt: skip
                 print_table(
-                    "dedup_clusters stage on synthetic signatures (8 shards, 14 bands, "
-                    "3 % exact + 10 % near copies)",
+                    f"dedup_clusters stage on synthetic signatures ({UNITS} units of "
+                    f"{FILES_PER_UNIT} files, 14 bands, 3 % exact + 10 % near copies)",
                     ["docs", "survivor", "seconds", "peak RSS MiB", "bytes/doc", "exact removed",
                      "near removed", "(writing input s)"],
                     rows,

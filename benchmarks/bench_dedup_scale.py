@@ -6,8 +6,9 @@ the stage's own code (``compute_clusters``), scored against the plant.
 Document i is planted by its position in its block of 100: 87 originals; 3 exact copies and 8
 near copies of an earlier original, a near copy sharing k = 1..13 of the 14 bands with it (LSH
 links it); 2 "far" copies sharing no key (J below the threshold: they must survive). Every key
-is a hash of (document, column), so the shards are generated one row group at a time, in
-bounded memory. Signatures already generated under --out for the same --docs are reused.
+is a hash of (document, column), so the signature files are generated one row group at a time,
+in bounded memory: units of --files-per-unit files of --file-docs documents each. Signatures
+already generated under --out for the same sizes are reused.
 The last line printed is one JSON object: docs, seconds (clustering), peak_rss_mb (largest
 process: the clustering process or one of its workers), recall, precision, and more.
 """
@@ -27,25 +28,31 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.lake_units import write_unit  # noqa: E402
 from benchmarks.measure import in_fresh_process  # noqa: E402
-from tokenmill.dedup import (  # noqa: E402
-    CLUSTERS,
-    SIGNATURES,
-    DedupSettings,
-    band_column,
-    compute_clusters,
-    signature_schema,
-)
+from tokenmill.dedup import CLUSTERS_FILE, DedupSettings  # noqa: E402
 from tokenmill.lake import Lake  # noqa: E402
-from tokenmill.outputs import PartitionWriter, StageReport  # noqa: E402
-from tokenmill.shards import Shard, crawl_prefix, shard_name  # noqa: E402
+from tokenmill.layout import (  # noqa: E402
+    DEDUP_CLUSTERS,
+    DEDUP_SIGNATURES,
+    MANIFESTS,
+    Unit,
+    band_column,
+    crawl_prefix,
+    signature_schema,
+    unit_name,
+)
+from tokenmill.parts import run_stage_work  # noqa: E402
+from tokenmill.stages import stage_named  # noqa: E402
 
 CRAWL = "CC-MAIN-SCALE"
 BLOCK, ORIGINALS, EXACT, NEAR = 100, 87, 3, 8  # the rest of a block: far copies
-SHARD_DOCS = 1_000_000
+FILE_DOCS = 100_000  # a Common Crawl WARC file holds ~30-40k documents
+FILES_PER_UNIT = 10
 ROW_GROUP = 250_000
 SETTINGS = DedupSettings()
 BANDS = SETTINGS.banding()[0]
+PARAMS = {"params": SETTINGS.signature_params()}
 DONE = "bench.json"
 
 
@@ -99,25 +106,27 @@ def signatures(docs: np.ndarray) -> pa.Table:
     )
 
 
-def generate(root: str, n_docs: int) -> None:
+def generate(root: str, sizes: dict) -> None:
     lake = Lake.from_url(root)
-    schema = signature_schema(BANDS)
-    for index, start in enumerate(range(0, n_docs, SHARD_DOCS)):
-        shard = Shard(CRAWL, shard_name(index))
-        end = min(start + SHARD_DOCS, n_docs)
-        lake.write_json(shard.manifest_key, {"crawl": CRAWL, "shard": shard.shard, "files": []})
-        report = StageReport(records_in=end - start, records_out=end - start)
-        report.counts["params"] = SETTINGS.signature_params()
-        with PartitionWriter(lake, shard.prefix(SIGNATURES), report) as out:
-            sink = out.parquet("signatures.parquet", schema)
-            for low in range(start, end, ROW_GROUP):
-                sink.write_table(signatures(np.arange(low, min(low + ROW_GROUP, end))))
-    lake.write_json(DONE, {"docs": n_docs})
+    n_docs, file_docs, files_per_unit = sizes["docs"], sizes["file_docs"], sizes["files_per_unit"]
+    files = list(range(0, n_docs, file_docs))
+    for index, first in enumerate(range(0, len(files), files_per_unit)):
+        starts = files[first : first + files_per_unit]
+        parts = [functools.partial(write_file, s, min(s + file_docs, n_docs)) for s in starts]
+        write_unit(lake, DEDUP_SIGNATURES, Unit(CRAWL, unit_name(index)), parts, PARAMS)
+    lake.write_json(DONE, sizes)
+
+
+def write_file(start: int, end: int, out) -> None:
+    sink = out.parquet("signatures.parquet", signature_schema(BANDS))
+    for low in range(start, end, ROW_GROUP):
+        sink.write_table(signatures(np.arange(low, min(low + ROW_GROUP, end))))
+    out.report.records_in = out.report.records_out = end - start
 
 
 def cluster(root: str, workers: int, memory_gb: float) -> tuple[dict, int]:
     settings = DedupSettings(cluster_workers=workers, cluster_memory_gb=memory_gb)
-    report = compute_clusters(Lake.from_url(root), CRAWL, settings)
+    report = run_stage_work(stage_named(DEDUP_CLUSTERS), Lake.from_url(root), settings, crawl=CRAWL)
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     return report.summary() | {"counts": report.counts}, children
 
@@ -126,7 +135,7 @@ def score(root: str, n_docs: int) -> dict:
     """Recall and precision of the removed list against the planted duplicates, streamed."""
     lake = Lake.from_url(root)
     hits = removed = right_survivor = 0
-    with lake.open_input(f"{crawl_prefix(CLUSTERS, CRAWL)}/clusters.parquet") as f:
+    with lake.open_input(f"{crawl_prefix(DEDUP_CLUSTERS, CRAWL)}/{CLUSTERS_FILE}") as f:
         for batch in pq.ParquetFile(f).iter_batches(columns=["doc_id", "survivor_doc_id"]):
             docs = batch.column(0).cast(pa.int64()).to_numpy()
             planted = kind(docs)[2]
@@ -135,8 +144,8 @@ def score(root: str, n_docs: int) -> dict:
             survivor = batch.column(1).cast(pa.int64()).to_numpy()
             right_survivor += int((planted & (survivor == source(docs))).sum())
     truth = sum(
-        int(kind(np.arange(low, min(low + SHARD_DOCS, n_docs)))[2].sum())
-        for low in range(0, n_docs, SHARD_DOCS)
+        int(kind(np.arange(low, min(low + ROW_GROUP, n_docs)))[2].sum())
+        for low in range(0, n_docs, ROW_GROUP)
     )
     return {
         "recall": hits / max(truth, 1),
@@ -152,14 +161,17 @@ def main() -> None:
     parser.add_argument("--docs", type=int, required=True)
     parser.add_argument("--out", required=True, help="lake folder for the synthetic crawl")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--file-docs", type=int, default=FILE_DOCS, help="documents per file")
+    parser.add_argument("--files-per-unit", type=int, default=FILES_PER_UNIT)
     parser.add_argument("--memory-gb", type=float, default=DedupSettings().cluster_memory_gb)
     args = parser.parse_args()
     lake = Lake.from_url(args.out)
     generated = {}
-    if not lake.exists(DONE) or lake.read_json(DONE)["docs"] != args.docs:
-        lake.delete_prefix(SIGNATURES)
-        lake.delete_prefix("manifests")
-        _, seconds, peak = in_fresh_process(functools.partial(generate, args.out, args.docs))
+    sizes = {"docs": args.docs, "file_docs": args.file_docs, "files_per_unit": args.files_per_unit}
+    if not lake.exists(DONE) or lake.read_json(DONE) != sizes:
+        lake.delete_prefix(DEDUP_SIGNATURES)
+        lake.delete_prefix(MANIFESTS)
+        _, seconds, peak = in_fresh_process(functools.partial(generate, args.out, sizes))
         generated = {"generate_seconds": round(seconds, 1), "generate_peak_rss_mb": peak >> 20}
         print(json.dumps(generated), flush=True)
     (summary, children), seconds, peak = in_fresh_process(
@@ -171,6 +183,8 @@ def main() -> None:
         "peak_rss_mb": max(peak, children) >> 20,
         **score(args.out, args.docs),
         "workers": args.workers,
+        "files": summary["counts"]["files"],
+        "units": summary["counts"]["units"],
         "memory_gb": args.memory_gb,
         "parts": summary["counts"]["parts"],
         "linked_docs": summary["counts"]["linked_docs"],

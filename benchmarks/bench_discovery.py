@@ -2,6 +2,7 @@
 `max_keys_per_tick` keys from where the previous one stopped, so its time stays bounded.
 
     uv run python benchmarks/bench_discovery.py [--objects 100000] [--max-keys 2000]
+        [--files-per-unit 100]
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.measure import print_table  # noqa: E402
 from tokenmill.lake import Lake  # noqa: E402
-from tokenmill.shards import LANDING, discover, registered_shards  # noqa: E402
+from tokenmill.layout import LANDING  # noqa: E402
+from tokenmill.units import discover, registered_units  # noqa: E402
 
 CRAWL = "CC-MAIN-BENCH-2026-01"
 
@@ -25,7 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--objects", type=int, default=100_000)
     parser.add_argument("--max-keys", type=int, default=2_000)
-    parser.add_argument("--files-per-shard", type=int, default=2)
+    parser.add_argument("--files-per-unit", type=int, default=100)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as root:
         landing = Path(root, LANDING, CRAWL)
@@ -36,20 +38,22 @@ def main() -> None:
         positions, ticks = {}, []
         while True:
             started = time.perf_counter()
-            new, positions = discover(lake, positions, args.files_per_shard, args.max_keys)
+            new, positions, problems = discover(lake, positions, args.files_per_unit, args.max_keys)
             ticks.append((len(new), time.perf_counter() - started))
+            if problems:
+                raise RuntimeError(f"discovery found problems: {problems[:3]}")
             if not new:
                 break
-        shards = registered_shards(lake, CRAWL)
+        units = registered_units(lake, CRAWL)
     seconds = [s for _, s in ticks]
     print_table(
         f"Landing sensor ticks over {args.objects:,} objects (local lake, "
-        f"{args.max_keys:,} keys per tick, {args.files_per_shard} files per shard)",
-        ["ticks", "shards registered", "first tick s", "max tick s", "mean tick s", "total s"],
+        f"{args.max_keys:,} keys per tick, {args.files_per_unit} files per unit)",
+        ["ticks", "units registered", "first tick s", "max tick s", "mean tick s", "total s"],
         [
             [
                 len(ticks),
-                len(shards),
+                len(units),
                 seconds[0],
                 max(seconds),
                 sum(seconds) / len(seconds),

@@ -1,11 +1,12 @@
 """Tokenization stage against bare `Tokenizer.encode_batch` on the same texts, and its peak memory
-at 1x and 4x the shard size.
+at 1x and 4x the file size.
 
     uv run python benchmarks/bench_tokenize.py [--mb 40]
 
 Texts: the real Common Crawl documents of ../shared/corpora/text, repeated up to --mb MB into one
-deduplicated shard; tokenizer: ../shared/tokenizers/gpt-neox-style-50k (both cores, as in
-production). Without ../shared, demo-crawl articles and a trained tokenizer stand in.
+deduplicated file (a unit of one file, tokenized in this process); tokenizer:
+../shared/tokenizers/gpt-neox-style-50k (both cores, as in production). Without ../shared,
+demo-crawl articles and a trained tokenizer stand in.
 """
 
 from __future__ import annotations
@@ -22,15 +23,23 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.lake_units import write_unit  # noqa: E402
 from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
-from tokenmill.clean import DOC_SCHEMA  # noqa: E402
-from tokenmill.dedup import DEDUPLICATED  # noqa: E402
 from tokenmill.lake import Lake  # noqa: E402
-from tokenmill.outputs import PartitionWriter, StageReport, read_batches  # noqa: E402
-from tokenmill.shards import Shard  # noqa: E402
-from tokenmill.tokenize import build_tokenizer, load_tokenizer, tokenize_shard  # noqa: E402
+from tokenmill.layout import (  # noqa: E402
+    DEDUPLICATED,
+    DOC_SCHEMA,
+    TOKENIZED_SHARDS,
+    TOKENIZER,
+    Unit,
+)
+from tokenmill.outputs import PartitionWriter, read_batches  # noqa: E402
+from tokenmill.parts import run_stage_work  # noqa: E402
+from tokenmill.stages import stage_named  # noqa: E402
+from tokenmill.tokenize import TokenizerSettings, load_tokenizer  # noqa: E402
 
-SHARD = Shard("CC-MAIN-BENCH", "00000")
+UNIT = Unit("CC-MAIN-BENCH", "00000")
+DOCS_KEY = f"{UNIT.part_prefix(DEDUPLICATED, 0)}/docs.parquet"
 BATCH = 1024
 
 
@@ -44,45 +53,49 @@ def source_texts() -> list[str]:
     return sample_articles("en", 500, seed=1)
 
 
-def write_shard(lake: Lake, texts: list[str], megabytes: float) -> int:
-    """A deduplicated shard of about `megabytes` MB of text; returns its text bytes."""
-    lake.write_json(SHARD.manifest_key, {"crawl": SHARD.crawl, "shard": SHARD.shard, "files": []})
-    total, rows = 0, []
-    with PartitionWriter(lake, SHARD.prefix(DEDUPLICATED), StageReport()) as out:
-        sink = out.parquet("docs.parquet", DOC_SCHEMA)
-        while total < megabytes * 1e6:
-            for text in texts:
-                i = len(rows)
-                rows.append(
-                    {
-                        "doc_id": f"{i:08d}",
-                        "crawl": SHARD.crawl,
-                        "shard": SHARD.shard,
-                        "source_file": "raw/x.warc.gz",
-                        "record_id": f"<urn:uuid:{i}>",
-                        "record_offset": i,
-                        "record_length": 1,
-                        "url": f"https://example.com/{i}",
-                        "warc_date": "2026-01-01T00:00:00Z",
-                        "charset": "utf-8",
-                        "language": "en",
-                        "language_score": 1.0,
-                        "text": text,
-                    }
-                )
-                total += len(text.encode())
-                if len(rows) == BATCH:
-                    sink.write_table(pa.Table.from_pylist(rows, DOC_SCHEMA))
-                    rows = []
-        if rows:
-            sink.write_table(pa.Table.from_pylist(rows, DOC_SCHEMA))
-    return total
+def write_file(lake: Lake, texts: list[str], megabytes: float) -> None:
+    """A deduplicated unit of one file of about `megabytes` MB of text."""
+    write_unit(lake, DEDUPLICATED, UNIT, [lambda out: write_docs(out, texts, megabytes)])
+
+
+def write_docs(out: PartitionWriter, texts: list[str], megabytes: float) -> None:
+    sink = out.parquet("docs.parquet", DOC_SCHEMA)
+    total, count, rows = 0, 0, []
+    while total < megabytes * 1e6:
+        for text in texts:
+            rows.append(
+                {
+                    "doc_id": f"{count:08d}",
+                    "crawl": UNIT.crawl,
+                    "unit": UNIT.name,
+                    "part": 0,
+                    "source_file": f"landing/{UNIT.crawl}/x.warc.gz",
+                    "record_id": f"<urn:uuid:{count}>",
+                    "record_offset": count,
+                    "record_length": 1,
+                    "url": f"https://example.com/{count}",
+                    "warc_date": "2026-01-01T00:00:00Z",
+                    "charset": "utf-8",
+                    "language": "en",
+                    "language_score": 1.0,
+                    "text": text,
+                }
+            )
+            total += len(text.encode())
+            count += 1
+            if len(rows) == BATCH:
+                sink.write_table(pa.Table.from_pylist(rows, DOC_SCHEMA))
+                rows = []
+    if rows:
+        sink.write_table(pa.Table.from_pylist(rows, DOC_SCHEMA))
+    out.report.records_in = out.report.records_out = count
 
 
 def prepare(root: Path, megabytes: float, tokenizer_path: str | None) -> Lake:
     lake = Lake.from_url(str(root))
-    write_shard(lake, source_texts(), megabytes)
-    build_tokenizer(lake, tokenizer_path, vocab_size=32000, sample_bytes=8 << 20)
+    write_file(lake, source_texts(), megabytes)
+    settings = TokenizerSettings(path=tokenizer_path, vocab_size=32000, sample_mb=8)
+    run_stage_work(stage_named(TOKENIZER), lake, settings)
     return lake
 
 
@@ -91,28 +104,31 @@ def bare_encode(lake_root: str) -> int:
     lake = Lake.from_url(lake_root)
     tokenizer, _ = load_tokenizer(lake)
     tokens = 0
-    key = f"{SHARD.prefix(DEDUPLICATED)}/docs.parquet"
-    for batch in read_batches(lake, key, ["text"], BATCH):
+    for batch in read_batches(lake, DOCS_KEY, ["text"], BATCH):
         encodings = tokenizer.encode_batch_fast(batch.column("text").to_pylist())
         tokens += sum(len(e.ids) for e in encodings)
     return tokens
 
 
 def stage(lake_root: str) -> int:
-    return tokenize_shard(Lake.from_url(lake_root), SHARD).counts["tokens"]
+    """The stage on the unit, its one file in this process (as a worker process runs it)."""
+    lake = Lake.from_url(lake_root)
+    return run_stage_work(stage_named(TOKENIZED_SHARDS), lake, unit=UNIT, workers=1).counts[
+        "tokens"
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--mb", type=float, default=40, help="shard size (1x) in MB of text")
+    parser.add_argument("--mb", type=float, default=40, help="file size (1x) in MB of text")
     args = parser.parse_args()
     neox = shared_path("tokenizers", "gpt-neox-style-50k.tokenizer.json")
     rows, memory = [], []
     with tempfile.TemporaryDirectory() as scratch:
         for scale in (1, 4):
             lake = prepare(Path(scratch, f"x{scale}"), args.mb * scale, str(neox) if neox else None)
-            megabytes = lake.read_json(f"{SHARD.prefix(DEDUPLICATED)}/_SUCCESS.json")
-            megabytes = megabytes["outputs"]["docs.parquet"]["bytes"] / 1e6
+            megabytes = lake.read_json(f"{UNIT.prefix(DEDUPLICATED)}/_SUCCESS.json")
+            megabytes = megabytes["outputs"]["00000/docs.parquet"]["bytes"] / 1e6
             if scale == 1:
                 # Interleaved, three rounds each, best of three: the machine is shared and noisy.
                 bare_s, stage_s = [], []
@@ -140,7 +156,7 @@ def main() -> None:
     print(f"\nstage / bare throughput: {ratio:.1%} (target >= 90%)")
     print_table(
         "Peak RSS of the tokenization stage (fresh process each)",
-        ["shard", "text MB", "parquet MB", "seconds", "peak RSS MiB"],
+        ["file", "text MB", "parquet MB", "seconds", "peak RSS MiB"],
         memory,
     )
 

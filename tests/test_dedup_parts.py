@@ -24,14 +24,7 @@ from tests.test_dedup import (  # noqa: F401 (articles is a fixture)
     write_crawl,
 )
 from tokenmill.clusters import UnionFind, choose_survivors
-from tokenmill.dedup import (
-    CLUSTERS,
-    SIGNATURES,
-    SURVIVOR_RULES,
-    DedupSettings,
-    compute_signatures,
-    signature_schema,
-)
+from tokenmill.dedup import CLUSTERS_FILE, SURVIVOR_RULES, DedupSettings
 from tokenmill.dedup_parts import (
     PARTS,
     RANK_COLUMNS,
@@ -45,10 +38,23 @@ from tokenmill.dedup_parts import (
     union,
 )
 from tokenmill.lake import Lake
-from tokenmill.outputs import MARKER, PartitionWriter, StageReport
-from tokenmill.shards import Shard, crawl_prefix, registered_shards, shard_name
+from tokenmill.layout import (
+    DEDUP_CLUSTERS,
+    DEDUP_SIGNATURES,
+    LANDING,
+    MARKER,
+    Unit,
+    crawl_prefix,
+    signature_schema,
+    unit_name,
+)
+from tokenmill.outputs import PartitionWriter, StageReport, combine
+from tokenmill.parts import run_stage_work
+from tokenmill.stages import stage_named
+from tokenmill.units import registered_units, write_batch
 
 WORK = f"{PARTS}/{CRAWL}"
+CLUSTERS_KEY = f"{crawl_prefix(DEDUP_CLUSTERS, CRAWL)}/{CLUSTERS_FILE}"
 
 
 @pytest.fixture
@@ -56,11 +62,11 @@ def lake(tmp_path) -> Lake:
     return Lake.from_url(str(tmp_path / "lake"))
 
 
-def in_memory_removals(lake: Lake, crawl: str, rule: str) -> list[dict]:
+def in_memory_removals(lake: Lake, rule: str) -> list[dict]:
     """The removed list as clustering the whole crawl in one process decides it (the stage
     before parts): every key column grouped over all documents with polars, a union-find over
     all documents, a rank over all documents."""
-    files = crawl_signatures(lake, crawl)
+    files = crawl_signatures(lake, registered_units(lake, CRAWL))
     table = pa.concat_tables(pq.read_table(lake.path(key)) for key in files.keys)
     frame = pl.from_arrow(table).with_row_index("doc")
     uf = UnionFind(len(frame))
@@ -74,14 +80,16 @@ def in_memory_removals(lake: Lake, crawl: str, rule: str) -> list[dict]:
         rank = frame[column].rank("dense", descending=descending).fill_null(len(frame) + 1)
     survivors = choose_survivors(components, None if rank is None else rank.to_numpy())
     removed = np.flatnonzero(survivors != np.arange(len(frame)))
-    shard = np.repeat(np.array(files.shards), files.rows)
+    unit = np.repeat(np.array(files.units), files.rows)
+    part = np.repeat(np.array(files.parts), files.rows)
     doc_id, exact = frame["doc_id"].to_list(), frame["exact_hash"].to_numpy()
     return [
         {
-            "shard": shard[d],
+            "unit": unit[d],
+            "part": part[d],
             "doc_id": doc_id[d],
             "cluster_id": doc_id[components[d]],
-            "survivor_shard": shard[survivors[d]],
+            "survivor_unit": unit[survivors[d]],
             "survivor_doc_id": doc_id[survivors[d]],
             "reason": "exact_duplicate" if exact[d] == exact[survivors[d]] else "near_duplicate",
         }
@@ -89,13 +97,30 @@ def in_memory_removals(lake: Lake, crawl: str, rule: str) -> list[dict]:
     ]
 
 
-def removed_list(lake: Lake, crawl: str = CRAWL) -> list[dict]:
-    return pq.read_table(lake.path(f"{crawl_prefix(CLUSTERS, crawl)}/clusters.parquet")).to_pylist()
+def removed_list(lake: Lake) -> list[dict]:
+    return pq.read_table(lake.path(CLUSTERS_KEY)).to_pylist()
 
 
-def planted_crawl(lake: Lake, n_docs: int = 6000, shards: int = 5, seed: int = 0) -> None:
-    """Signature files with many collisions: keys drawn from small ranges (chains across bands
-    and shards), exact copies, ties and nulls in every rank column, an empty shard."""
+def cluster(lake: Lake, settings: DedupSettings, ranges: int | None = None) -> StageReport:
+    """The dedup_clusters stage; with ``ranges`` key ranges per column if given (the stage
+    plans them from the crawl's size and ``cluster_memory_gb``), its part files then kept."""
+    if ranges is None:
+        return run_stage_work(stage_named(DEDUP_CLUSTERS), lake, settings, crawl=CRAWL)
+    units = registered_units(lake, CRAWL)
+    report = StageReport()
+    with PartitionWriter(lake, crawl_prefix(DEDUP_CLUSTERS, CRAWL), report) as out:
+        cluster_crawl(lake, units, settings, out, ranges=ranges)
+    return report
+
+
+# Slices of the planted crawl's documents as (unit, files): units of several files, empty files
+# (first, last, and a unit of one empty file).
+PLANTED_UNITS = ((0, 1), (2, 3, 4), (5,))
+
+
+def planted_crawl(lake: Lake, n_docs: int = 6000, seed: int = 0) -> None:
+    """Signature files with many collisions: keys drawn from small ranges (chains across bands,
+    files and units), exact copies, ties and nulls in every rank column, empty files."""
     rng = np.random.default_rng(seed)
     bands = DedupSettings().banding()[0]
     exact = rng.integers(0, n_docs, n_docs).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
@@ -114,44 +139,66 @@ def planted_crawl(lake: Lake, n_docs: int = 6000, shards: int = 5, seed: int = 0
         {"doc_id": doc_ids, "warc_date": dates, "exact_hash": exact, "quality_score": quality}
         | columns
     )
-    bounds = np.linspace(0, n_docs, shards).astype(int).tolist()
-    for index, (start, end) in enumerate(zip([0, *bounds], [*bounds, n_docs], strict=True)):
-        write_signatures(lake, Shard(CRAWL, shard_name(index)), table.slice(start, end - start))
+    bounds = np.linspace(0, n_docs, 5).astype(int).tolist()
+    slices = [
+        table.slice(start, end - start)
+        for start, end in zip([0, *bounds], [*bounds, n_docs], strict=True)
+    ]
+    for index, members in enumerate(PLANTED_UNITS):
+        write_signatures(lake, Unit(CRAWL, unit_name(index)), [slices[i] for i in members])
 
 
-def write_signatures(lake: Lake, shard: Shard, table: pa.Table, **params) -> None:
-    lake.write_json(shard.manifest_key, {"crawl": shard.crawl, "shard": shard.shard, "files": []})
-    report = StageReport(records_in=table.num_rows, records_out=table.num_rows)
-    report.counts["params"] = DedupSettings(**params).signature_params()
-    schema = signature_schema(DedupSettings(**params).banding()[0])
-    with PartitionWriter(lake, shard.prefix(SIGNATURES), report) as out:
-        sink = out.parquet("signatures.parquet", schema)
-        for batch in table.to_batches(max_chunksize=700):  # several row groups per file
-            sink.write_table(pa.Table.from_batches([batch]))
+def write_signatures(lake: Lake, unit: Unit, parts: list[pa.Table], **params) -> None:
+    """A registered unit whose files' signatures are ``parts``, committed as the stage does."""
+    files = [f"{LANDING}/{unit.crawl}/{unit.name}-{p}.warc.gz" for p in range(len(parts))]
+    assert write_batch(lake, unit.crawl, int(unit.name), [files]) == [unit]
+    settings = DedupSettings(**params)
+    schema = signature_schema(settings.banding()[0])
+    reports = {}
+    for part, table in enumerate(parts):
+        report = StageReport(records_in=table.num_rows, records_out=table.num_rows)
+        report.counts["params"] = settings.signature_params()
+        with PartitionWriter(lake, unit.part_prefix(DEDUP_SIGNATURES, part), report) as out:
+            sink = out.parquet("signatures.parquet", schema)
+            for batch in table.to_batches(max_chunksize=700):  # several row groups per file
+                sink.write_table(pa.Table.from_batches([batch]))
+        reports[f"{part:05d}"] = report
+    total = combine(reports)
+    total.counts["files"] = len(parts)
+    lake.write_json(f"{unit.prefix(DEDUP_SIGNATURES)}/{MARKER}", total.summary())
+
+
+def signatures(lake: Lake):
+    return crawl_signatures(lake, registered_units(lake, CRAWL))
 
 
 @pytest.mark.parametrize("rule", SURVIVOR_RULES)
-@pytest.mark.parametrize("ranges", [1, 8])
+@pytest.mark.parametrize("ranges", [None, 8])
 def test_planted_duplicates_same_removals_as_in_memory(lake, rule, ranges):
     planted_crawl(lake)
-    expected = in_memory_removals(lake, CRAWL, rule)
+    expected = in_memory_removals(lake, rule)
     assert len(expected) > 1000  # many clusters, many of them chained across bands
     assert {row["reason"] for row in expected} == {"exact_duplicate", "near_duplicate"}
-    report = cluster_crawl(lake, CRAWL, DedupSettings(survivor=rule), ranges=ranges)
+    assert len({(row["unit"], row["part"]) for row in expected}) == 4  # every non-empty file
+    report = cluster(lake, DedupSettings(survivor=rule), ranges)
     assert removed_list(lake) == expected
-    assert report.counts["parts"] == 15 * ranges
+    assert report.counts["parts"] == 15 * (ranges or 1)
     assert report.records_out == 6000 - len(expected)
-    assert lake.list(WORK) == []  # the part files are gone once the list is committed
+    if ranges is None:  # the stage: the part files are gone once the list is committed
+        assert lake.list(WORK) == []
+    else:
+        assert len(lake.list(WORK)) == report.counts["parts"]
 
 
 def test_worker_processes_write_the_same_bytes(lake):
     planted_crawl(lake)
-    key = f"{crawl_prefix(CLUSTERS, CRAWL)}/clusters.parquet"
-    cluster_crawl(lake, CRAWL, DedupSettings(survivor="earliest_date"), ranges=4)
-    alone = lake.read_bytes(key)
+    cluster(lake, DedupSettings(survivor="earliest_date"), ranges=4)
+    alone = lake.read_bytes(CLUSTERS_KEY)
     settings = DedupSettings(survivor="earliest_date", cluster_workers=2)
-    cluster_crawl(lake, CRAWL, settings, ranges=4)
-    assert lake.read_bytes(key) == alone
+    cluster(lake, settings, ranges=4)
+    assert lake.read_bytes(CLUSTERS_KEY) == alone
+    cluster(lake, settings)
+    assert lake.read_bytes(CLUSTERS_KEY) == alone
 
 
 def stage_fixture_crawls(lake: Lake, sources) -> list[Lake]:
@@ -168,23 +215,23 @@ def stage_fixture_crawls(lake: Lake, sources) -> list[Lake]:
     survivors = Lake.from_url(lake.path("survivors"))
     survivor_crawl(survivors, sources, QUALITY_SCHEMA)
     for each in (lake, survivors):
-        for shard in registered_shards(each, CRAWL):
-            compute_signatures(each, shard, DedupSettings())
+        for unit in registered_units(each, CRAWL):
+            run_stage_work(stage_named(DEDUP_SIGNATURES), each, DedupSettings(), unit=unit)
     return [lake, survivors]
 
 
 @pytest.mark.parametrize("rule", SURVIVOR_RULES)
 def test_stage_fixtures_same_removals_as_in_memory(lake, articles, rule):  # noqa: F811
     for each in stage_fixture_crawls(lake, articles):
-        for ranges in (1, 4):
-            cluster_crawl(each, CRAWL, DedupSettings(survivor=rule), ranges=ranges)
-            assert removed_list(each) == in_memory_removals(each, CRAWL, rule)
+        for ranges in (None, 4):
+            cluster(each, DedupSettings(survivor=rule), ranges)
+            assert removed_list(each) == in_memory_removals(each, rule)
             assert len(removed_list(each)) >= 3
 
 
 def test_killed_run_resumes_from_its_committed_parts(lake):
     planted_crawl(lake, n_docs=4000)
-    files = crawl_signatures(lake, CRAWL)
+    files = signatures(lake)
     memory = 4 << 30
     context = multiprocessing.get_context("spawn")
     child = context.Process(target=run_parts, args=(lake, files, WORK, memory, 1, 64))
@@ -214,13 +261,10 @@ def test_killed_run_resumes_from_its_committed_parts(lake):
 
 def test_parts_of_other_inputs_are_not_reused(lake):
     planted_crawl(lake, n_docs=2000)
-    files = crawl_signatures(lake, CRAWL)
-    first = run_parts(lake, files, WORK, 4 << 30, ranges=2)
-    write_signatures(
-        lake, Shard(CRAWL, shard_name(9)), pa.Table.from_batches([], signature_schema(14))
-    )
-    grown = crawl_signatures(lake, CRAWL)
-    second = run_parts(lake, grown, WORK, 4 << 30, ranges=2)
+    first = run_parts(lake, signatures(lake), WORK, 4 << 30, ranges=2)
+    empty = pa.Table.from_batches([], signature_schema(14))
+    write_signatures(lake, Unit(CRAWL, unit_name(len(PLANTED_UNITS))), [empty])
+    second = run_parts(lake, signatures(lake), WORK, 4 << 30, ranges=2)
     assert len(second.ran) == 30 and not second.reused
     assert not set(first.keys) & set(lake.list(WORK))  # the old run's parts are deleted
 
@@ -235,15 +279,28 @@ def test_ranges_grow_with_the_crawl_not_the_part_memory():
 
 
 def nothing_committed(lake: Lake) -> bool:
-    return not lake.exists(f"{crawl_prefix(CLUSTERS, CRAWL)}/{MARKER}")
+    return not lake.exists(f"{crawl_prefix(DEDUP_CLUSTERS, CRAWL)}/{MARKER}")
 
 
-def test_shard_signed_with_other_parameters(lake):
+def test_unit_signed_with_other_parameters(lake):
     planted_crawl(lake, n_docs=500)
-    odd = Shard(CRAWL, shard_name(7))
-    write_signatures(lake, odd, pa.Table.from_batches([], signature_schema(10)), bands=10, rows=10)
-    with pytest.raises(ValueError, match=f"different parameters.*{odd.prefix(SIGNATURES)}"):
-        cluster_crawl(lake, CRAWL, DedupSettings())
+    odd = Unit(CRAWL, unit_name(7))
+    empty = pa.Table.from_batches([], signature_schema(10))
+    write_signatures(lake, odd, [empty], bands=10, rows=10)
+    with pytest.raises(ValueError, match=f"different parameters.*{odd.prefix(DEDUP_SIGNATURES)}"):
+        cluster(lake, DedupSettings())
+    assert nothing_committed(lake)
+
+
+def test_unit_marker_without_a_file(lake):
+    planted_crawl(lake, n_docs=500)
+    unit = Unit(CRAWL, unit_name(1))
+    key = f"{unit.prefix(DEDUP_SIGNATURES)}/{MARKER}"
+    marker = lake.read_json(key)
+    del marker["outputs"]["00001/signatures.parquet"]
+    lake.write_json(key, marker)
+    with pytest.raises(SignatureFileError, match=f"{key[: -len(MARKER) - 1]}.*no 00001/"):
+        cluster(lake, DedupSettings())
     assert nothing_committed(lake)
 
 
@@ -263,16 +320,16 @@ def overwrite_footer(path: str) -> None:
 )
 def test_damaged_signature_file(lake, damage, message):
     planted_crawl(lake, n_docs=3000)
-    key = f"{Shard(CRAWL, shard_name(2)).prefix(SIGNATURES)}/signatures.parquet"
+    key = f"{Unit(CRAWL, unit_name(1)).part_prefix(DEDUP_SIGNATURES, 1)}/signatures.parquet"
     damage(lake.path(key))
     with pytest.raises(SignatureFileError, match=f"{key}.*{message}|{message}.*{key}"):
-        cluster_crawl(lake, CRAWL, DedupSettings(), ranges=2)
+        cluster(lake, DedupSettings(), ranges=2)
     assert nothing_committed(lake)
 
 
 def test_part_lost_before_the_union(lake):
     planted_crawl(lake, n_docs=2000)
-    files = crawl_signatures(lake, CRAWL)
+    files = signatures(lake)
     run = run_parts(lake, files, WORK, 4 << 30, ranges=2)
     lost = run.keys[5]
     lake.delete(lost)
