@@ -49,15 +49,26 @@ class RunOutcome:
     success: bool
 
 
-def execute(job_name: str, partition_key: str | None, instance: DagsterInstance) -> RunOutcome:
+def execute(
+    job_name: str, partition_key: str | None, instance: DagsterInstance, lake: Lake | None = None
+) -> RunOutcome:
+    """Run a job in this process; on `lake` when given (the code location's lake is bound to
+    the environment it was imported in)."""
     from data_assets.definitions import defs
+    from resources.lake import LakeResource
 
     job = defs.resolve_job_def(job_name)
+    resources = {}
+    if lake is not None:
+        resources["lake"] = LakeResource(
+            url=lake.url, endpoint_url=lake.endpoint_url, max_attempts=lake.max_attempts
+        )
     result = job.execute_in_process(
         run_config=QUIET_CONSOLE,
         instance=instance,
         partition_key=partition_key,
         raise_on_error=False,
+        resources=resources or None,
     )
     return RunOutcome(job_name, partition_key, result.run_id, result.success)
 
@@ -74,7 +85,7 @@ def materialize_all(instance: DagsterInstance, lake: Lake) -> list[RunOutcome]:
     for stage in STAGES:
         results = []
         for key in partitions[stage.scope]:
-            outcome = execute(JOBS[stage.name].name, key, instance)
+            outcome = execute(JOBS[stage.name].name, key, instance, lake)
             state = "ok" if outcome.success else "FAILED"
             print(f"  {stage.name:18} {key or '-':40} {state}", flush=True)
             results.append(outcome)
