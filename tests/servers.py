@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-WEED = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "weed"
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+WEED = PROJECT_DIR / ".venv" / "bin" / "weed"
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 GRPC_OFFSET = 10000  # SeaweedFS serves gRPC on every HTTP port + 10000
 
@@ -231,3 +232,17 @@ def _admin(statement: str) -> None:
 
 def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def write_production_instance(home: Path) -> Path:
+    """DAGSTER_HOME/dagster.yaml: the production instance (helm/dagster-instance.yaml), its
+    storages on the PostgreSQL server the DAGSTER_PG_* variables name, without TLS (the
+    server on loopback has no certificate; production verifies the server's)."""
+    import yaml
+
+    config = yaml.safe_load((PROJECT_DIR / "helm" / "dagster-instance.yaml").read_text())
+    for storage in ("run_storage", "event_log_storage", "schedule_storage"):
+        config[storage]["config"]["postgres_db"]["params"] = {"sslmode": "disable"}
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text(yaml.safe_dump(config))
+    return home / "dagster.yaml"
