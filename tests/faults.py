@@ -521,31 +521,40 @@ print(json.dumps(outcome))
 """
 
 
+def _warc_record(n: int, body: bytes) -> bytes:
+    block = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + body
+    head = (
+        f"WARC/1.1\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:{n:08d}>\r\n"
+        f"WARC-Target-URI: http://big.example/{n}\r\nContent-Length: {len(block)}\r\n\r\n"
+    ).encode()
+    return head + block + b"\r\n\r\n"
+
+
 def big_record_trial(lake_root: Path, size: int, compressed: bool) -> dict:
     """Index a WARC file holding one `size`-byte record between two small ones, declared with
     `copy` so that raw_crawl also copies it into the lake in the same pass, in a child process:
     how much its peak RSS grew, what was kept aside, and whether the copy is exact."""
+
+    crawl = "CC-MAIN-BIG"
+    name = "big.warc.gz" if compressed else "big.warc"
+    source = lake_root.with_name(f"{lake_root.name}-source")
+    try:
+        return _big_record_trial(lake_root, source, crawl, name, size, compressed)
+    finally:
+        shutil.rmtree(source, ignore_errors=True)
+
+
+def _big_record_trial(lake_root, source, crawl, name, size, compressed) -> dict:
     import zlib
 
     from tokenmill.sources import CrawlSource
     from tokenmill.units import register_new_files
 
-    def record(n: int, body: bytes) -> bytes:
-        block = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + body
-        head = (
-            f"WARC/1.1\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:{n:08d}>\r\n"
-            f"WARC-Target-URI: http://big.example/{n}\r\nContent-Length: {len(block)}\r\n\r\n"
-        ).encode()
-        return head + block + b"\r\n\r\n"
-
-    crawl = "CC-MAIN-BIG"
-    name = "big.warc.gz" if compressed else "big.warc"
-    source = lake_root.parent / "source" / crawl
     path = source / name
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as f:
         for n, body in enumerate([b"<p>small</p>", b"<p>" + b"a long page " * (size // 12), b""]):
-            part = record(n, body or b"<p>small too</p>")
+            part = _warc_record(n, body or b"<p>small too</p>")
             f.write(zlib.compress(part, 1, wbits=31) if compressed else part)
     lake = Lake.from_url(str(lake_root))
     CrawlSource(crawl, prefix=str(source), copy=True).save(lake)

@@ -377,7 +377,7 @@ def test_200mb_record_streams_in_bounded_memory(compressed, tmp_path):
         assert outcome["growth_mb"] < 100, outcome
         assert outcome["copied_identically"], outcome
     finally:
-        shutil.rmtree(tmp_path)
+        shutil.rmtree(lake_root)
 
 
 # Path-like names
