@@ -28,9 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.measure import print_table, shared_path  # noqa: E402
 from tests import faults, servers  # noqa: E402
-from tests.faults import CRAWL, PARTITION, SHARD, Child  # noqa: E402
+from tests.faults import CRAWL, UNIT, Child  # noqa: E402
 from tokenmill.lake import Lake, LakeKeyError  # noqa: E402
-from tokenmill.outputs import MARKER  # noqa: E402
+from tokenmill.layout import MARKER  # noqa: E402
+from tokenmill.stages import STAGES  # noqa: E402
 
 
 @dataclass
@@ -63,34 +64,62 @@ class Row:
 
 
 def crash_stages(reference: Lake, reference_root: Path, seconds, work: Path, per_stage: int):
-    row = Row("kill -9 of a stage process at a random point")
+    row = Row("kill -9 of a stage process at a random point, retried as the same attempt")
     rng = random.Random(1)
     trial_root = faults.copy_lake(reference_root, work / "crash")
-    mid_work = committed_views = 0
-    for stage, _, _ in faults.STAGES:
+    mid_work = committed_views = kept = redone = 0
+    for stage in STAGES:
         for index in range(per_stage):
-            targets = faults.targets(reference, CRAWL, stage)
+            targets = faults.targets(reference, CRAWL, stage.name)
             target = targets[index % len(targets)]
-            delay = rng.uniform(0, seconds[stage, target])
             trial = faults.crash_trial(
-                reference, trial_root, stage, target, delay, fresh=index % 2 == 0
+                reference,
+                trial_root,
+                stage.name,
+                target,
+                seconds[stage.name, target],
+                rng,
+                fresh=index % 2 == 0,
             )
-            ok = not trial.problems_after_kill and trial.identical_after_rerun
+            resumed = trial.parts_resumed == trial.parts_committed_at_kill
+            ok = not trial.problems_after_kill and trial.identical_after_rerun and resumed
             row.add(ok, trial.identical_after_rerun, trial.rows_lost, trial.rows_duplicated)
             mid_work += trial.killed_while_running
             committed_views += 1
+            if trial.parts_resumed is not None:
+                kept += trial.parts_resumed
+                redone += len(faults.unit_files(reference, faults.Unit.from_key(target)))
             if trial.problems_after_kill:
-                row.notes.append(f"{stage}: {trial.problems_after_kill}")
+                row.notes.append(f"{stage.name}: {trial.problems_after_kill}")
     stray = faults.stray_temp_files(trial_root)
     row.notes.append(
-        f"{len(faults.STAGES)} stages; {mid_work} killed mid-work; "
-        f"{committed_views} committed views checked, 0 partial; {len(stray)} temp files left"
+        f"{len(STAGES)} stages; {mid_work} killed mid-work; {committed_views} committed views "
+        f"checked; per-unit retries kept {kept} of {redone} files; {len(stray)} temp files left"
     )
     return row
 
 
+def killed_run(env: dict[str, str]):
+    """The run a kill left STARTED on the child's instance (no daemon marks it failed)."""
+    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+    os.environ.update(env)
+    with DagsterInstance.get() as instance:
+        runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
+    return runs[0] if runs else None
+
+
+def retry_jobs(killed) -> str:
+    """The ingest jobs from the killed one on, the killed one as a retry of its root run."""
+    names = faults.INGEST_JOBS.split(",")
+    if killed is None:
+        return faults.INGEST_JOBS
+    start = names.index(killed.job_name)
+    return ",".join([f"{names[start]}@{killed.run_id}", *names[start + 1 :]])
+
+
 def crash_dagster_runs(reference: Lake, work: Path, trials: int):
-    row = Row("kill -9 of a Dagster run (execute_in_process), then re-run")
+    row = Row("kill -9 of a Dagster run (execute_in_process), then its retry")
     rng = random.Random(2)
     for index in range(trials):
         root = work / f"run-{index}"
@@ -101,20 +130,20 @@ def crash_dagster_runs(reference: Lake, work: Path, trials: int):
         child.kill()
         partial = [
             p
-            for zone in faults.INGEST_PREFIXES
-            for p in faults.commit_problems(lake, f"{zone}/{SHARD}")
+            for stage in faults.INGEST_STAGES
+            for p in faults.commit_problems(lake, UNIT.prefix(stage))
         ]
-        outcome = faults.run_child("job", "ingest_shard", PARTITION, env=env)
-        identical = faults.ingest_outputs_match(reference, lake, SHARD)
+        outcome = faults.run_child("jobs", UNIT.key, retry_jobs(killed_run(env)), env=env)
+        identical = faults.ingest_outputs_match(reference, lake, UNIT)
         lost, duplicated = zip(
             *(
-                faults.rows_lost_and_duplicated(reference, lake, f"{zone}/{SHARD}")
-                for zone in faults.INGEST_PREFIXES
+                faults.rows_lost_and_duplicated(reference, lake, UNIT.prefix(stage))
+                for stage in faults.INGEST_STAGES
             ),
             strict=True,
         )
         row.add(outcome["success"] and not partial, identical, sum(lost), sum(duplicated))
-    row.notes.append("killed 0.5-3 s into the run; the killed run stays STARTED without a daemon")
+    row.notes.append("killed 0.5-3 s into the runs; the killed run stays STARTED without a daemon")
     return row
 
 
@@ -122,11 +151,13 @@ def concurrent_runs(reference: Lake, reference_root: Path, work: Path):
     row = Row("same partition materialized twice concurrently")
     root = faults.copy_lake(reference_root, work / "concurrent")
     lake = Lake.from_url(str(root))
-    for stage, _, _ in faults.STAGES:
-        target = faults.targets(reference, CRAWL, stage)[0]
-        prefix = faults.output_prefix(stage, target)
+    for stage in STAGES:
+        target = faults.targets(reference, CRAWL, stage.name)[0]
+        prefix = faults.output_prefix(stage.name, target)
         lake.delete_prefix(prefix)
-        children = [Child.start("stage", str(root), stage, target) for _ in range(2)]
+        children = [
+            Child.start("stage", str(root), stage.name, target, uuid.uuid4().hex) for _ in range(2)
+        ]
         for child in children:
             child.wait_for_go()
         succeeded = all(child.outcome()["success"] for child in children)
@@ -156,9 +187,9 @@ def s3_outages(reference: Lake, work: Path, outages: list[tuple[float, bool]]):
             down = faults.s3_outage(server, seconds, freeze=freeze)
             outcome = child.outcome(timeout=600)
             if not outcome["success"]:  # failed cleanly: the retry must complete
-                outcome = faults.run_child("job", "ingest_shard", PARTITION, env=env)
+                outcome = faults.run_child("jobs", UNIT.key, faults.INGEST_JOBS, env=env)
             retries += outcome.get("retries", 0)
-            identical = faults.ingest_outputs_match(reference, lake, SHARD)
+            identical = faults.ingest_outputs_match(reference, lake, UNIT)
             row.add(outcome["success"], identical)
             kinds.append(f"{'SIGSTOP' if freeze else 'killed+restarted'} {down:.0f} s")
     finally:
@@ -197,15 +228,15 @@ def postgres_restarts(reference: Lake, work: Path, delays: list[float]):
             if not outcome["success"]:
                 reruns += 1
                 first_failures.append(outcome.get("error") or _status(env, outcome["run_id"]))
-                outcome = faults.run_child("job", "ingest_shard", PARTITION, env=env)
+                outcome = faults.run_child("jobs", UNIT.key, faults.INGEST_JOBS, env=env)
             os.environ.update(env)
             with DagsterInstance.get() as instance:
-                run = instance.get_run_by_id(outcome["run_id"])
-                recorded = run.status == DagsterRunStatus.SUCCESS and all(
-                    instance.get_latest_materialization_event(AssetKey(asset)).run_id == run.run_id
-                    for asset in ("raw_crawl", "cleaned", "dedup_signatures")
+                recorded = all(
+                    instance.get_run_by_id(run_id).status == DagsterRunStatus.SUCCESS
+                    and instance.get_latest_materialization_event(AssetKey(asset)).run_id == run_id
+                    for asset, run_id in zip(faults.INGEST_STAGES, outcome["run_ids"], strict=True)
                 )
-            row.add(recorded, faults.ingest_outputs_match(reference, lake, SHARD))
+            row.add(recorded, faults.ingest_outputs_match(reference, lake, UNIT))
         with DagsterInstance.get() as instance:
             statuses = Counter(run.status.value for run in instance.get_runs())
     finally:
@@ -245,10 +276,13 @@ def fuzz(reference: Lake, mutations: int):
 
 
 def hostile_files(reference: Lake, work: Path):
-    from tokenmill.clean import clean_shard
-    from tokenmill.ingest import land_shard
-    from tokenmill.shards import register_new_files
-    from tokenmill.warc import UnusableInputError
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    from tokenmill.parts import run_stage_work
+    from tokenmill.stages import cleaned, raw_crawl
+    from tokenmill.units import register_new_files
 
     row = Row("hostile files (charsets, binary as HTML, truncated, empty, unusable)")
     demo = reference.read_bytes(reference.list(f"landing/{CRAWL}")[0])
@@ -268,26 +302,30 @@ def hostile_files(reference: Lake, work: Path):
         unusable["legacy ARC (shared)"] = arc.read_bytes()
     for index, (_, data) in enumerate(cases.items()):
         crawl = f"CC-MAIN-HOSTILE-{index}"
-        lake.write_bytes(f"landing/{crawl}/f.warc.gz", data)
-        (shard,) = register_new_files(lake, crawl, files_per_shard=1)
-        raw = land_shard(lake, shard)
-        clean_shard(lake, shard)
+        key = f"landing/{crawl}/f.warc.gz"
+        lake.write_bytes(key, data)
+        (unit,) = register_new_files(lake, crawl, files_per_unit=1).units
+        raw = run_stage_work(raw_crawl.STAGE, lake, unit=unit, workers=1)
+        run_stage_work(cleaned.STAGE, lake, unit=unit, workers=1)
         kept_aside = sum(raw.dropped.values())
-        ok = not faults.commit_problems(lake, shard.prefix("raw")) and kept_aside > 0
-        row.add(ok, lake.read_bytes(f"{shard.prefix('raw')}/f.warc.gz") == data)
+        ok = not faults.commit_problems(lake, unit.prefix("raw_crawl")) and kept_aside > 0
+        # read whole, damage included, where it lies
+        read_whole = raw.counts["file_stats"][key]["sha256"] == hashlib.sha256(data).hexdigest()
+        row.add(ok, read_whole)
     for index, (_, data) in enumerate(unusable.items()):
         crawl = f"CC-MAIN-UNUSABLE-{index}"
-        lake.write_bytes(f"landing/{crawl}/f.warc.gz", data)
-        (shard,) = register_new_files(lake, crawl, files_per_shard=1)
-        try:
-            land_shard(lake, shard)
-            named = False
-        except UnusableInputError as error:
-            named = f"landing/{crawl}/f.warc.gz" in str(error)
-        row.add(named and not lake.exists(f"{shard.prefix('raw')}/{MARKER}"), True)
+        key = f"landing/{crawl}/f.warc.gz"
+        lake.write_bytes(key, data)
+        (unit,) = register_new_files(lake, crawl, files_per_unit=1).units
+        run_stage_work(raw_crawl.STAGE, lake, unit=unit, workers=1)
+        with lake.open_input(f"{unit.part_prefix('raw_crawl', 0)}/quarantine.parquet") as f:
+            rows = pq.read_table(f).to_pylist()
+        named = [(r["file"], r["reason"]) for r in rows] == [(key, "unusable_file")]
+        flagged = not raw_crawl.bad_record_rate(lake, unit).passed
+        row.add(named and flagged and lake.exists(f"{unit.prefix('raw_crawl')}/{MARKER}"), True)
     row.notes.append(
-        f"{len(cases)} damaged files landed with bad records quarantined; "
-        f"{len(unusable)} unusable files failed naming file and reason"
+        f"{len(cases)} damaged files indexed with bad records quarantined; "
+        f"{len(unusable)} unusable files quarantined by name, their unit flagged"
     )
     return row
 
@@ -311,28 +349,25 @@ def big_records(work: Path):
 def path_like_keys(work: Path):
     from dagster import DagsterInstance
 
-    from data_assets.definitions import defs
+    from data_assets.definitions import build_definitions
     from resources.lake import LakeResource
-    from tokenmill.shards import register_new_files
+    from resources.workers import WorkersResource
+    from tokenmill.units import register_new_files
 
     row = Row("path-like partition keys and crawl names (../../etc)")
     lake = Lake.from_url(str(work / "paths" / "lake"))
     before = set((work / "paths").rglob("*"))
     instance = DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("crawls", ["../../etc", "ok"])
-    instance.add_dynamic_partitions("shards", ["00000", "../x"])
-    job = defs.resolve_job_def("ingest_shard")
-    for key in ("../../etc|00000", "ok|../x"):
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=key,
-            raise_on_error=False,
-            resources={"lake": LakeResource(url=lake.url)},
-        )
+    keys = ["../../etc/00000", "ok/../x", "ok/.."]
+    instance.add_dynamic_partitions("units", keys)
+    defs = build_definitions(LakeResource(url=lake.url), workers=WorkersResource(processes=1))
+    job = defs.resolve_job_def("run_raw_crawl")
+    for key in keys:
+        result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False)
         retried = any(event.is_step_up_for_retry for event in result.all_events)
         row.add(not result.success and not retried, True)
     try:
-        register_new_files(lake, "../../etc", files_per_shard=1)
+        register_new_files(lake, "../../etc", files_per_unit=1)
         row.add(False, True)
     except LakeKeyError:
         row.add(True, True)

@@ -49,13 +49,27 @@ def alerts_resource() -> AlertsResource:
     return AlertsResource()
 
 
+# Step pods run under a service account without any Role and without a token: only the run's
+# coordinator pod (the launcher's service account, helm/service-account-run-coordinator.yaml)
+# creates and watches the step Jobs.
+STEP_SERVICE_ACCOUNT = "tokenmill-run"
+K8S_EXECUTOR_CONFIG = {
+    "step_k8s_config": {
+        "pod_spec_config": {
+            "service_account_name": STEP_SERVICE_ACCOUNT,
+            "automount_service_account_token": False,
+        }
+    }
+}
+
+
 def executor():
     """Steps in the run's process locally; each step in its own pod, sized by its stage's op
     tags, when TOKENMILL_EXECUTOR=k8s (the Helm deployment), whatever launched the run."""
     if os.environ.get("TOKENMILL_EXECUTOR") == "k8s":
         from dagster_k8s import k8s_job_executor
 
-        return k8s_job_executor
+        return k8s_job_executor.configured(K8S_EXECUTOR_CONFIG)
     return in_process_executor
 
 

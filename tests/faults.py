@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,69 +28,59 @@ from pathlib import Path
 from typing import IO
 
 from tokenmill.lake import TEMP_MARKER, Lake
-from tokenmill.outputs import MARKER
-from tokenmill.shards import Shard, crawl_prefix
+from tokenmill.layout import MARKER, Unit, crawl_prefix
+from tokenmill.stage import Scope, Stage
+from tokenmill.stages import STAGES, stage_named
+from tokenmill.units import unit_files
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 CRAWL = "CC-MAIN-FAULTS-2026-01"
-SHARD = f"{CRAWL}/00000"
-PARTITION = f"{CRAWL}|00000"
+UNIT = Unit(CRAWL, "00000")
 DEMO = {"files": 4, "pages_per_file": 60, "seed": 8}
-
-# (stage, zone, what it is partitioned by), in dependency order.
-STAGES = [
-    ("raw_crawl", "raw", "shard"),
-    ("cleaned", "cleaned", "shard"),
-    ("dedup_signatures", "signatures", "shard"),
-    ("dedup_clusters", "clusters", "crawl"),
-    ("deduplicated", "deduplicated", "shard"),
-    ("tokenizer", "tokenizer", "none"),
-    ("tokenized_shards", "tokenized", "shard"),
-]
+FILES_PER_UNIT = 2  # two units of two files: a kill can land between a unit's files
+RESUME_FIELD = "resume"
 
 
-def stage_work(stage: str) -> Callable[[Lake, str], object]:
-    """The processing core of a stage with the defaults its asset runs with; the target is a
-    shard (`crawl/shard`), a crawl, or "" for the tokenizer."""
-    from data_assets.config import CleanConfig, DedupConfig, TokenizeConfig, TokenizerConfig
-    from tokenmill import clean, dedup, ingest, tokenize
+def stage_settings(stage: Stage):
+    """The settings a stage's asset runs with when its run config is left alone: the
+    recipe's."""
+    from data_assets.recipe import Recipe
 
-    def shard(target: str) -> Shard:
-        return Shard(*target.split("/"))
+    return Recipe.load().settings(stage.settings) if stage.settings else None
 
-    tokenizer = TokenizerConfig()
-    work = {
-        "raw_crawl": lambda lake, t: ingest.land_shard(lake, shard(t)),
-        "cleaned": lambda lake, t: clean.clean_shard(lake, shard(t), CleanConfig().settings()),
-        "dedup_signatures": lambda lake, t: dedup.compute_signatures(
-            lake, shard(t), DedupConfig().settings()
-        ),
-        "dedup_clusters": lambda lake, t: dedup.compute_clusters(lake, t, DedupConfig().settings()),
-        "deduplicated": lambda lake, t: dedup.filter_shard(lake, shard(t)),
-        "tokenizer": lambda lake, t: tokenize.build_tokenizer(
-            lake, tokenizer.path, tokenizer.vocab_size, tokenizer.sample_mb << 20
-        ),
-        "tokenized_shards": lambda lake, t: tokenize.tokenize_shard(
-            lake, shard(t), TokenizeConfig().append_eod
-        ),
-    }
-    return work[stage]
+
+def run_stage(lake: Lake, stage: str, target: str, resume: str | None = None):
+    """A stage's processing core on one target (a unit key, a crawl, or "" for the lake), as
+    its asset runs it, with one worker process; `resume` as a retried step passes it."""
+    from tokenmill.parts import run_stage_work
+
+    definition = stage_named(stage)
+    scope = definition.scope
+    return run_stage_work(
+        definition,
+        lake,
+        stage_settings(definition),
+        unit=Unit.from_key(target) if scope is Scope.UNIT else None,
+        crawl=target if scope is Scope.CRAWL else None,
+        workers=1,
+        resume=resume,
+    )
 
 
 def output_prefix(stage: str, target: str) -> str:
-    zone, per = next((z, p) for s, z, p in STAGES if s == stage)
-    if per == "shard":
-        return Shard(*target.split("/")).prefix(zone)
-    return crawl_prefix(zone, target) if per == "crawl" else zone
+    scope = stage_named(stage).scope
+    if scope is Scope.UNIT:
+        return Unit.from_key(target).prefix(stage)
+    return crawl_prefix(stage, target) if scope is Scope.CRAWL else stage
 
 
 def targets(lake: Lake, crawl: str, stage: str) -> list[str]:
-    from tokenmill.shards import registered_shards
+    from tokenmill.units import registered_units
 
-    per = next(p for s, _, p in STAGES if s == stage)
-    if per == "shard":
-        return [str(s) for s in registered_shards(lake, crawl)]
-    return [crawl] if per == "crawl" else [""]
+    scope = stage_named(stage).scope
+    if scope is Scope.UNIT:
+        return [unit.key for unit in registered_units(lake, crawl)]
+    return [crawl] if scope is Scope.CRAWL else [""]
 
 
 def build_demo_lake(
@@ -97,48 +88,83 @@ def build_demo_lake(
 ) -> tuple[Lake, dict[tuple[str, str], float]]:
     """A local lake with a registered demo crawl and every stage run once, undisturbed; also
     how long each stage's work took per target."""
-    from tokenmill.cli import land_demo_crawl
-    from tokenmill.shards import register_new_files
+    from data_assets.cli import land_demo_crawl
+    from tokenmill.units import register_new_files
 
     lake = Lake.from_url(str(root))
     land_demo_crawl(lake, crawl, **demo)
-    register_new_files(lake, crawl, files_per_shard=2)
+    register_new_files(lake, crawl, FILES_PER_UNIT)
     seconds = {}
-    for stage, _, _ in STAGES:
-        for target in targets(lake, crawl, stage):
+    for stage in STAGES:
+        for target in targets(lake, crawl, stage.name):
             started = time.perf_counter()
-            stage_work(stage)(lake, target)
-            seconds[stage, target] = time.perf_counter() - started
+            run_stage(lake, stage.name, target)
+            seconds[stage.name, target] = time.perf_counter() - started
     return lake, seconds
 
 
 # What a partition looks like from outside
 
 
+def is_marker(key: str) -> bool:
+    return key.rsplit("/", 1)[-1] == MARKER
+
+
+def marker_content(data: bytes) -> dict:
+    """A marker less what says which attempt wrote it (the resume token, how many parts a
+    resumed run kept): the same for an undisturbed run and a resumed one."""
+    summary = json.loads(data)
+    summary.pop(RESUME_FIELD, None)
+    summary.get("counts", {}).pop("resumed_parts", None)
+    return summary
+
+
 def snapshot(lake: Lake, prefix: str) -> dict[str, str]:
-    """sha256 of every committed object under a prefix."""
-    return {key: hashlib.sha256(lake.read_bytes(key)).hexdigest() for key in lake.list(prefix)}
+    """sha256 of every committed object under a prefix (of a marker, of its content)."""
+    digests = {}
+    for key in lake.list(prefix):
+        data = lake.read_bytes(key)
+        if is_marker(key):
+            data = json.dumps(marker_content(data), sort_keys=True).encode()
+        digests[key] = hashlib.sha256(data).hexdigest()
+    return digests
 
 
 def commit_problems(lake: Lake, prefix: str) -> list[str]:
-    """What is wrong with a partition as readers see it: a marker must describe exactly the
-    objects present (names, sizes, sha256), and no temporary object may ever be listed."""
+    """What is wrong with a partition as readers see it: every marker (the unit's, each
+    part's) must describe exactly the objects below it (names, sizes, sha256), and no
+    temporary object may ever be listed. A part or unit without a marker is not committed:
+    readers refuse it (MissingInputError)."""
     keys = lake.list(prefix)
     problems = [f"temporary object listed: {k}" for k in keys if TEMP_MARKER in k]
-    marker = f"{prefix}/{MARKER}"
-    if marker not in keys:
-        return problems  # not committed: readers refuse it (MissingInputError)
-    outputs = lake.read_json(marker)["outputs"]
-    present = {key[len(prefix) + 1 :] for key in keys} - {MARKER}
-    if present != set(outputs):
-        problems.append(f"marker lists {sorted(outputs)}, lake holds {sorted(present)}")
-    for name in present & set(outputs):
-        data = lake.read_bytes(f"{prefix}/{name}")
-        if len(data) != outputs[name]["bytes"]:
-            problems.append(f"{name}: {len(data)} bytes, marker says {outputs[name]['bytes']}")
-        elif hashlib.sha256(data).hexdigest() != outputs[name]["sha256"]:
-            problems.append(f"{name}: content differs from the marker's sha256")
+    for marker in [k for k in keys if is_marker(k)]:
+        base = marker[: -len(MARKER) - 1]
+        outputs = lake.read_json(marker)["outputs"]
+        # Markers and bookkeeping (`_reported.json`) are not outputs.
+        present = {
+            k[len(base) + 1 :]
+            for k in keys
+            if k.startswith(base + "/") and not k.rsplit("/", 1)[-1].startswith("_")
+        }
+        if present != set(outputs):
+            problems.append(f"{marker} lists {sorted(outputs)}, lake holds {sorted(present)}")
+        for name in present & set(outputs):
+            data = lake.read_bytes(f"{base}/{name}")
+            if len(data) != outputs[name]["bytes"]:
+                problems.append(f"{name}: {len(data)} bytes, {marker} says {outputs[name]}")
+            elif hashlib.sha256(data).hexdigest() != outputs[name]["sha256"]:
+                problems.append(f"{name}: content differs from the sha256 of {marker}")
     return problems
+
+
+def parts_committed(lake: Lake, unit: Unit, stage: str, resume: str) -> list[int]:
+    """The unit's parts committed by the attempt with this resume token."""
+    done = []
+    for key in lake.list(unit.prefix(stage)):
+        part = key[len(unit.prefix(stage)) + 1 :].split("/")[0]
+        if key.endswith(f"/{part}/{MARKER}") and lake.read_json(key).get(RESUME_FIELD) == resume:
+            done.append(int(part))
+    return sorted(done)
 
 
 def rows_lost_and_duplicated(reference: Lake, lake: Lake, prefix: str) -> tuple[int, int]:
@@ -170,6 +196,7 @@ def stray_temp_files(root: Path) -> list[Path]:
 
 
 CHILD = "import sys, tests.faults as f; f.child_main(sys.argv[1:])"
+ROOT_RUN_TAG, PARENT_RUN_TAG = "dagster/root_run_id", "dagster/parent_run_id"
 
 
 def child_command(*args: str) -> list[str]:
@@ -177,41 +204,52 @@ def child_command(*args: str) -> list[str]:
 
 
 def child_main(args: list[str]) -> None:
-    """`stage <lake_url> <stage> <target>` runs a stage's core; `job <job> <partition>` runs a
-    Dagster job with execute_in_process on the instance and lake the environment names."""
+    """`stage <lake_url> <stage> <target> <resume>` runs a stage's core; `jobs <partition>
+    <job>[@<root run id>],...` runs Dagster jobs one after the other with execute_in_process,
+    on the instance and lake the environment names, one worker process per run; a job given a
+    root run id runs as a retry of that run (what the daemon's run retries launch)."""
     kind, *rest = args
     if kind == "stage":
-        url, stage, target = rest
+        url, stage, target, resume = rest
         lake = Lake.from_url(url, endpoint_url=os.environ.get("TOKENMILL_S3_ENDPOINT"))
-        work = stage_work(stage)
         print("go", flush=True)
         started = time.perf_counter()
-        work(lake, target)
-        print(json.dumps({"success": True, "seconds": time.perf_counter() - started}), flush=True)
-    elif kind == "job":
+        report = run_stage(lake, stage, target, resume or None)
+        outcome = {
+            "success": True,
+            "seconds": time.perf_counter() - started,
+            "resumed_parts": report.counts.get("resumed_parts"),
+        }
+        print(json.dumps(outcome), flush=True)
+    elif kind == "jobs":
         from dagster import DagsterInstance
 
-        from data_assets.definitions import defs
+        from data_assets.definitions import build_definitions, lake_resource
         from data_assets.runner import QUIET_CONSOLE
+        from resources.workers import WorkersResource
 
-        job_name, partition = rest
-        job = defs.resolve_job_def(job_name)
+        partition, jobs = rest
+        defs = build_definitions(lake_resource(), workers=WorkersResource(processes=1))
+        outcome = {"success": True, "run_ids": [], "retries": 0}
         with DagsterInstance.get() as instance:
             print("go", flush=True)
             started = time.perf_counter()
-            result = job.execute_in_process(
-                run_config=QUIET_CONSOLE,
-                instance=instance,
-                partition_key=partition or None,
-                raise_on_error=False,
-            )
-            retries = sum(event.is_step_up_for_retry for event in result.all_events)
-            outcome = {
-                "success": result.success,
-                "run_id": result.run_id,
-                "retries": retries,
-                "seconds": time.perf_counter() - started,
-            }
+            for item in jobs.split(","):
+                name, _, root = item.partition("@")
+                result = defs.resolve_job_def(name).execute_in_process(
+                    run_config=QUIET_CONSOLE,
+                    instance=instance,
+                    partition_key=partition or None,
+                    raise_on_error=False,
+                    tags={ROOT_RUN_TAG: root, PARENT_RUN_TAG: root} if root else None,
+                )
+                outcome["run_ids"].append(result.run_id)
+                outcome["retries"] += sum(e.is_step_up_for_retry for e in result.all_events)
+                if not result.success:
+                    outcome["success"] = False
+                    break
+            outcome["run_id"] = outcome["run_ids"][-1]
+            outcome["seconds"] = time.perf_counter() - started
         print(json.dumps(outcome), flush=True)
     else:
         raise SystemExit(f"unknown child kind {kind!r}")
@@ -253,10 +291,11 @@ class Child:
         raise RuntimeError(f"child never started its work: {self.error_output()}")
 
     def kill(self) -> bool:
-        """SIGKILL, as a node dies: no handler, no cleanup, no flush. True if the work had not
-        finished (no result line printed) when the signal landed."""
+        """SIGKILL to the child's process group (it and any worker process), as a node dies:
+        no handler, no cleanup, no flush. True if the work had not finished (no result line
+        printed) when the signal landed."""
         if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         return not any(line.startswith("{") for line in self.process.stdout.read().splitlines())
 
@@ -299,23 +338,44 @@ class CrashTrial:
     rows_lost: int
     rows_duplicated: int
     stray_temps: int
+    parts_committed_at_kill: int | None = None  # per-unit stages: by the killed attempt
+    parts_resumed: int | None = None  # ... and kept by the re-run of the same attempt
 
 
 def crash_trial(
-    reference: Lake, root: Path, stage: str, target: str, delay: float, fresh: bool
+    reference: Lake,
+    root: Path,
+    stage: str,
+    target: str,
+    seconds: float,
+    rng: random.Random,
+    fresh: bool,
 ) -> CrashTrial:
-    """Kill a stage `delay` s into its work, check what readers see, re-run it, compare with the
-    undisturbed reference. `fresh`: the partition had no outputs yet (else it is a re-run)."""
+    """Kill a stage's run midway, check what readers see, re-run it as a retry of the same
+    attempt (same resume token), compare with the undisturbed reference. A per-unit stage is
+    killed at a random point after its first file was committed, so the re-run must resume at
+    file granularity; another stage at a random point of its work (`seconds` long undisturbed).
+    `fresh`: the partition had no outputs yet (else it is a re-run over committed outputs)."""
     lake = Lake.from_url(str(root))
     prefix = output_prefix(stage, target)
     if fresh:
         lake.delete_prefix(prefix)
-    child = Child.start("stage", str(root), stage, target)
+    resume = uuid.uuid4().hex
+    per_unit = stage_named(stage).scope is Scope.UNIT
+    child = Child.start("stage", str(root), stage, target, resume)
     child.wait_for_go()
+    if per_unit:
+        unit = Unit.from_key(target)
+        files = len(unit_files(lake, unit))
+        wait_for(lambda: parts_committed(lake, unit, stage, resume), timeout=300)
+        delay = rng.uniform(0, seconds / files)
+    else:
+        delay = rng.uniform(0, seconds)
     time.sleep(delay)
     killed_while_running = child.kill()
     problems = commit_problems(lake, prefix)
-    stage_work(stage)(lake, target)
+    committed = len(parts_committed(lake, unit, stage, resume)) if per_unit else None
+    report = run_stage(lake, stage, target, resume)
     lost, duplicated = rows_lost_and_duplicated(reference, lake, prefix)
     return CrashTrial(
         stage,
@@ -327,12 +387,9 @@ def crash_trial(
         lost,
         duplicated,
         len(stray_temp_files(root / prefix)),
+        committed,
+        report.counts.get("resumed_parts") if per_unit else None,
     )
-
-
-def stage_seconds(root: Path, stage: str, target: str) -> float:
-    """How long the stage's work takes in a child, undisturbed (re-running it is harmless)."""
-    return run_child("stage", str(root), stage, target)["seconds"]
 
 
 def copy_lake(reference_root: Path, root: Path) -> Path:
@@ -449,44 +506,59 @@ def hostile_warc() -> bytes:
 # Peak RSS from VmHWM: ru_maxrss would carry the parent's peak over fork and exec.
 BIG_RECORD_CHILD = """
 import json, re, sys
-from tokenmill.ingest import land_shard
 from tokenmill.lake import Lake
-from tokenmill.shards import Shard
+from tokenmill.layout import Unit
+from tokenmill.parts import run_stage_work
+from tokenmill.stages import raw_crawl
 def peak_kib():
     return int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1))
 lake = Lake.from_url(sys.argv[1])
 before = peak_kib()
-report = land_shard(lake, Shard(sys.argv[2], "00000"))
+report = run_stage_work(raw_crawl.STAGE, lake, unit=Unit(sys.argv[2], "00000"), workers=1)
 growth = peak_kib() - before
 outcome = {"growth_mb": growth / 1024, "dropped": report.dropped, "out": report.records_out}
 print(json.dumps(outcome))
 """
 
 
+def _warc_record(n: int, body: bytes) -> bytes:
+    block = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + body
+    head = (
+        f"WARC/1.1\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:{n:08d}>\r\n"
+        f"WARC-Target-URI: http://big.example/{n}\r\nContent-Length: {len(block)}\r\n\r\n"
+    ).encode()
+    return head + block + b"\r\n\r\n"
+
+
 def big_record_trial(lake_root: Path, size: int, compressed: bool) -> dict:
-    """Land a WARC file holding one `size`-byte record between two small ones, in a child
-    process: how much its peak RSS grew while landing it, and what was kept aside."""
-    import zlib
-
-    from tokenmill.shards import register_new_files
-
-    def record(n: int, body: bytes) -> bytes:
-        block = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n" + body
-        head = (
-            f"WARC/1.1\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:{n:08d}>\r\n"
-            f"WARC-Target-URI: http://big.example/{n}\r\nContent-Length: {len(block)}\r\n\r\n"
-        ).encode()
-        return head + block + b"\r\n\r\n"
+    """Index a WARC file holding one `size`-byte record between two small ones, declared with
+    `copy` so that raw_crawl also copies it into the lake in the same pass, in a child process:
+    how much its peak RSS grew, what was kept aside, and whether the copy is exact."""
 
     crawl = "CC-MAIN-BIG"
     name = "big.warc.gz" if compressed else "big.warc"
-    path = lake_root / "landing" / crawl / name
+    source = lake_root.with_name(f"{lake_root.name}-source")
+    try:
+        return _big_record_trial(lake_root, source, crawl, name, size, compressed)
+    finally:
+        shutil.rmtree(source, ignore_errors=True)
+
+
+def _big_record_trial(lake_root, source, crawl, name, size, compressed) -> dict:
+    import zlib
+
+    from tokenmill.sources import CrawlSource
+    from tokenmill.units import register_new_files
+
+    path = source / name
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as f:
         for n, body in enumerate([b"<p>small</p>", b"<p>" + b"a long page " * (size // 12), b""]):
-            part = record(n, body or b"<p>small too</p>")
+            part = _warc_record(n, body or b"<p>small too</p>")
             f.write(zlib.compress(part, 1, wbits=31) if compressed else part)
-    register_new_files(Lake.from_url(str(lake_root)), crawl, files_per_shard=1)
+    lake = Lake.from_url(str(lake_root))
+    CrawlSource(crawl, prefix=str(source), copy=True).save(lake)
+    register_new_files(lake, crawl, files_per_unit=1)
     child = subprocess.run(
         [sys.executable, "-c", BIG_RECORD_CHILD, str(lake_root), crawl],
         cwd=PROJECT_DIR,
@@ -497,7 +569,7 @@ def big_record_trial(lake_root: Path, size: int, compressed: bool) -> dict:
     if child.returncode != 0:
         raise RuntimeError(child.stderr[-3000:])
     outcome = json.loads(child.stdout.splitlines()[-1])
-    copy = lake_root / "raw" / crawl / "00000" / name
+    (copy,) = [p for p in (lake_root / "raw_crawl" / crawl).rglob(name)]
     outcome["copied_identically"] = _file_sha256(copy) == _file_sha256(path)
     return outcome
 
@@ -590,10 +662,9 @@ def local_home(home: Path) -> Path:
 
 def postgres_home(home: Path, database: str) -> tuple[Path, dict[str, str]]:
     """A DAGSTER_HOME with the production instance (helm/dagster-instance.yaml) on `database`."""
-    from tests.servers import PG_HOST, PG_PORT, PG_USER
+    from tests.servers import PG_HOST, PG_PORT, PG_USER, write_production_instance
 
-    home.mkdir(parents=True, exist_ok=True)
-    shutil.copy(PROJECT_DIR / "helm" / "dagster-instance.yaml", home / "dagster.yaml")
+    write_production_instance(home)
     env = {
         "DAGSTER_PG_HOST": PG_HOST,
         "DAGSTER_PG_PORT": str(PG_PORT),
@@ -605,7 +676,7 @@ def postgres_home(home: Path, database: str) -> tuple[Path, dict[str, str]]:
 
 
 def add_partitions(env: dict[str, str], lake: Lake) -> None:
-    """Register the lake's crawls and shards as dynamic partitions of the child's instance."""
+    """Register the lake's crawls and units as dynamic partitions of the child's instance."""
     from dagster import DagsterInstance
 
     from data_assets.partitions import sync_partitions
@@ -629,23 +700,27 @@ def seed_lake(reference: Lake, lake: Lake, crawl: str = CRAWL) -> None:
         lake.write_bytes(key, reference.read_bytes(key))
 
 
+# The per-unit stages before the crawl-wide clustering, one run each.
+INGEST_STAGES = ("raw_crawl", "cleaned", "dedup_signatures")
+INGEST_JOBS = ",".join(f"run_{stage}" for stage in INGEST_STAGES)
+
+
 def start_ingest_run(reference: Lake, lake: Lake, env: dict[str, str]) -> Child:
     """Seed `lake` from the reference lake, register its partitions on the child's instance and
-    start the ingest_shard run of PARTITION in a child process; returns once it executes."""
+    start the ingest runs of UNIT (raw_crawl, cleaned, dedup_signatures) in a child process;
+    returns once it executes."""
     seed_lake(reference, lake)
     add_partitions(env, lake)
-    child = Child.start("job", "ingest_shard", PARTITION, env=env)
+    child = Child.start("jobs", UNIT.key, INGEST_JOBS, env=env)
     child.wait_for_go()
     return child
 
 
-INGEST_PREFIXES = ("raw", "cleaned", "signatures")
-
-
-def ingest_outputs_match(reference: Lake, lake: Lake, shard: str) -> bool:
-    """The ingest_shard job's outputs (raw, cleaned, signatures of a shard) are byte-identical."""
+def ingest_outputs_match(reference: Lake, lake: Lake, unit: Unit = UNIT) -> bool:
+    """The ingest runs' outputs (raw_crawl, cleaned, dedup_signatures of a unit) are identical
+    to the reference's, and committed consistently."""
     return all(
-        snapshot(lake, f"{zone}/{shard}") == snapshot(reference, f"{zone}/{shard}")
-        and not commit_problems(lake, f"{zone}/{shard}")
-        for zone in INGEST_PREFIXES
+        snapshot(lake, unit.prefix(stage)) == snapshot(reference, unit.prefix(stage))
+        and not commit_problems(lake, unit.prefix(stage))
+        for stage in INGEST_STAGES
     )

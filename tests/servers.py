@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-WEED = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "weed"
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+WEED = PROJECT_DIR / ".venv" / "bin" / "weed"
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 GRPC_OFFSET = 10000  # SeaweedFS serves gRPC on every HTTP port + 10000
 
@@ -53,6 +54,11 @@ def wait_for_port(port: int, timeout: float, process: subprocess.Popen, log: Pat
     raise RuntimeError(f"SeaweedFS S3 did not open port {port} in {timeout} s")
 
 
+# Besides the lake's bucket: a bucket of crawl sources that only its own reader may read (the
+# lake's keys may not), and a public bucket that anyone may read unsigned.
+SOURCE_BUCKET, PUBLIC_BUCKET = "sources", "public"
+
+
 @dataclass
 class SeaweedS3:
     endpoint: str
@@ -60,6 +66,12 @@ class SeaweedS3:
     secret_key: str
     bucket: str
     process: subprocess.Popen
+    admin_key: tuple[str, str] = ("", "")
+    source_key: tuple[str, str] = ("", "")
+
+    def admin(self):
+        """A client that may create buckets and write the source buckets."""
+        return self.client(*self.admin_key)
 
     def client(self, access_key: str | None = None, secret_key: str | None = None):
         import boto3
@@ -97,14 +109,21 @@ def start_seaweedfs(root: Path) -> SeaweedS3:
     data, logs = root / "data", root / "logs"
     data.mkdir(parents=True)
     logs.mkdir()
-    access_key, secret_key = "tokenmill-test", uuid.uuid4().hex
+    bucket = "tokenmill"
+    keys = {name: (f"tokenmill-{name}", uuid.uuid4().hex) for name in ("lake", "admin", "source")}
+
+    def identity(name: str, actions: list[str]) -> dict:
+        key = [{"accessKey": keys[name][0], "secretKey": keys[name][1]}] if name in keys else []
+        return {"name": name, "credentials": key, "actions": actions}
+
+    identities = [
+        identity("admin", ["Admin", "Read", "Write", "List", "Tagging"]),
+        identity("lake", [f"{a}:{bucket}" for a in ("Read", "Write", "List", "Tagging")]),
+        identity("source", [f"Read:{SOURCE_BUCKET}", f"List:{SOURCE_BUCKET}"]),
+        identity("anonymous", [f"Read:{PUBLIC_BUCKET}", f"List:{PUBLIC_BUCKET}"]),
+    ]
     config = root / "s3.json"
-    identity = {
-        "name": "tokenmill",
-        "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
-        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-    }
-    config.write_text(json.dumps({"identities": [identity]}))
+    config.write_text(json.dumps({"identities": identities}))
     ports = {name: free_port() for name in ("master", "volume", "filer", "s3", "admin")}
     command = [
         str(WEED),
@@ -130,23 +149,29 @@ def start_seaweedfs(root: Path) -> SeaweedS3:
             command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     server = SeaweedS3(
-        f"http://127.0.0.1:{ports['s3']}", access_key, secret_key, "tokenmill", process
+        f"http://127.0.0.1:{ports['s3']}",
+        *keys["lake"],
+        bucket,
+        process,
+        admin_key=keys["admin"],
+        source_key=keys["source"],
     )
     try:
         wait_for_port(ports["s3"], 60, process, log)
-        create_bucket(server, timeout=60)
+        for name in (bucket, SOURCE_BUCKET, PUBLIC_BUCKET):
+            create_bucket(server, name, timeout=60)
     except BaseException:
         stop(process)
         raise
     return server
 
 
-def create_bucket(server: SeaweedS3, timeout: float) -> None:
+def create_bucket(server: SeaweedS3, name: str, timeout: float) -> None:
     # The S3 port opens before the filer behind it is ready: retry until the bucket exists.
     deadline, last_error = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
         try:
-            server.client().create_bucket(Bucket=server.bucket)
+            server.admin().create_bucket(Bucket=name)
             return
         except Exception as error:  # noqa: BLE001 - any error means "not ready yet"
             last_error = error
@@ -207,3 +232,17 @@ def _admin(statement: str) -> None:
 
 def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def write_production_instance(home: Path) -> Path:
+    """DAGSTER_HOME/dagster.yaml: the production instance (helm/dagster-instance.yaml), its
+    storages on the PostgreSQL server the DAGSTER_PG_* variables name, without TLS (the
+    server on loopback has no certificate; production verifies the server's)."""
+    import yaml
+
+    config = yaml.safe_load((PROJECT_DIR / "helm" / "dagster-instance.yaml").read_text())
+    for storage in ("run_storage", "event_log_storage", "schedule_storage"):
+        config[storage]["config"]["postgres_db"]["params"] = {"sslmode": "disable"}
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text(yaml.safe_dump(config))
+    return home / "dagster.yaml"

@@ -6,26 +6,30 @@ benchmarks/fault_table.py; these are its bounded CI counterparts."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import random
 import shutil
 import time
 import uuid
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
 
 from data_assets.partitions import sync_partitions
 from resources.lake import LakeResource
+from resources.workers import WorkersResource
 from tests import faults
-from tests.faults import CRAWL, PARTITION, SHARD, Child
-from tokenmill.clean import clean_shard
-from tokenmill.ingest import land_shard
+from tests.faults import CRAWL, UNIT, Child
 from tokenmill.lake import Lake, LakeKeyError
-from tokenmill.outputs import MARKER
-from tokenmill.shards import Shard, discover, register_new_files
+from tokenmill.layout import MARKER, Unit
+from tokenmill.parts import run_stage_work
+from tokenmill.stage import Scope
+from tokenmill.stages import STAGES, cleaned, raw_crawl
+from tokenmill.units import discover, register_new_files
 
 
 @pytest.fixture(scope="module")
@@ -43,46 +47,89 @@ def fresh_copy(reference, tmp_path: Path) -> Path:
 # Crashes
 
 
-def test_stage_killed_at_random_points_recovers_byte_identical(reference, tmp_path):
+def test_stage_killed_midway_resumes_per_file_to_identical_outputs(reference, tmp_path):
     root, lake, seconds = reference
     trial_root = fresh_copy(reference, tmp_path)
     rng = random.Random(20261122)
     trials = []
-    for index, (stage, _, _) in enumerate(faults.STAGES):
-        target = faults.targets(lake, CRAWL, stage)[-1]
-        delay = rng.uniform(0, seconds[stage, target])
+    for index, stage in enumerate(STAGES):
+        target = faults.targets(lake, CRAWL, stage.name)[-1]
         # Alternate a first run and a re-run over committed outputs being killed.
-        trials.append(faults.crash_trial(lake, trial_root, stage, target, delay, index % 2 == 0))
+        trials.append(
+            faults.crash_trial(
+                lake,
+                trial_root,
+                stage.name,
+                target,
+                seconds[stage.name, target],
+                rng,
+                fresh=index % 2 == 0,
+            )
+        )
     for trial in trials:
         assert trial.problems_after_kill == [], trial
         assert trial.identical_after_rerun, trial
         assert (trial.rows_lost, trial.rows_duplicated) == (0, 0), trial
+        if stage_scope(trial.stage) is Scope.UNIT:
+            # Killed after its first file: the retry keeps exactly the files it committed.
+            assert trial.parts_committed_at_kill >= 1, trial
+            assert trial.parts_resumed == trial.parts_committed_at_kill, trial
     assert sum(t.killed_while_running for t in trials) >= len(trials) // 2, trials
     assert faults.stray_temp_files(trial_root) == []
 
 
-def test_killed_dagster_run_is_rerun_to_identical_outputs(reference, tmp_path):
+def stage_scope(name: str) -> Scope:
+    return next(stage.scope for stage in STAGES if stage.name == name)
+
+
+def test_killed_dagster_run_is_retried_resuming_per_file(reference, tmp_path):
     _, lake, _ = reference
     run_lake = Lake.from_url(str(tmp_path / "lake"))
     env = faults.dagster_env(faults.local_home(tmp_path / "home"), str(tmp_path / "lake"))
     child = faults.start_ingest_run(lake, run_lake, env)
-    # Killed as soon as its first step (raw_crawl) committed: mid-run, during `cleaned`.
-    faults.wait_for(lambda: run_lake.exists(f"raw/{SHARD}/{MARKER}"), timeout=120)
+    # Killed as soon as the cleaned run committed its first file: midway through the unit.
+    cleaned_prefix = UNIT.prefix("cleaned")
+    faults.wait_for(lambda: run_lake.exists(f"{cleaned_prefix}/00000/{MARKER}"), timeout=120)
     assert child.kill(), "the run finished before it could be killed"
-    for zone in faults.INGEST_PREFIXES:
-        assert faults.commit_problems(run_lake, f"{zone}/{SHARD}") == []
-    outcome = faults.run_child("job", "ingest_shard", PARTITION, env=env)
+    assert not run_lake.exists(f"{cleaned_prefix}/{MARKER}"), "the unit was done already"
+    for stage in faults.INGEST_STAGES:
+        assert faults.commit_problems(run_lake, UNIT.prefix(stage)) == []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
+        with DagsterInstance.get() as instance:
+            (killed,) = instance.get_runs(RunsFilter(job_name="run_cleaned"))
+    (committed,) = {
+        run_lake.read_json(key)["resume"]
+        for key in run_lake.list(cleaned_prefix)
+        if key.endswith(f"/{MARKER}")
+    }
+    assert committed == killed.run_id
+    parts_at_kill = sum(key.endswith(f"/{MARKER}") for key in run_lake.list(cleaned_prefix))
+    # The run retry the daemon launches: the same root run, so the same attempt.
+    outcome = faults.run_child(
+        "jobs", UNIT.key, f"run_cleaned@{killed.run_id},run_dedup_signatures", env=env
+    )
     assert outcome["success"]
-    assert faults.ingest_outputs_match(lake, run_lake, SHARD)
+    summary = run_lake.read_json(f"{cleaned_prefix}/{MARKER}")
+    assert summary["counts"]["resumed_parts"] == parts_at_kill >= 1
+    assert summary["counts"]["files"] == faults.FILES_PER_UNIT
+    assert faults.ingest_outputs_match(lake, run_lake, UNIT)
+    for stage in faults.INGEST_STAGES:
+        prefix = UNIT.prefix(stage)
+        assert faults.rows_lost_and_duplicated(lake, run_lake, prefix) == (0, 0), stage
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
         with DagsterInstance.get() as instance:
             statuses = {run.run_id: run.status for run in instance.get_runs()}
+            retry = instance.get_run_by_id(outcome["run_ids"][0])
             materialized = instance.get_materialized_partitions(AssetKey("dedup_signatures"))
-    assert statuses.pop(outcome["run_id"]) == DagsterRunStatus.SUCCESS
+    for run_id in outcome["run_ids"]:
+        assert statuses.pop(run_id) == DagsterRunStatus.SUCCESS
+    assert retry.tags["dagster/root_run_id"] == killed.run_id
     # Without run monitoring (dagster-daemon) the killed run stays STARTED; never SUCCESS.
-    assert [s for s in statuses.values() if s == DagsterRunStatus.SUCCESS] == []
-    assert PARTITION in materialized
+    assert statuses.pop(killed.run_id) == DagsterRunStatus.STARTED
+    assert set(statuses.values()) == {DagsterRunStatus.SUCCESS}  # raw_crawl's run
+    assert UNIT.key in materialized
 
 
 # Concurrency
@@ -92,9 +139,11 @@ def test_same_partition_materialized_twice_concurrently(reference, tmp_path):
     _, lake, _ = reference
     root = fresh_copy(reference, tmp_path)
     copy = Lake.from_url(str(root))
-    prefix = faults.output_prefix("cleaned", SHARD)
+    prefix = faults.output_prefix("cleaned", UNIT.key)
     copy.delete_prefix(prefix)
-    children = [Child.start("stage", str(root), "cleaned", SHARD) for _ in range(2)]
+    children = [
+        Child.start("stage", str(root), "cleaned", UNIT.key, uuid.uuid4().hex) for _ in range(2)
+    ]
     for child in children:
         child.wait_for_go()
     assert all(child.outcome()["success"] for child in children)
@@ -134,7 +183,7 @@ def test_object_store_outage_mid_run_is_ridden_out(reference, own_seaweedfs, tmp
         # Ridden out by the S3 clients' request retries or by step retries (outcome["retries"]).
         assert down >= 10 and outcome["success"], outcome
         assert outcome["seconds"] > down, "the outage did not hit the run"
-        assert faults.ingest_outputs_match(lake, s3_lake, SHARD)
+        assert faults.ingest_outputs_match(lake, s3_lake, UNIT)
         assert not [key for key in server.keys("lake/") if ".tmp-" in key]
 
 
@@ -167,23 +216,24 @@ def test_instance_database_restart_mid_run(reference, own_database, tmp_path):
         except RuntimeError:  # the run process died with the connection: run it again
             outcomes = [{"success": False}]
         if not outcomes[-1]["success"]:
-            outcomes.append(faults.run_child("job", "ingest_shard", PARTITION, env=env))
+            outcomes.append(faults.run_child("jobs", UNIT.key, faults.INGEST_JOBS, env=env))
     finally:
         faults.ensure_postgres_running()
     # The restart began while the first run was still going (or it died of it).
     assert outcomes[0].get("seconds", float("inf")) > restarted_after
     assert outcomes[-1]["success"]
-    assert faults.ingest_outputs_match(lake, run_lake, SHARD)
+    assert faults.ingest_outputs_match(lake, run_lake, UNIT)
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
             patch.setenv(name, value)
         with DagsterInstance.get() as instance:
-            run = instance.get_run_by_id(outcomes[-1]["run_id"])
-            assert run.status == DagsterRunStatus.SUCCESS
-            for asset in ("raw_crawl", "cleaned", "dedup_signatures"):
+            run_ids = outcomes[-1]["run_ids"]
+            for asset, run_id in zip(faults.INGEST_STAGES, run_ids, strict=True):
+                run = instance.get_run_by_id(run_id)
+                assert run.status == DagsterRunStatus.SUCCESS
                 event = instance.get_latest_materialization_event(AssetKey(asset))
                 assert event is not None and event.run_id == run.run_id, asset
-                assert PARTITION in instance.get_materialized_partitions(AssetKey(asset))
+                assert UNIT.key in instance.get_materialized_partitions(AssetKey(asset))
 
 
 # Hostile input
@@ -199,11 +249,11 @@ def test_fuzzed_warc_files_never_crash_the_reader(reference):
     assert result.bad_records > 100 and result.unusable < result.files // 4, result
 
 
-def land(lake: Lake, crawl: str, files: dict[str, bytes]) -> Shard:
+def land(lake: Lake, crawl: str, files: dict[str, bytes]) -> Unit:
     for name, data in files.items():
         lake.write_bytes(f"landing/{crawl}/{name}", data)
-    (shard,) = register_new_files(lake, crawl, files_per_shard=len(files))
-    return shard
+    (unit,) = register_new_files(lake, crawl, files_per_unit=len(files)).units
+    return unit
 
 
 def read_table(lake: Lake, key: str):
@@ -211,40 +261,49 @@ def read_table(lake: Lake, key: str):
         return pq.read_table(f)
 
 
+def unit_table(lake: Lake, unit: Unit, stage: str, name: str, parts: int):
+    return pa.concat_tables(
+        read_table(lake, f"{unit.part_prefix(stage, part)}/{name}") for part in range(parts)
+    )
+
+
 def test_hostile_records_are_counted_kept_aside_and_never_fail_the_run(reference, tmp_path):
     _, reference_lake, _ = reference
     demo = reference_lake.read_bytes(reference_lake.list(f"landing/{CRAWL}")[0])
     lake = Lake.from_url(str(tmp_path / "lake"))
-    shard = land(
-        lake,
-        "CC-MAIN-HOSTILE",
-        {
-            "a-hostile.warc.gz": faults.hostile_warc(),
-            "b-truncated.warc.gz": demo[: len(demo) // 2],
-            "c-empty.warc.gz": b"",
-            "d-flipped.warc.gz": faults.mutate(demo, random.Random(3))[0],
-        },
-    )
-    raw = land_shard(lake, shard)
-    prefix = shard.prefix("raw")
+    files = {
+        "a-hostile.warc.gz": faults.hostile_warc(),
+        "b-truncated.warc.gz": demo[: len(demo) // 2],
+        "c-empty.warc.gz": b"",
+        "d-flipped.warc.gz": faults.mutate(demo, random.Random(3))[0],
+    }
+    unit = land(lake, "CC-MAIN-HOSTILE", files)
+    raw = run_stage_work(raw_crawl.STAGE, lake, unit=unit, workers=1)
+    prefix = unit.prefix("raw_crawl")
     assert faults.commit_problems(lake, prefix) == []
-    quarantine = read_table(lake, f"{prefix}/quarantine.parquet")
-    index = read_table(lake, f"{prefix}/index.parquet")
+    quarantine = unit_table(lake, unit, "raw_crawl", "quarantine.parquet", len(files))
+    index = unit_table(lake, unit, "raw_crawl", "index.parquet", len(files))
     bad = sum(count for reason, count in raw.dropped.items() if reason != "empty_file")
     assert bad >= 3 and quarantine.num_rows == bad
     assert raw.records_in == index.num_rows + quarantine.num_rows
     assert raw.dropped["empty_file"] == 1
-    assert all(quarantine.column("raw").to_pylist()), "bad records keep their bytes"
-    # The raw zone holds the landed bytes exactly, damage included.
-    for name in ("a-hostile.warc.gz", "b-truncated.warc.gz", "d-flipped.warc.gz"):
-        landed = lake.read_bytes(f"landing/CC-MAIN-HOSTILE/{name}")
-        assert lake.read_bytes(f"{prefix}/{name}") == landed
+    damaged = quarantine.filter(pc.not_equal(quarantine["reason"], "unusable_file"))
+    assert damaged.num_rows >= 3 and all(damaged.column("raw").to_pylist()), (
+        "bad records keep their bytes"
+    )
+    # Every landed file was read whole, damage included, where it lies: nothing was copied.
+    stats = raw.counts["file_stats"]
+    for name, data in files.items():
+        key = f"landing/CC-MAIN-HOSTILE/{name}"
+        assert stats[key]["bytes"] == len(data), name
+        assert stats[key]["sha256"] == hashlib.sha256(data).hexdigest(), name
+    assert [k for k in lake.list("raw_crawl") if k.endswith(".warc.gz")] == []
 
-    cleaned = clean_shard(lake, shard)
-    docs = read_table(lake, f"{shard.prefix('cleaned')}/docs.parquet")
-    rejected = read_table(lake, f"{shard.prefix('cleaned')}/rejected.parquet")
+    report = run_stage_work(cleaned.STAGE, lake, unit=unit, workers=1)
+    docs = unit_table(lake, unit, "cleaned", "docs.parquet", len(files))
+    rejected = unit_table(lake, unit, "cleaned", "rejected.parquet", len(files))
     responses = index.filter(pc.equal(index["type"], "response"))
-    assert docs.num_rows + rejected.num_rows == responses.num_rows == cleaned.records_in
+    assert docs.num_rows + rejected.num_rows == responses.num_rows == report.records_in
     rows = rejected.select(["url", "filter", "reason"]).to_pylist()
     by_url = {row["url"]: row["filter"] for row in rows}
     why = {row["url"]: row["reason"] for row in rows}
@@ -260,38 +319,49 @@ def test_hostile_records_are_counted_kept_aside_and_never_fail_the_run(reference
     assert "http://hostile.example/utf8" in kept | set(by_url)
 
 
-def test_unusable_file_fails_its_partition_naming_the_file(reference, tmp_path):
+def test_unusable_file_is_quarantined_by_name_and_flagged_without_retries(reference, tmp_path):
+    # A file that is not WARC at all no longer fails its unit (the unit's other files are
+    # good): it is one quarantine row naming the file and why, and the unit's bad_record_rate
+    # check fails, without a retry.
     _, reference_lake, _ = reference
     demo = reference_lake.read_bytes(reference_lake.list(f"landing/{CRAWL}")[0])
     lake = Lake.from_url(str(tmp_path / "lake"))
     crawl = "CC-MAIN-UNUSABLE"
-    land(lake, crawl, {"a.warc.gz": demo, "b.warc.gz": b"<html>a web page, not a WARC</html>"})
+    unit = land(
+        lake, crawl, {"a.warc.gz": demo, "b.warc.gz": b"<html>a web page, not a WARC</html>"}
+    )
     instance = DagsterInstance.ephemeral()
     sync_partitions(instance, lake)
-    result = run_ingest(instance, lake, f"{crawl}|00000")
-    assert not result.success
-    message = step_failure_messages(result)
-    assert f"landing/{crawl}/b.warc.gz" in message and "not a WARC file" in message
+    result = run_job(instance, lake, "run_raw_crawl", unit.key)
+    assert result.success
     assert sum(event.is_step_up_for_retry for event in result.all_events) == 0
-    assert not lake.exists(f"raw/{crawl}/00000/{MARKER}")
-    assert lake.list(f"raw/{crawl}") == []
+    (check,) = result.get_asset_check_evaluations()
+    assert not check.passed and check.metadata["unusable_files"].value == 1
+    quarantine = read_table(lake, f"{unit.part_prefix('raw_crawl', 1)}/quarantine.parquet")
+    (row,) = quarantine.to_pylist()
+    assert row["file"] == f"landing/{crawl}/b.warc.gz" and row["reason"] == "unusable_file"
+    assert row["detail"].startswith("not a WARC file")
+    assert read_table(lake, f"{unit.part_prefix('raw_crawl', 0)}/index.parquet").num_rows > 0
+    assert faults.commit_problems(lake, unit.prefix("raw_crawl")) == []
     assert faults.stray_temp_files(tmp_path / "lake") == []
 
 
 def test_real_damaged_and_legacy_files(shared, tmp_path):
     warc = shared / "corpora" / "warc"
     lake = Lake.from_url(str(tmp_path / "lake"))
-    shard = land(
+    unit = land(
         lake, "CC-MAIN-CLIPPED", {"t.warc.gz": (warc / "truncated-record.warc.gz").read_bytes()}
     )
-    report = land_shard(lake, shard)
+    report = run_stage_work(raw_crawl.STAGE, lake, unit=unit, workers=1)
     assert dict(report.dropped) == {"truncated_gzip": 1}
-    assert read_table(lake, f"{shard.prefix('raw')}/quarantine.parquet").num_rows == 1
+    quarantine = read_table(lake, f"{unit.part_prefix('raw_crawl', 0)}/quarantine.parquet")
+    assert quarantine.num_rows == 1
     arc = land(
         lake, "CC-MAIN-ARC", {"aut.arc.gz": (warc / "aut-2008-heritrix.arc.gz").read_bytes()}
     )
-    report = land_shard(lake, arc)  # ARC: the Internet Archive's legacy format, read as WARC
-    assert report.records_out == 300 and not report.dropped
+    # ARC: the Internet Archive's legacy format, read as WARC
+    report = run_stage_work(raw_crawl.STAGE, lake, unit=arc, workers=1)
+    assert report.records_out == 300 and not sum(report.dropped.values())
     assert report.counts["records_by_type"] == {"warcinfo": 1, "response": 299}
 
 
@@ -311,15 +381,12 @@ def test_200mb_record_streams_in_bounded_memory(compressed, tmp_path):
 # Path-like names
 
 
-def run_ingest(instance: DagsterInstance, lake: Lake, partition: str):
-    from data_assets.definitions import defs
+def run_job(instance: DagsterInstance, lake: Lake, job: str, partition: str):
+    from data_assets.definitions import build_definitions
 
-    job = defs.resolve_job_def("ingest_shard")
-    return job.execute_in_process(
-        instance=instance,
-        partition_key=partition,
-        raise_on_error=False,
-        resources={"lake": LakeResource(url=lake.url)},
+    defs = build_definitions(LakeResource(url=lake.url), workers=WorkersResource(processes=1))
+    return defs.resolve_job_def(job).execute_in_process(
+        instance=instance, partition_key=partition, raise_on_error=False
     )
 
 
@@ -332,23 +399,29 @@ def test_path_like_names_never_escape_the_lake(tmp_path):
     lake = Lake.from_url(str(tmp_path / "nested" / "lake"))
     before = sorted(tmp_path.rglob("*"))
     instance = DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("crawls", ["../../etc", CRAWL])
-    instance.add_dynamic_partitions("shards", ["00000", "../x"])
-    for partition in ("../../etc|00000", f"{CRAWL}|../x"):
-        result = run_ingest(instance, lake, partition)
+    keys = ["../../etc/00000", f"{CRAWL}/../x", f"{CRAWL}/.."]
+    instance.add_dynamic_partitions("units", keys)
+    for partition in keys:
+        result = run_job(instance, lake, "run_raw_crawl", partition)
         assert not result.success
-        assert "must be a plain name, not a path" in step_failure_messages(result)
+        message = step_failure_messages(result)
+        assert "invalid crawl name" in message or "invalid unit name" in message, message
         assert sum(event.is_step_up_for_retry for event in result.all_events) == 0
+    instance.add_dynamic_partitions("crawls", ["../../etc"])
+    result = run_job(instance, lake, "run_dedup_clusters", "../../etc")
+    assert not result.success and "invalid crawl name" in step_failure_messages(result)
     with pytest.raises(LakeKeyError):
-        register_new_files(lake, "../../etc", files_per_shard=2)
+        register_new_files(lake, "../../etc", files_per_unit=2)
     with pytest.raises(LakeKeyError):
         lake.write_bytes("landing/../../../escaped.warc.gz", b"x")
     # A landing folder no crawl can be named after is left out; the others are discovered.
     lake.write_bytes("landing/good/a.warc.gz", b"x")
     lake.write_bytes("landing/bad\\name/b.warc.gz", b"x")
-    lake.write_bytes(f"landing/.{uuid.uuid4().hex}/c.warc.gz", b"x")
-    created, _ = discover(lake, {}, files_per_shard=1, max_keys=10)
-    assert [shard.crawl for shard in created] == ["good"]
+    hidden = f".{uuid.uuid4().hex}"
+    lake.write_bytes(f"landing/{hidden}/c.warc.gz", b"x")
+    created, _, problems = discover(lake, {}, files_per_unit=1, max_keys=10)
+    assert [unit.crawl for unit in created] == ["good"]
+    assert len(problems) == 2 and any(hidden in p for p in problems), problems
     after = sorted(tmp_path.rglob("*"))
     lake_root = tmp_path / "nested" / "lake"
     assert [p for p in after if p not in before and lake_root not in p.parents] == []

@@ -17,19 +17,30 @@ import yaml
 from dagster import DagsterRun
 from dagster._config import process_config
 from dagster._core.instance.config import dagster_instance_config
+from dagster._core.storage.tags import (
+    ASSET_EVALUATION_ID_TAG,
+    AUTOMATION_CONDITION_TAG,
+    BACKFILL_ID_TAG,
+    PARTITION_NAME_TAG,
+    SENSOR_NAME_TAG,
+)
+from dagster._core.system_config.objects import ResolvedRunConfig
 from dagster_aws.s3.compute_log_manager import S3ComputeLogManager
 from dagster_k8s import K8sRunLauncher
 from dagster_k8s.container_context import K8sContainerContext
 from dagster_k8s.job import (
+    UserDefinedDagsterK8sConfig,
     construct_dagster_k8s_job,
     get_job_name_from_run_id,
     get_k8s_job_name,
     get_user_defined_k8s_config,
 )
 
-from data_assets.definitions import defs
+from data_assets.definitions import STEP_SERVICE_ACCOUNT, build_definitions
 from data_assets.jobs import ALL_JOBS
 from data_assets.k8s import K8S_CONFIG, STAGE_RESOURCES, STAGE_TAG, quantity, run_tags
+from resources.lake import LakeResource
+from tokenmill.stages import stage_named
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 HELM = PROJECT_DIR / "helm"
@@ -323,7 +334,8 @@ def validated(job: kubernetes.client.V1Job) -> tuple[dict, dict]:
     return manifest, pod
 
 
-RUN_SERVICE_ACCOUNT = "tokenmill-run"
+RUN_SERVICE_ACCOUNT = "tokenmill-run"  # step pods and the code server: no Role, no token
+COORDINATOR_SERVICE_ACCOUNT = "tokenmill-run-coordinator"  # run pods: create the step Jobs
 WRITABLE_PATHS = ("/tmp", f"{CHART_DAGSTER_HOME}/storage")
 
 
@@ -352,7 +364,9 @@ def check_hardened(pod: dict) -> None:
         assert mounts[ca_dir].get("readOnly") is True
 
 
-def check_pod(pod: dict, expected_resources: dict) -> None:
+def check_pod(pod: dict, expected_resources: dict, step: bool) -> None:
+    """A run pod (the run's coordinator, which starts its steps as Jobs: a service account with
+    a Role and its token) or a step pod (no Role, no token)."""
     (container,) = pod["spec"]["containers"]
     assert container["resources"] == expected_resources
     assert {"secretRef": {"name": "tokenmill-s3"}} in container["envFrom"]
@@ -362,56 +376,55 @@ def check_pod(pod: dict, expected_resources: dict) -> None:
         "key": "postgresql-password",
     }
     assert env["TOKENMILL_LAKE_URL"]["value"].startswith("s3://")
-    assert pod["spec"]["serviceAccountName"] == RUN_SERVICE_ACCOUNT
-    assert pod["spec"]["automountServiceAccountToken"] is False
+    assert env["TOKENMILL_EXECUTOR"]["value"] == "k8s"
+    if step:
+        assert pod["spec"]["serviceAccountName"] == RUN_SERVICE_ACCOUNT
+        assert pod["spec"]["automountServiceAccountToken"] is False
+    else:
+        assert pod["spec"]["serviceAccountName"] == COORDINATOR_SERVICE_ACCOUNT
+        assert pod["spec"]["automountServiceAccountToken"] is True
     check_hardened(pod)
 
 
-@pytest.mark.parametrize("job", ALL_JOBS, ids=lambda job: job.name)
-def test_run_pod_per_job_is_valid_and_sized_for_its_stages(job, launcher, user_values):
-    stages = job.selection.resolve(defs.resolve_asset_graph())
-    stage_names = [key.path[-1] for key in stages]
-    tags = defs.resolve_job_def(job.name).tags
-    assert json.loads(tags[K8S_CONFIG]) == run_tags(*stage_names)[K8S_CONFIG]
-    assert tags[STAGE_TAG] == run_tags(*stage_names)[STAGE_TAG]
-    run = DagsterRun(job_name=job.name, run_id=str(uuid.uuid4()), tags=tags)
-    # K8sRunLauncher._launch_k8s_job_with_args, without the API call: create_for_run merges the
-    # launcher's config, then the code location's container context, then the run's tags.
-    context = K8sContainerContext.create_for_run(run, launcher, include_run_tags=False).merge(
-        code_location_context(user_values).merge(
-            K8sContainerContext(run_k8s_config=get_user_defined_k8s_config(run.tags))
-        )
-    )
-    manifest, pod = validated(
-        construct_dagster_k8s_job(
-            job_config=context.get_k8s_job_config(
-                job_image=image(user_values), run_launcher=launcher
-            ),
-            args=["dagster", "api", "execute_run", "{}"],
-            job_name=get_job_name_from_run_id(run.run_id),
-            component="run_worker",
-            user_defined_k8s_config=context.run_k8s_config,
-            labels={"dagster/job": job.name, "dagster/run-id": run.run_id},
-            env_vars=[{"name": "DAGSTER_RUN_JOB_NAME", "value": job.name}],
-        )
-    )
-    resources = pod["spec"]["containers"][0]["resources"]
-    for stage in stage_names:  # the run pod fits every stage it runs
-        for kind in ("requests", "limits"):
-            for name, amount in STAGE_RESOURCES[stage][kind].items():
-                assert quantity(resources[kind][name]) >= quantity(amount)
-    check_pod(pod, resources)
-    assert manifest["spec"]["ttlSecondsAfterFinished"] == 86400
+@pytest.fixture(scope="module")
+def k8s_defs():
+    """The code location as the user deployment loads it (TOKENMILL_EXECUTOR=k8s)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TOKENMILL_EXECUTOR", "k8s")
+        return build_definitions(LakeResource(url="s3://tokenmill-lake/prod"))
 
 
-@pytest.mark.parametrize("stage", sorted(STAGE_RESOURCES))
-def test_step_pod_per_stage_is_valid_and_sized_by_its_op_tags(stage, launcher, user_values):
-    tags = defs.resolve_assets_def(stage).op.tags
-    run = DagsterRun(job_name="__ASSET_JOB", run_id=str(uuid.uuid4()))
-    # K8sStepHandler._get_container_context and launch_step, without the API call.
+def executor_context(job) -> K8sContainerContext:
+    """The container context k8s_job_executor gives every step of `job`'s runs, from the
+    executor config the definitions resolve (dagster_k8s.executor.k8s_job_executor)."""
+    config = ResolvedRunConfig.build(job, {}).execution.execution_engine_config
+    return K8sContainerContext(
+        image_pull_policy=config.get("image_pull_policy"),
+        image_pull_secrets=config.get("image_pull_secrets"),
+        service_account_name=config.get("service_account_name"),
+        env_config_maps=config.get("env_config_maps"),
+        env_secrets=config.get("env_secrets"),
+        env_vars=config.get("env_vars"),
+        volume_mounts=config.get("volume_mounts"),
+        volumes=config.get("volumes"),
+        labels=config.get("labels"),
+        namespace=config.get("job_namespace"),
+        resources=config.get("resources"),
+        scheduler_name=config.get("scheduler_name"),
+        security_context=config.get("security_context"),
+        run_k8s_config=UserDefinedDagsterK8sConfig.from_dict(config.get("step_k8s_config", {})),
+    )
+
+
+def step_pod(run: DagsterRun, job, stage: str, launcher, user_values) -> dict:
+    """The step Job of `stage` in `run` as K8sStepHandler builds it (_get_container_context and
+    launch_step, without the API call): the launcher's config, the code location's container
+    context, the executor's, then the asset's op tags."""
+    tags = job.graph.node_named(stage).definition.tags  # the asset's op tags
     context = (
         K8sContainerContext.create_for_run(run, launcher, include_run_tags=False)
         .merge(code_location_context(user_values))
+        .merge(executor_context(job))
         .merge(K8sContainerContext(run_k8s_config=get_user_defined_k8s_config(tags)))
     )
     _, pod = validated(
@@ -424,7 +437,111 @@ def test_step_pod_per_stage_is_valid_and_sized_by_its_op_tags(stage, launcher, u
             labels={"dagster/op": stage, "dagster/run-id": run.run_id},
         )
     )
-    check_pod(pod, STAGE_RESOURCES[stage])
+    return pod
+
+
+def run_pod(run: DagsterRun, launcher, user_values) -> tuple[dict, dict]:
+    """The run's Job as K8sRunLauncher._launch_k8s_job_with_args builds it, without the API
+    call: create_for_run merges the launcher's config, then the code location's container
+    context, then the run's tags."""
+    context = K8sContainerContext.create_for_run(run, launcher, include_run_tags=False).merge(
+        code_location_context(user_values).merge(
+            K8sContainerContext(run_k8s_config=get_user_defined_k8s_config(run.tags))
+        )
+    )
+    return validated(
+        construct_dagster_k8s_job(
+            job_config=context.get_k8s_job_config(
+                job_image=image(user_values), run_launcher=launcher
+            ),
+            args=["dagster", "api", "execute_run", "{}"],
+            job_name=get_job_name_from_run_id(run.run_id),
+            component="run_worker",
+            user_defined_k8s_config=context.run_k8s_config,
+            labels={"dagster/job": run.job_name, "dagster/run-id": run.run_id},
+            env_vars=[{"name": "DAGSTER_RUN_JOB_NAME", "value": run.job_name}],
+        )
+    )
+
+
+@pytest.mark.parametrize("job", ALL_JOBS, ids=lambda job: job.name)
+def test_run_pod_per_job_is_valid_and_sized_for_its_stages(job, k8s_defs, launcher, user_values):
+    stages = job.selection.resolve(k8s_defs.resolve_asset_graph())
+    stage_names = [key.path[-1] for key in stages]
+    assert job.name == f"run_{stage_names[0]}" and len(stage_names) == 1
+    tags = k8s_defs.resolve_job_def(job.name).tags
+    assert json.loads(tags[K8S_CONFIG]) == run_tags(*stage_names)[K8S_CONFIG]
+    assert tags[STAGE_TAG] == run_tags(*stage_names)[STAGE_TAG]
+    run = DagsterRun(job_name=job.name, run_id=str(uuid.uuid4()), tags=tags)
+    manifest, pod = run_pod(run, launcher, user_values)
+    resources = pod["spec"]["containers"][0]["resources"]
+    for stage in stage_names:  # the run pod fits every stage it runs
+        for kind in ("requests", "limits"):
+            for name, amount in STAGE_RESOURCES[stage][kind].items():
+                assert quantity(resources[kind][name]) >= quantity(amount)
+    check_pod(pod, resources, step=False)
+    assert manifest["spec"]["ttlSecondsAfterFinished"] == 86400
+
+
+@pytest.mark.parametrize("stage", sorted(STAGE_RESOURCES))
+def test_step_pod_per_stage_is_valid_and_sized_by_its_op_tags(
+    stage, k8s_defs, launcher, user_values
+):
+    job = k8s_defs.resolve_job_def(f"run_{stage}")
+    assert job.executor_def.name == "k8s"
+    run = DagsterRun(job_name=job.name, run_id=str(uuid.uuid4()), tags=job.tags)
+    pod = step_pod(run, job, stage, launcher, user_values)
+    check_pod(pod, STAGE_RESOURCES[stage], step=True)
+    assert STAGE_RESOURCES[stage] == stage_named(stage).pod.resources()
+
+
+def automation_run(stage: str, partition: str) -> dict:
+    """Tags of a run the automation sensor requests (a run of the implicit asset job)."""
+    return {
+        SENSOR_NAME_TAG: "automation",
+        AUTOMATION_CONDITION_TAG: "true",
+        ASSET_EVALUATION_ID_TAG: "7",
+        PARTITION_NAME_TAG: partition,
+    }
+
+
+def backfill_run(stage: str, partition: str) -> dict:
+    """Tags of one run of an asset backfill (one partition per run)."""
+    return {BACKFILL_ID_TAG: "abcdefgh", PARTITION_NAME_TAG: partition}
+
+
+@pytest.mark.parametrize("origin", [automation_run, backfill_run], ids=["automation", "backfill"])
+@pytest.mark.parametrize(
+    "stage, partition",
+    [("dedup_clusters", "CC-MAIN-2026-05"), ("cleaned", "CC-MAIN-2026-05/00042")],
+)
+def test_steps_of_automation_and_backfill_runs_get_their_stages_pod(
+    origin, stage, partition, k8s_defs, launcher, user_values
+):
+    # Such runs are runs of the implicit asset job: no job tags size them, so their steps must
+    # be sized by the asset's op tags, in pods of their own.
+    job = k8s_defs.resolve_implicit_global_asset_job_def()
+    assert job.executor_def.name == "k8s"
+    run = DagsterRun(job_name=job.name, run_id=str(uuid.uuid4()), tags=origin(stage, partition))
+    assert K8S_CONFIG not in run.tags
+    pod = step_pod(run, job, stage, launcher, user_values)
+    assert pod["spec"]["containers"][0]["resources"] == stage_named(stage).pod.resources()
+    check_pod(pod, stage_named(stage).pod.resources(), step=True)
+    # The run's own pod only coordinates: the code location's size (which every run inherits),
+    # and the Role to start the step Jobs.
+    _, coordinator = run_pod(run, launcher, user_values)
+    check_pod(coordinator, user_values["deployments"][0]["resources"], step=False)
+
+
+def test_step_check_catches_a_step_pod_with_the_coordinators_account(
+    k8s_defs, launcher, user_values
+):
+    job = k8s_defs.resolve_job_def("run_cleaned")
+    run = DagsterRun(job_name=job.name, run_id=str(uuid.uuid4()))
+    pod = step_pod(run, job, "cleaned", launcher, user_values)
+    pod["spec"]["serviceAccountName"] = COORDINATOR_SERVICE_ACCOUNT
+    with pytest.raises(AssertionError):
+        check_pod(pod, STAGE_RESOURCES["cleaned"], step=True)
 
 
 def test_heavy_stages_get_the_resources_they_need():
@@ -516,18 +633,72 @@ def test_webserver_for_viewers_is_read_only(values):
     assert values["dagsterWebserver"]["service"]["port"] >= 1024
 
 
-def test_run_pods_service_account_has_no_rbac(values, user_values):
+def rbac_documents() -> list[tuple[Path, dict]]:
+    return [
+        (path, document)
+        for path in sorted(HELM.glob("*.yaml"))
+        for document in yaml.safe_load_all(path.read_text())
+        if isinstance(document, dict) and "kind" in document
+    ]
+
+
+def test_step_pods_service_account_has_no_rbac(values, user_values):
     (account,) = yaml.safe_load_all((HELM / "service-account-run.yaml").read_text())
     kubernetes_validate.validate(account, KUBERNETES_VERSION, strict=True)
-    assert account["metadata"]["name"] == RUN_SERVICE_ACCOUNT
+    assert account["metadata"]["name"] == RUN_SERVICE_ACCOUNT == STEP_SERVICE_ACCOUNT
     assert account["automountServiceAccountToken"] is False
-    assert user_values["global"]["serviceAccountName"] == RUN_SERVICE_ACCOUNT
     assert values["global"]["serviceAccountName"] != RUN_SERVICE_ACCOUNT  # the RBAC one
-    for path in HELM.glob("*.yaml"):  # no Role or binding of ours names it
-        for document in yaml.safe_load_all(path.read_text()):
-            if isinstance(document, dict) and document.get("kind", "").endswith("Binding"):
-                subjects = [s.get("name") for s in document.get("subjects", [])]
-                assert RUN_SERVICE_ACCOUNT not in subjects, path
+    for path, document in rbac_documents():  # no Role or binding of ours names it
+        if document["kind"].endswith("Binding"):
+            subjects = [s.get("name") for s in document.get("subjects", [])]
+            assert RUN_SERVICE_ACCOUNT not in subjects, path
+
+
+def test_run_coordinators_role_allows_only_what_k8s_job_executor_needs(
+    values, user_values, launcher
+):
+    documents = list(
+        yaml.safe_load_all((HELM / "service-account-run-coordinator.yaml").read_text())
+    )
+    for document in documents:
+        kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+        assert document["metadata"]["namespace"] == NAMESPACE
+    by_kind = {document["kind"]: document for document in documents}
+    assert set(by_kind) == {"ServiceAccount", "Role", "RoleBinding"}  # namespaced, no Cluster*
+    account = by_kind["ServiceAccount"]
+    assert account["metadata"]["name"] == COORDINATOR_SERVICE_ACCOUNT
+    # The code server and the run pods share it (the chart gives both the code location's
+    # account), but only run pods mount its token: the code server's pod does not ask for it.
+    assert user_values["global"]["serviceAccountName"] == COORDINATOR_SERVICE_ACCOUNT
+    assert account["automountServiceAccountToken"] is False
+    code_server = chart_pods(values, user_values)["code server"]
+    assert "automountServiceAccountToken" not in code_server["spec"]
+    granted = {
+        (group, resource, verb)
+        for rule in by_kind["Role"]["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    needed = {("batch", "jobs", v) for v in ("create", "get", "list", "watch", "delete")} | {
+        ("", resource, v) for resource in ("pods", "pods/log") for v in ("get", "list", "watch")
+    }
+    assert granted == needed
+    binding = by_kind["RoleBinding"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": by_kind["Role"]["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": COORDINATOR_SERVICE_ACCOUNT, "namespace": NAMESPACE}
+    ]
+    # Nothing else of ours binds the coordinator's account, and nothing is cluster-wide.
+    for path, document in rbac_documents():
+        assert not document["kind"].startswith("Cluster"), path
+        if document["kind"].endswith("Binding") and document != binding:
+            names = [s.get("name") for s in document.get("subjects", [])]
+            assert COORDINATOR_SERVICE_ACCOUNT not in names, path
 
 
 DIGEST_REFERENCE = re.compile(r"^[a-z0-9.\-/:]+(:[\w.\-]+)?@sha256:[0-9a-f]{64}$")
@@ -676,7 +847,10 @@ def test_network_policies_allow_only_what_each_pod_needs(network_policies, launc
     def allowed(source, target, port, protocol="TCP"):
         return may_connect(network_policies, source, target, port, protocol)
 
+    kubernetes_api = endpoint(namespace=None)  # the API server, outside the pod network
     for name, pod in pods.items():
+        may_start_jobs = name in ("webserver", "read-only webserver", "daemon", "run pod")
+        assert allowed(pod, kubernetes_api, 6443) == may_start_jobs, name
         assert allowed(pod, dns, 53, "UDP"), name
         assert allowed(pod, internet, 443), name  # object store, webhook
         assert allowed(pod, internet, 5432), name  # PostgreSQL

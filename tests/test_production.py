@@ -3,8 +3,6 @@ PostgreSQL (127.0.0.1:5432) and the lake on SeaweedFS, running the same demo as 
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,19 +10,17 @@ import psycopg2
 import pytest
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus
 
-from data_assets.partitions import shard_key
+from data_assets.cli import land_demo_crawl
+from data_assets.results import OUTAGE_RETRIES
 from data_assets.runner import STAGE_ASSETS, local_instance, materialize_all, register
-from data_assets.stage import OUTAGE_RETRIES
 from resources.lake import LakeResource
-from tests.demo_pipeline import OUTPUT_ZONES
-from tests.servers import PG_HOST, PG_PORT, PG_USER, free_port
-from tokenmill.cli import land_demo_crawl
+from resources.workers import WorkersResource
+from tests import faults
+from tests.servers import PG_HOST, PG_PORT, PG_USER, free_port, write_production_instance
 from tokenmill.lake import Lake
-from tokenmill.outputs import MARKER
-from tokenmill.shards import Shard
+from tokenmill.layout import MARKER, Unit
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
-INSTANCE_YAML = PROJECT_DIR / "helm" / "dagster-instance.yaml"
 CRAWL, FAILING_CRAWL = "CC-MAIN-DEMO-2026-06", "CC-MAIN-DEMO-2026-07"
 DEMO = {"files": 2, "pages_per_file": 40, "seed": 6}
 
@@ -38,28 +34,27 @@ class PipelineRun:
 
 def run_demo(crawl: str) -> PipelineRun:
     """`tokenmill demo` on the lake and instance the environment names."""
-    from tokenmill.cli import default_lake
+    from data_assets.cli import default_lake
 
     lake = default_lake()
     land_demo_crawl(lake, crawl, **DEMO)
     instance = DagsterInstance.get()
-    register(instance, lake, crawl, files_per_shard=2)
-    outcomes = materialize_all(instance, lake, workers=2)
+    register(instance, lake, crawl, files_per_unit=2)
+    outcomes = materialize_all(instance, lake)
     return PipelineRun(lake, instance, [o.run_id for o in outcomes])
 
 
 def snapshot(lake: Lake) -> dict[str, str]:
+    """Every stage's outputs (markers without the run that wrote them)."""
     return {
-        key: hashlib.sha256(lake.read_bytes(key)).hexdigest()
-        for zone in OUTPUT_ZONES
-        for key in lake.list(zone)
+        key: digest for zone in STAGE_ASSETS for key, digest in faults.snapshot(lake, zone).items()
     }
 
 
 @pytest.fixture(scope="module")
 def production(seaweedfs, postgres_database, tmp_path_factory):
     home = tmp_path_factory.mktemp("dagster_home")
-    shutil.copy(INSTANCE_YAML, home / "dagster.yaml")
+    write_production_instance(home)
     environment = seaweedfs.env(
         DAGSTER_HOME=str(home),
         DAGSTER_PG_HOST=PG_HOST,
@@ -98,9 +93,9 @@ def test_runs_and_materializations_are_in_postgres(production, postgres_database
     runs = instance.get_runs()
     assert sorted(r.run_id for r in runs) == sorted(production.run_ids)
     assert {r.status for r in runs} == {DagsterRunStatus.SUCCESS}
-    shard = f"{CRAWL}|00000"
+    unit = Unit(CRAWL, "00000").key
     for asset in STAGE_ASSETS:
-        expected = {CRAWL} if asset == "dedup_clusters" else {shard}
+        expected = {CRAWL} if asset == "dedup_clusters" else {unit}
         if asset == "tokenizer":
             assert instance.get_latest_materialization_event(AssetKey(asset)) is not None
         else:
@@ -111,24 +106,32 @@ def test_runs_and_materializations_are_in_postgres(production, postgres_database
         cursor.execute("SELECT count(*) FROM runs WHERE status = 'SUCCESS'")
         assert cursor.fetchone()[0] == len(production.run_ids)
         cursor.execute(
-            "SELECT count(DISTINCT asset_key) FROM event_logs "
+            "SELECT DISTINCT asset_key FROM event_logs "
             "WHERE dagster_event_type = 'ASSET_MATERIALIZATION'"
         )
-        assert cursor.fetchone()[0] == len(STAGE_ASSETS)
+        materialized = {AssetKey.from_db_string(row[0]).path[-1] for row in cursor.fetchall()}
+        # Every stage, and the unit_duplicates each clustering run reports for its units.
+        assert materialized == {*STAGE_ASSETS, "unit_duplicates"}
 
 
 def test_outputs_are_objects_in_the_bucket(production, seaweedfs):
     keys = seaweedfs.keys("lake/")
     for zone, name in [
         ("landing", f"{CRAWL}/{CRAWL}-00000.warc.gz"),
-        ("raw", f"{CRAWL}/00000/{MARKER}"),
-        ("clusters", f"{CRAWL}/clusters.parquet"),
-        ("tokenized", f"{CRAWL}/00000/tokens.bin"),
-        ("tokenized", f"{CRAWL}/00000/{MARKER}"),
+        ("raw_crawl", f"{CRAWL}/00000/00001/index.parquet"),
+        ("raw_crawl", f"{CRAWL}/00000/{MARKER}"),
+        ("dedup_clusters", f"{CRAWL}/clusters.parquet"),
+        ("tokenized_shards", f"{CRAWL}/00000/00000/tokens.bin"),
+        ("tokenized_shards", f"{CRAWL}/00000/00001/tokens.bin"),
+        ("tokenized_shards", f"{CRAWL}/00000/{MARKER}"),
         ("tokenizer", "tokenizer.json"),
     ]:
         assert f"lake/{zone}/{name}" in keys
     assert not [k for k in keys if ".tmp-" in k]
+    # The WARC files are read where they landed, not copied
+    assert [k for k in keys if k.endswith(".warc.gz")] == [
+        f"lake/landing/{CRAWL}/{CRAWL}-0000{i}.warc.gz" for i in range(DEMO["files"])
+    ]
 
 
 def test_outputs_are_identical_to_a_local_run(production, local, seaweedfs, monkeypatch):
@@ -146,18 +149,18 @@ def failing_partition(production, seaweedfs):
         for name, value in seaweedfs.env().items():
             env.setenv(name, value)
         land_demo_crawl(production.lake, FAILING_CRAWL, files=2, pages_per_file=10, seed=7)
-        register(production.instance, production.lake, FAILING_CRAWL, files_per_shard=2)
-    return str(shard_key(Shard(FAILING_CRAWL, "00000")))
+        register(production.instance, production.lake, FAILING_CRAWL, files_per_unit=2)
+    return Unit(FAILING_CRAWL, "00000").key
 
 
-def run_ingest(instance, partition: str, endpoint: str, bucket: str):
-    from data_assets.definitions import defs
+def run_raw_crawl(instance, partition: str, endpoint: str, bucket: str):
+    from data_assets.definitions import build_definitions
 
     lake = LakeResource(url=f"s3://{bucket}/lake", endpoint_url=endpoint, max_attempts=2)
-    job = defs.resolve_job_def("ingest_shard")
-    return job.execute_in_process(
-        instance=instance, partition_key=partition, raise_on_error=False, resources={"lake": lake}
+    job = build_definitions(lake, workers=WorkersResource(processes=1)).resolve_job_def(
+        "run_raw_crawl"
     )
+    return job.execute_in_process(instance=instance, partition_key=partition, raise_on_error=False)
 
 
 def failure_message(result) -> str:
@@ -179,9 +182,9 @@ def test_s3_faults_fail_the_run_with_a_clear_message(
     else:
         endpoint = f"http://127.0.0.1:{free_port()}"
         expected = "is unreachable"
-        # An outage is retried with backoff (see data_assets/stage.py); seconds here, not minutes.
-        monkeypatch.setattr("data_assets.stage.OUTAGE_FIRST_WAIT_S", 0.1)
-    result = run_ingest(production.instance, failing_partition, endpoint, seaweedfs.bucket)
+        # An outage is retried with backoff (see data_assets/results.py); seconds, not minutes.
+        monkeypatch.setattr("data_assets.results.OUTAGE_FIRST_WAIT_S", 0.1)
+    result = run_raw_crawl(production.instance, failing_partition, endpoint, seaweedfs.bucket)
     assert not result.success
     retries = [event for event in result.all_events if event.is_step_up_for_retry]
     assert len(retries) == (OUTAGE_RETRIES if fault == "unreachable endpoint" else 0)

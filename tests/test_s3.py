@@ -3,14 +3,19 @@ credentials from the environment only, and failures that name the endpoint and b
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
+import gzip
 import os
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from tests.servers import free_port
+from resources.lake import LakeResource
+from tests.servers import PUBLIC_BUCKET, SOURCE_BUCKET, free_port
 from tokenmill.lake import PART_SIZE, Lake, LakeAccessError
 from tokenmill.outputs import MARKER, PartitionWriter, StageReport
+from tokenmill.sources import CrawlSource
 
 
 @pytest.fixture
@@ -54,7 +59,11 @@ def test_a_failed_partition_write_leaves_nothing_behind(seaweedfs, s3_env):
 
 
 def test_credentials_come_only_from_the_environment(seaweedfs, s3_env):
-    assert not {"access_key", "secret_key"} & set(inspect.signature(Lake.from_url).parameters)
+    # Neither the lake's config nor a crawl's stored declaration can hold a key: a source names
+    # the environment prefix its keys are read from.
+    secrets = {"access_key", "secret_key", "aws_access_key_id", "aws_secret_access_key"}
+    assert not secrets & set(LakeResource.model_fields)
+    assert not secrets & {f.name for f in dataclasses.fields(CrawlSource)}
     s3_env.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
     lake = s3_lake(seaweedfs, "creds")
     with pytest.raises(LakeAccessError) as refused:
@@ -93,11 +102,164 @@ def test_bounded_listing_pages_through_the_bucket(seaweedfs, s3_env):
 
 
 def test_tokenizer_is_read_from_an_s3_uri_with_the_lakes_settings(seaweedfs, s3_env, shared):
-    from tokenmill.tokenize import TOKENIZER_KEY, build_tokenizer
+    from tokenmill.stage import Work
+    from tokenmill.tokenize import TOKENIZER_KEY, TokenizerSettings, build_tokenizer
 
     source = shared / "tokenizers" / "llama-style-32k.tokenizer.json"
     seaweedfs.client().upload_file(str(source), seaweedfs.bucket, "models/llama.json")
     lake = s3_lake(seaweedfs, "tok")
-    report = build_tokenizer(lake, f"s3://{seaweedfs.bucket}/models/llama.json", 0, 0)
+    settings = TokenizerSettings(path=f"s3://{seaweedfs.bucket}/models/llama.json")
+    report = build_tokenizer(Work(lake, "tokenizer", settings))
     assert lake.read_bytes(TOKENIZER_KEY) == source.read_bytes()
     assert report.counts["vocab_size"] == 32003
+
+
+# Crawls read in place from other buckets
+
+
+def upload_demo_crawl(client, bucket: str, folder: str, crawl: str, files: int) -> dict[str, bytes]:
+    """A small demo crawl's WARC files as objects under `folder`; returns them by URI."""
+    from demo.crawl import generate_demo_crawl
+
+    objects = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        warc_dir = Path(scratch, "warc")
+        generate_demo_crawl(
+            warc_dir, Path(scratch, "truth.json"), crawl=crawl, files=files, pages_per_file=12
+        )
+        for path in sorted(warc_dir.iterdir()):
+            client.put_object(Bucket=bucket, Key=f"{folder}/{path.name}", Body=path.read_bytes())
+            objects[f"s3://{bucket}/{folder}/{path.name}"] = path.read_bytes()
+    return objects
+
+
+def read_parquet(lake: Lake, key: str):
+    import pyarrow.parquet as pq
+
+    with lake.open_input(key) as f:
+        return pq.read_table(f)
+
+
+def run_units(instance, lake: Lake, units, stages=("raw_crawl", "cleaned")) -> None:
+    """Run the stages' jobs for each unit, one run per partition; every check must pass."""
+    from data_assets.definitions import build_definitions
+    from resources.workers import WorkersResource
+
+    defs = build_definitions(
+        LakeResource(url=lake.url, endpoint_url=lake.endpoint_url, max_attempts=2),
+        workers=WorkersResource(processes=1),
+    )
+    for stage in stages:
+        job = defs.resolve_job_def(f"run_{stage}")
+        for unit in units:
+            result = job.execute_in_process(instance=instance, partition_key=unit.key)
+            for evaluation in result.get_asset_check_evaluations():
+                assert evaluation.passed, (stage, unit, evaluation)
+
+
+def unit_tables(lake: Lake, units, stage: str, name: str):
+    import pyarrow as pa
+
+    from tokenmill.units import unit_files
+
+    return pa.concat_tables(
+        read_parquet(lake, f"{unit.part_prefix(stage, part)}/{name}")
+        for unit in units
+        for part in range(len(unit_files(lake, unit)))
+    )
+
+
+@pytest.mark.parametrize("copy", [False, True], ids=["in place", "copy"])
+def test_crawl_in_another_bucket_is_read_in_place_with_its_own_credentials(copy, seaweedfs, s3_env):
+    from dagster import DagsterInstance
+
+    from data_assets.runner import register
+    from tokenmill.units import unit_files
+
+    crawl = f"CC-MAIN-ELSEWHERE-{int(copy)}"
+    folder = f"crawl-data/{crawl}/segments/1/warc"
+    objects = upload_demo_crawl(seaweedfs.admin(), SOURCE_BUCKET, folder, crawl, files=3)
+    missing = f"{folder}/{crawl}-gone.warc.gz"
+    paths = [uri.split("/", 3)[3] for uri in objects]
+    paths.insert(1, missing)
+    seaweedfs.admin().put_object(
+        Bucket=SOURCE_BUCKET,
+        Key=f"crawl-data/{crawl}/warc.paths.gz",
+        Body=gzip.compress("\n".join(paths).encode()),
+    )
+    # The source's keys are only in the environment, under their own prefix; the lake's keys
+    # (AWS_*) may not read the source bucket.
+    s3_env.setenv("ELSEWHERE_ACCESS_KEY_ID", seaweedfs.source_key[0])
+    s3_env.setenv("ELSEWHERE_SECRET_ACCESS_KEY", seaweedfs.source_key[1])
+    lake = s3_lake(seaweedfs, f"inplace-{int(copy)}")
+    CrawlSource(
+        crawl,
+        paths=f"s3://{SOURCE_BUCKET}/crawl-data/{crawl}/warc.paths.gz",
+        base=f"s3://{SOURCE_BUCKET}/",
+        endpoint_url=seaweedfs.endpoint,
+        credentials="ELSEWHERE",
+        copy=copy,
+    ).save(lake)
+    assert seaweedfs.source_key[1] not in lake.read_bytes(CrawlSource.key(crawl)).decode()
+
+    with DagsterInstance.ephemeral() as instance:
+        registration = register(instance, lake, crawl, files_per_unit=2)
+        assert registration.refused == {"missing objects": [f"s3://{SOURCE_BUCKET}/{missing}"]}
+        assert any(missing in line for line in registration.describe_refused())
+        assert [u.key for u in registration.units] == [f"{crawl}/00000", f"{crawl}/00001"]
+        run_units(instance, lake, registration.units)
+
+    units = registration.units
+    index = unit_tables(lake, units, "raw_crawl", "index.parquet")
+    docs = unit_tables(lake, units, "cleaned", "docs.parquet")
+    assert docs.num_rows > 10
+    lake_keys = seaweedfs.keys(f"inplace-{int(copy)}/")
+    if copy:
+        copies = {
+            uri: f"{unit.part_prefix('raw_crawl', part)}/source/{uri.split('://', 1)[1]}"
+            for unit in units
+            for part, uri in enumerate(unit_files(lake, unit))
+        }
+        for uri, key in copies.items():
+            assert lake.read_bytes(key) == objects[uri]
+        readable = set(copies.values())
+    else:
+        assert not [k for k in lake_keys if k.endswith(".warc.gz")], lake_keys
+        readable = set(objects)
+    assert set(index.column("file").to_pylist()) == readable
+    assert set(docs.column("source_file").to_pylist()) == readable
+    assert set(docs.column("crawl").to_pylist()) == {crawl}
+
+
+def test_public_bucket_is_read_unsigned(seaweedfs, s3_env, tmp_path):
+    from tokenmill.parts import run_stage_work
+    from tokenmill.stages import stage_named
+    from tokenmill.units import register_new_files
+
+    crawl, folder = "CC-MAIN-PUBLIC", "open/CC-MAIN-PUBLIC"
+    objects = upload_demo_crawl(seaweedfs.admin(), PUBLIC_BUCKET, folder, crawl, files=2)
+    # The environment's keys (the lake's) may not read the public bucket: only an unsigned
+    # request can.
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    CrawlSource(
+        crawl,
+        prefix=f"s3://{PUBLIC_BUCKET}/{folder}/",
+        endpoint_url=seaweedfs.endpoint,
+        unsigned=True,
+    ).save(lake)
+    (unit,) = register_new_files(lake, crawl, files_per_unit=2).units
+    for name in ("raw_crawl", "cleaned"):
+        report = run_stage_work(stage_named(name), lake, unit=unit, workers=1)
+        assert report.counts["files"] == 2
+    docs = unit_tables(lake, [unit], "cleaned", "docs.parquet")
+    assert set(docs.column("source_file").to_pylist()) == set(objects)
+    # Unsigned requests are anonymous indeed: the private source bucket refuses them.
+    private = "CC-MAIN-PRIVATE"
+    CrawlSource(
+        private,
+        prefix=f"s3://{SOURCE_BUCKET}/crawl-data/",
+        endpoint_url=seaweedfs.endpoint,
+        unsigned=True,
+    ).save(lake)
+    with pytest.raises(LakeAccessError, match="refused"):
+        register_new_files(lake, private, files_per_unit=2)
