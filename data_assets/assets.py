@@ -6,7 +6,6 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
-    AssetMaterialization,
     AssetSelection,
     AutomationCondition,
     BackfillPolicy,
@@ -17,12 +16,12 @@ from dagster import (
 
 from data_assets.k8s import op_tags
 from data_assets.partitions import (
-    DATA_VERSION_TAG,
     crawl_partitions,
     crawl_signatures,
     crawl_units,
     unit_duplicates,
     unit_partitions,
+    versioned,
 )
 from data_assets.recipe import Recipe
 from data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
@@ -158,13 +157,7 @@ def _report_unit_duplicates(context, lake, crawl: str, versions: dict[str, str])
     reported = lake.read_json(reported_key) if lake.exists(reported_key) else {}
     changed = {name: v for name, v in versions.items() if reported.get(name) != v}
     for name, version in changed.items():
-        context.log_event(
-            AssetMaterialization(
-                unit_duplicates.key,
-                partition=f"{crawl}/{name}",
-                tags={DATA_VERSION_TAG: version},
-            )
-        )
+        context.log_event(versioned(unit_duplicates.key, f"{crawl}/{name}", version))
     if changed:
         lake.write_json(reported_key, versions)
     return len(changed)
