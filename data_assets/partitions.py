@@ -24,9 +24,12 @@ import hashlib
 from dagster import (
     AssetObservation,
     AssetRecordsFilter,
+    AssetsDefinition,
     AssetSpec,
     DagsterInstance,
     DynamicPartitionsDefinition,
+    Failure,
+    multi_observable_source_asset,
 )
 
 # private: an AssetObservation takes tags, not a data version, and only _core names this tag
@@ -62,7 +65,25 @@ unit_duplicates = AssetSpec(
     description="The documents of a unit that its crawl's clusters remove: reported by each "
     "dedup_clusters run for the units whose list changed.",
 )
-BRIDGES = [crawl_units, crawl_signatures, unit_duplicates]
+
+
+def reported(spec: AssetSpec) -> AssetsDefinition:
+    """The bridge as an observable asset whose observations are reported by the sensors and the
+    clustering runs: for an external asset, Dagster's automation counts only materializations
+    unless it is observable, while its staleness counts only observations."""
+
+    @multi_observable_source_asset(specs=[spec], name=spec.key.path[-1])
+    def never_observed():
+        raise Failure(
+            f"{spec.key.to_user_string()} is reported by the sensors and the dedup_clusters "
+            "runs, never observed on demand",
+            allow_retries=False,
+        )
+
+    return never_observed
+
+
+BRIDGES = [reported(spec) for spec in (crawl_units, crawl_signatures, unit_duplicates)]
 
 
 def versioned(key, partition: str, version: str) -> AssetObservation:

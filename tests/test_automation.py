@@ -1,12 +1,15 @@
-"""The pipeline running itself, on a real Dagster instance: landing-zone sensor ticks, automation
-conditions carrying a new shard down to tokens, the run-failure sensor and reconciliation."""
+"""The pipeline running itself, on a real Dagster instance: landing-zone sensor ticks, the
+crawl-signatures sensor, automation conditions carrying a new unit down to tokens, staleness
+across the unit/crawl boundary, the run-failure sensor and reconciliation."""
 
 from __future__ import annotations
 
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from dagster import (
     AssetKey,
@@ -22,18 +25,24 @@ from dagster._core.definitions.data_version import CachingStaleStatusResolver, S
 from dagster._core.loader import LoadingContextForTest
 
 from data_assets.definitions import build_definitions
-from data_assets.partitions import crawl_shards, shard_key, shard_list_version
-from data_assets.stage import StepJournal
+from data_assets.jobs import JOBS
+from data_assets.partitions import crawl_units, unit_duplicates, unit_list_version
+from data_assets.recipe import Recipe
 from demo.crawl import generate_demo_crawl
 from resources.automation import AlertsResource, DiscoveryResource
 from resources.lake import LakeResource
+from resources.workers import WorkersResource
+from sensors.crawls import crawl_signatures_complete
 from sensors.failures import FAILURES, record_run_failures
 from sensors.landing import landing_zone
+from tokenmill.dedup import CLUSTERS_FILE
 from tokenmill.lake import Lake
-from tokenmill.outputs import StageReport
-from tokenmill.shards import LANDING, Shard, discover, registered_shards, shard_files
+from tokenmill.layout import LANDING, Unit
+from tokenmill.units import discover, register_new_files, registered_units, unit_files
 
 CRAWL = "CC-MAIN-AUTO-2026-05"
+OTHER = "CC-MAIN-AUTO-2026-06"
+PER_UNIT = ["raw_crawl", "cleaned", "dedup_signatures", "deduplicated", "tokenized_shards"]
 
 
 def land(lake: Lake, names: list[str], crawl: str = CRAWL, data: bytes = b"") -> None:
@@ -41,13 +50,25 @@ def land(lake: Lake, names: list[str], crawl: str = CRAWL, data: bytes = b"") ->
         lake.write_bytes(f"{LANDING}/{crawl}/{name}", data)
 
 
-def tick(lake: Lake, instance: DagsterInstance, cursor: str | None, max_keys: int = 10_000):
+def keys(crawl: str, *names: str) -> list[str]:
+    return [Unit(crawl, name).key for name in names]
+
+
+def tick(
+    lake: Lake,
+    instance: DagsterInstance,
+    cursor: str | None,
+    max_keys: int = 10_000,
+    files_per_unit: int = 2,
+):
     context = build_sensor_context(
         instance=instance,
         cursor=cursor,
         resources={
             "lake": LakeResource(url=lake.url),
-            "discovery": DiscoveryResource(files_per_shard=2, max_keys_per_tick=max_keys),
+            "discovery": DiscoveryResource(
+                files_per_unit=files_per_unit, max_keys_per_tick=max_keys
+            ),
         },
     )
     result = landing_zone(context)
@@ -68,21 +89,19 @@ def test_new_files_become_partitions_and_runs_once(lake):
     instance = DagsterInstance.ephemeral()
     land(lake, [f"f-{i:03d}.warc.gz" for i in range(5)] + ["README.txt"])
     runs, partitions, cursor = tick(lake, instance, None)
-    assert [r.partition_key for r in runs] == [
-        shard_key(Shard(CRAWL, s)) for s in ("00000", "00001", "00002")
-    ]
+    assert [r.partition_key for r in runs] == keys(CRAWL, "00000", "00001", "00002")
     assert len({r.run_key for r in runs}) == 3
     assert [(p.partitions_def_name, list(p.partition_keys)) for p in partitions] == [
         ("crawls", [CRAWL]),
-        ("shards", ["00000", "00001", "00002"]),
+        ("units", keys(CRAWL, "00000", "00001", "00002")),
     ]
-    assert shard_files(lake, Shard(CRAWL, "00002")) == [f"{LANDING}/{CRAWL}/f-004.warc.gz"]
+    assert unit_files(lake, Unit(CRAWL, "00002")) == [f"{LANDING}/{CRAWL}/f-004.warc.gz"]
 
-    # An unchanged listing reports nothing; new files are reported once, in a new shard.
+    # An unchanged listing reports nothing; new files are reported once, in a new unit.
     assert tick(lake, instance, cursor)[0] == []
     land(lake, ["f-005.warc.gz", "f-006.warc.gz"])
     runs, _, cursor = tick(lake, instance, cursor)
-    assert [r.run_key for r in runs] == [f"{CRAWL}|00003"]
+    assert [r.run_key for r in runs] == [f"{CRAWL}/00003"]
     assert tick(lake, instance, cursor)[0] == []
 
 
@@ -90,91 +109,100 @@ def test_a_tick_lists_a_bounded_number_of_keys_and_the_next_goes_on(lake):
     names = [f"f-{i:05d}.warc.gz" for i in range(3_000)]
     land(lake, names)
     instance = DagsterInstance.ephemeral()
-    cursor, shards_per_tick = None, []
+    cursor, units_per_tick = None, []
     while True:
         runs, _, cursor = tick(lake, instance, cursor, max_keys=1_000)
         if not runs:
             break
-        shards_per_tick.append(len(runs))
-    assert shards_per_tick == [500, 500, 500]
-    registered = [f for s in registered_shards(lake, CRAWL) for f in shard_files(lake, s)]
+        units_per_tick.append(len(runs))
+    assert units_per_tick == [500, 500, 500]
+    registered = [f for u in registered_units(lake, CRAWL) for f in unit_files(lake, u)]
     assert registered == [f"{LANDING}/{CRAWL}/{n}" for n in names]  # each file exactly once
 
 
-def shard_list_observations(instance: DagsterInstance) -> list[tuple[str, str]]:
-    records = instance.fetch_observations(crawl_shards.key, limit=100).records
+def unit_list_observations(instance: DagsterInstance) -> list[tuple[str, str]]:
+    records = instance.fetch_observations(crawl_units.key, limit=100).records
     return [(r.partition_key, r.asset_observation.data_version) for r in reversed(records)]
 
 
-def test_a_tick_observes_the_shard_list_of_each_crawl_with_new_shards(lake):
+def test_a_tick_observes_the_unit_list_of_each_crawl_with_new_units(lake):
     instance = DagsterInstance.ephemeral()
-    other = "CC-MAIN-AUTO-2026-06"
     land(lake, [f"f-{i}.warc.gz" for i in range(4)])
-    land(lake, ["g-0.warc.gz", "g-1.warc.gz"], crawl=other)
+    land(lake, ["g-0.warc.gz", "g-1.warc.gz"], crawl=OTHER)
     _, _, cursor = tick(lake, instance, None)
 
     def version(crawl: str) -> str:
-        return shard_list_version(registered_shards(lake, crawl))
+        return unit_list_version(registered_units(lake, crawl))
 
-    assert shard_list_observations(instance) == [(CRAWL, version(CRAWL)), (other, version(other))]
+    assert unit_list_observations(instance) == [(CRAWL, version(CRAWL)), (OTHER, version(OTHER))]
     # A tick repeated from the old cursor (the last one died before saving it) observes nothing.
     tick(lake, instance, None)
-    assert len(shard_list_observations(instance)) == 2
+    assert len(unit_list_observations(instance)) == 2
     land(lake, ["f-4.warc.gz", "f-5.warc.gz"])
     tick(lake, instance, cursor)
-    observed = shard_list_observations(instance)
+    observed = unit_list_observations(instance)
     assert observed[2:] == [(CRAWL, version(CRAWL))] and version(CRAWL) != observed[0][1]
 
 
 def test_a_crashed_tick_repeated_from_its_old_cursor_registers_nothing_twice(lake):
     land(lake, [f"f-{i}.warc.gz" for i in range(4)])
-    first, positions = discover(lake, {}, files_per_shard=2, max_keys=100)
+    first, positions, _ = discover(lake, {}, files_per_unit=2, max_keys=100)
     # The sensor died before its cursor was saved: the next tick starts from the old one.
-    again, _ = discover(lake, {}, files_per_shard=2, max_keys=100)
+    again, _, _ = discover(lake, {}, files_per_unit=2, max_keys=100)
     assert again == [] or again == first
-    assert len(registered_shards(lake, CRAWL)) == 2
+    assert len(registered_units(lake, CRAWL)) == 2
     land(lake, ["f-4.warc.gz", "f-5.warc.gz"])
-    new, _ = discover(lake, positions, files_per_shard=2, max_keys=100)
-    assert [s.shard for s in new] == ["00002"]
+    new, _, _ = discover(lake, positions, files_per_unit=2, max_keys=100)
+    assert [u.name for u in new] == ["00002"]
 
 
-def test_shards_registered_by_the_cli_meanwhile_are_not_overwritten(lake):
-    from tokenmill.shards import register_new_files
-
+def test_units_registered_by_the_cli_meanwhile_are_not_overwritten(lake):
     land(lake, ["a.warc.gz", "b.warc.gz"])
-    _, positions = discover(lake, {}, files_per_shard=2, max_keys=100)
+    _, positions, _ = discover(lake, {}, files_per_unit=2, max_keys=100)
     land(lake, ["c.warc.gz", "d.warc.gz", "e.warc.gz", "f.warc.gz"])
-    register_new_files(lake, CRAWL, files_per_shard=4)  # shard 00001 = c..f
-    new, positions = discover(lake, positions, files_per_shard=2, max_keys=100)
+    register_new_files(lake, CRAWL, files_per_unit=4, verify=False)  # unit 00001 = c..f
+    new, positions, _ = discover(lake, positions, files_per_unit=2, max_keys=100)
     assert new == []
-    assert len(shard_files(lake, Shard(CRAWL, "00001"))) == 4
+    assert len(unit_files(lake, Unit(CRAWL, "00001"))) == 4
     land(lake, ["g.warc.gz", "h.warc.gz"])
-    new, _ = discover(lake, positions, files_per_shard=2, max_keys=100)
-    assert [(s.shard, shard_files(lake, s)) for s in new] == [
+    new, _, _ = discover(lake, positions, files_per_unit=2, max_keys=100)
+    assert [(u.name, unit_files(lake, u)) for u in new] == [
         ("00002", [f"{LANDING}/{CRAWL}/g.warc.gz", f"{LANDING}/{CRAWL}/h.warc.gz"])
     ]
 
 
-def execute_requested(defs, instance: DagsterInstance, result) -> int:
-    """Launch what the automation conditions requested, as the daemon would; returns runs."""
-    job = defs.resolve_implicit_global_asset_job_def()
-    runs = 0
+def definitions(lake: Lake, recipe: Recipe | None = None):
+    return build_definitions(
+        LakeResource(url=lake.url), workers=WorkersResource(processes=1), recipe=recipe
+    )
+
+
+def execute_requested(defs, instance: DagsterInstance, result) -> dict[str, set[str]]:
+    """Launch what the automation conditions requested, as the daemon would: one run per
+    partition, by the stage's job; returns the partitions run per asset."""
+    launched = {}
     for node in defs.resolve_asset_graph().toposorted_asset_keys:
-        for partition in sorted(result.get_requested_partitions(node), key=str):
-            outcome = job.execute_in_process(
-                instance=instance, asset_selection=[node], partition_key=partition
+        partitions = result.get_requested_partitions(node)
+        if not partitions:
+            continue
+        name = node.to_user_string()
+        for partition in sorted(partitions, key=str):
+            outcome = defs.resolve_job_def(JOBS[name].name).execute_in_process(
+                instance=instance, partition_key=partition
             )
             assert outcome.success
-            runs += 1
-    return runs
+        launched[name] = set(partitions)
+    return launched
 
 
 class Automation:
-    """The automation sensor's ticks, evaluated in the test; its cursor carries over, as the
-    daemon's does, so conditions see what changed since the previous tick."""
+    """The automation sensor's ticks and the crawl-signatures sensor's, evaluated in the test;
+    their cursors carry over, as the daemon's do, so each sees what changed since its last
+    tick."""
 
     def __init__(self, defs, instance: DagsterInstance):
-        self.defs, self.instance, self.cursor = defs, instance, None
+        self.defs, self.instance = defs, instance
+        self.cursor, self.signatures_cursor = None, None
         self.first = self.evaluate()
 
     def evaluate(self):
@@ -184,79 +212,296 @@ class Automation:
         self.cursor = result.cursor
         return result
 
-    def settle(self, max_rounds: int = 12) -> int:
-        runs = 0
+    def signatures_tick(self) -> list[str]:
+        """The crawl_signatures_complete sensor's tick; returns the crawls it observed."""
+        context = build_sensor_context(instance=self.instance, cursor=self.signatures_cursor)
+        result = crawl_signatures_complete(context)
+        if isinstance(result, SkipReason):
+            return []
+        self.signatures_cursor = result.cursor
+        for event in result.asset_events:
+            self.instance.report_runless_asset_event(event)
+        return [event.partition for event in result.asset_events]
+
+    def settle(self, max_rounds: int = 16, after_round=None) -> dict[str, set[str]]:
+        """Ticks until nothing is requested; returns the partitions run per asset."""
+        launched: dict[str, set[str]] = {}
         for _ in range(max_rounds):
+            observed = self.signatures_tick()
             result = self.evaluate()
-            if result.total_requested == 0:
-                return runs
-            runs += execute_requested(self.defs, self.instance, result)
+            if result.total_requested == 0 and not observed:
+                return launched
+            ran = execute_requested(self.defs, self.instance, result)
+            for name, partitions in ran.items():
+                launched.setdefault(name, set()).update(partitions)
+            if after_round:
+                after_round(ran)
         raise AssertionError("automation did not settle")
 
 
-def clusters_status(defs, instance: DagsterInstance) -> StaleStatus:
+def stale_status(defs, instance: DagsterInstance, asset: str, partition: str) -> StaleStatus:
     resolver = CachingStaleStatusResolver(
         instance, defs.resolve_asset_graph(), LoadingContextForTest(instance)
     )
-    return resolver.get_status(AssetKey("dedup_clusters"), CRAWL)
+    return resolver.get_status(AssetKey(asset), partition)
 
 
-def test_a_shard_dropped_in_the_landing_zone_ends_up_tokenized(tmp_path, lake):
-    warcs = tmp_path / "warcs"
-    generate_demo_crawl(warcs, tmp_path / "truth.json", crawl=CRAWL, files=4, pages_per_file=20)
-    files = sorted(warcs.iterdir())
-    for path in files[:2]:
-        lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
-    defs = build_definitions(LakeResource(url=lake.url))
-    instance = DagsterInstance.ephemeral()
+def materialized(instance: DagsterInstance, asset: str) -> set[str]:
+    return set(instance.get_materialized_partitions(AssetKey(asset)))
 
-    def sensor_tick(cursor):
-        runs, partitions, cursor = tick(lake, instance, cursor)
+
+def observed(instance: DagsterInstance, asset: str) -> set[str]:
+    records = instance.fetch_observations(AssetKey(asset), limit=1000).records
+    return {r.partition_key for r in records}
+
+
+def demo_files(tmp_path: Path, crawl: str, files: int, seed: int = 0) -> list[Path]:
+    warcs = tmp_path / f"warcs-{crawl}"
+    generate_demo_crawl(
+        warcs, tmp_path / f"truth-{crawl}.json", crawl=crawl, files=files, pages_per_file=20,
+        seed=seed,
+    )  # fmt: skip
+    return sorted(warcs.iterdir())
+
+
+def land_files(lake: Lake, crawl: str, paths: list[Path], names: list[str] | None = None) -> None:
+    for path, name in zip(paths, names or [p.name for p in paths], strict=True):
+        lake.put_file(f"{LANDING}/{crawl}/{name}", path)
+
+
+class Landing:
+    """The landing sensor's ticks, with what the daemon does with their results: add the
+    partitions and launch the first stage's runs."""
+
+    def __init__(self, defs, lake: Lake, instance: DagsterInstance, files_per_unit: int):
+        self.defs, self.lake, self.instance = defs, lake, instance
+        self.files_per_unit, self.cursor = files_per_unit, None
+
+    def tick(self) -> list[str]:
+        runs, partitions, self.cursor = tick(
+            self.lake, self.instance, self.cursor, files_per_unit=self.files_per_unit
+        )
         for request in partitions:
-            instance.add_dynamic_partitions(request.partitions_def_name, request.partition_keys)
-        for run in runs:  # what the daemon launches for the sensor's run requests
-            job = defs.resolve_job_def("ingest_shard")
-            assert job.execute_in_process(instance=instance, partition_key=run.partition_key)
-        return cursor, len(runs)
+            self.instance.add_dynamic_partitions(
+                request.partitions_def_name, request.partition_keys
+            )
+        job = self.defs.resolve_job_def(JOBS["raw_crawl"].name)
+        for run in runs:
+            assert job.execute_in_process(instance=self.instance, partition_key=run.partition_key)
+        return [run.partition_key for run in runs]
+
+
+def test_each_per_unit_asset_has_exactly_the_registered_units(tmp_path, lake):
+    """No phantom partitions: two crawls of 3 and 1 units are 4 partitions of every per-unit
+    asset, and the automation requests runs for exactly those."""
+    land(lake, [f"f-{i}.warc.gz" for i in range(6)])
+    land(lake, ["g-0.warc.gz", "g-1.warc.gz"], crawl=OTHER)
+    defs = definitions(lake)
+    instance = DagsterInstance.ephemeral()
+    automation = Automation(defs, instance)
+    _, partitions, _ = tick(lake, instance, None)
+    for request in partitions:
+        instance.add_dynamic_partitions(request.partitions_def_name, request.partition_keys)
+
+    units = keys(CRAWL, "00000", "00001", "00002") + keys(OTHER, "00000")
+    for name in PER_UNIT:
+        partitions_def = defs.resolve_assets_def(name).partitions_def
+        assert sorted(partitions_def.get_partition_keys(dynamic_partitions_store=instance)) == (
+            sorted(units)
+        ), name
+    crawls = defs.resolve_assets_def("dedup_clusters").partitions_def
+    assert sorted(crawls.get_partition_keys(dynamic_partitions_store=instance)) == [CRAWL, OTHER]
+
+    # The first stage's on_missing condition (what launches units registered outside the
+    # sensor) requests exactly the registered units, and the eager stages that can run with it
+    # the same units; nothing per crawl before the crawl_signatures_complete sensor says so.
+    result = automation.evaluate()
+    requested = {
+        key.to_user_string(): result.get_requested_partitions(key)
+        for key in defs.resolve_asset_graph().toposorted_asset_keys
+        if result.get_requested_partitions(key)
+    }
+    assert requested["raw_crawl"] == set(units)
+    assert set(requested) <= set(PER_UNIT)
+    assert all(partitions == set(units) for partitions in requested.values()), requested
+
+
+def test_landed_files_end_up_tokenized_and_only_what_changed_runs_again(tmp_path, lake):
+    """Landing → raw_crawl by the sensor → stages follow → crawl_signatures → clusters →
+    unit_duplicates → deduplicated → tokenizer → tokenized_shards. A second landing makes only
+    its crawl's clusters stale; re-clustering makes only the units whose removals changed
+    stale, and only those are deduplicated again."""
+    files = demo_files(tmp_path, CRAWL, files=3)
+    other_files = demo_files(tmp_path, OTHER, files=1, seed=1)
+    land_files(lake, CRAWL, files)
+    land_files(lake, OTHER, other_files)
+    # The lowest doc id survives: a copy of a landed file under another name (another doc id)
+    # takes over some of its clusters, so the removals of that file's unit change.
+    defs = definitions(lake, Recipe({"dedup": {"survivor": "lowest_doc_id"}}, "test"))
+    instance = DagsterInstance.ephemeral()
+    landing = Landing(defs, lake, instance, files_per_unit=1)
 
     automation = Automation(defs, instance)
     assert automation.first.total_requested == 0  # nothing to do yet, not even a tokenizer
-    cursor, launched = sensor_tick(None)
-    assert launched == 1
-    assert automation.settle() >= 4  # clusters, deduplicated, tokenizer, tokenized
-    first = f"{CRAWL}|00000"
-    for asset in ("cleaned", "deduplicated", "tokenized_shards"):
-        assert instance.get_materialized_partitions(AssetKey(asset)) == {first}, asset
-    clusters_before = instance.get_latest_materialization_event(AssetKey("dedup_clusters"))
+    first_units = keys(CRAWL, "00000", "00001", "00002") + keys(OTHER, "00000")
+    assert sorted(landing.tick()) == sorted(first_units)
+    assert materialized(instance, "raw_crawl") == set(first_units)
+    assert automation.signatures_tick() == []  # no unit signed yet
+    launched = automation.settle()
+    assert launched == {
+        "cleaned": set(first_units),
+        "dedup_signatures": set(first_units),
+        "dedup_clusters": {CRAWL, OTHER},
+        "deduplicated": set(first_units),
+        "tokenizer": {None},
+        "tokenized_shards": set(first_units),
+    }
+    assert observed(instance, "unit_duplicates") == set(first_units)
+    for name in PER_UNIT:
+        assert materialized(instance, name) == set(first_units), name
+    assert {
+        stale_status(defs, instance, name, partition)
+        for name in PER_UNIT
+        for partition in first_units
+    } == {StaleStatus.FRESH}
+    clusters_key = f"dedup_clusters/{CRAWL}/{CLUSTERS_FILE}"
+    before = pq.read_table(lake.open_input(clusters_key)).to_pylist()
 
-    # A second shard lands: its crawl's clusters are recomputed and both shards follow.
-    for path in files[2:]:
-        lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
-    cursor, launched = sensor_tick(cursor)
-    assert launched == 1
-    assert clusters_status(defs, instance) == StaleStatus.STALE
-    automation.settle()
-    assert clusters_status(defs, instance) == StaleStatus.FRESH
-    second = f"{CRAWL}|00001"
-    assert instance.get_materialized_partitions(AssetKey("tokenized_shards")) == {first, second}
-    clusters_after = instance.get_latest_materialization_event(AssetKey("dedup_clusters"))
-    assert clusters_after.run_id != clusters_before.run_id
-    deduplicated = instance.get_latest_materialization_event(AssetKey("deduplicated"))
-    assert deduplicated.timestamp > clusters_after.timestamp
-    assert lake.exists(f"tokenized/{CRAWL}/00001/tokens.bin")
+    # A copy of the first file lands as a new unit of the first crawl.
+    land_files(lake, CRAWL, files[:1], [f"{CRAWL}-copy.warc.gz"])
+    new_unit = Unit(CRAWL, "00003").key
+    assert landing.tick() == [new_unit]
+    assert stale_status(defs, instance, "dedup_clusters", CRAWL) == StaleStatus.STALE
+    assert stale_status(defs, instance, "dedup_clusters", OTHER) == StaleStatus.FRESH
+
+    checked = []
+
+    def after_round(ran: dict[str, set[str]]) -> None:
+        if "dedup_clusters" not in ran:
+            return
+        after = pq.read_table(lake.open_input(clusters_key)).to_pylist()
+        changed = {
+            Unit(CRAWL, row["unit"]).key
+            for row in [r for r in before if r not in after] + [r for r in after if r not in before]
+        }
+        old_units = keys(CRAWL, "00000", "00001", "00002")
+        assert {u for u in old_units if u in changed} and {u for u in old_units if u not in changed}
+        for unit in old_units:
+            status = stale_status(defs, instance, "deduplicated", unit)
+            assert status == (StaleStatus.STALE if unit in changed else StaleStatus.FRESH), unit
+        assert stale_status(defs, instance, "deduplicated", new_unit) == StaleStatus.MISSING
+        assert stale_status(defs, instance, "deduplicated", Unit(OTHER, "00000").key) == (
+            StaleStatus.FRESH
+        )
+        checked.append(changed | {new_unit})
+
+    launched = automation.settle(after_round=after_round)
+    assert checked, "the clusters were not recomputed"
+    assert launched["dedup_clusters"] == {CRAWL}
+    assert launched["deduplicated"] == checked[0]
+    assert launched["tokenized_shards"] == checked[0]
+    assert "tokenizer" not in launched  # built once; retraining it is a deliberate launch
+    assert stale_status(defs, instance, "dedup_clusters", CRAWL) == StaleStatus.FRESH
+    assert materialized(instance, "tokenized_shards") == set(first_units) | {new_unit}
+    assert lake.exists(f"tokenized_shards/{CRAWL}/00003/_SUCCESS.json")
 
 
-def test_clusters_are_not_held_by_a_crawl_whose_shard_list_was_never_observed(lake):
-    # An instance whose crawls were registered before crawl_shards existed: signed shards still
-    # get their clusters; the shard list only marks them stale.
+def test_clusters_are_not_held_by_a_crawl_whose_unit_list_was_never_observed(lake):
+    # An instance whose crawls were registered before crawl_units existed: signed units still
+    # get their clusters; the unit list only marks them stale.
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("crawls", [CRAWL])
-    instance.add_dynamic_partitions("shards", ["00000"])
-    automation = Automation(build_definitions(LakeResource(url=lake.url)), instance)
+    instance.add_dynamic_partitions("units", keys(CRAWL, "00000"))
+    automation = Automation(definitions(lake), instance)
     for asset in ("raw_crawl", "cleaned", "dedup_signatures"):
-        instance.report_runless_asset_event(AssetMaterialization(asset, partition=f"{CRAWL}|00000"))
+        instance.report_runless_asset_event(AssetMaterialization(asset, partition=f"{CRAWL}/00000"))
+    assert automation.signatures_tick() == [CRAWL]
     requested = automation.evaluate().get_requested_partitions(AssetKey("dedup_clusters"))
     assert requested == {CRAWL}
+
+
+def test_crawl_signatures_are_observed_once_every_unit_of_the_crawl_is_signed(lake):
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("crawls", [CRAWL, OTHER])
+    instance.add_dynamic_partitions("units", keys(CRAWL, "00000", "00001") + keys(OTHER, "00000"))
+    automation = Automation(definitions(lake), instance)
+
+    def sign(key: str) -> None:
+        instance.report_runless_asset_event(AssetMaterialization("dedup_signatures", partition=key))
+
+    sign(f"{CRAWL}/00000")
+    assert automation.signatures_tick() == []  # unit 00001 has no signatures yet
+    sign(f"{CRAWL}/00001")
+    sign(f"{OTHER}/00000")
+    assert sorted(automation.signatures_tick()) == [CRAWL, OTHER]
+    assert automation.signatures_tick() == []  # nothing new
+    sign(f"{CRAWL}/00001")  # a unit signed again: a new version of its crawl only
+    assert automation.signatures_tick() == [CRAWL]
+    versions = instance.fetch_observations(AssetKey("crawl_signatures"), limit=10).records
+    assert len({r.asset_observation.data_version for r in versions}) == 3
+
+
+def cleaned_languages(lake: Lake, unit: Unit) -> set[str]:
+    languages = set()
+    for key in lake.list(unit.prefix("cleaned")):
+        if key.endswith("docs.parquet"):
+            table = pq.read_table(lake.open_input(key), columns=["language"])
+            languages |= set(table.column("language").to_pylist())
+    return languages
+
+
+def test_the_recipe_sets_every_run_and_its_changes_rerun_only_its_stages(tmp_path, lake):
+    files = demo_files(tmp_path, CRAWL, files=2, seed=5)
+    truth = json.loads((tmp_path / f"truth-{CRAWL}.json").read_text())
+    assert {p["language"] for p in truth["pages"]} >= {"es", "it", "en"}
+    land_files(lake, CRAWL, files)
+    instance = DagsterInstance.ephemeral()
+    # Gopher's quality filter knows English stop words only.
+    clean = {"min_language_score": 0.5, "skip_filters": ["gopher_quality"]}
+    spanish = Recipe({"clean": clean | {"keep_languages": ["es"]}}, "spanish")
+    defs = definitions(lake, spanish)
+    Landing(defs, lake, instance, files_per_unit=2).tick()
+    unit = Unit(CRAWL, "00000")
+    cleaned = defs.resolve_job_def(JOBS["cleaned"].name)
+
+    # A run without config (as every automated one) cleans by the recipe...
+    assert cleaned.execute_in_process(instance=instance, partition_key=unit.key).success
+    assert cleaned_languages(lake, unit) == {"es"}
+    event = instance.get_latest_materialization_event(AssetKey("cleaned"))
+    metadata = event.asset_materialization.metadata
+    assert metadata["recipe"].value == "spanish" and "recipe_overrides" not in metadata
+
+    # ...and a run's own config overrides it for that run, recorded with its materialization.
+    override = {"ops": {"cleaned": {"config": {"keep_languages": ["en"]}}}}
+    result = cleaned.execute_in_process(
+        instance=instance, partition_key=unit.key, run_config=override
+    )
+    assert result.success
+    assert cleaned_languages(lake, unit) == {"en"}
+    event = instance.get_latest_materialization_event(AssetKey("cleaned"))
+    assert event.asset_materialization.metadata["recipe_overrides"].value == {
+        "keep_languages": ["en"]
+    }
+
+    # Changing the recipe's clean section changes the code version of cleaned only...
+    italian = Recipe({"clean": clean | {"keep_languages": ["it"]}}, "italian")
+    new_defs = definitions(lake, italian)
+    graphs = defs.resolve_asset_graph(), new_defs.resolve_asset_graph()
+    changed = {
+        key.to_user_string()
+        for key in graphs[0].materializable_asset_keys
+        if graphs[0].get(key).code_version != graphs[1].get(key).code_version
+    }
+    assert changed == {"cleaned"}
+    # ...and the automation, which ticked under the old recipe, cleans again once the code
+    # location loads the new one (the cursor holds the code versions it last saw).
+    automation = Automation(defs, instance)
+    assert automation.evaluate().get_requested_partitions(AssetKey("cleaned")) == set()
+    automation.defs = new_defs
+    assert automation.evaluate().get_requested_partitions(AssetKey("cleaned")) == {unit.key}
+    new_cleaned = new_defs.resolve_job_def(JOBS["cleaned"].name)
+    assert new_cleaned.execute_in_process(instance=instance, partition_key=unit.key).success
+    assert cleaned_languages(lake, unit) == {"it"}
 
 
 class Webhook(BaseHTTPRequestHandler):
@@ -277,12 +522,15 @@ def test_failed_runs_are_recorded_in_the_lake_and_posted(lake):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     webhook = f"http://127.0.0.1:{server.server_port}/hook"
     instance = DagsterInstance.ephemeral()
-    defs = build_definitions(LakeResource(url=lake.url))
+    defs = definitions(lake)
+    land(lake, ["a.warc.gz"])
+    register_new_files(lake, CRAWL, files_per_unit=1, verify=False)
     instance.add_dynamic_partitions("crawls", [CRAWL])
-    instance.add_dynamic_partitions("shards", ["00000"])
-    # Tokenizing a shard that was never deduplicated fails at once with a clear message.
-    result = defs.resolve_job_def("tokenize_shard").execute_in_process(
-        instance=instance, partition_key=f"{CRAWL}|00000", raise_on_error=False
+    instance.add_dynamic_partitions("units", keys(CRAWL, "00000"))
+    # Deduplicating a unit whose crawl was never clustered fails at once with a clear message.
+    job = JOBS["deduplicated"].name
+    result = defs.resolve_job_def(job).execute_in_process(
+        instance=instance, partition_key=f"{CRAWL}/00000", raise_on_error=False
     )
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "PIPELINE_FAILURE")
@@ -296,35 +544,32 @@ def test_failed_runs_are_recorded_in_the_lake_and_posted(lake):
             "alerts": AlertsResource(webhook_url=webhook),
         },
     ).for_run_failure()
-    # What a range step of the failed run (and of another, live run) had journaled.
-    report = StageReport(records_in=3)
-    for run_id in (result.run_id, "another-run"):
-        StepJournal(lake, run_id, "tokenized").record(Shard(CRAWL, "00000"), report)
     record_run_failures(context)
     server.shutdown()
-    assert lake.list("_journal") == [f"_journal/tokenized/another-run/{CRAWL}/00000.json"]
 
     record = lake.read_json(f"{FAILURES}/{result.run_id}.json")
-    assert record["job"] == "tokenize_shard" and record["partition"] == f"{CRAWL}|00000"
-    assert record["steps"] == ["tokenized_shards"]
+    assert record["job"] == job and record["partition"] == f"{CRAWL}/00000"
+    assert record["steps"] == ["deduplicated"]
     assert any(
-        "deduplicated" in error and "not materialized" in error for error in record["errors"]
+        "dedup_clusters" in error and "not materialized" in error for error in record["errors"]
     )
     assert Webhook.received == [record]
 
 
 def test_reconciliation_registers_files_the_sensor_skipped(lake):
     instance = DagsterInstance.ephemeral()
-    defs = build_definitions(LakeResource(url=lake.url))
+    defs = build_definitions(
+        LakeResource(url=lake.url), discovery=DiscoveryResource(files_per_unit=2)
+    )
     land(lake, ["b.warc.gz", "c.warc.gz"])
-    _, positions = discover(lake, {}, files_per_shard=2, max_keys=100)
+    _, positions, _ = discover(lake, {}, files_per_unit=2, max_keys=100)
     land(lake, ["a.warc.gz"])  # landed late, sorts before the sensor's position
-    assert discover(lake, positions, files_per_shard=2, max_keys=100)[0] == []
+    assert discover(lake, positions, files_per_unit=2, max_keys=100)[0] == []
     assert defs.resolve_job_def("reconcile_landing").execute_in_process(instance=instance).success
-    assert shard_files(lake, Shard(CRAWL, "00001")) == [f"{LANDING}/{CRAWL}/a.warc.gz"]
-    assert set(instance.get_dynamic_partitions("shards")) == {"00000", "00001"}
-    version = shard_list_version(registered_shards(lake, CRAWL))
-    assert shard_list_observations(instance) == [(CRAWL, version)]
+    assert unit_files(lake, Unit(CRAWL, "00001")) == [f"{LANDING}/{CRAWL}/a.warc.gz"]
+    assert set(instance.get_dynamic_partitions("units")) == set(keys(CRAWL, "00000", "00001"))
+    version = unit_list_version(registered_units(lake, CRAWL))
+    assert unit_list_observations(instance) == [(CRAWL, version)]
 
 
 def test_definitions_wire_the_sensors_and_schedule():
@@ -333,9 +578,17 @@ def test_definitions_wire_the_sensors_and_schedule():
     repository = defs.get_repository_def()
     assert {s.name for s in repository.sensor_defs} >= {
         "landing_zone",
+        "crawl_signatures_complete",
         "record_run_failures",
         "automation",
     }
     assert [s.name for s in repository.schedule_defs] == ["reconcile_landing_schedule"]
     for name in ("cleaned", "dedup_clusters", "deduplicated", "tokenized_shards"):
         assert defs.resolve_assets_def(name).automation_conditions_by_key[AssetKey(name)]
+    # The bridges across the unit/crawl boundary are external: nothing materializes them.
+    graph = defs.resolve_asset_graph()
+    assert {key.to_user_string() for key in graph.external_asset_keys} >= {
+        "crawl_units",
+        "crawl_signatures",
+        unit_duplicates.key.to_user_string(),
+    }

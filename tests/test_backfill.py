@@ -1,10 +1,10 @@
 """Backfills and the README's CLI commands, run the way users run them: against `dagster dev`
 (webserver + daemon) on a temporary instance and lake, through GraphQL and the `dagster` CLI;
-and what one backfill run over a range of shards records, in process."""
+and what one run of one unit records, in process, and how its retry resumes."""
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import re
 
 import pytest
@@ -13,41 +13,31 @@ from dagster import (
     DagsterEventType,
     DagsterInstance,
     DagsterRunStatus,
-    MaterializeResult,
-    MultiPartitionKey,
-    RetryPolicy,
     RunsFilter,
-    asset,
-    materialize,
 )
 from dagster._core.execution.backfill import BulkActionStatus
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     BACKFILL_ID_TAG,
+    PARTITION_NAME_TAG,
 )
 
-from data_assets import stage
-from data_assets.partitions import (
-    crawl_partitions,
-    shard_index_partitions,
-    shard_key,
-    shard_partitions,
-)
+from data_assets.cli import land_demo_crawl
+from data_assets.definitions import build_definitions
+from data_assets.jobs import JOBS
 from data_assets.runner import QUIET_CONSOLE, register
-from data_assets.stages import MAX_SHARDS_PER_RUN
 from resources.lake import LakeResource
+from resources.workers import WorkersResource
 from tests.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
-from tokenmill.cli import land_demo_crawl
-from tokenmill.ingest import RAW, land_shard
 from tokenmill.lake import Lake
-from tokenmill.shards import shard_name
+from tokenmill.layout import MARKER, RAW_CRAWL, Unit
+from tokenmill.stages import raw_crawl
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 
 CRAWL = "CC-MAIN-BACKFILL"
-EMPTY_SHARDS = 40  # shard keys no manifest of the crawl lists: they materialize with no docs
-INGEST_ASSETS = ["raw_crawl", "cleaned", "dedup_signatures"]  # the `ingest_shard` job
+INGEST_ASSETS = ["raw_crawl", "cleaned", "dedup_signatures"]
 
 
 @pytest.fixture(scope="module")
@@ -65,21 +55,17 @@ def lake(dev: DagsterDev) -> Lake:
     return Lake.from_url(dev.env["TOKENMILL_LAKE_URL"])
 
 
-def land_crawl(dev: DagsterDev, lake: Lake, crawl: str, seed: int) -> list[str]:
-    """A small demo crawl as 2 real shards, plus every registered shard key as empty shards;
-    returns the crawl's partition keys."""
-    land_demo_crawl(lake, crawl, files=4, pages_per_file=15, seed=seed)
+def land_crawl(dev: DagsterDev, lake: Lake, crawl: str, seed: int, files: int = 4) -> list[str]:
+    """A small demo crawl as units of one file each; returns the crawl's partition keys."""
+    land_demo_crawl(lake, crawl, files=files, pages_per_file=15, seed=seed)
     with dev.instance() as instance:
-        real = register(instance, lake, crawl, files_per_shard=2)
-        assert len(real) == 2
-        known = set(instance.get_dynamic_partitions(shard_index_partitions.name))
-        wanted = [shard_name(i) for i in range(len(real) + EMPTY_SHARDS)]
-        instance.add_dynamic_partitions(
-            shard_index_partitions.name, [s for s in wanted if s not in known]
-        )
-        assert crawl in instance.get_dynamic_partitions(crawl_partitions.name)
-        shards = instance.get_dynamic_partitions(shard_index_partitions.name)
-    return [str(MultiPartitionKey({"crawl": crawl, "shard": shard})) for shard in shards]
+        units = register(instance, lake, crawl, files_per_unit=1).units
+        assert len(units) == files
+        assert crawl in instance.get_dynamic_partitions("crawls")
+        # No phantom partitions: the instance has exactly the registered units of the crawl.
+        known = instance.get_dynamic_partitions("units")
+    assert [k for k in known if k.startswith(f"{crawl}/")] == [u.key for u in units]
+    return [u.key for u in units]
 
 
 def materialized(dev: DagsterDev, asset: str) -> set[str]:
@@ -87,49 +73,59 @@ def materialized(dev: DagsterDev, asset: str) -> set[str]:
         return set(instance.get_materialized_partitions(AssetKey(asset)))
 
 
-def test_asset_backfill_launches_one_run_per_range_of_shards(dev: DagsterDev, lake: Lake):
+def run_partition(run) -> str:
+    """The one partition of a run: a backfill tags it as a range of one."""
+    start, end = (
+        run.tags.get(ASSET_PARTITION_RANGE_START_TAG),
+        run.tags.get(ASSET_PARTITION_RANGE_END_TAG),
+    )
+    if start is None:
+        return run.tags[PARTITION_NAME_TAG]
+    assert start == end, run.tags
+    return start
+
+
+def test_asset_backfill_launches_one_run_per_unit(dev: DagsterDev, lake: Lake):
     keys = land_crawl(dev, lake, CRAWL, seed=0)
-    assert len(keys) == 2 + EMPTY_SHARDS
     params = {
         "assetSelection": [{"path": [name]} for name in INGEST_ASSETS],
         "partitionNames": keys,
-        "title": "ingest every shard",
+        "title": "ingest every unit",
     }
     backfill_id = dev.launch_backfill(params)
     backfill = dev.wait_for_backfill(backfill_id, timeout=240)
     assert backfill.status == BulkActionStatus.COMPLETED_SUCCESS, backfill
 
-    # The three ingest stages share partitions and backfill policy, so each run takes all of
-    # them for a range of up to MAX_SHARDS_PER_RUN shards.
+    # One partition per run (BackfillPolicy.multi_run(1)): the three stages of a unit run
+    # together, each unit in its own run.
     with dev.instance() as instance:
         runs = instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
-        all_keys = shard_partitions.get_partition_keys(dynamic_partitions_store=instance)
-    assert len(runs) == math.ceil(len(keys) / MAX_SHARDS_PER_RUN)
-    covered = []
+        events = {
+            name: instance.fetch_materializations(AssetKey(name), limit=100).records
+            for name in INGEST_ASSETS
+        }
+    assert len(runs) == len(keys)
+    assert sorted(run_partition(run) for run in runs) == sorted(keys)
     for run in runs:
         assert run.status == DagsterRunStatus.SUCCESS, run.run_id
         assert sorted(run.asset_selection) == sorted(AssetKey(name) for name in INGEST_ASSETS)
-        start, end = (
-            run.tags[ASSET_PARTITION_RANGE_START_TAG],
-            run.tags[ASSET_PARTITION_RANGE_END_TAG],
-        )
-        in_run = all_keys[all_keys.index(start) : all_keys.index(end) + 1]
-        assert 1 <= len(in_run) <= MAX_SHARDS_PER_RUN
-        covered += in_run
-    assert sorted(covered) == sorted(keys)
     for name in INGEST_ASSETS:
         assert materialized(dev, name) >= set(keys), name
-    # Real shards have documents, the empty ones none, each committed with its marker.
-    docs = [lake.read_json(f"cleaned/{CRAWL}/{shard_name(i)}/_SUCCESS.json") for i in range(3)]
-    assert [marker["outputs"]["docs.parquet"]["rows"] > 0 for marker in docs] == [
-        True,
-        True,
-        False,
-    ]
+    # Each partition's metadata is its own: its row count is its unit's, from its marker.
+    rows = {}
+    for record in events["cleaned"]:
+        metadata = record.asset_materialization.metadata
+        unit = Unit.from_key(record.partition_key)
+        marker = lake.read_json(f"{unit.prefix('cleaned')}/{MARKER}")
+        assert metadata["dagster/row_count"].value == marker["records_out"], unit
+        assert metadata["files"].value == 1
+        rows[record.partition_key] = metadata["dagster/row_count"].value
+    assert sorted(rows) == sorted(keys)
+    assert len(set(rows.values())) > 1 and min(rows.values()) > 0, rows
 
 
 def test_cli_materializes_one_partition(dev: DagsterDev, lake: Lake):
-    keys = land_crawl(dev, lake, "CC-MAIN-CLI-ONE", seed=1)
+    keys = land_crawl(dev, lake, "CC-MAIN-CLI-ONE", seed=1, files=2)
     key = keys[0]
     dev.cli(
         "asset",
@@ -142,12 +138,13 @@ def test_cli_materializes_one_partition(dev: DagsterDev, lake: Lake):
         key,
     )
     assert materialized(dev, "raw_crawl") & set(keys) == {key}
-    assert lake.exists(f"raw/CC-MAIN-CLI-ONE/{shard_name(0)}/_SUCCESS.json")
+    assert lake.exists(f"raw_crawl/CC-MAIN-CLI-ONE/00000/{MARKER}")
+    assert not lake.exists(f"raw_crawl/CC-MAIN-CLI-ONE/00001/{MARKER}")
 
 
 def test_cli_job_backfills_a_range_and_a_list(dev: DagsterDev, lake: Lake):
     keys = land_crawl(dev, lake, "CC-MAIN-CLI-JOB", seed=2)
-    job = ["job", "backfill", "-w", "workspace.yaml", "-j", "ingest_shard", "--noprompt"]
+    job = ["job", "backfill", "-w", "workspace.yaml", "-j", JOBS[RAW_CRAWL].name, "--noprompt"]
     by_range = dev.cli(*job, "--from", keys[0], "--to", keys[1])
     by_list = dev.cli(*job, "--partitions", keys[2])
     for launched, wanted in ((by_range, keys[0:2]), (by_list, keys[2:3])):
@@ -156,103 +153,90 @@ def test_cli_job_backfills_a_range_and_a_list(dev: DagsterDev, lake: Lake):
         runs = dev.wait_for_runs({BACKFILL_ID_TAG: backfill_id}, len(wanted), timeout=240)
         assert sorted(run.tags["dagster/partition"] for run in runs) == sorted(wanted)
         assert all(run.status == DagsterRunStatus.SUCCESS for run in runs)
-    for name in INGEST_ASSETS:
-        assert materialized(dev, name) & set(keys) == set(keys[:3]), name
+    assert materialized(dev, RAW_CRAWL) & set(keys) == set(keys[:3])
 
 
-def run_range(instance: DagsterInstance, lake: Lake, keys: list[str]):
-    """The `ingest_shard` job over a range of shards, as a multi-run backfill launches it."""
-    from data_assets.definitions import defs
-
-    return defs.resolve_job_def("ingest_shard").execute_in_process(
-        run_config=QUIET_CONSOLE,
-        instance=instance,
-        tags={ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]},
-        resources={"lake": LakeResource(url=lake.url)},
+def run_unit(instance: DagsterInstance, lake: Lake, job: str, key: str):
+    defs = build_definitions(LakeResource(url=lake.url), workers=WorkersResource(processes=1))
+    return defs.resolve_job_def(job).execute_in_process(
+        run_config=QUIET_CONSOLE, instance=instance, partition_key=key, raise_on_error=False
     )
 
 
-def test_a_range_run_records_every_partition_without_an_event_per_shard(tmp_path, monkeypatch):
+def test_a_run_records_its_partition_without_an_event_per_file(tmp_path):
     lake = Lake.from_url(str(tmp_path / "lake"))
-    land_demo_crawl(lake, "CC-MAIN-RANGE", files=3, pages_per_file=10, seed=3)
+    land_demo_crawl(lake, "CC-MAIN-ONE", files=3, pages_per_file=10, seed=3)
     instance = DagsterInstance.ephemeral()
-    keys = [str(shard_key(s)) for s in register(instance, lake, "CC-MAIN-RANGE", 1)]
-    assert len(keys) == 3
+    key = register(instance, lake, "CC-MAIN-ONE", 3).units[0].key
+    assert run_unit(instance, lake, JOBS[RAW_CRAWL].name, key).success
+    result = run_unit(instance, lake, JOBS["cleaned"].name, key)
+    assert result.success
 
-    events = instance.all_logs(run_range(instance, lake, keys).run_id)
+    events = instance.all_logs(result.run_id)
     materialized = [
         (e.dagster_event.asset_key.to_user_string(), e.dagster_event.partition)
         for e in events
         if e.dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION
     ]
-    assert sorted(materialized) == sorted((a, k) for a in INGEST_ASSETS for k in keys)
+    assert materialized == [("cleaned", key)]
     checks = [
         e.dagster_event.event_specific_data
         for e in events
         if e.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION
     ]
-    assert sorted(c.check_name for c in checks) == ["bad_record_rate", "provenance_resolves"]
-    assert all(c.passed and c.metadata["partitions"].value == 3 for c in checks)
-    # Every event is a write to the event log: a short run writes no log line per shard...
+    assert [(c.check_name, c.passed) for c in checks] == [("provenance_resolves", True)]
+    metadata = instance.get_latest_materialization_event(AssetKey("cleaned")).asset_materialization
+    assert metadata.metadata["files"].value == 3
+    # Every event is a write to the event log: a run writes no log line per file.
     assert [e.user_message for e in events if not e.is_dagster_event] == []
 
-    # ...and a long one a progress line at most every PROGRESS_EVERY_S, none after the last.
-    monkeypatch.setattr(stage, "PROGRESS_EVERY_S", 0.0)
-    events = instance.all_logs(run_range(instance, lake, keys).run_id)
-    lines = [e.user_message for e in events if not e.is_dagster_event]
-    assert lines == [
-        f"{asset}: {n} of 3 shards done (CC-MAIN-RANGE/{shard_name(n - 1)})"
-        for asset in INGEST_ASSETS
-        for n in (1, 2)
-    ]
 
+def test_a_retried_step_resumes_after_its_committed_files(tmp_path, monkeypatch):
+    """A transient fault at the second of three files of a unit: the step's retry (same run)
+    recomputes only the second and third, and its outputs and metadata equal those of a run
+    without it."""
+    calls: list[int] = []
+    fail_at: list[int] = []
 
-def test_a_retried_range_step_resumes_after_its_committed_shards(tmp_path):
-    """A transient fault at the second of three shards: the retry (same run) recomputes only
-    the second and third, and the run's outputs and metadata equal those of a run without it."""
+    def land_with_fault(work):
+        calls.append(work.part)
+        if fail_at and work.part == fail_at[0] and calls.count(work.part) == 1:
+            raise OSError("node preempted")  # transient: Dagster retries the step
+        return raw_crawl.run(work)
+
+    # A part runs `STAGE.run` of its stage's module (in process with one worker).
+    monkeypatch.setattr(
+        raw_crawl, "STAGE", dataclasses.replace(raw_crawl.STAGE, run=land_with_fault)
+    )
 
     def outputs(lake: Lake) -> dict[str, bytes]:
-        return {key: lake.read_bytes(key) for key in lake.list(RAW)}
-
-    def run(lake: Lake, fail_at: str | None) -> tuple[list[str], dict]:
-        calls = []
-
-        def land_with_fault(lake: Lake, shard) -> object:
-            calls.append(shard.shard)
-            if shard.shard == fail_at and calls.count(fail_at) == 1:
-                raise OSError("node preempted")  # transient: Dagster retries the step
-            return land_shard(lake, shard)
-
-        @asset(name="raw_crawl", partitions_def=shard_partitions,
-               retry_policy=RetryPolicy(max_retries=1))  # fmt: skip
-        def raw(context) -> MaterializeResult:
-            return stage.materialize_shards(context, lake, RAW, land_with_fault)
-
-        instance = DagsterInstance.ephemeral()
-        keys = [str(shard_key(s)) for s in register(instance, lake, "CC-MAIN-RETRY", 1)]
-        result = materialize([raw], instance=instance, raise_on_error=False, tags={
-            ASSET_PARTITION_RANGE_START_TAG: keys[0], ASSET_PARTITION_RANGE_END_TAG: keys[-1]
-        })  # fmt: skip
-        assert result.success
-        materializations = result.asset_materializations_for_node("raw_crawl")
-        assert sorted(m.partition for m in materializations) == keys
-        metadata = {k: v.value for k, v in materializations[0].metadata.items()}
-        return calls, {
-            k: v
-            for k, v in metadata.items()
-            if k not in ("duration_s", "records_per_s", "location")
+        return {
+            key: lake.read_bytes(key) for key in lake.list(RAW_CRAWL) if not key.endswith(MARKER)
         }
+
+    def run(lake: Lake, fault: list[int]) -> tuple[list[int], dict]:
+        calls.clear()
+        fail_at[:] = fault
+        instance = DagsterInstance.ephemeral()
+        key = register(instance, lake, "CC-MAIN-RETRY", 3).units[0].key
+        result = run_unit(instance, lake, JOBS[RAW_CRAWL].name, key)
+        assert result.success
+        [event] = result.asset_materializations_for_node(RAW_CRAWL)
+        metadata = {k: v.value for k, v in event.metadata.items()}
+        return list(calls), metadata
 
     lakes = [Lake.from_url(str(tmp_path / name)) for name in ("clean", "faulty")]
     for lake in lakes:
         land_demo_crawl(lake, "CC-MAIN-RETRY", files=3, pages_per_file=10, seed=4)
-    clean_calls, clean_metadata = run(lakes[0], fail_at=None)
-    faulty_calls, faulty_metadata = run(lakes[1], fail_at=shard_name(1))
+    clean_calls, clean_metadata = run(lakes[0], [])
+    faulty_calls, faulty_metadata = run(lakes[1], [1])
 
-    assert clean_calls == [shard_name(n) for n in range(3)]
-    assert faulty_calls == [shard_name(n) for n in (0, 1, 1, 2)]  # shard 0 not recomputed
+    assert clean_calls == [0, 1, 2]
+    assert faulty_calls == [0, 1, 1, 2]  # part 0 not recomputed
+    assert clean_metadata.pop("resumed_parts") == 0
+    assert faulty_metadata.pop("resumed_parts") == 1
+    for name in ("duration_s", "records_per_s", "location"):
+        clean_metadata.pop(name), faulty_metadata.pop(name)
     assert faulty_metadata == clean_metadata
     assert clean_metadata["records_in"] > 0
     assert outputs(lakes[1]) == outputs(lakes[0])
-    assert lakes[1].list("_journal") == []
-    assert [p.name for p in (tmp_path / "faulty" / "_journal").iterdir()] == [RAW]  # no run dir

@@ -9,10 +9,12 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
+from data_assets.cli import land_demo_crawl
+from data_assets.runner import local_instance, materialize_all, register
 from tests.dagster_dev import start_dagster_dev, stop_dagster_dev
-from tests.demo_pipeline import demo_pipeline
+from tokenmill.lake import Lake
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Playwright adds --headless itself; the rest keeps a test browser off the network and quiet.
@@ -29,19 +31,38 @@ STAGES = ["raw_crawl", "cleaned", "deduplicated", "tokenized_shards"]
 TIMEOUT_MS = 60_000
 
 
+def run_demo(root: Path, crawls: dict[str, int]) -> int:
+    """Land small demo crawls (files per crawl), register them in units of 2 files and run
+    every stage on the instance and lake under `root`, as `tokenmill demo` does; returns the
+    number of units."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TOKENMILL_LAKE_URL", str(root / "lake"))
+        env.setenv("DAGSTER_HOME", str(root / "dagster_home"))
+        lake = Lake.from_url(str(root / "lake"))
+        instance = local_instance()
+        try:
+            units = 0
+            for seed, (crawl, files) in enumerate(crawls.items()):
+                land_demo_crawl(lake, crawl, files, pages_per_file=15, seed=seed)
+                units += len(register(instance, lake, crawl, files_per_unit=2).units)
+            assert all(run.success for run in materialize_all(instance, lake))
+        finally:
+            instance.dispose()
+    return units
+
+
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory):
-    """`dagster dev` on the instance a small demo run just used; yields (url, demo shards)."""
+    """`dagster dev` on the instance a small demo run just used; yields (url, demo units)."""
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is absent: `bash scripts/setup.sh` installs chromium")
     root = tmp_path_factory.mktemp("webui")
-    with demo_pipeline(root, "CC-MAIN-UI", files=4, pages_per_file=15, seed=3) as pipeline:
-        assert all(run.success for run in pipeline.runs)
-        shards = len(pipeline.shards)
+    # Two crawls of different sizes: the partitions tab counts exactly their units.
+    units = run_demo(root, {"CC-MAIN-UI-2026-01": 4, "CC-MAIN-UI-2026-02": 2})
     server = start_dagster_dev(root)
     try:
         server.stop_automation()
-        yield server.url, shards
+        yield server.url, units
     finally:
         stop_dagster_dev(server)
 
@@ -92,10 +113,11 @@ def test_asset_graph_shows_the_stages(ui, page, tmp_path):
 
 
 def test_partition_status_is_visible(ui, page, tmp_path):
-    url, shards = ui
+    url, units = ui
     page.goto(f"{url}/assets/tokenized_shards?view=partitions")
     dismiss_welcome_dialog(page)
-    # The partitions tab counts partitions by status; every demo shard is materialized.
-    for status in (f"Materialized ({shards})", "Missing (0)", "Failed (0)"):
+    # The partitions tab counts partitions by status: every demo unit is materialized, and
+    # there is no other partition (no crawl x unit cross product).
+    for status in (f"Materialized ({units})", "Missing (0)", "Failed (0)"):
         page.get_by_text(status, exact=True).first.wait_for(state="visible")
     assert screenshot(page, tmp_path, "partitions").stat().st_size > 10_000

@@ -80,9 +80,11 @@ class StageReport:
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any]) -> StageReport:
-        """The report ``summary()`` was taken from, less its preview and timing."""
+        """The report ``summary()`` was taken from, less its timing (a resumed part's preview is
+        its values as text, which is how the metadata shows them)."""
         fields = {k: summary[k] for k in SUMMARY_FIELDS if k != "dropped"}
-        return cls(**fields, dropped=Counter(summary["dropped"]))
+        preview = [dict(pairs) for pairs in summary.get("preview", [])]
+        return cls(**fields, dropped=Counter(summary["dropped"]), preview=preview)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -93,6 +95,11 @@ class StageReport:
             "dropped": dict(sorted(self.dropped.items())),
             "counts": self.counts,
             "outputs": self.outputs,
+            # kept (as pairs: the marker's keys are sorted) so a resumed unit shows the same
+            # preview as one run in one go
+            "preview": json.loads(
+                json.dumps([list(row.items()) for row in self.preview], default=str)
+            ),
         }
 
 
