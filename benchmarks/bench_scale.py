@@ -176,6 +176,15 @@ def start_dagster_dev(env: dict, port: int) -> subprocess.Popen:
     raise RuntimeError("the webserver did not start")
 
 
+def stop(server: subprocess.Popen) -> None:
+    os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(30)
+
+
 def wait_for_tick(
     url: str, sensor: str, after: float, count: int, at_least: bool = True
 ) -> list[dict]:
@@ -237,8 +246,7 @@ def main() -> None:
     try:
         measure(args, figures, url, crawls, instance, lake, lake_dir, sources)
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(60)
+        stop(server)
     print_table(
         f"tokenmill at corpus scale: {figures['crawls']} crawls, {figures['files']:,} WARC "
         f"files, {args.files_per_unit} files per unit, {storage} instance",
