@@ -151,3 +151,20 @@ def test_unreachable_is_retried_and_refused_is_permanent():
 
     assert not issubclass(LakeUnreachableError, PERMANENT_ERRORS)
     assert issubclass(LakeRefusedError, PERMANENT_ERRORS)
+
+
+def test_a_symlink_never_leads_out_of_a_local_lake(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not the lake's")
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    (tmp_path / "lake" / "landing").mkdir()
+    (tmp_path / "lake" / "landing" / "crawl").symlink_to(outside)
+    with pytest.raises(LakeKeyError, match="symlink"):
+        lake.read_bytes("landing/crawl/secret.txt")
+    with pytest.raises(LakeKeyError, match="symlink"):
+        lake.delete("landing/crawl/secret.txt")
+    with pytest.raises(LakeKeyError, match="symlink"):
+        lake.write_bytes("landing/crawl/new.txt", b"x")
+    assert (outside / "secret.txt").read_text() == "not the lake's"
+    assert not (outside / "new.txt").exists()

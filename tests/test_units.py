@@ -132,3 +132,15 @@ def test_discovery_names_bad_folders_and_skips_declared_crawls(lake):
     units, _, problems = discover(lake, {}, files_per_unit=2, max_keys=100)
     assert units == [Unit(CRAWL, "00000")]
     assert problems == ["landing folder '-bad' is not a valid crawl name; its files are ignored"]
+
+
+def test_a_landing_folder_linked_out_of_the_lake_is_reported_and_skipped(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.warc.gz").write_bytes(b"")
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    lake.write_bytes("landing/GOOD/a.warc.gz", b"")
+    (tmp_path / "lake" / "landing" / "LINKED").symlink_to(outside)
+    units, _, problems = discover(lake, {}, files_per_unit=1, max_keys=10)
+    assert [u.key for u in units] == ["GOOD/00000"]
+    assert any("LINKED" in p and "symlink" in p for p in problems), problems

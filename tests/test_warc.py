@@ -7,8 +7,8 @@ import tracemalloc
 
 import pyarrow.parquet as pq
 import pytest
-from tokenmill.ingest import QUARANTINE_SCHEMA
 
+from tokenmill.layout import QUARANTINE_SCHEMA
 from tokenmill.outputs import BYTES_PER_BATCH, ParquetSink
 from tokenmill.warc import (
     QUARANTINE_BYTES,

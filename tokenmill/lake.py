@@ -170,6 +170,7 @@ class Lake:
         self.url = url
         self.endpoint = endpoint
         self.is_local = isinstance(filesystem, pafs.LocalFileSystem)
+        self.real_root = os.path.realpath(self.root or "/") if self.is_local else self.root
         # S3 uploads (see `_upload`); set by `from_url`
         self.endpoint_url: str | None = None
         self.region: str | None = None
@@ -252,7 +253,13 @@ class Lake:
         return cls(pafs.LocalFileSystem(), str(directory), str(directory))
 
     def path(self, key: str) -> str:
-        return f"{self.root}/{check_key(key)}"
+        path = f"{self.root}/{check_key(key)}"
+        if self.is_local and os.path.realpath(path) != path:
+            # A symlink inside a local lake must not lead reads, writes or deletes out of it.
+            real = os.path.realpath(path)
+            if not real.startswith(self.real_root.rstrip("/") + "/"):
+                raise LakeKeyError(f"lake key {key!r} leads out of the lake through a symlink")
+        return path
 
     def uri(self, key: str) -> str:
         return f"{self.url.rstrip('/')}/{key}"

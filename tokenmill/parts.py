@@ -154,20 +154,27 @@ def _skip_noted(pending: dict[int, Work], notes: list[dict]) -> bool:
     return skipped
 
 
+def _pool_key(workers: int, memory_limit: int | None) -> tuple:
+    return workers, memory_limit, hash(frozenset(os.environ.items()))
+
+
 def _drop_pool(workers: int, memory_limit: int | None) -> None:
-    pool = _pools.pop((workers, memory_limit), None)
+    pool = _pools.pop(_pool_key(workers, memory_limit), None)
     if pool is not None:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
 # Worker processes outlive a run within one process (`tokenmill run` executes every run in
-# its own process): each pays its imports once.
-_pools: dict[tuple[int, int | None], ProcessPoolExecutor] = {}
+# its own process): each pays its imports once. They inherit the environment they were started
+# in (credentials among it), so a changed environment gets new ones.
+_pools: dict[tuple, ProcessPoolExecutor] = {}
 
 
 def _pool(workers: int, memory_limit: int | None) -> ProcessPoolExecutor:
-    key = (workers, memory_limit)
+    key = _pool_key(workers, memory_limit)
     if key not in _pools:
+        for stale in list(_pools):
+            _pools.pop(stale).shutdown(wait=False, cancel_futures=True)
         _pools[key] = ProcessPoolExecutor(
             workers,
             mp_context=multiprocessing.get_context("spawn"),

@@ -189,8 +189,12 @@ def discover(
             break
         if CrawlSource.declared(lake, crawl):
             continue  # declared crawls register from their paths file or prefix
-        position = positions.setdefault(crawl, resume_position(lake, crawl))
-        keys = lake.list_after(f"{LANDING}/{crawl}", position["after"], budget)
+        try:
+            position = positions.setdefault(crawl, resume_position(lake, crawl))
+            keys = lake.list_after(f"{LANDING}/{crawl}", position["after"], budget)
+        except LakeKeyError as error:  # e.g. a folder linked out of the lake: never read
+            problems.append(f"landing folder {crawl!r}: {error}")
+            continue
         budget -= len(keys)
         exhausted = budget > 0
         files = []
