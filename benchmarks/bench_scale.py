@@ -260,8 +260,9 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources) -> No
     from data_assets.partitions import unit_partitions
     from data_assets.runner import register
     from tokenmill.sources import CrawlSource
+    from tokenmill.stages import STAGES
 
-    wait_for_tick(url, "automation", 0, 1)
+    wait_for_tick(url, "automation_raw_crawl", 0, 1)
     registering = time.time()
 
     started = time.perf_counter()
@@ -289,16 +290,19 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources) -> No
     landing_tick = wait_for_tick(url, "landing_zone", landed, 1)[0]
     figures["landing_tick_s"] = landing_tick["seconds"]
     figures["landing_tick_units"] = len(landing_tick["runIds"])
-    # The daemon's own automation ticks from the registration on: the ones that saw the new
-    # units, then one with nothing new.
-    wait_for_tick(url, "automation", landing_tick["endTimestamp"], 2)
-    ticks = wait_for_tick(url, "automation", registering, 100, at_least=False)
-    busiest = max(ticks, key=lambda t: t["requestedAssetMaterializationCount"])
-    figures["automation_ticks"] = len(ticks)
-    figures["automation_max_tick_s"] = max(t["seconds"] for t in ticks)
-    figures["automation_requested"] = sum(t["requestedAssetMaterializationCount"] for t in ticks)
-    figures["automation_busiest_tick_s"] = busiest["seconds"]
-    figures["automation_idle_tick_s"] = ticks[-1]["seconds"]
+    # The daemon's own automation ticks (one sensor per stage) from the registration on: the
+    # ones that saw the new units, then idle ones.
+    names = [f"automation_{stage.name}" for stage in STAGES]
+    for name in names:
+        wait_for_tick(url, name, landing_tick["endTimestamp"], 2)
+    ticks = {name: wait_for_tick(url, name, registering, 100, at_least=False) for name in names}
+    every = [t for name in names for t in ticks[name]]
+    figures["automation_ticks"] = len(every)
+    figures["automation_max_tick_s"] = max(t["seconds"] for t in every)
+    figures["automation_requested"] = sum(t["requestedAssetMaterializationCount"] for t in every)
+    idle = [ticks[name][-1]["seconds"] for name in names]
+    figures["automation_idle_tick_max_s"] = max(idle)
+    figures["automation_idle_ticks_sum_s"] = round(sum(idle), 1)
     units = set(instance.get_dynamic_partitions(unit_partitions.name))
     requested = [
         key

@@ -16,6 +16,7 @@ from dagster import (
 
 from data_assets.assets import stage_assets
 from data_assets.jobs import ALL_JOBS
+from data_assets.k8s import run_tags
 from data_assets.partitions import BRIDGES
 from data_assets.recipe import Recipe
 from resources.automation import AlertsResource, DiscoveryResource
@@ -25,6 +26,7 @@ from sensors.crawls import crawl_signatures_complete
 from sensors.failures import record_run_failures
 from sensors.landing import landing_zone
 from sensors.reconcile import reconcile_landing, reconcile_schedule
+from tokenmill.stages import STAGES
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 DEFAULT_LAKE = PROJECT_DIR / "lake"
@@ -73,13 +75,21 @@ def executor():
     return in_process_executor
 
 
-automation = AutomationConditionSensorDefinition(
-    "automation",
-    target=AssetSelection.all(),
-    default_status=DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=30,
-    description="Evaluates every stage's automation condition: downstream stages follow.",
-)
+def automation_sensor(stage) -> AutomationConditionSensorDefinition:
+    """One automation sensor per stage: each tick evaluates one stage's partitions (the daemon
+    runs the sensors in parallel threads), and the runs it requests carry the stage's run tags
+    (pod size, queue key) however they are launched."""
+    return AutomationConditionSensorDefinition(
+        f"automation_{stage.name}",
+        target=AssetSelection.assets(stage.name),
+        run_tags=run_tags(stage.name),
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=30,
+        description=f"Evaluates the automation condition of {stage.name}.",
+    )
+
+
+AUTOMATION = [automation_sensor(stage) for stage in STAGES]
 
 
 def build_definitions(
@@ -92,7 +102,7 @@ def build_definitions(
     return Definitions(
         assets=[*BRIDGES, *stage_assets(recipe or Recipe.load())],
         jobs=[*ALL_JOBS, reconcile_landing],
-        sensors=[landing_zone, crawl_signatures_complete, record_run_failures, automation],
+        sensors=[landing_zone, crawl_signatures_complete, record_run_failures, *AUTOMATION],
         schedules=[reconcile_schedule],
         executor=executor(),
         resources={

@@ -26,6 +26,7 @@ from dagster._core.loader import LoadingContextForTest
 
 from data_assets.definitions import build_definitions
 from data_assets.jobs import JOBS
+from data_assets.k8s import K8S_CONFIG, STAGE_TAG, run_tags
 from data_assets.partitions import crawl_units, unit_duplicates, unit_list_version
 from data_assets.recipe import Recipe
 from demo.crawl import generate_demo_crawl
@@ -38,6 +39,7 @@ from sensors.landing import landing_zone
 from tokenmill.dedup import CLUSTERS_FILE
 from tokenmill.lake import Lake
 from tokenmill.layout import LANDING, Unit
+from tokenmill.stages import STAGES
 from tokenmill.units import discover, register_new_files, registered_units, unit_files
 
 CRAWL = "CC-MAIN-AUTO-2026-05"
@@ -580,8 +582,14 @@ def test_definitions_wire_the_sensors_and_schedule():
         "landing_zone",
         "crawl_signatures_complete",
         "record_run_failures",
-        "automation",
+        *(f"automation_{stage.name}" for stage in STAGES),
     }
+    # Each stage's automation sensor requests its runs with the stage's pod size and queue key.
+    for stage in STAGES:
+        sensor = repository.get_sensor_def(f"automation_{stage.name}")
+        tags = run_tags(stage.name)
+        assert json.loads(sensor.run_tags[K8S_CONFIG]) == tags[K8S_CONFIG]
+        assert sensor.run_tags[STAGE_TAG] == tags[STAGE_TAG]
     assert [s.name for s in repository.schedule_defs] == ["reconcile_landing_schedule"]
     for name in ("cleaned", "dedup_clusters", "deduplicated", "tokenized_shards"):
         assert defs.resolve_assets_def(name).automation_conditions_by_key[AssetKey(name)]
