@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from demo.crawl import generate_demo_crawl
-from tokenmill.lake import Lake
+from tokenmill.lake import HOST_ID, TEMP_MARKER, Lake
 from tokenmill.layout import CLEANED, LANDING, MARKER, RAW_CRAWL, Unit
 from tokenmill.parts import RESUME_FIELD, run_stage_work
 from tokenmill.stages import stage_named
@@ -100,3 +100,15 @@ def test_a_killed_unit_recomputes_only_its_missing_part(tmp_path, warc_dir):
     assert os.stat(kept_docs).st_mtime_ns != written_at
     assert lake.read_json(part_marker)[RESUME_FIELD] == "attempt-2"
     assert run(lake, unit, CLEANED).counts["resumed_parts"] == 0  # no token: nothing resumed
+
+
+def test_a_unit_marker_a_killed_run_was_writing_is_cleared(tmp_path, warc_dir):
+    lake, unit = landed_unit(tmp_path, warc_dir)
+    prefix = Path(lake.path(unit.prefix(RAW_CRAWL)))
+    prefix.mkdir(parents=True)
+    dead = 2**22 + 12345  # beyond any pid this host hands out
+    stray = prefix / f"{TEMP_MARKER}{HOST_ID}-{dead}-0123456789abcdef-{MARKER}"
+    stray.write_text("{half a marker")
+    run_stage_work(stage_named(RAW_CRAWL), lake, unit=unit, workers=1)
+    assert not stray.exists()
+    assert lake.exists(f"{unit.prefix(RAW_CRAWL)}/{MARKER}")

@@ -79,6 +79,7 @@ def run_unit(
     files = unit_files(lake, unit)
     prefix = unit.prefix(stage.name)
     lake.delete(f"{prefix}/{MARKER}")
+    lake.remove_stray_temporaries(prefix)  # e.g. of a unit marker a killed run was writing
     stamp = {RESUME_FIELD: resume} if resume else None
     reports = _resumed(lake, stage, unit, len(files), resume)
     todo = [
