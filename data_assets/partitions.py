@@ -115,12 +115,14 @@ def unit_list_changes(
 
 
 def add_partitions(instance: DagsterInstance, units: list[Unit]) -> None:
-    """Add the crawls and units the instance does not know yet."""
+    """Add the crawls and units the instance does not know yet (one listing per definition,
+    not one query per key: a corpus has ~100,000 units)."""
     for definition, keys in (
         (crawl_partitions, sorted({u.crawl for u in units})),
         (unit_partitions, [u.key for u in units]),
     ):
-        missing = [k for k in keys if not instance.has_dynamic_partition(definition.name, k)]
+        known = set(instance.get_dynamic_partitions(definition.name))
+        missing = [k for k in keys if k not in known]
         if missing:
             instance.add_dynamic_partitions(definition.name, missing)
 
@@ -129,13 +131,6 @@ def sync_partitions(instance: DagsterInstance, lake: Lake, crawls: list[str] | N
     """Add every registered crawl and unit of the lake (or of `crawls`) that the instance does
     not know, and observe the unit list of every crawl whose units changed."""
     units_by_crawl = {c: registered_units(lake, c) for c in crawls or registered_crawls(lake)}
-    known = set(instance.get_dynamic_partitions(unit_partitions.name))
-    new = [u for units in units_by_crawl.values() for u in units if u.key not in known]
-    crawls_known = set(instance.get_dynamic_partitions(crawl_partitions.name))
-    new_crawls = sorted(set(units_by_crawl) - crawls_known)
-    if new_crawls:
-        instance.add_dynamic_partitions(crawl_partitions.name, new_crawls)
-    if new:
-        instance.add_dynamic_partitions(unit_partitions.name, [u.key for u in new])
+    add_partitions(instance, [u for units in units_by_crawl.values() for u in units])
     for observation in unit_list_changes(instance, units_by_crawl):
         instance.report_runless_asset_event(observation)
