@@ -64,6 +64,7 @@ query ($name: String!) {
       sensorState {
         ticks(limit: 100) {
           status timestamp endTimestamp runIds requestedAssetMaterializationCount
+          dynamicPartitionsRequestResults { partitionsDefName partitionKeys }
         }
       }
     }
@@ -289,7 +290,22 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources) -> No
     landed = time.time()
     landing_tick = wait_for_tick(url, "landing_zone", landed, 1)[0]
     figures["landing_tick_s"] = landing_tick["seconds"]
-    figures["landing_tick_units"] = len(landing_tick["runIds"])
+    figures["landing_tick_units"] = sum(
+        len(result["partitionKeys"] or [])
+        for result in landing_tick["dynamicPartitionsRequestResults"]
+        if result["partitionsDefName"] == unit_partitions.name
+    )
+    # From the files landing to the first stage's runs requested for them by its automation.
+    first = f"automation_{STAGES[0].name}"
+    launch = None
+    while launch is None:
+        ticks = wait_for_tick(url, first, landing_tick["endTimestamp"], 100, at_least=False)
+        launch = next((t for t in ticks if t["requestedAssetMaterializationCount"]), None)
+        if launch is None and len(ticks) >= 5:
+            raise RuntimeError(f"{first} requested nothing in 5 ticks after the landing")
+        time.sleep(5)
+    figures["landed_to_requested_s"] = round(launch["endTimestamp"] - landed, 1)
+    figures["landed_requested"] = launch["requestedAssetMaterializationCount"]
     # The daemon's own automation ticks (one sensor per stage) from the registration on: the
     # ones that saw the new units, then idle ones.
     names = [f"automation_{stage.name}" for stage in STAGES]

@@ -58,8 +58,8 @@ def column_schema(schema) -> TableSchema:
 
 def automation_condition(stage: Stage) -> AutomationCondition:
     if stage.name == STAGES[0].name:
-        # New units are launched by the landing sensor; on_missing catches the others
-        # (registered by the reconciliation job or `tokenmill register`).
+        # Every new unit, whoever registered it (landing sensor, reconciliation job,
+        # `tokenmill register`), is a newly missing partition: launched once.
         return AutomationCondition.on_missing() | AutomationCondition.code_version_changed()
     if stage.scope is Scope.LAKE:
         # Built once, when there is text to train on; changing it re-tokenizes everything,

@@ -19,7 +19,7 @@ from data_assets.jobs import ALL_JOBS
 from data_assets.k8s import run_tags
 from data_assets.partitions import BRIDGES
 from data_assets.recipe import Recipe
-from resources.automation import AlertsResource, DiscoveryResource
+from resources.automation import AlertsResource, DiscoveryResource, tick_seconds
 from resources.lake import LakeResource
 from resources.workers import WorkersResource
 from sensors.crawls import crawl_signatures_complete
@@ -84,7 +84,7 @@ def automation_sensor(stage) -> AutomationConditionSensorDefinition:
         target=AssetSelection.assets(stage.name),
         run_tags=run_tags(stage.name),
         default_status=DefaultSensorStatus.RUNNING,
-        minimum_interval_seconds=30,
+        minimum_interval_seconds=tick_seconds(30),
         description=f"Evaluates the automation condition of {stage.name}.",
     )
 

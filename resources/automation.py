@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import urllib.request
 
@@ -10,6 +11,12 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 MAX_PAYLOAD_BYTES = 64 << 10
+
+
+def tick_seconds(default: int) -> int:
+    """A sensor's minimum interval: `default`, or TOKENMILL_TICK_SECONDS for every sensor (a
+    test or a small deployment that wants a landed file through the pipeline sooner)."""
+    return int(os.environ.get("TOKENMILL_TICK_SECONDS") or default)
 
 
 class DiscoveryResource(ConfigurableResource):

@@ -16,6 +16,7 @@ from dagster import (
 )
 
 from data_assets.partitions import crawl_signatures, latest_version, unit_partitions, versioned
+from resources.automation import tick_seconds
 from tokenmill.layout import DEDUP_SIGNATURES
 
 SIGNATURES = AssetKey(DEDUP_SIGNATURES)
@@ -38,7 +39,7 @@ def signatures_version(instance, crawl: str, units: list[str]) -> str:
 
 
 @sensor(
-    minimum_interval_seconds=30,
+    minimum_interval_seconds=tick_seconds(30),
     default_status=DefaultSensorStatus.RUNNING,
     description="Observes crawl_signatures for each crawl whose units all have signatures, "
     "after any of them changed: the crawl's clusters follow.",

@@ -197,10 +197,10 @@ class DagsterDev:
         return NEEDED_DAEMONS.issubset(healthy)
 
 
-def start_dagster_dev(root: Path, timeout: float = 300) -> DagsterDev:
+def start_dagster_dev(root: Path, timeout: float = 300, **extra_env: str) -> DagsterDev:
     """`dagster dev -w workspace.yaml` on 127.0.0.1, in its own process group (stop it with
     `stop_dagster_dev`: started in the background it only stops by its group id)."""
-    env = project_instance_env(root)
+    env = project_instance_env(root) | extra_env
     port = free_port()
     log = root / "dagster_dev.log"
     with log.open("wb") as out:

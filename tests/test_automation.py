@@ -77,9 +77,14 @@ def tick(
     if isinstance(result, SkipReason):
         return [], [], context.cursor
     assert isinstance(result, SensorResult)
+    assert result.run_requests == []  # the first stage's automation launches new units
     for event in result.asset_events:  # the daemon stores them before the partitions
         instance.report_runless_asset_event(event)
-    return result.run_requests, result.dynamic_partitions_requests, result.cursor
+    partitions = result.dynamic_partitions_requests
+    new_units = [
+        key for p in partitions if p.partitions_def_name == "units" for key in p.partition_keys
+    ]
+    return new_units, partitions, result.cursor
 
 
 @pytest.fixture
@@ -87,12 +92,11 @@ def lake(tmp_path) -> Lake:
     return Lake.from_url(str(tmp_path / "lake"))
 
 
-def test_new_files_become_partitions_and_runs_once(lake):
+def test_new_files_become_partitions_once(lake):
     instance = DagsterInstance.ephemeral()
     land(lake, [f"f-{i:03d}.warc.gz" for i in range(5)] + ["README.txt"])
-    runs, partitions, cursor = tick(lake, instance, None)
-    assert [r.partition_key for r in runs] == keys(CRAWL, "00000", "00001", "00002")
-    assert len({r.run_key for r in runs}) == 3
+    units, partitions, cursor = tick(lake, instance, None)
+    assert units == keys(CRAWL, "00000", "00001", "00002")
     assert [(p.partitions_def_name, list(p.partition_keys)) for p in partitions] == [
         ("crawls", [CRAWL]),
         ("units", keys(CRAWL, "00000", "00001", "00002")),
@@ -102,8 +106,8 @@ def test_new_files_become_partitions_and_runs_once(lake):
     # An unchanged listing reports nothing; new files are reported once, in a new unit.
     assert tick(lake, instance, cursor)[0] == []
     land(lake, ["f-005.warc.gz", "f-006.warc.gz"])
-    runs, _, cursor = tick(lake, instance, cursor)
-    assert [r.run_key for r in runs] == [f"{CRAWL}/00003"]
+    units, _, cursor = tick(lake, instance, cursor)
+    assert units == [f"{CRAWL}/00003"]
     assert tick(lake, instance, cursor)[0] == []
 
 
@@ -113,10 +117,10 @@ def test_a_tick_lists_a_bounded_number_of_keys_and_the_next_goes_on(lake):
     instance = DagsterInstance.ephemeral()
     cursor, units_per_tick = None, []
     while True:
-        runs, _, cursor = tick(lake, instance, cursor, max_keys=1_000)
-        if not runs:
+        units, _, cursor = tick(lake, instance, cursor, max_keys=1_000)
+        if not units:
             break
-        units_per_tick.append(len(runs))
+        units_per_tick.append(len(units))
     assert units_per_tick == [500, 500, 500]
     registered = [f for u in registered_units(lake, CRAWL) for f in unit_files(lake, u)]
     assert registered == [f"{LANDING}/{CRAWL}/{n}" for n in names]  # each file exactly once
@@ -273,24 +277,21 @@ def land_files(lake: Lake, crawl: str, paths: list[Path], names: list[str] | Non
 
 class Landing:
     """The landing sensor's ticks, with what the daemon does with their results: add the
-    partitions and launch the first stage's runs."""
+    partitions (the first stage's automation then launches them)."""
 
     def __init__(self, defs, lake: Lake, instance: DagsterInstance, files_per_unit: int):
         self.defs, self.lake, self.instance = defs, lake, instance
         self.files_per_unit, self.cursor = files_per_unit, None
 
     def tick(self) -> list[str]:
-        runs, partitions, self.cursor = tick(
+        units, partitions, self.cursor = tick(
             self.lake, self.instance, self.cursor, files_per_unit=self.files_per_unit
         )
         for request in partitions:
             self.instance.add_dynamic_partitions(
                 request.partitions_def_name, request.partition_keys
             )
-        job = self.defs.resolve_job_def(JOBS["raw_crawl"].name)
-        for run in runs:
-            assert job.execute_in_process(instance=self.instance, partition_key=run.partition_key)
-        return [run.partition_key for run in runs]
+        return units
 
 
 def test_each_per_unit_asset_has_exactly_the_registered_units(tmp_path, lake):
@@ -347,10 +348,10 @@ def test_landed_files_end_up_tokenized_and_only_what_changed_runs_again(tmp_path
     assert automation.first.total_requested == 0  # nothing to do yet, not even a tokenizer
     first_units = keys(CRAWL, "00000", "00001", "00002") + keys(OTHER, "00000")
     assert sorted(landing.tick()) == sorted(first_units)
-    assert materialized(instance, "raw_crawl") == set(first_units)
     assert automation.signatures_tick() == []  # no unit signed yet
     launched = automation.settle()
     assert launched == {
+        "raw_crawl": set(first_units),
         "cleaned": set(first_units),
         "dedup_signatures": set(first_units),
         "dedup_clusters": {CRAWL, OTHER},
@@ -399,6 +400,7 @@ def test_landed_files_end_up_tokenized_and_only_what_changed_runs_again(tmp_path
 
     launched = automation.settle(after_round=after_round)
     assert checked, "the clusters were not recomputed"
+    assert launched["raw_crawl"] == {new_unit}
     assert launched["dedup_clusters"] == {CRAWL}
     assert launched["deduplicated"] == checked[0]
     assert launched["tokenized_shards"] == checked[0]
@@ -464,6 +466,8 @@ def test_the_recipe_sets_every_run_and_its_changes_rerun_only_its_stages(tmp_pat
     defs = definitions(lake, spanish)
     Landing(defs, lake, instance, files_per_unit=2).tick()
     unit = Unit(CRAWL, "00000")
+    raw = defs.resolve_job_def(JOBS["raw_crawl"].name)
+    assert raw.execute_in_process(instance=instance, partition_key=unit.key).success
     cleaned = defs.resolve_job_def(JOBS["cleaned"].name)
 
     # A run without config (as every automated one) cleans by the recipe...

@@ -1,0 +1,75 @@
+"""Hands off: files dropped in the landing zone of a running `dagster dev` become tokenized
+shards through the sensors and the automation alone, as in production. Nobody launches a run."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from dagster import AssetKey, RunsFilter
+
+from data_assets.cli import land_demo_crawl
+from tests.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
+from tokenmill.lake import Lake
+from tokenmill.stages import STAGES
+
+pytestmark = pytest.mark.timeout(900)
+
+CRAWL = "CC-MAIN-HANDSOFF"
+UNIT = f"{CRAWL}/00000"
+SENSOR_TAG = "dagster/sensor_name"
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory):
+    root = tmp_path_factory.mktemp("daemon")
+    lake = Lake.from_url(str(root / "lake"))
+    # Landed before the daemon starts, as files already waiting in a bucket would be.
+    land_demo_crawl(lake, CRAWL, files=2, pages_per_file=15, seed=3)
+    server = start_dagster_dev(root, TOKENMILL_TICK_SECONDS="5")
+    try:
+        yield server
+    finally:
+        stop_dagster_dev(server)
+
+
+def wait_for_materialization(dev: DagsterDev, asset: str, partition: str, timeout: float):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with dev.instance() as instance:
+            if partition in instance.get_materialized_partitions(AssetKey(asset)):
+                return
+            failed = [
+                run
+                for run in instance.get_runs(RunsFilter(statuses=[]))
+                if run.status.value == "FAILURE"
+            ]
+        assert not failed, [(run.job_name, run.tags) for run in failed]
+        time.sleep(2)
+    raise TimeoutError(f"{asset} {partition} not materialized in {timeout} s: see {dev.log}")
+
+
+def test_landed_files_become_tokenized_shards_with_nobody_launching_a_run(dev: DagsterDev):
+    wait_for_materialization(dev, "tokenized_shards", UNIT, timeout=600)
+    with dev.instance() as instance:
+        assert instance.get_dynamic_partitions("units") == [UNIT]
+        assert instance.get_dynamic_partitions("crawls") == [CRAWL]
+        for stage in STAGES:
+            partition = {"unit": UNIT, "crawl": CRAWL}.get(stage.scope.value)
+            if partition is None:
+                assert instance.get_latest_materialization_event(AssetKey(stage.name))
+            else:
+                materialized = instance.get_materialized_partitions(AssetKey(stage.name))
+                assert materialized == {partition}, stage.name
+        runs = instance.get_runs()
+    # Every run was requested by a sensor (the per-stage automation sensors), none twice.
+    assert runs and all(SENSOR_TAG in run.tags for run in runs), [r.tags for r in runs]
+    assert {run.tags[SENSOR_TAG] for run in runs} <= {f"automation_{s.name}" for s in STAGES}
+    launched = [
+        (
+            tuple(sorted(k.to_user_string() for k in run.asset_selection or ())),
+            run.tags.get("dagster/partition"),
+        )
+        for run in runs
+    ]
+    assert len(launched) == len(set(launched)), launched
