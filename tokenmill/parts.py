@@ -105,9 +105,10 @@ def _resumed(
     if not resume:
         return {}
     done = {}
+    committed = set(lake.list(unit.prefix(stage.name)))  # one listing, not a request per part
     for part in range(parts):
         marker = f"{unit.part_prefix(stage.name, part)}/{MARKER}"
-        if lake.exists(marker):
+        if marker in committed:
             summary = lake.read_json(marker)
             if summary.get(RESUME_FIELD) == resume:
                 done[part] = StageReport.from_summary(summary)
