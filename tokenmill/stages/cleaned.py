@@ -108,8 +108,7 @@ def run(work: Work) -> StageReport:
         for batch in _batches(
             _documents(work, raw["counts"]["readable"], settings, report, rejected)
         ):
-            frame = pl.from_arrow(pa.Table.from_pylist(batch, DOC_SCHEMA))
-            kept, dropped = chain.apply(frame)
+            kept, dropped = chain.apply(_frame(batch))
             for name, count in dropped.group_by("filter").len().iter_rows():
                 report.drop(f"filter:{name}", count)
             docs.write_table(kept.to_arrow())
@@ -219,6 +218,10 @@ def _provenance(unit: Unit, part: int, source_file: str, record: WarcRecord) -> 
         "url": record.target_uri,
         "warc_date": record.date,
     }
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    return pl.from_arrow(pa.Table.from_pylist(rows, DOC_SCHEMA))
 
 
 def _batches(rows: Iterator[dict[str, Any]], size: int = BATCH_DOCS) -> Iterator[list[dict]]:
