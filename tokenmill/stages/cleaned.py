@@ -105,9 +105,13 @@ def run(work: Work) -> StageReport:
     with work.writer(report) as out:
         docs = out.parquet("docs.parquet", DOC_SCHEMA)
         rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA)
+        identify = identifier(settings.language_backend)
         for batch in _batches(
             _documents(work, raw["counts"]["readable"], settings, report, rejected)
         ):
+            # a batch at a time: the model stays in the CPU's caches between documents
+            for row in batch:
+                row["language"], row["language_score"] = identify(row["text"])
             kept, dropped = chain.apply(_frame(batch))
             for name, count in dropped.group_by("filter").len().iter_rows():
                 report.drop(f"filter:{name}", count)
@@ -128,7 +132,6 @@ def run(work: Work) -> StageReport:
 def _documents(
     work: Work, readable: str, settings: CleanSettings, report: StageReport, rejected
 ) -> Iterator[dict[str, Any]]:
-    identify = identifier(settings.language_backend)
     unit = work.unit
     watch = RecordWatch({"stage": work.stage, "unit": unit.key, "part": work.part})
     with open_file(work.lake, unit.crawl, readable) as stream:
@@ -162,14 +165,7 @@ def _documents(
             # NFC: the form tokenizer normalizers (GPT-NeoX's, among others) produce, so
             # decoding a document's tokens gives back exactly its text.
             text = unicodedata.normalize("NFC", extracted.text)
-            language, score = identify(text)
-            yield {
-                **provenance,
-                "charset": extracted.charset,
-                "language": language,
-                "language_score": score,
-                "text": text,
-            }
+            yield {**provenance, "charset": extracted.charset, "text": text}
         report.bytes_in += counted.bytes
 
 
