@@ -1,13 +1,16 @@
 """Cleaning stage: extraction quality and speed, language ID, filter speed and agreement with
 datatrove, whole-stage overhead over the bare extractor, peak memory in unit size.
 
-    uv run python benchmarks/bench_clean.py              # everything (about 10 minutes)
+    uv run python benchmarks/bench_clean.py              # everything (about 12 minutes)
     uv run python benchmarks/bench_clean.py extraction language filters stage memory
+    uv run python benchmarks/bench_clean.py stage-vs-bare  # BENCH_ROUNDS=5 rounds by default
 
 Everything runs on one core: each measurement in a fresh process with one polars thread, so
 speeds are "per core". Extraction uses ../shared/corpora/extraction/, the filters
 ../shared/corpora/text/cc-main-2019-30-697docs.jsonl.gz and a generated demo crawl; parts whose
-data is absent are skipped with a message.
+data is absent are skipped with a message. ``stage-vs-bare`` runs in this one process (see its
+function) on the WCXB and scrapinghub pages wrapped in WARC and the Common Crawl excerpt, and
+prints the README's "Cleaning cost" rows and one JSON line last.
 """
 
 from __future__ import annotations

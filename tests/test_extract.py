@@ -121,9 +121,11 @@ def test_no_trafilatura_fallback_on_pages_surely_in_a_dropped_language():
         return True
 
     assert main_content_route(SIDEBAR_PAGE, fallback=True, foreign=foreign)[1] == "with comments"
-    assert len(seen) == 2  # the whole page's text, then resiliparse's main content
-    only_the_page = iter([True, False])
-    route = main_content_route(SIDEBAR_PAGE, fallback=True, foreign=lambda _: next(only_the_page))
+    assert len(seen) == 2  # resiliparse's main content, then the whole page's text
+    only_the_main_content = iter([True, False])
+    route = main_content_route(
+        SIDEBAR_PAGE, fallback=True, foreign=lambda _: next(only_the_main_content)
+    )
     assert route[1] == "trafilatura"
 
 

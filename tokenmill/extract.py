@@ -106,6 +106,11 @@ def _word_count(text: str) -> int:
     return len(text.split())
 
 
+def _fewer_words(text: str, limit: int) -> bool:
+    """``_word_count(text) < limit`` without splitting a long text to its end."""
+    return len(text.split(maxsplit=limit)) < limit
+
+
 def html_to_text(
     html: str,
     main_content: bool = True,
@@ -135,7 +140,7 @@ def main_content_route(
     text is surely in a language the caller drops) holds for the page's text and that one."""
     tree = HTMLTree.parse(html)
     text, route = _resiliparse(tree, main_content=True, comments=False), ROUTES[0]
-    if _word_count(text) < FALLBACK_MAX_WORDS:
+    if _fewer_words(text, FALLBACK_MAX_WORDS):
         page = _resiliparse(tree, main_content=False)
         page_words = _word_count(page)
         if looks_lost(text, page_words):
@@ -144,7 +149,7 @@ def main_content_route(
                 fallback
                 and looks_lost(text, page_words)
                 and html.count("<") <= FALLBACK_MAX_TAGS
-                and not (foreign and foreign(page) and foreign(text))
+                and not (foreign and foreign(text) and foreign(page))
             ):
                 recovered = _trafilatura(html, fast=True)
                 if recovered:
