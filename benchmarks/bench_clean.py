@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
 from benchmarks.stage_costs import COMPONENTS, attributed  # noqa: E402
 from demo.crawl import FOREIGN_LOCALES, generate_demo_crawl, sample_articles  # noqa: E402
+from tokenmill.budget import enable_watchdog  # noqa: E402
 from tokenmill.extract import (  # noqa: E402
     DEFAULT_EXTRACTOR,
     EXTRACTORS,
@@ -674,6 +675,7 @@ def bench_stage_vs_bare(rounds: int = int(os.environ.get("BENCH_ROUNDS", "5"))) 
     if shared_path(*EXTRACTION, "wcxb-dev-sample") is None or shared_path(*REAL_WARC) is None:
         print("\n(skipped stage-vs-bare: ../shared is absent)")
         return
+    enable_watchdog()  # as in the stage's worker processes: each record is posted for police
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         lake, unit = real_warc_lake(root)

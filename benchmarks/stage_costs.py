@@ -115,8 +115,11 @@ def attributed(work: Callable[[], Any]) -> tuple[Any, dict[str, float], float]:
         )
         _patch(stack, extract, "html_to_text", wrap("extraction", extract.html_to_text))
         _patch(stack, extract, "_trafilatura", wrap("fallback", extract._trafilatura))
-        nfc = types.SimpleNamespace(normalize=wrap("NFC", unicodedata.normalize))
-        _patch(stack, cleaned, "unicodedata", nfc)
+        if hasattr(cleaned, "nfc"):  # NFC through tokenmill.normal_form
+            _patch(stack, cleaned, "nfc", wrap("NFC", cleaned.nfc))
+        else:
+            nfc = types.SimpleNamespace(normalize=wrap("NFC", unicodedata.normalize))
+            _patch(stack, cleaned, "unicodedata", nfc)
         identifier = cleaned.identifier
         _patch(stack, cleaned, "identifier", lambda b: wrap("language ID", identifier(b)))
         _patch(stack, cleaned, "_frame", wrap("rows to polars", cleaned._frame))
