@@ -693,7 +693,7 @@ def bench_stage_vs_bare(rounds: int = int(os.environ.get("BENCH_ROUNDS", "5"))) 
             ratios.append(stage_cpu / bare_cpu)
             rows.append([number, bare_cpu, stage_cpu, ratios[-1]])
         kept = lake.read_json(f"{unit.prefix(CLEANED)}/{MARKER}")["records_out"]
-        _, components, total = attributed(stage)
+        _, components, calls, total = attributed(stage)
     bare_cpu, stage_cpu, ratio = map(statistics.median, (bare_runs, stage_runs, ratios))
     print_table(
         f"Cleaned stage vs bare fastwarc + resiliparse: {len(paths)} WARC files "
@@ -707,9 +707,10 @@ def bench_stage_vs_bare(rounds: int = int(os.environ.get("BENCH_ROUNDS", "5"))) 
     print_table(
         "Where the stage's CPU time goes (one run with timers on its components; each "
         "exclusive of those it calls)",
-        ["component", "CPU s", "share", "x bare loop"],
+        ["component", "calls", "CPU s", "share", "x bare loop"],
         [
-            [c, components[c], f"{components[c] / total:.1%}", components[c] / bare_cpu]
+            [c, calls.get(c, ""), components[c], f"{components[c] / total:.1%}"]
+            + [components[c] / bare_cpu]
             for c in order
         ],
     )

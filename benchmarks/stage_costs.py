@@ -43,6 +43,7 @@ class Attribution:
 
     def __init__(self):
         self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
         self._inner: list[float] = []  # per open timer: time spent in timers it called
 
     @contextmanager
@@ -55,6 +56,7 @@ class Attribution:
             spent = time.process_time() - started
             inner = self._inner.pop()
             self.seconds[component] += spent - inner
+            self.calls[component] += 1
             if self._inner:
                 self._inner[-1] += spent
 
@@ -101,9 +103,9 @@ def _patch(stack: ExitStack, owner, name: str, value) -> None:
     stack.callback(setattr, owner, name, original)
 
 
-def attributed(work: Callable[[], Any]) -> tuple[Any, dict[str, float], float]:
-    """``work``'s result, the CPU seconds of each of ``COMPONENTS`` (filters as
-    ``filter: <name>``) and its total CPU seconds."""
+def attributed(work: Callable[[], Any]) -> tuple[Any, dict[str, float], dict[str, int], float]:
+    """``work``'s result, the CPU seconds and the number of calls of each of ``COMPONENTS``
+    (filters as ``filter: <name>``) and its total CPU seconds."""
     costs = Attribution()
     wrap = costs.wrap
     with ExitStack() as stack:
@@ -141,4 +143,4 @@ def attributed(work: Callable[[], Any]) -> tuple[Any, dict[str, float], float]:
         total = time.process_time() - started
     seconds = dict(costs.seconds)
     seconds["other"] = total - sum(seconds.values())
-    return result, seconds, total
+    return result, seconds, dict(costs.calls), total

@@ -47,11 +47,15 @@ def cpu_budget(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGPROF, previous)
 
 
+POST_BYTES = 1024  # a posted record, padded with spaces: each write covers the last one
+
+
 class RecordWatch:
     """Posts the record a worker process is on, for its parent's `police` (workers only).
 
-    The post is one file per process, kept open and emptied between records (creating and
-    removing a file per record cost more than language ID): an empty post means no record."""
+    The post is one file per process, kept open and overwritten in place, blank between records
+    (creating and removing a file per record cost more than language ID): a post that is not
+    JSON, blank or caught mid-write, means no record."""
 
     enabled = False
     _posts: dict[int, int] = {}  # process id -> descriptor of its open post
@@ -74,11 +78,12 @@ class RecordWatch:
             return
         entry = self.label | {"offset": offset, "cpu": time.process_time(), "budget": seconds}
         post = self._descriptor()
-        os.pwrite(post, json.dumps(entry).encode(), 0)  # into an empty file: read whole or empty
+        payload = json.dumps(entry).encode().ljust(POST_BYTES)
+        os.pwrite(post, payload, 0)
         try:
             yield
         finally:
-            os.ftruncate(post, 0)
+            os.pwrite(post, b" " * len(payload), 0)
 
 
 def enable_watchdog() -> None:
