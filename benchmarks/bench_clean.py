@@ -1,13 +1,16 @@
 """Cleaning stage: extraction quality and speed, language ID, filter speed and agreement with
 datatrove, whole-stage overhead over the bare extractor, peak memory in unit size.
 
-    uv run python benchmarks/bench_clean.py              # everything (about 10 minutes)
+    uv run python benchmarks/bench_clean.py              # everything (about 12 minutes)
     uv run python benchmarks/bench_clean.py extraction language filters stage memory
+    uv run python benchmarks/bench_clean.py stage-vs-bare  # BENCH_ROUNDS=5 rounds by default
 
 Everything runs on one core: each measurement in a fresh process with one polars thread, so
 speeds are "per core". Extraction uses ../shared/corpora/extraction/, the filters
 ../shared/corpora/text/cc-main-2019-30-697docs.jsonl.gz and a generated demo crawl; parts whose
-data is absent are skipped with a message.
+data is absent are skipped with a message. ``stage-vs-bare`` runs in this one process (see its
+function) on the WCXB and scrapinghub pages wrapped in WARC and the Common Crawl excerpt, and
+prints the README's "Cleaning cost" rows and one JSON line last.
 """
 
 from __future__ import annotations
@@ -21,19 +24,24 @@ import functools  # noqa: E402
 import gzip  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
+import statistics  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections import Counter, defaultdict  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import polars as pl  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
+from benchmarks.stage_costs import COMPONENTS, attributed  # noqa: E402
 from demo.crawl import FOREIGN_LOCALES, generate_demo_crawl, sample_articles  # noqa: E402
+from tokenmill.budget import enable_watchdog  # noqa: E402
 from tokenmill.extract import (  # noqa: E402
+    DEFAULT_EXTRACTOR,
     EXTRACTORS,
     ROUTES,
     Skip,
@@ -580,12 +588,181 @@ def bench_memory() -> None:
     )
 
 
+# --- stage vs bare: the whole stage against fastwarc + resiliparse on the same WARC files ------
+
+REAL_WARC = ("corpora", "warc", "cc-main-2020-34-excerpt.warc.gz")
+WCXB_FILES = 2  # the 400 WCXB pages in this many WARC files
+
+
+def ground_truth_pages(corpus: str) -> list[tuple[str, bytes]]:
+    """(name, raw HTML bytes) of every page of a ground-truth corpus, as stored."""
+    folder = shared_path(*EXTRACTION, corpus)
+    return [
+        (p.name.split(".")[0], gzip.decompress(p.read_bytes()))
+        for p in sorted((folder / "html").glob("*.html.gz"))
+    ]
+
+
+def write_warc(path: Path, site: str, pages: list[tuple[str, bytes]]) -> None:
+    """The pages as HTTP 200 ``text/html`` responses, one gzip member each."""
+    from demo.warc_writer import WarcWriter, make_record_id
+
+    with open(path, "wb") as stream:
+        writer = WarcWriter(stream, id_seed=site)
+        for name, body in pages:
+            url = f"https://{site}/{name}"
+            writer.write_response(
+                url,
+                body,
+                content_type="text/html",
+                date="2026-03-01T00:00:00Z",
+                record_id=make_record_id(site, name),
+            )
+
+
+def real_warc_lake(root: Path) -> tuple[Lake, Unit]:
+    """The real pages of ../shared as one unit: the WCXB sample and the scrapinghub articles
+    wrapped in WARC, and the Common Crawl excerpt as it is."""
+    folder = root / "warc"
+    folder.mkdir(parents=True)
+    wcxb = ground_truth_pages("wcxb-dev-sample")
+    for index in range(WCXB_FILES):
+        write_warc(
+            folder / f"{CRAWL}-wcxb-{index}.warc.gz", "wcxb.example", wcxb[index::WCXB_FILES]
+        )
+    write_warc(
+        folder / f"{CRAWL}-scrapinghub.warc.gz",
+        "scrapinghub.example",
+        ground_truth_pages("scrapinghub-articles"),
+    )
+    (folder / f"{CRAWL}-cc-excerpt.warc.gz").write_bytes(shared_path(*REAL_WARC).read_bytes())
+    return landed_lake(root, len(list(folder.iterdir())))
+
+
+def fastwarc_resiliparse(paths: list[Path]) -> int:
+    """The bare loop: fastwarc reads the responses, resiliparse decodes and extracts main
+    content; nothing is written."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+
+    pages = 0
+    for path in paths:
+        with open(path, "rb") as stream:
+            for record in ArchiveIterator(stream, record_types=WarcRecordType.response):
+                if record.http_headers is None or record.http_headers.status_code != 200:
+                    continue
+                if "html" not in (record.http_content_type or ""):
+                    continue
+                body = record.reader.read()
+                html = bytes_to_str(body, detect_encoding(body))
+                extract_plain_text(html, main_content=True)
+                pages += 1
+    return pages
+
+
+def cpu_seconds(work) -> tuple[Any, float]:
+    started = time.process_time()
+    result = work()
+    return result, time.process_time() - started
+
+
+def bench_stage_vs_bare(rounds: int = int(os.environ.get("BENCH_ROUNDS", "5"))) -> None:
+    """The cleaned stage (its own per-file runs on a lake, committed Parquet) and the bare
+    fastwarc + resiliparse loop on the same WARC files, interleaved for ``rounds`` rounds in this
+    one process after a warm-up round of each; CPU seconds per round, median ratio. Then one
+    more stage run with timers on its components."""
+    if shared_path(*EXTRACTION, "wcxb-dev-sample") is None or shared_path(*REAL_WARC) is None:
+        print("\n(skipped stage-vs-bare: ../shared is absent)")
+        return
+    enable_watchdog()  # as in the stage's worker processes: each record is posted for police
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        lake, unit = real_warc_lake(root)
+        paths = sorted((root / "warc").iterdir())
+        warc_bytes = sum(p.stat().st_size for p in paths)
+        bare = functools.partial(fastwarc_resiliparse, paths)
+        stage = functools.partial(whole_stage, str(root / "lake"), unit, DEFAULT_EXTRACTOR)
+        pages, records = bare(), stage()  # warm-up: models loaded, caches filled
+        rows, ratios, bare_runs, stage_runs = [], [], [], []
+        for number in range(1, rounds + 1):
+            _, bare_cpu = cpu_seconds(bare)
+            _, stage_cpu = cpu_seconds(stage)
+            bare_runs.append(bare_cpu)
+            stage_runs.append(stage_cpu)
+            ratios.append(stage_cpu / bare_cpu)
+            rows.append([number, bare_cpu, stage_cpu, ratios[-1]])
+        kept = lake.read_json(f"{unit.prefix(CLEANED)}/{MARKER}")["records_out"]
+        _, components, calls, total = attributed(stage)
+    bare_cpu, stage_cpu, ratio = map(statistics.median, (bare_runs, stage_runs, ratios))
+    print_table(
+        f"Cleaned stage vs bare fastwarc + resiliparse: {len(paths)} WARC files "
+        f"({warc_bytes / 1e6:.1f} MB gzipped; {pages} HTML responses, {records} records in, "
+        f"{kept} documents kept), CPU seconds per round, one process, one polars thread",
+        ["round", "bare CPU s", "stage CPU s", "ratio"],
+        [*rows, ["median", bare_cpu, stage_cpu, ratio]],
+    )
+    order = [c for c in COMPONENTS if c in components]
+    order[-1:-1] = sorted(c for c in components if c.startswith("filter: "))
+    print_table(
+        "Where the stage's CPU time goes (one run with timers on its components; each "
+        "exclusive of those it calls)",
+        ["component", "calls", "CPU s", "share", "x bare loop"],
+        [
+            [c, calls.get(c, ""), components[c], f"{components[c] / total:.1%}"]
+            + [components[c] / bare_cpu]
+            for c in order
+        ],
+    )
+    hours = {
+        label: 1e12 / (warc_bytes / seconds) / 3600
+        for label, seconds in (("bare", bare_cpu), ("stage", stage_cpu))
+    }
+    print_table(
+        "Cleaning cost (README rows; CPU-hours per TB of .warc.gz = 10^12 bytes / "
+        "(gzipped bytes per CPU second) / 3600)",
+        ["run", "CPU s", "MB .warc.gz per CPU s", "CPU-hours per TB .warc.gz", "x bare"],
+        [
+            [
+                "fastwarc + resiliparse, bare",
+                bare_cpu,
+                warc_bytes / 1e6 / bare_cpu,
+                hours["bare"],
+                1.0,
+            ],
+            [
+                "tokenmill cleaned stage",
+                stage_cpu,
+                warc_bytes / 1e6 / stage_cpu,
+                hours["stage"],
+                ratio,
+            ],
+        ],
+    )
+    print(
+        json.dumps(
+            {
+                "bench": "stage-vs-bare",
+                "warc_bytes": warc_bytes,
+                "pages": pages,
+                "bare_cpu_s": bare_cpu,
+                "stage_cpu_s": stage_cpu,
+                "ratio": ratio,
+                "ratios": ratios,
+                "cpu_hours_per_tb": hours,
+                "components_cpu_s": components,
+            }
+        )
+    )
+
+
 SECTIONS = {
     "extraction": bench_extraction,
     "language": bench_language,
     "filters": bench_filters,
     "stage": bench_stage,
     "memory": bench_memory,
+    "stage-vs-bare": bench_stage_vs_bare,
 }
 
 

@@ -16,7 +16,7 @@ from tokenmill.lake import Lake
 from tokenmill.layout import CLEANED, LANDING, RAW_CRAWL
 from tokenmill.parts import run_stage_work
 from tokenmill.stages import stage_named
-from tokenmill.stages.cleaned import CleanSettings
+from tokenmill.stages.cleaned import CleanSettings, _foreign
 from tokenmill.units import register_new_files
 
 CRAWL = "CC-MAIN-TEST-2026-02"
@@ -182,3 +182,14 @@ def test_bad_settings_fail_at_once():
         CleanSettings(extractor="boilerpipe")
     with pytest.raises(ValueError, match="language_backend"):
         CleanSettings(language_backend="cld2")
+
+
+def test_foreign_means_surely_a_language_the_stage_drops():
+    foreign = _foreign(CleanSettings(keep_languages=["en"]))
+    german = "Der Garten liegt im Winter unter Stroh, damit der Frost nicht in die Beete kommt."
+    english = "The garden sleeps under straw in winter, so the frost stays out of the beds."
+    assert foreign(german)
+    assert not foreign(english)
+    assert not foreign("12 34")  # no language for sure: the fallback still runs
+    assert not _foreign(CleanSettings(keep_languages=["de"]))(german)
+    assert _foreign(CleanSettings(keep_languages=[])) is None

@@ -47,16 +47,29 @@ def cpu_budget(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGPROF, previous)
 
 
+POST_BYTES = 1024  # a posted record, padded with spaces: each write covers the last one
+
+
 class RecordWatch:
-    """Posts the record a worker process is on, for its parent's `police` (workers only)."""
+    """Posts the record a worker process is on, for its parent's `police` (workers only).
+
+    The post is one file per process, kept open and overwritten in place, blank between records
+    (creating and removing a file per record cost more than language ID): a post that is not
+    JSON, blank or caught mid-write, means no record."""
 
     enabled = False
+    _posts: dict[int, int] = {}  # process id -> descriptor of its open post
 
     def __init__(self, label: dict):
         self.label = label
         self.post = NOTES / f"{os.getpid()}.current"
-        if RecordWatch.enabled:
+
+    def _descriptor(self) -> int:
+        pid = os.getpid()
+        if pid not in RecordWatch._posts:
             NOTES.mkdir(parents=True, exist_ok=True)
+            RecordWatch._posts[pid] = os.open(self.post, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        return RecordWatch._posts[pid]
 
     @contextmanager
     def record(self, offset: int, seconds: float | None) -> Iterator[None]:
@@ -64,11 +77,13 @@ class RecordWatch:
             yield
             return
         entry = self.label | {"offset": offset, "cpu": time.process_time(), "budget": seconds}
-        self.post.write_text(json.dumps(entry))
+        post = self._descriptor()
+        payload = json.dumps(entry).encode().ljust(POST_BYTES)
+        os.pwrite(post, payload, 0)
         try:
             yield
         finally:
-            self.post.unlink(missing_ok=True)
+            os.pwrite(post, b" " * len(payload), 0)
 
 
 def enable_watchdog() -> None:

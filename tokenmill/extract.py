@@ -5,14 +5,17 @@ Extractors (``EXTRACTORS``): ``resiliparse`` (its main-content heuristics, fast)
 (slower, the library as it comes) and ``hybrid`` (the default): resiliparse, falling back to
 trafilatura (``fast`` mode, no comments) only on pages where resiliparse's main content looks
 lost (``looks_lost``) and that are small enough for the fallback to stay cheap
-(``FALLBACK_MAX_TAGS``). Both resiliparse-based extractors first drop comment sections and keep
-them only when nothing else is left (forum threads), and drop repeated lines.
+(``FALLBACK_MAX_TAGS``), unless the caller says (``foreign``) that both the whole page's text and
+resiliparse's main content are in a language it drops: the fallback's text would be dropped too.
+Both resiliparse-based extractors first drop comment sections and keep them only when nothing
+else is left (forum threads), and drop repeated lines.
 ``benchmarks/bench_clean.py`` measures all three.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from resiliparse.extract.html2text import extract_plain_text
@@ -103,31 +106,51 @@ def _word_count(text: str) -> int:
     return len(text.split())
 
 
-def html_to_text(html: str, main_content: bool = True, extractor: str = DEFAULT_EXTRACTOR) -> str:
-    """Text of an HTML page. ``main_content=False`` keeps the whole page (resiliparse only)."""
+def _fewer_words(text: str, limit: int) -> bool:
+    """``_word_count(text) < limit`` without splitting a long text to its end."""
+    return len(text.split(maxsplit=limit)) < limit
+
+
+def html_to_text(
+    html: str,
+    main_content: bool = True,
+    extractor: str = DEFAULT_EXTRACTOR,
+    foreign: Callable[[str], bool] | None = None,
+) -> str:
+    """Text of an HTML page. ``main_content=False`` keeps the whole page (resiliparse only);
+    ``foreign``: see ``main_content_route``."""
     if extractor not in EXTRACTORS:
         raise ValueError(f"unknown extractor {extractor!r}, expected one of {EXTRACTORS}")
     if extractor == "trafilatura" and main_content:
         return _trafilatura(html)
     if not main_content:
         return _resiliparse(HTMLTree.parse(html), main_content=False)
-    return main_content_route(html, fallback=extractor == "hybrid")[0]
+    return main_content_route(html, fallback=extractor == "hybrid", foreign=foreign)[0]
 
 
 ROUTES = ("main content", "with comments", "trafilatura")
 
 
-def main_content_route(html: str, fallback: bool) -> tuple[str, str]:
+def main_content_route(
+    html: str, fallback: bool, foreign: Callable[[str], bool] | None = None
+) -> tuple[str, str]:
     """Main content by resiliparse, and which of ``ROUTES`` gave it: without comment sections;
     with them when nothing else is left (forum threads); trafilatura (if ``fallback``) when
-    resiliparse's text still looks lost and the page is small enough."""
+    resiliparse's text still looks lost and the page is small enough, unless ``foreign`` (a
+    text is surely in a language the caller drops) holds for the page's text and that one."""
     tree = HTMLTree.parse(html)
     text, route = _resiliparse(tree, main_content=True, comments=False), ROUTES[0]
-    if _word_count(text) < FALLBACK_MAX_WORDS:
-        page_words = _word_count(_resiliparse(tree, main_content=False))
+    if _fewer_words(text, FALLBACK_MAX_WORDS):
+        page = _resiliparse(tree, main_content=False)
+        page_words = _word_count(page)
         if looks_lost(text, page_words):
             text, route = _resiliparse(tree, main_content=True, comments=True), ROUTES[1]
-            if fallback and looks_lost(text, page_words) and html.count("<") <= FALLBACK_MAX_TAGS:
+            if (
+                fallback
+                and looks_lost(text, page_words)
+                and html.count("<") <= FALLBACK_MAX_TAGS
+                and not (foreign and foreign(text) and foreign(page))
+            ):
                 recovered = _trafilatura(html, fast=True)
                 if recovered:
                     text, route = recovered, ROUTES[2]
@@ -152,8 +175,10 @@ def extract_document(
     max_html_bytes: int,
     main_content: bool = True,
     extractor: str = DEFAULT_EXTRACTOR,
+    foreign: Callable[[str], bool] | None = None,
 ) -> Extracted:
-    """Text of an HTTP response block, or `Skip` saying why there is none."""
+    """Text of an HTTP response block, or `Skip` saying why there is none (``foreign``: see
+    ``main_content_route``)."""
     response = parse_http_head(block)
     if response.status != 200:
         raise Skip("http_status", str(response.status))
@@ -167,7 +192,7 @@ def extract_document(
     if looks_binary(response.body):
         raise Skip("binary_payload", f"labeled {response.mime or 'without type'}")
     html, charset = decode_html(response.body, response.declared_charset)
-    text = html_to_text(html, main_content, extractor)
+    text = html_to_text(html, main_content, extractor, foreign)
     if not text:
         raise Skip("no_text")
     return Extracted(text, charset)

@@ -37,6 +37,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from isal import isal_zlib
+
 GZIP_MAGIC = b"\x1f\x8b\x08"
 READ_SIZE = 1 << 20
 FEED_SIZE = 64 << 10  # compressed bytes per decompressor call: small leftovers per member
@@ -257,7 +259,7 @@ class _Text:
                 detail = "bytes between gzip members"
                 self._fail(BadRecord(start, skipped, "garbage_bytes", detail, raw))
                 return
-            self._inflater = zlib.decompressobj(31)
+            self._inflater = isal_zlib.decompressobj(31)
             self._member = source.offset
             self._fed = 0
             self.marks.append((self.end, source.offset))
@@ -272,7 +274,7 @@ class _Text:
                 with memoryview(source.buffer) as view, view[self._fed :][:FEED_SIZE] as piece:
                     self._fed += len(piece)
                     data = inflater.decompress(piece, READ_SIZE)
-        except zlib.error as error:
+        except isal_zlib.error as error:
             self._damaged("corrupt_gzip", str(error))
             return
         self.buf += data

@@ -8,7 +8,7 @@ copy), extracts main content, identifies the language, applies the filter chain 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -35,6 +35,8 @@ from tokenmill.warc import DEFAULT_MAX_RECORD_BYTES, BadRecord, WarcRecord, iter
 
 BATCH_DOCS = 1000
 REJECTED_TEXT_CHARS = 2000
+# How sure language ID must be that a page is in a dropped language to skip its fallback.
+FOREIGN_SCORE = 0.9
 
 
 def doc_id(crawl: str, source_file: str, offset: int, inner_offset: int = 0) -> str:
@@ -105,11 +107,14 @@ def run(work: Work) -> StageReport:
     with work.writer(report) as out:
         docs = out.parquet("docs.parquet", DOC_SCHEMA)
         rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA)
+        identify = identifier(settings.language_backend)
         for batch in _batches(
             _documents(work, raw["counts"]["readable"], settings, report, rejected)
         ):
-            frame = pl.from_arrow(pa.Table.from_pylist(batch, DOC_SCHEMA))
-            kept, dropped = chain.apply(frame)
+            # a batch at a time: the model stays in the CPU's caches between documents
+            for row in batch:
+                row["language"], row["language_score"] = identify(row["text"])
+            kept, dropped = chain.apply(_frame(batch))
             for name, count in dropped.group_by("filter").len().iter_rows():
                 report.drop(f"filter:{name}", count)
             docs.write_table(kept.to_arrow())
@@ -129,8 +134,8 @@ def run(work: Work) -> StageReport:
 def _documents(
     work: Work, readable: str, settings: CleanSettings, report: StageReport, rejected
 ) -> Iterator[dict[str, Any]]:
-    identify = identifier(settings.language_backend)
     unit = work.unit
+    foreign = _foreign(settings)
     watch = RecordWatch({"stage": work.stage, "unit": unit.key, "part": work.part})
     with open_file(work.lake, unit.crawl, readable) as stream:
         counted = _CountingReader(stream)
@@ -148,7 +153,7 @@ def _documents(
                 extracted = _extracted_text(record)
             else:
                 with watch.record(record.offset, settings.record_cpu_s):
-                    extracted = _extract(record, settings)
+                    extracted = _extract(record, settings, foreign)
             if isinstance(extracted, Skip):
                 report.drop(f"extract:{extracted.reason}")
                 rejected.write(
@@ -163,14 +168,7 @@ def _documents(
             # NFC: the form tokenizer normalizers (GPT-NeoX's, among others) produce, so
             # decoding a document's tokens gives back exactly its text.
             text = unicodedata.normalize("NFC", extracted.text)
-            language, score = identify(text)
-            yield {
-                **provenance,
-                "charset": extracted.charset,
-                "language": language,
-                "language_score": score,
-                "text": text,
-            }
+            yield {**provenance, "charset": extracted.charset, "text": text}
         report.bytes_in += counted.bytes
 
 
@@ -190,11 +188,31 @@ def _extracted_text(record: WarcRecord) -> Extracted:
     return Extracted(record.block.decode("utf-8", "replace").strip(), "utf-8")
 
 
-def _extract(record: WarcRecord, settings: CleanSettings) -> Extracted | Skip:
+def _foreign(settings: CleanSettings) -> Callable[[str], bool] | None:
+    """Whether a text is surely in a language the language filter drops: a page whose text and
+    resiliparse's main content both are skips the trafilatura fallback."""
+    if not settings.keep_languages:
+        return None
+    identify, keep = identifier(settings.language_backend), set(settings.keep_languages)
+
+    def foreign(text: str) -> bool:
+        language, score = identify(text)
+        return language not in keep and score >= FOREIGN_SCORE
+
+    return foreign
+
+
+def _extract(
+    record: WarcRecord, settings: CleanSettings, foreign: Callable[[str], bool] | None
+) -> Extracted | Skip:
     try:
         with cpu_budget(settings.record_cpu_s):
             return extract_document(
-                record.block, settings.max_html_mb << 20, settings.main_content, settings.extractor
+                record.block,
+                settings.max_html_mb << 20,
+                settings.main_content,
+                settings.extractor,
+                foreign,
             )
     except Skip as skip:
         return skip
@@ -219,6 +237,10 @@ def _provenance(unit: Unit, part: int, source_file: str, record: WarcRecord) -> 
         "url": record.target_uri,
         "warc_date": record.date,
     }
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    return pl.from_arrow(pa.Table.from_pylist(rows, DOC_SCHEMA))
 
 
 def _batches(rows: Iterator[dict[str, Any]], size: int = BATCH_DOCS) -> Iterator[list[dict]]:

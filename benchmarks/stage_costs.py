@@ -1,0 +1,146 @@
+"""Where the cleaned stage's CPU time goes: timers wrapped around its components for one run.
+
+``attributed(work)`` patches the stage's modules for the length of ``work`` only (the stage's
+normal runs pay nothing) and returns the CPU seconds of each component, exclusive of the
+components it calls (the trafilatura fallback is not counted in extraction), and ``other``:
+what no timer covered (provenance, batching, the chain's own bookkeeping, the marker).
+"""
+
+from __future__ import annotations
+
+import time
+import types
+import unicodedata
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import tokenmill.extract as extract
+import tokenmill.filters.chain as chain_module
+import tokenmill.http as http
+import tokenmill.outputs as outputs
+import tokenmill.stages.cleaned as cleaned
+
+# Components in the order a record meets them.
+COMPONENTS = (
+    "read",
+    "HTTP and charset",
+    "extraction",
+    "fallback",
+    "NFC",
+    "language ID",
+    "rows to polars",
+    "PII",
+    "filter words",
+    "write",
+    "other",
+)
+
+
+class Attribution:
+    """Exclusive CPU seconds per component: a component's time less that of those it calls."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._inner: list[float] = []  # per open timer: time spent in timers it called
+
+    @contextmanager
+    def timer(self, component: str) -> Iterator[None]:
+        self._inner.append(0.0)
+        started = time.process_time()
+        try:
+            yield
+        finally:
+            spent = time.process_time() - started
+            inner = self._inner.pop()
+            self.seconds[component] += spent - inner
+            self.calls[component] += 1
+            if self._inner:
+                self._inner[-1] += spent
+
+    def wrap(self, component: str, function: Callable) -> Callable:
+        def timed(*args, **kwargs):
+            with self.timer(component):
+                return function(*args, **kwargs)
+
+        return timed
+
+    def wrap_iterator(self, component: str, function: Callable[..., Iterator]) -> Callable:
+        def timed(*args, **kwargs) -> Iterator:
+            items = function(*args, **kwargs)
+            while True:
+                with self.timer(component):
+                    item = next(items, _END)
+                if item is _END:
+                    return
+                yield item
+
+        return timed
+
+
+_END = object()
+
+
+class _TimedFilter:
+    """A filter or formatter of the chain, timed under its own name."""
+
+    def __init__(self, inner, attribution: Attribution, component: str):
+        self._inner = inner
+        self._call = attribution.wrap(component, inner.__call__)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __call__(self, docs):
+        return self._call(docs)
+
+
+def _patch(stack: ExitStack, owner, name: str, value) -> None:
+    original = getattr(owner, name)
+    setattr(owner, name, value)
+    stack.callback(setattr, owner, name, original)
+
+
+def attributed(work: Callable[[], Any]) -> tuple[Any, dict[str, float], dict[str, int], float]:
+    """``work``'s result, the CPU seconds and the number of calls of each of ``COMPONENTS``
+    (filters as ``filter: <name>``) and its total CPU seconds."""
+    costs = Attribution()
+    wrap = costs.wrap
+    with ExitStack() as stack:
+        _patch(stack, cleaned, "iter_records", costs.wrap_iterator("read", cleaned.iter_records))
+        for name in ("parse_http_head", "looks_binary", "decode_html"):
+            _patch(stack, extract, name, wrap("HTTP and charset", getattr(extract, name)))
+        _patch(
+            stack, http.HttpResponse, "decoded", wrap("HTTP and charset", http.HttpResponse.decoded)
+        )
+        _patch(stack, extract, "html_to_text", wrap("extraction", extract.html_to_text))
+        _patch(stack, extract, "_trafilatura", wrap("fallback", extract._trafilatura))
+        if hasattr(cleaned, "nfc"):  # NFC through tokenmill.normal_form
+            _patch(stack, cleaned, "nfc", wrap("NFC", cleaned.nfc))
+        else:
+            nfc = types.SimpleNamespace(normalize=wrap("NFC", unicodedata.normalize))
+            _patch(stack, cleaned, "unicodedata", nfc)
+        identifier = cleaned.identifier
+        _patch(stack, cleaned, "identifier", lambda b: wrap("language ID", identifier(b)))
+        _patch(stack, cleaned, "_frame", wrap("rows to polars", cleaned._frame))
+        _patch(stack, chain_module, "words_of", wrap("filter words", chain_module.words_of))
+        for name in ("write", "write_table", "close"):
+            method = getattr(outputs.ParquetSink, name)
+            _patch(stack, outputs.ParquetSink, name, wrap("write", method))
+        chain = cleaned.CleanSettings.chain
+
+        def timed_chain(settings):
+            built = chain(settings)
+            built.filters = [_TimedFilter(f, costs, f"filter: {f.name}") for f in built.filters]
+            built.formatters = [_TimedFilter(f, costs, "PII") for f in built.formatters]
+            return built
+
+        _patch(stack, cleaned.CleanSettings, "chain", timed_chain)
+        started = time.process_time()
+        result = work()
+        total = time.process_time() - started
+    seconds = dict(costs.seconds)
+    seconds["other"] = total - sum(seconds.values())
+    return result, seconds, dict(costs.calls), total
