@@ -15,6 +15,7 @@ from dagster import (
     AssetKey,
     AssetMaterialization,
     DagsterInstance,
+    DagsterInvalidConfigError,
     SensorResult,
     SkipReason,
     build_run_status_sensor_context,
@@ -24,7 +25,7 @@ from dagster import (
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.loader import LoadingContextForTest
 
-from data_assets.definitions import build_definitions
+from data_assets.definitions import build_definitions, lake_resource
 from data_assets.jobs import JOBS
 from data_assets.k8s import K8S_CONFIG, STAGE_TAG, run_tags
 from data_assets.partitions import crawl_units, unit_duplicates, unit_list_version
@@ -572,6 +573,33 @@ def test_reconciliation_registers_files_the_sensor_skipped(lake):
     assert set(instance.get_dynamic_partitions("units")) == set(keys(CRAWL, "00000", "00001"))
     version = unit_list_version(registered_units(lake, CRAWL))
     assert unit_list_observations(instance) == [(CRAWL, version)]
+
+
+def test_run_config_cannot_repoint_the_deployments_resources(lake, tmp_path, monkeypatch):
+    """Every resource is what the deployment set (here the lake from TOKENMILL_LAKE_URL, read
+    when the run starts); a launchpad run config setting any of their fields is rejected before
+    the run starts, for op and asset jobs alike."""
+    instance = DagsterInstance.ephemeral()
+    monkeypatch.setenv("TOKENMILL_LAKE_URL", lake.url)
+    defs = build_definitions(lake_resource(), discovery=DiscoveryResource(files_per_unit=2))
+    land(lake, ["a.warc.gz"])
+    elsewhere = tmp_path / "elsewhere"
+    overrides = {
+        "lake": {"url": str(elsewhere)},
+        "workers": {"memory_limit_mb": None, "processes": 512},
+        "discovery": {"files_per_unit": 1},
+        "alerts": {"webhook_url": "http://127.0.0.1:9/hook"},
+    }
+    for job_name in ("reconcile_landing", "run_raw_crawl", "run_tokenizer"):
+        job = defs.resolve_job_def(job_name)
+        for resource, config in overrides.items():
+            run_config = {"resources": {resource: {"config": config}}}
+            with pytest.raises(DagsterInvalidConfigError, match=f"resources:{resource}:config"):
+                job.execute_in_process(run_config=run_config, instance=instance)
+    assert not elsewhere.exists()
+    job = defs.resolve_job_def("reconcile_landing")
+    assert job.execute_in_process(instance=instance).success
+    assert unit_files(lake, Unit(CRAWL, "00000")) == [f"{LANDING}/{CRAWL}/a.warc.gz"]
 
 
 def test_definitions_wire_the_sensors_and_schedule():
