@@ -281,6 +281,7 @@ STAGE = Stage(
     kinds=("parquet",),
     # extraction and filtering are CPU-bound: one worker process per CPU
     pod=Pod("4", "6Gi", "4", "8Gi"),
+    max_runtime_s=12 * 3600,  # the heaviest per-unit stage: HTML extraction
     checks=(Check("provenance_resolves", provenance_resolves),),
     schema=DOC_SCHEMA,
     description="Main-content text of HTML responses with language and provenance columns, "
