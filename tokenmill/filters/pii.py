@@ -36,7 +36,7 @@ _LOCAL_RUN = string.ascii_letters + string.digits + "!#$%&'*+/=?^_`{|}~-."
 _BOUNDARY = re.compile(r"\b")
 
 
-def email_matches(text: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match]:
+def email_matches(text: str) -> Iterator[re.Match]:
     """``_EMAIL.finditer(text)``, in linear time.
 
     The regex engine tries every start position, and from each it scans the local part up to
@@ -47,8 +47,8 @@ def email_matches(text: str, pos: int = 0, endpos: int | None = None) -> Iterato
     with "." and the position is a word boundary. So per "@", the leftmost such position is
     the only one worth trying.
     """
-    del endpos  # the signature of Pattern.finditer, as _CyclingReplacer calls it
-    at = text.find("@", pos)
+    pos = 0  # where the previous match ended
+    at = text.find("@")
     while at >= 0:
         start = _local_start(text, pos, at)
         match = _EMAIL.match(text, start) if start is not None else None
