@@ -32,7 +32,7 @@ def _stream_compress(compressor, total: int, flush) -> bytes:
     return b"".join(out)
 
 
-def _through_stages(body: bytes, headers: dict[str, str], workers: int = 1) -> dict:
+def _through_stages(body: bytes, headers: dict[str, str]) -> dict:
     out = io.BytesIO()
     writer = WarcWriter(out, id_seed="worst")
     pages = [("before", page("ok", PROSE).encode(), None), ("hostile", body, headers)]
@@ -51,9 +51,7 @@ def _through_stages(body: bytes, headers: dict[str, str], workers: int = 1) -> d
         (unit,) = register_new_files(lake, "CC-MAIN-WORST", files_per_unit=1).units
         run_stage_work(raw_crawl.STAGE, lake, unit=unit, workers=1)
         # as a Dagster run does: parts in worker processes under the default memory cap
-        report = run_stage_work(
-            cleaned.STAGE, lake, unit=unit, workers=workers, memory_limit=4096 << 20
-        )
+        report = run_stage_work(cleaned.STAGE, lake, unit=unit, workers=1, memory_limit=4096 << 20)
         import pyarrow.parquet as pq
 
         with lake.open_input(f"{unit.part_prefix('cleaned', 0)}/rejected.parquet") as f:
