@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 
 from tokenmill.filters.pii import _EMAIL, PIIMasker, email_matches
-from tokenmill.normal_form import GRAPHEME_JOINER, MAX_NON_STARTERS, nfc, stream_safe
+from tokenmill.normal_form import (
+    GRAPHEME_JOINER,
+    MAX_NON_STARTERS,
+    NON_STARTER_RANGE,
+    _is_non_starter,
+    nfc,
+    stream_safe,
+)
 
 PROJECT = Path(__file__).resolve().parents[1]
 CPU_SECONDS = 20
@@ -78,6 +85,15 @@ def test_stream_safe_breaks_runs_of_marks_only_past_thirty():
     assert first == unicodedata.normalize("NFC", "a" + "\u0316" * 15 + "\u0301" * 15)
     assert second == "\u0316" * 15 + "\u0301" * 15
     assert third == "\u0316" * 10 + "\u0301" * 10
+
+
+def test_every_non_starter_is_in_the_scanned_range():
+    outside = [
+        c
+        for c in range(sys.maxunicode + 1)
+        if c not in NON_STARTER_RANGE and _is_non_starter(chr(c))
+    ]
+    assert outside == []
 
 
 def test_nfc_of_normal_text_is_unicodedata_nfc():
