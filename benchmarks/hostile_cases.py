@@ -9,6 +9,7 @@ A process over the CPU limit is killed (SIGXCPU) and its row fails.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -252,4 +253,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__).parse_args()
     main()
