@@ -15,6 +15,7 @@ import argparse
 import functools
 import gzip
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -36,7 +37,7 @@ from tokenmill.layout import (  # noqa: E402
 from tokenmill.outputs import PartitionWriter, read_batches  # noqa: E402
 from tokenmill.parts import run_stage_work  # noqa: E402
 from tokenmill.stages import stage_named  # noqa: E402
-from tokenmill.tokenize import TokenizerSettings, load_tokenizer  # noqa: E402
+from tokenmill.tokenize import TOKENIZER_PATHS_ENV, TokenizerSettings, load_tokenizer  # noqa: E402
 
 UNIT = Unit("CC-MAIN-BENCH", "00000")
 DOCS_KEY = f"{UNIT.part_prefix(DEDUPLICATED, 0)}/docs.parquet"
@@ -123,6 +124,8 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=40, help="file size (1x) in MB of text")
     args = parser.parse_args()
     neox = shared_path("tokenizers", "gpt-neox-style-50k.tokenizer.json")
+    if neox:  # a tokenizer outside the lake is read only from an allowed location
+        os.environ[TOKENIZER_PATHS_ENV] = str(Path(neox).parent)
     rows, memory = [], []
     with tempfile.TemporaryDirectory() as scratch:
         for scale in (1, 4):

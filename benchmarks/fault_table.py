@@ -4,6 +4,10 @@ docs lost, docs duplicated, outputs identical) and the numbers behind it.
 
     uv run python benchmarks/fault_table.py            # ~10 minutes on 2 cores
     uv run python benchmarks/fault_table.py --quick    # a few trials of each, ~4 minutes
+    uv run python benchmarks/fault_table.py --hostile-only  # the hostile-input tables, ~4 min
+
+The hostile-input classes (benchmarks/hostile_cases.py) follow in two more tables: each class's
+regression tests and the worst real-size cases, with CPU time and peak RSS per process.
 
 Needs PostgreSQL at 127.0.0.1:5432 (trust auth; root to restart it with pg_ctlcluster) and the
 SeaweedFS binary (dev dependency); a fault whose server is missing is reported as skipped.
@@ -26,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import hostile_cases  # noqa: E402
 from benchmarks.measure import print_table, shared_path  # noqa: E402
 from tests import faults, servers  # noqa: E402
 from tests.faults import CRAWL, UNIT, Child  # noqa: E402
@@ -380,7 +385,13 @@ def path_like_keys(work: Path):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a few trials of each fault")
+    parser.add_argument(
+        "--hostile-only", action="store_true", help="only the hostile-input classes' tables"
+    )
     args = parser.parse_args()
+    if args.hostile_only:
+        hostile_cases.main()
+        return
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="tokenmill-faults-"))
     try:
@@ -419,6 +430,7 @@ def main() -> None:
         [row.cells() for row in rows],
     )
     print(f"\n{sum(r.trials for r in rows)} faults in {time.perf_counter() - started:.0f} s")
+    hostile_cases.main()
 
 
 if __name__ == "__main__":

@@ -9,8 +9,6 @@ what no timer covered (provenance, batching, the chain's own bookkeeping, the ma
 from __future__ import annotations
 
 import time
-import types
-import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -117,11 +115,7 @@ def attributed(work: Callable[[], Any]) -> tuple[Any, dict[str, float], dict[str
         )
         _patch(stack, extract, "html_to_text", wrap("extraction", extract.html_to_text))
         _patch(stack, extract, "_trafilatura", wrap("fallback", extract._trafilatura))
-        if hasattr(cleaned, "nfc"):  # NFC through tokenmill.normal_form
-            _patch(stack, cleaned, "nfc", wrap("NFC", cleaned.nfc))
-        else:
-            nfc = types.SimpleNamespace(normalize=wrap("NFC", unicodedata.normalize))
-            _patch(stack, cleaned, "unicodedata", nfc)
+        _patch(stack, cleaned, "nfc", wrap("NFC", cleaned.nfc))
         identifier = cleaned.identifier
         _patch(stack, cleaned, "identifier", lambda b: wrap("language ID", identifier(b)))
         _patch(stack, cleaned, "_frame", wrap("rows to polars", cleaned._frame))

@@ -21,6 +21,7 @@ from data_assets.partitions import BRIDGES
 from data_assets.recipe import Recipe
 from resources.automation import AlertsResource, DiscoveryResource, tick_seconds
 from resources.lake import LakeResource
+from resources.locked import locked
 from resources.workers import WorkersResource
 from sensors.crawls import crawl_signatures_complete
 from sensors.failures import record_run_failures
@@ -106,10 +107,10 @@ def build_definitions(
         schedules=[reconcile_schedule],
         executor=executor(),
         resources={
-            "lake": lake,
-            "alerts": alerts or AlertsResource(),
-            "discovery": discovery or DiscoveryResource(),
-            "workers": workers or WorkersResource(),
+            "lake": locked(lake),
+            "alerts": locked(alerts or AlertsResource()),
+            "discovery": locked(discovery or DiscoveryResource()),
+            "workers": locked(workers or WorkersResource()),
         },
     )
 

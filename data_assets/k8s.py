@@ -15,7 +15,9 @@ from tokenmill.stages import STAGES
 
 K8S_CONFIG = "dagster-k8s/config"
 STAGE_TAG = "tokenmill/stage"
+MAX_RUNTIME_TAG = "dagster/max_runtime"  # seconds; enforced by run monitoring
 STAGE_RESOURCES = {stage.name: stage.pod.resources() for stage in STAGES}
+STAGE_MAX_RUNTIME = {stage.name: stage.max_runtime_s for stage in STAGES}
 
 QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti)?$")
 SCALE = {None: 1, "m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -38,7 +40,8 @@ def op_tags(stage: Stage) -> dict:
 
 
 def run_tags(*stages: str) -> dict:
-    """A job's tags: a run pod large enough for each of its stages, and its queue key."""
+    """A job's tags: a run pod large enough for each of its stages, its queue key and the
+    longest its stages may run one after another."""
     unknown = set(stages) - set(STAGE_RESOURCES)
     if unknown:
         raise KeyError(f"no Kubernetes resources for stages {sorted(unknown)}")
@@ -53,4 +56,5 @@ def run_tags(*stages: str) -> dict:
     return {
         K8S_CONFIG: {"container_config": {"resources": merged}},
         STAGE_TAG: "+".join(stages),
+        MAX_RUNTIME_TAG: str(sum(STAGE_MAX_RUNTIME[stage] for stage in stages)),
     }

@@ -3,6 +3,7 @@ landed out of order, which the incremental sensor does not revisit, and declared
 
 from dagster import DefaultScheduleStatus, OpExecutionContext, ScheduleDefinition, job, op
 
+from data_assets.k8s import MAX_RUNTIME_TAG
 from data_assets.partitions import sync_partitions
 from resources.automation import DiscoveryResource
 from resources.lake import LakeResource
@@ -28,7 +29,10 @@ def register_landed_files(
     sync_partitions(context.instance, data)
 
 
-@job(description="Register source files that are in no unit yet.")
+@job(
+    description="Register source files that are in no unit yet.",
+    tags={MAX_RUNTIME_TAG: str(3600)},  # hourly: a hung run must not outlive the next one
+)
 def reconcile_landing():
     register_landed_files()
 

@@ -503,6 +503,32 @@ def hostile_warc() -> bytes:
     return out.getvalue()
 
 
+def nested_divs_warc(depth: int) -> bytes:
+    """A good page, a page of `depth` nested <div>s (extraction is quadratic in the depth, in C
+    code that holds the GIL), and another good page."""
+    from demo.warc_writer import WarcWriter
+
+    out = io.BytesIO()
+    writer = WarcWriter(out, id_seed=f"nested-{depth}")
+    prose = "The committee met on Tuesday to review the budget for the new library. " * 20
+    nested = "<div>" * depth + prose + "</div>" * depth
+    for index, (name, html) in enumerate(
+        [
+            ("before", page("ok", prose)),
+            ("nested", page("deep", nested)),
+            ("after", page("ok", prose)),
+        ]
+    ):
+        writer.write_response(
+            f"http://nested.example/{name}",
+            html.encode(),
+            content_type="text/html; charset=utf-8",
+            date="2026-01-01T00:00:00Z",
+            record_id=f"<urn:uuid:00000000-0000-0000-0001-{index:012d}>",
+        )
+    return out.getvalue()
+
+
 # Peak RSS from VmHWM: ru_maxrss would carry the parent's peak over fork and exec.
 BIG_RECORD_CHILD = """
 import json, re, sys

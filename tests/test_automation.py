@@ -15,6 +15,7 @@ from dagster import (
     AssetKey,
     AssetMaterialization,
     DagsterInstance,
+    DagsterInvalidConfigError,
     SensorResult,
     SkipReason,
     build_run_status_sensor_context,
@@ -24,9 +25,9 @@ from dagster import (
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.loader import LoadingContextForTest
 
-from data_assets.definitions import build_definitions
+from data_assets.definitions import build_definitions, lake_resource
 from data_assets.jobs import JOBS
-from data_assets.k8s import K8S_CONFIG, STAGE_TAG, run_tags
+from data_assets.k8s import K8S_CONFIG, MAX_RUNTIME_TAG, STAGE_TAG, run_tags
 from data_assets.partitions import crawl_units, unit_duplicates, unit_list_version
 from data_assets.recipe import Recipe
 from demo.crawl import generate_demo_crawl
@@ -39,7 +40,7 @@ from sensors.landing import landing_zone
 from tokenmill.dedup import CLUSTERS_FILE
 from tokenmill.lake import Lake
 from tokenmill.layout import LANDING, Unit
-from tokenmill.stages import STAGES
+from tokenmill.stages import STAGES, stage_named
 from tokenmill.units import discover, register_new_files, registered_units, unit_files
 
 CRAWL = "CC-MAIN-AUTO-2026-05"
@@ -578,6 +579,55 @@ def test_reconciliation_registers_files_the_sensor_skipped(lake):
     assert unit_list_observations(instance) == [(CRAWL, version)]
 
 
+def test_run_config_cannot_repoint_the_deployments_resources(lake, tmp_path, monkeypatch):
+    """Every resource is what the deployment set (here the lake from TOKENMILL_LAKE_URL, read
+    when the run starts); a launchpad run config setting any of their fields is rejected before
+    the run starts, for op and asset jobs alike."""
+    instance = DagsterInstance.ephemeral()
+    monkeypatch.setenv("TOKENMILL_LAKE_URL", lake.url)
+    defs = build_definitions(lake_resource(), discovery=DiscoveryResource(files_per_unit=2))
+    land(lake, ["a.warc.gz"])
+    elsewhere = tmp_path / "elsewhere"
+    overrides = {
+        "lake": {"url": str(elsewhere)},
+        "workers": {"memory_limit_mb": None, "processes": 512},
+        "discovery": {"files_per_unit": 1},
+        "alerts": {"webhook_url": "http://127.0.0.1:9/hook"},
+    }
+    for job_name in ("reconcile_landing", "run_raw_crawl", "run_tokenizer"):
+        job = defs.resolve_job_def(job_name)
+        for resource, config in overrides.items():
+            run_config = {"resources": {resource: {"config": config}}}
+            with pytest.raises(DagsterInvalidConfigError, match=f"resources:{resource}:config"):
+                job.execute_in_process(run_config=run_config, instance=instance)
+    assert not elsewhere.exists()
+    job = defs.resolve_job_def("reconcile_landing")
+    assert job.execute_in_process(instance=instance).success
+    assert unit_files(lake, Unit(CRAWL, "00000")) == [f"{LANDING}/{CRAWL}/a.warc.gz"]
+
+
+def test_every_run_has_a_maximum_runtime(lake):
+    """Run monitoring fails a run older than its dagster/max_runtime tag: the stage jobs (and
+    the backfills and sensor runs of them), the automation sensors' runs and the hourly
+    reconciliation all carry one, from the Stage declaration."""
+    instance = DagsterInstance.ephemeral()
+    defs = build_definitions(LakeResource(url=lake.url), workers=WorkersResource(processes=1))
+    land(lake, ["a.warc.gz"])
+    reconcile = defs.resolve_job_def("reconcile_landing").execute_in_process(instance=instance)
+    assert reconcile.dagster_run.tags[MAX_RUNTIME_TAG] == "3600"
+    (unit,) = instance.get_dynamic_partitions("units")
+    raw = defs.resolve_job_def("run_raw_crawl").execute_in_process(
+        instance=instance, partition_key=unit
+    )
+    assert raw.success
+    assert raw.dagster_run.tags[MAX_RUNTIME_TAG] == str(stage_named("raw_crawl").max_runtime_s)
+    for stage in STAGES:
+        assert JOBS[stage.name].tags[MAX_RUNTIME_TAG] == str(stage.max_runtime_s)
+    assert run_tags("raw_crawl", "cleaned")[MAX_RUNTIME_TAG] == str(
+        stage_named("raw_crawl").max_runtime_s + stage_named("cleaned").max_runtime_s
+    )
+
+
 def test_definitions_wire_the_sensors_and_schedule():
     from data_assets.definitions import defs
 
@@ -594,6 +644,7 @@ def test_definitions_wire_the_sensors_and_schedule():
         tags = run_tags(stage.name)
         assert json.loads(sensor.run_tags[K8S_CONFIG]) == tags[K8S_CONFIG]
         assert sensor.run_tags[STAGE_TAG] == tags[STAGE_TAG]
+        assert sensor.run_tags[MAX_RUNTIME_TAG] == str(stage.max_runtime_s)
     assert [s.name for s in repository.schedule_defs] == ["reconcile_landing_schedule"]
     for name in ("cleaned", "dedup_clusters", "deduplicated", "tokenized_shards"):
         assert defs.resolve_assets_def(name).automation_conditions_by_key[AssetKey(name)]

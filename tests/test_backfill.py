@@ -157,7 +157,9 @@ def test_cli_job_backfills_a_range_and_a_list(dev: DagsterDev, lake: Lake):
 
 
 def run_unit(instance: DagsterInstance, lake: Lake, job: str, key: str):
-    defs = build_definitions(LakeResource(url=lake.url), workers=WorkersResource(processes=1))
+    # No memory cap: the parts run in this process, where a test can patch the stage.
+    workers = WorkersResource(processes=1, memory_limit_mb=None)
+    defs = build_definitions(LakeResource(url=lake.url), workers=workers)
     return defs.resolve_job_def(job).execute_in_process(
         run_config=QUIET_CONSOLE, instance=instance, partition_key=key, raise_on_error=False
     )

@@ -319,6 +319,46 @@ def test_hostile_records_are_counted_kept_aside_and_never_fail_the_run(reference
     assert "http://hostile.example/utf8" in kept | set(by_url)
 
 
+@pytest.mark.parametrize(
+    ("file_count", "workers"),
+    [(2, 2), (1, 1)],  # one file and one worker: still in a worker process, under a memory cap
+    ids=["two-files-two-workers", "one-file-one-worker"],
+)
+def test_a_record_over_its_cpu_budget_is_dropped_and_its_neighbours_kept(
+    tmp_path, file_count, workers
+):
+    """80,000 nested <div>s keep extraction in C code for about two minutes of CPU, out of reach
+    of the in-process timer: the parent kills the worker at twice the record's budget and the
+    file starts again in a new worker without that record. The pages around it are kept. (A
+    unit of one file once ran in the run's own process: no watchdog, no memory cap.)"""
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    files = {"a.warc.gz": faults.nested_divs_warc(80_000), "b.warc.gz": faults.nested_divs_warc(0)}
+    files = dict(list(files.items())[:file_count])
+    unit = land(lake, "CC-MAIN-BUDGET", files)
+    run_stage_work(raw_crawl.STAGE, lake, unit=unit, workers=1)
+    settings = cleaned.CleanSettings(record_cpu_s=1.0)
+    started = time.process_time()
+    report = run_stage_work(
+        cleaned.STAGE, lake, settings, unit=unit, workers=workers, memory_limit=4 << 30
+    )
+    assert time.process_time() - started < 20  # this process only waited
+    docs = unit_table(lake, unit, "cleaned", "docs.parquet", len(files))
+    rejected = unit_table(lake, unit, "cleaned", "rejected.parquet", len(files))
+    assert report.records_in == 3 * file_count == docs.num_rows + rejected.num_rows
+    assert report.dropped["extract:over_budget"] == 1
+    reasons = {
+        (row["source_file"].rsplit("/", 1)[1], row["url"].rsplit("/", 1)[1]): row["filter"]
+        for row in rejected.to_pylist()
+    }
+    assert reasons.pop(("a.warc.gz", "nested")) == "extract:over_budget"
+    # Every other page, the deep page's neighbours included, reached the filters.
+    assert not [r for r in reasons.values() if r.startswith("extract:")], reasons
+    kept = {
+        (r["source_file"].rsplit("/", 1)[1], r["url"].rsplit("/", 1)[1]) for r in docs.to_pylist()
+    }
+    assert len(kept | set(reasons)) == 3 * file_count - 1
+
+
 def test_unusable_file_is_quarantined_by_name_and_flagged_without_retries(reference, tmp_path):
     # A file that is not WARC at all no longer fails its unit (the unit's other files are
     # good): it is one quarantine row naming the file and why, and the unit's bad_record_rate

@@ -44,7 +44,9 @@ def test_keys_cannot_escape_the_lake(lake, key):
         lake.path(key)
 
 
-@pytest.mark.parametrize("crawl", ["../../etc", "..", "a/b", ".hidden"])
+@pytest.mark.parametrize(
+    "crawl", ["../../etc", "..", "a/b", ".hidden", "A|B", "A\x1bB", "A\u202eB", "x" * 129]
+)
 def test_path_like_partition_keys_are_refused(crawl):
     with pytest.raises(LakeKeyError):
         Unit(crawl, "00000")

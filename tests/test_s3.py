@@ -101,14 +101,26 @@ def test_bounded_listing_pages_through_the_bucket(seaweedfs, s3_env):
     assert lake.list_dirs("landing") == ["C"]
 
 
-def test_tokenizer_is_read_from_an_s3_uri_with_the_lakes_settings(seaweedfs, s3_env, shared):
+def test_tokenizer_is_read_from_an_s3_uri_with_the_lakes_settings(
+    seaweedfs, s3_env, shared, monkeypatch
+):
     from tokenmill.stage import Work
-    from tokenmill.tokenize import TOKENIZER_KEY, TokenizerSettings, build_tokenizer
+    from tokenmill.tokenize import (
+        TOKENIZER_KEY,
+        TOKENIZER_PATHS_ENV,
+        TokenizerPathError,
+        TokenizerSettings,
+        build_tokenizer,
+    )
 
     source = shared / "tokenizers" / "llama-style-32k.tokenizer.json"
     seaweedfs.client().upload_file(str(source), seaweedfs.bucket, "models/llama.json")
     lake = s3_lake(seaweedfs, "tok")
     settings = TokenizerSettings(path=f"s3://{seaweedfs.bucket}/models/llama.json")
+    # Outside the lake (s3://bucket/tok): only from a prefix the deployment allows.
+    with pytest.raises(TokenizerPathError, match="outside the lake"):
+        build_tokenizer(Work(lake, "tokenizer", settings))
+    monkeypatch.setenv(TOKENIZER_PATHS_ENV, f"s3://{seaweedfs.bucket}/models")
     report = build_tokenizer(Work(lake, "tokenizer", settings))
     assert lake.read_bytes(TOKENIZER_KEY) == source.read_bytes()
     assert report.counts["vocab_size"] == 32003

@@ -32,7 +32,14 @@ from tokenmill.outputs import PartitionWriter, StageReport, combine, read_batche
 from tokenmill.parts import run_stage_work
 from tokenmill.stage import Work
 from tokenmill.stages import stage_named
-from tokenmill.tokenize import TokenizerSettings, TokenizeSettings, tokenize_part
+from tokenmill.tokenize import (
+    TOKENIZER_PATHS_ENV,
+    TokenizerPathError,
+    TokenizerSettings,
+    TokenizeSettings,
+    read_uri,
+    tokenize_part,
+)
 from tokenmill.units import write_batch
 
 UNIT = Unit("CC-MAIN-TEST", "00000")
@@ -93,8 +100,9 @@ def lake(tmp_path) -> Lake:
 @pytest.mark.parametrize(
     "name, eod", [("gpt-neox-style-50k", "<|endoftext|>"), ("llama-style-32k", "</s>")]
 )
-def test_real_tokenizers_round_trip_every_document(lake, shared, name, eod):
+def test_real_tokenizers_round_trip_every_document(lake, shared, name, eod, monkeypatch):
     path = shared / "tokenizers" / f"{name}.tokenizer.json"
+    monkeypatch.setenv(TOKENIZER_PATHS_ENV, f"/nonexistent,{path.parent}")
     deduplicated_unit(lake, TEXTS)
     build_tokenizer(lake, TokenizerSettings(path=str(path)))
     work = Work(lake, TOKENIZED_SHARDS, unit=UNIT, part=0, file=SOURCE)
@@ -114,13 +122,18 @@ def test_real_tokenizers_round_trip_every_document(lake, shared, name, eod):
     assert sidecar[3]["url"] == "https://example.com/3" and sidecar[3]["record_offset"] == 3000
 
 
-def test_large_vocabularies_are_written_as_int32(lake, tmp_path):
+def in_the_lake(lake: Lake, tokenizer: Tokenizer, name: str) -> str:
+    """A tokenizer file in the lake (no allow-list needed), by its absolute path."""
+    lake.write_bytes(f"models/{name}", tokenizer.to_str().encode())
+    return lake.path(f"models/{name}")
+
+
+def test_large_vocabularies_are_written_as_int32(lake):
     vocab = {f"w{i}": i for i in range(70_000)} | {"[UNK]": 70_000, "<|endoftext|>": 70_001}
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer.save(str(tmp_path / "big.json"))
     deduplicated_unit(lake, ["w1 w69999 w65536", "w0"])
-    build_tokenizer(lake, TokenizerSettings(path=str(tmp_path / "big.json")))
+    build_tokenizer(lake, TokenizerSettings(path=in_the_lake(lake, tokenizer, "big.json")))
     tokenize_unit(lake)
     docs, _ = read_shard(lake)
     assert lake.read_bytes(f"{UNIT.part_prefix(TOKENIZED_SHARDS, 0)}/tokens.idx")[17] == 4
@@ -140,13 +153,41 @@ def test_trained_tokenizer_round_trips_and_eod_is_optional(lake):
     )
 
 
-def test_a_tokenizer_without_an_end_of_document_token_is_refused(lake, tmp_path):
+def test_a_tokenizer_without_an_end_of_document_token_is_refused(lake):
     tokenizer = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
-    tokenizer.save(str(tmp_path / "no_eod.json"))
     deduplicated_unit(lake, ["a"])
-    build_tokenizer(lake, TokenizerSettings(path=str(tmp_path / "no_eod.json")))
+    build_tokenizer(lake, TokenizerSettings(path=in_the_lake(lake, tokenizer, "no_eod.json")))
     with pytest.raises(ValueError, match="end-of-document"):
         tokenize_unit(lake)
+
+
+def test_tokenizer_paths_outside_the_lake_and_the_allow_list_are_refused(
+    lake, tmp_path, monkeypatch
+):
+    allowed = tmp_path / "models"
+    allowed.mkdir()
+    tokenizer = Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]"))
+    tokenizer.save(str(allowed / "ok.json"))
+    tokenizer.save(str(tmp_path / "elsewhere.json"))
+    (allowed / "escape.json").symlink_to(tmp_path / "elsewhere.json")
+    monkeypatch.setenv(TOKENIZER_PATHS_ENV, str(allowed))
+    refused = [
+        "/etc/passwd",
+        str(tmp_path / "elsewhere.json"),
+        str(allowed / "escape.json"),  # a symlink out of the allowed directory
+        str(allowed / ".." / "elsewhere.json"),
+        f"file://{tmp_path}/elsewhere.json",
+        str(allowed) + "-sibling/ok.json",
+        "s3://some-bucket/model.json",
+        "s3://some-bucket/lake/../model.json",
+    ]
+    for path in refused:
+        with pytest.raises(TokenizerPathError) as error:
+            read_uri(lake, path)
+        assert repr(path) in str(error.value)
+        assert str(allowed) in str(error.value) and lake.real_root in str(error.value)
+    assert read_uri(lake, str(allowed / "ok.json")) == (allowed / "ok.json").read_bytes()
+    assert read_uri(lake, f"file://{allowed}/ok.json") == (allowed / "ok.json").read_bytes()
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +243,7 @@ def stale_status(instance: DagsterInstance, defs, asset: str, partition: str) ->
     return resolver.get_status(AssetKey(asset), partition)
 
 
-def test_changing_the_tokenizer_makes_tokenized_shards_stale(small_pipeline, shared):
+def test_changing_the_tokenizer_makes_tokenized_shards_stale(small_pipeline, shared, monkeypatch):
     pipeline = small_pipeline
     defs = build_definitions(
         LakeResource(url=pipeline.lake.url), workers=WorkersResource(processes=1)
@@ -215,7 +256,19 @@ def test_changing_the_tokenizer_makes_tokenized_shards_stale(small_pipeline, sha
     assert build.execute_in_process(instance=pipeline.instance).success
     assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.FRESH
 
+    # A launchpad run config cannot read a file outside the lake and the allow-list.
+    config = {"ops": {"tokenizer": {"config": {"path": "/etc/passwd"}}}}
+    result = build.execute_in_process(
+        run_config=config, instance=pipeline.instance, raise_on_error=False
+    )
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = failure.step_failure_data.error.message
+    assert "'/etc/passwd'" in message and TOKENIZER_PATHS_ENV in message
+    assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.FRESH
+
     neox = shared / "tokenizers" / "gpt-neox-style-50k.tokenizer.json"
+    monkeypatch.setenv(TOKENIZER_PATHS_ENV, str(neox.parent))
     config = {"ops": {"tokenizer": {"config": {"path": str(neox)}}}}
     assert build.execute_in_process(run_config=config, instance=pipeline.instance).success
     assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.STALE

@@ -3,6 +3,8 @@ that collides with a concurrent one, and discovery in bounded listings."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tokenmill.lake import Lake
@@ -132,6 +134,34 @@ def test_discovery_names_bad_folders_and_skips_declared_crawls(lake):
     units, _, problems = discover(lake, {}, files_per_unit=2, max_keys=100)
     assert units == [Unit(CRAWL, "00000")]
     assert problems == ["landing folder '-bad' is not a valid crawl name; its files are ignored"]
+
+
+def test_hostile_crawl_and_file_names_are_reported_and_the_rest_registered(lake):
+    """A "|", control or bidi character in a landing folder once made every landing tick fail;
+    an over-long file name failed its shard for good. Each is now one named problem."""
+    land(lake, ["a.warc.gz"])
+    root = lake.path(LANDING)
+    for crawl in ("A|B", "A\x1bB", "A\u202eB"):
+        os.makedirs(f"{root}/{crawl}")
+        open(f"{root}/{crawl}/f.warc.gz", "wb").close()
+    long_name = "z" * 200 + ".warc.gz"
+    open(f"{root}/{CRAWL}/{long_name}", "wb").close()
+    units, _, problems = discover(lake, {}, files_per_unit=10, max_keys=100)
+    assert [unit_files(lake, unit) for unit in units] == [[f"{LANDING}/{CRAWL}/a.warc.gz"]]
+    for crawl in ("A|B", "A\x1bB", "A\u202eB"):
+        assert f"landing folder {crawl!r} is not a valid crawl name; its files are ignored" in (
+            problems
+        )
+    assert any(long_name in problem for problem in problems), problems
+
+
+def test_same_base_names_and_tmp_in_names_are_distinct_registered_files(lake):
+    """Two landed files with one base name in different folders once overwrote each other in
+    the raw zone; a name containing ".tmp-" (the lake's own temporaries start with it) was
+    never registered."""
+    keys = land(lake, ["a/f.warc.gz", "b/f.warc.gz", "part.tmp-1.warc.gz"])
+    (unit,) = register_new_files(lake, CRAWL, files_per_unit=3).units
+    assert unit_files(lake, unit) == sorted(keys)
 
 
 def test_a_landing_folder_linked_out_of_the_lake_is_reported_and_skipped(tmp_path):

@@ -56,7 +56,7 @@ def test_the_readme_stage_example_runs_as_an_asset(tmp_path, monkeypatch):
             instance=pipeline.instance,
             resources={
                 "lake": LakeResource(url=pipeline.lake.url),
-                "workers": WorkersResource(processes=1),  # in this process: the module above
+                "workers": WorkersResource(processes=1, memory_limit_mb=None),  # in this process
             },
         )
         assert result.success

@@ -37,6 +37,12 @@ class LakeKeyError(ValueError):
     """A key that would escape the lake root."""
 
 
+def is_temporary(name: str) -> bool:
+    """A writer's temporary file: its name starts with TEMP_MARKER (see ``writing``). Only
+    there: a landed file named "part.tmp-1.warc.gz" is a file like any other."""
+    return name.startswith(TEMP_MARKER)
+
+
 def check_key(key: str) -> str:
     path = PurePosixPath(key)
     if not key or path.is_absolute() or any(part in ("..", "") for part in key.split("/")):
@@ -301,7 +307,7 @@ class Lake:
         keys = [
             info.path[len(self.root) + 1 :]
             for info in infos
-            if info.type == pafs.FileType.File and TEMP_MARKER not in info.base_name
+            if info.type == pafs.FileType.File and not is_temporary(info.base_name)
         ]
         return sorted(keys)
 
@@ -331,7 +337,7 @@ class Lake:
         )
         with self._s3_errors():
             keys = [item["Key"][len(base) :] for page in pages for item in page.get("Contents", [])]
-        return [key for key in keys if TEMP_MARKER not in key.rsplit("/", 1)[-1]]
+        return [key for key in keys if not is_temporary(key.rsplit("/", 1)[-1])]
 
     # writing
 

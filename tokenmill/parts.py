@@ -116,7 +116,10 @@ def _resumed(
 
 
 def _run_parts(todo: list[Work], workers: int, memory_limit: int | None):
-    if workers == 1:
+    # In the caller's process only when nothing needs a worker: the address-space cap and the
+    # per-record watchdog apply to worker processes, so with a cap (every Dagster run has one)
+    # even a unit of one file, or a pod of one CPU, runs in a worker.
+    if workers == 1 and not memory_limit:
         for work in todo:
             yield work.part, run_part(work)
         return

@@ -26,6 +26,9 @@ class Scope(StrEnum):
     LAKE = "lake"  # unpartitioned
 
 
+DEFAULT_MAX_RUNTIME_S = 6 * 3600
+
+
 @dataclass(frozen=True)
 class Pod:
     """Kubernetes resources of the stage's run pod: requests and limits."""
@@ -102,6 +105,9 @@ class Stage:
     checks: tuple[Check, ...] = ()
     kinds: tuple[str, ...] = ()
     schema: Any = None  # the columns of its main Parquet output (a pyarrow schema)
+    # Longest a run of this stage may last before run monitoring fails it (a hang never
+    # holds a partition for ever; the instance's max_runtime_seconds bounds every run).
+    max_runtime_s: int = DEFAULT_MAX_RUNTIME_S
 
 
 def settings_fields(settings: type) -> list[tuple[str, Any, Any, str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import posixpath
 from array import array
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -80,7 +81,8 @@ def sample_texts(lake: Lake, max_bytes: int) -> Iterator[str]:
 class TokenizerSettings:
     path: str | None = setting(
         None,
-        "tokenizer.json to use (local path or s3:// URI); if unset, a byte-level BPE is trained "
+        "tokenizer.json to use (local path or s3:// URI, in the lake or a location the "
+        "deployment allows in TOKENMILL_TOKENIZER_PATHS); if unset, a byte-level BPE is trained "
         "on deduplicated text",
     )
     vocab_size: int = setting(16384, "Vocabulary size when training")
@@ -123,12 +125,59 @@ def build_tokenizer(work: Work) -> StageReport:
     return report
 
 
+TOKENIZER_PATHS_ENV = "TOKENMILL_TOKENIZER_PATHS"
+
+
+class TokenizerPathError(ValueError):
+    """A tokenizer path outside the lake and the deployment's allowed locations."""
+
+
+def allowed_tokenizer_locations(lake: Lake) -> list[str]:
+    """The lake's root and the directories or URI prefixes listed (comma-separated) in
+    ``TOKENMILL_TOKENIZER_PATHS``: a run config cannot make the pipeline read any other file
+    (``/etc/passwd``, a service-account token, another bucket) with the pods' credentials."""
+    lake_root = lake.real_root if lake.is_local else f"s3://{lake.root}"
+    listed = os.environ.get(TOKENIZER_PATHS_ENV, "").split(",")
+    entries = [_location(entry.strip()) for entry in listed if entry.strip()]
+    return [lake_root, *(entry for entry in entries if entry)]
+
+
+def _location(uri: str) -> str | None:
+    """A local path as its real absolute path (symlinks resolved), a URI with its scheme; None
+    for a URI with "..", "." or empty segments (object stores do not resolve them)."""
+    if "://" not in uri:
+        return os.path.realpath(uri)
+    if uri.startswith("file://"):
+        return os.path.realpath(uri.removeprefix("file://"))
+    scheme, path = uri.split("://", 1)
+    if posixpath.normpath("/" + path) != "/" + path.rstrip("/"):
+        return None
+    return f"{scheme}://{path.rstrip('/')}"
+
+
+def check_tokenizer_path(lake: Lake, uri: str) -> str:
+    """``uri``'s location if it is inside the lake or an allowed location, else a clear error."""
+    location = _location(uri)
+    allowed = allowed_tokenizer_locations(lake)
+    if not location or not any(
+        location == root or location.startswith(root.rstrip("/") + "/") for root in allowed
+    ):
+        raise TokenizerPathError(
+            f"tokenizer path {uri!r} is outside the lake and the allowed tokenizer locations "
+            f"{allowed}; put the file in the lake, or add its directory to {TOKENIZER_PATHS_ENV} "
+            "(comma-separated directories or URI prefixes, set by the deployment)"
+        )
+    return location
+
+
 def read_uri(lake: Lake, uri: str) -> bytes:
-    """A local path, or an s3:// URI read with the lake's own S3 settings (endpoint, keys)."""
-    if uri.startswith("s3://") and not lake.is_local:
-        with lake.fs.open_input_stream(uri.removeprefix("s3://")) as f:
+    """A file in the lake or an allowed location (see ``check_tokenizer_path``): a local path,
+    or an s3:// URI read with the lake's own S3 settings (endpoint, keys)."""
+    location = check_tokenizer_path(lake, uri)
+    if location.startswith("s3://") and not lake.is_local:
+        with lake.fs.open_input_stream(location.removeprefix("s3://")) as f:
             return f.read()
-    filesystem, path = pafs.FileSystem.from_uri(uri if "://" in uri else os.path.abspath(uri))
+    filesystem, path = pafs.FileSystem.from_uri(location)
     with filesystem.open_input_stream(path) as f:
         return f.read()
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Sequence
+import string
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import polars as pl
@@ -29,11 +30,60 @@ IP_REPLACEMENTS = (
 )
 
 
+_EMAIL = re.compile(EMAIL_PATTERN)
+# The characters of EMAIL_PATTERN's local part, and the dot between its atoms
+_LOCAL_RUN = string.ascii_letters + string.digits + "!#$%&'*+/=?^_`{|}~-."
+_BOUNDARY = re.compile(r"\b")
+
+
+def email_matches(text: str) -> Iterator[re.Match]:
+    """``_EMAIL.finditer(text)``, in linear time.
+
+    The regex engine tries every start position, and from each it scans the local part up to
+    the "@" before failing on the domain: quadratic on "a.a.a.a…@" or "a-a-a…@b-b-b…". Every
+    match holds exactly one "@" (neither part can contain one), the domain does not depend on
+    where the local part starts, and the local part is valid from a start position exactly
+    when the run of local characters and dots from there to the "@" has no "..", does not end
+    with "." and the position is a word boundary. So per "@", the leftmost such position is
+    the only one worth trying.
+    """
+    pos = 0  # where the previous match ended
+    at = text.find("@")
+    while at >= 0:
+        start = _local_start(text, pos, at)
+        match = _EMAIL.match(text, start) if start is not None else None
+        if match:
+            yield match
+            pos = match.end()
+        at = text.find("@", max(pos, at + 1))
+
+
+def _local_start(text: str, pos: int, at: int) -> int | None:
+    if at == pos or text[at - 1] == ".":
+        return None
+    window = max(pos, text.rfind("@", pos, at) + 1)
+    start = window + len(text[window:at].rstrip(_LOCAL_RUN))
+    double_dot = text.rfind("..", start, at)
+    if double_dot >= 0:
+        start = double_dot + 2
+    for candidate in range(start, at):
+        if text[candidate] != "." and _BOUNDARY.match(text, candidate):
+            return candidate
+    return None
+
+
 class _CyclingReplacer:
     """re.sub with replacements used in turn (datatrove's PIIReplacer), optionally validated."""
 
-    def __init__(self, pattern: str, replacements: Sequence[str], is_pii: Callable[[str], bool]):
+    def __init__(
+        self,
+        pattern: str,
+        replacements: Sequence[str],
+        is_pii: Callable[[str], bool],
+        matches: Callable[[str], Iterator[re.Match]] | None = None,
+    ):
         self.pattern = re.compile(pattern)
+        self.matches = matches or self.pattern.finditer
         self.replacements = (
             (replacements,) if isinstance(replacements, str) else tuple(replacements)
         )
@@ -48,7 +98,11 @@ class _CyclingReplacer:
         return replacement
 
     def __call__(self, text: str) -> str:
-        return self.pattern.sub(self._replace, text)
+        pieces, done = [], 0
+        for match in self.matches(text):
+            pieces += (text[done : match.start()], self._replace(match))
+            done = match.end()
+        return "".join([*pieces, text[done:]])
 
 
 def is_public_ip(address: str) -> bool:
@@ -78,7 +132,10 @@ class PIIMasker:
         self.replacers: list[tuple[str, _CyclingReplacer]] = []
         if remove_emails:
             self.replacers.append(
-                (EMAIL_PATTERN, _CyclingReplacer(EMAIL_PATTERN, email_replacement, bool))
+                (
+                    EMAIL_PATTERN,
+                    _CyclingReplacer(EMAIL_PATTERN, email_replacement, bool, email_matches),
+                )
             )
         if remove_ips:
             is_pii = (

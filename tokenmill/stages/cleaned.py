@@ -7,7 +7,6 @@ copy), extracts main content, identifies the language, applies the filter chain 
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -28,6 +27,7 @@ from tokenmill.filters import (
 )
 from tokenmill.language import BACKENDS, DEFAULT_BACKEND, identifier
 from tokenmill.layout import CLEANED, DOC_SCHEMA, RAW_CRAWL, REJECTED_SCHEMA, Unit
+from tokenmill.normal_form import nfc
 from tokenmill.outputs import StageReport, read_batches, require_committed
 from tokenmill.sources import open_file
 from tokenmill.stage import Check, Pod, Scope, Stage, Verdict, Work, setting
@@ -167,7 +167,7 @@ def _documents(
                 continue
             # NFC: the form tokenizer normalizers (GPT-NeoX's, among others) produce, so
             # decoding a document's tokens gives back exactly its text.
-            text = unicodedata.normalize("NFC", extracted.text)
+            text = nfc(extracted.text)
             yield {**provenance, "charset": extracted.charset, "text": text}
         report.bytes_in += counted.bytes
 
@@ -303,6 +303,7 @@ STAGE = Stage(
     kinds=("parquet",),
     # extraction and filtering are CPU-bound: one worker process per CPU
     pod=Pod("4", "6Gi", "4", "8Gi"),
+    max_runtime_s=12 * 3600,  # the heaviest per-unit stage: HTML extraction
     checks=(Check("provenance_resolves", provenance_resolves),),
     schema=DOC_SCHEMA,
     description="Main-content text of HTML responses with language and provenance columns, "

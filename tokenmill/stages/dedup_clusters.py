@@ -29,6 +29,7 @@ STAGE = Stage(
     kinds=("parquet",),
     # each process holds one part of one key column: bounded by cluster_memory_gb (4 GiB)
     pod=Pod("2", "6Gi", "2", "8Gi"),
+    max_runtime_s=12 * 3600,  # one run clusters a whole crawl
     schema=CLUSTER_SCHEMA,
     description="Duplicate clusters over all units of a crawl: each removed document with its "
     "cluster, its survivor and whether it is an exact or a near duplicate.",
