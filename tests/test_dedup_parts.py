@@ -32,6 +32,7 @@ from tokenmill.dedup_parts import (
     SignatureFileError,
     cluster_crawl,
     crawl_signatures,
+    part_info,
     plan_parts,
     ranges_for,
     run_parts,
@@ -101,15 +102,18 @@ def removed_list(lake: Lake) -> list[dict]:
     return pq.read_table(lake.path(CLUSTERS_KEY)).to_pylist()
 
 
-def cluster(lake: Lake, settings: DedupSettings, ranges: int | None = None) -> StageReport:
+def cluster(
+    lake: Lake, settings: DedupSettings, ranges: int | None = None, max_keys: int | None = None
+) -> StageReport:
     """The dedup_clusters stage; with ``ranges`` key ranges per column if given (the stage
-    plans them from the crawl's size and ``cluster_memory_gb``), its part files then kept."""
+    plans them from the crawl's size and ``cluster_memory_gb``), its part files then kept, and
+    at most ``max_keys`` keys held by a part (else as ``cluster_memory_gb`` allows)."""
     if ranges is None:
         return run_stage_work(stage_named(DEDUP_CLUSTERS), lake, settings, crawl=CRAWL)
     units = registered_units(lake, CRAWL)
     report = StageReport()
     with PartitionWriter(lake, crawl_prefix(DEDUP_CLUSTERS, CRAWL), report) as out:
-        cluster_crawl(lake, units, settings, out, ranges=ranges)
+        cluster_crawl(lake, units, settings, out, ranges=ranges, max_keys=max_keys)
     return report
 
 
@@ -118,9 +122,10 @@ def cluster(lake: Lake, settings: DedupSettings, ranges: int | None = None) -> S
 PLANTED_UNITS = ((0, 1), (2, 3, 4), (5,))
 
 
-def planted_crawl(lake: Lake, n_docs: int = 6000, seed: int = 0) -> None:
+def planted_crawl(lake: Lake, n_docs: int = 6000, seed: int = 0, heavy: float = 0.0) -> None:
     """Signature files with many collisions: keys drawn from small ranges (chains across bands,
-    files and units), exact copies, ties and nulls in every rank column, empty files."""
+    files and units), exact copies, ties and nulls in every rank column, empty files; a
+    ``heavy`` share of the documents copies of one page (one exact hash, one first band)."""
     rng = np.random.default_rng(seed)
     bands = DedupSettings().banding()[0]
     exact = rng.integers(0, n_docs, n_docs).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
@@ -132,6 +137,8 @@ def planted_crawl(lake: Lake, n_docs: int = 6000, seed: int = 0) -> None:
             50
         )
         columns[f"band_{band:02d}"] = keys
+    copies = rng.random(n_docs) < heavy
+    exact[copies] = columns["band_00"][copies] = np.uint64(12345)
     dates = rng.choice(["2026-01-01", "2026-01-02", "2026-01-03", None], n_docs).tolist()
     quality = rng.choice([0.1, 0.5, 0.9, -np.inf], n_docs)
     doc_ids = [f"d{v}" for v in rng.permutation(n_docs * 3)[:n_docs].tolist()]
@@ -267,6 +274,26 @@ def test_parts_of_other_inputs_are_not_reused(lake):
     second = run_parts(lake, signatures(lake), WORK, 4 << 30, ranges=2)
     assert len(second.ran) == 30 and not second.reused
     assert not set(first.keys) & set(lake.list(WORK))  # the old run's parts are deleted
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_skewed_keys_stay_within_the_part_memory(lake, workers):
+    """A third of the crawl is one page: its key crowds one range of two columns, and the
+    many exact copies one range of the exact hash. Parts holding at most 400 keys split those
+    ranges into blocks and decide exactly as in memory."""
+    planted_crawl(lake, heavy=0.3)
+    expected = in_memory_removals(lake, "first_seen")
+    settings = DedupSettings(cluster_workers=workers)
+    cluster(lake, settings, ranges=8, max_keys=400)
+    assert removed_list(lake) == expected
+    parts = [part_info(lake, key) for key in lake.list(WORK)]
+    assert len(parts) == 15 * 8
+    assert max(p["keys"] for p in parts) > 1800  # the heavy ranges: 6000 / 8 + 0.3 * 6000
+    assert max(p["peak_keys"] for p in parts) <= 400
+    assert max(p["blocks"] for p in parts) > 4
+    unbounded = run_parts(lake, signatures(lake), f"{WORK}-unbounded", 4 << 30, ranges=8)
+    assert max(r["peak_keys"] for r in unbounded.ran) > 1800  # what the bound prevented
+    assert {r["blocks"] for r in unbounded.ran} == {1}
 
 
 def test_ranges_grow_with_the_crawl_not_the_part_memory():
