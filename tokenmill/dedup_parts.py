@@ -150,6 +150,22 @@ def crawl_signatures(lake: Lake, units: list[Unit]) -> SignatureFiles:
     )
 
 
+def check_files(lake: Lake, files: SignatureFiles) -> None:
+    """Every signature file is there with the size its marker gives (before any work starts)."""
+    for key, size in zip(files.keys, files.sizes, strict=True):
+        check_file(lake, key, size)
+
+
+def check_file(lake: Lake, key: str, size: int) -> None:
+    if not lake.exists(key):
+        raise SignatureFileError(f"signature file {lake.uri(key)} is missing")
+    if lake.size(key) != size:
+        raise SignatureFileError(
+            f"signature file {lake.uri(key)} has {lake.size(key)} bytes, its marker says {size} "
+            "(truncated or rewritten): rematerialize its signatures"
+        )
+
+
 def read_batches(
     lake: Lake, files: SignatureFiles, index: int, columns: list[str]
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -157,14 +173,7 @@ def read_batches(
     truncated or unreadable file fails naming it."""
     key, uri = files.keys[index], lake.uri(files.keys[index])
     try:
-        size = lake.size(key) if lake.exists(key) else None
-        if size is None:
-            raise SignatureFileError(f"signature file {uri} is missing")
-        if size != files.sizes[index]:
-            raise SignatureFileError(
-                f"signature file {uri} has {size} bytes, its marker says {files.sizes[index]} "
-                "(truncated or rewritten): rematerialize its signatures"
-            )
+        check_file(lake, key, files.sizes[index])
         with lake.open_input(key) as f:
             parquet = pq.ParquetFile(f)
             if parquet.metadata.num_rows != files.rows[index]:
@@ -357,6 +366,20 @@ class PartsRun:
     reused: list[str]  # parts already committed by an earlier run
 
 
+def prepare_parts(
+    lake: Lake, files: SignatureFiles, prefix: str, memory_bytes: int, ranges: int | None = None
+) -> list[str]:
+    """The keys of the clustering's part files under ``prefix``, in plan order. Run before any
+    part: it deletes the parts of other inputs and what killed writers left."""
+    parts = plan_parts(files, memory_bytes, ranges)
+    fingerprint = files.fingerprint(parts[0].ranges)
+    for stale in lake.list_dirs(prefix):
+        if stale != fingerprint:
+            lake.delete_prefix(f"{prefix}/{stale}")
+    lake.remove_stray_temporaries(prefix)
+    return [part_key(prefix, files, part) for part in parts]
+
+
 def run_parts(
     lake: Lake,
     files: SignatureFiles,
@@ -365,16 +388,13 @@ def run_parts(
     workers: int = 1,
     ranges: int | None = None,
     max_keys: int | None = None,
+    only: list[str] | None = None,
 ) -> PartsRun:
-    """Every part not yet committed under ``prefix``, in ``workers`` processes (1: in this
-    one); a killed run resumes from the parts it committed. Parts of other inputs are deleted."""
-    parts = plan_parts(files, memory_bytes, ranges)
-    fingerprint = files.fingerprint(parts[0].ranges)
-    for stale in lake.list_dirs(prefix):
-        if stale != fingerprint:
-            lake.delete_prefix(f"{prefix}/{stale}")
-    lake.remove_stray_temporaries(prefix)
-    keys = [part_key(prefix, files, part) for part in parts]
+    """Every part not yet committed under ``prefix`` (or those of ``only``, keys planned by
+    ``prepare_parts``), in ``workers`` processes (1: in this one); a killed run resumes from the
+    parts it committed."""
+    keys = prepare_parts(lake, files, prefix, memory_bytes, ranges) if only is None else only
+    parts = [planned_part(lake, files, key) for key in keys]
     committed = [part_info(lake, key) is not None for key in keys]
     todo = [(p, k) for p, k, done in zip(parts, keys, committed, strict=True) if not done]
     reused = [p.name for p, done in zip(parts, committed, strict=True) if done]
@@ -395,6 +415,20 @@ def run_parts(
                     "re-run to resume from the committed parts"
                 ) from error
     return run
+
+
+def planned_part(lake: Lake, files: SignatureFiles, key: str) -> Part:
+    """The part a key of ``prepare_parts`` names, checked to belong to these signature files."""
+    fingerprint, name = key.rsplit("/", 2)[-2:]
+    column, _, numbers = name.removesuffix(".parquet").rpartition(".")
+    index, _, ranges = numbers.partition("-of-")
+    part = Part(column, int(index), int(ranges))
+    if part_key(key.rsplit("/", 2)[0], files, part) != key:
+        raise PartFileError(
+            f"part {lake.uri(key)} was planned for other signature files than the crawl's "
+            f"now (fingerprint {fingerprint}): re-run the clustering"
+        )
+    return part
 
 
 def _edges(lake: Lake, files: SignatureFiles, keys: list[str]) -> Iterator[pa.Table]:
@@ -478,18 +512,24 @@ def cluster_crawl(
     work_prefix: str | None = None,
     ranges: int | None = None,
     max_keys: int | None = None,
+    planned: list[str] | None = None,
 ) -> StageReport:
     """The clusters stage: parts (in ``settings.cluster_workers`` processes), union, survivors,
-    the removed list written to ``out``. Cluster ids are the doc id of the cluster's first-seen
-    member, so they do not change with the survivor rule. The part files are deleted once the
-    list is committed by the caller."""
+    the removed list written to ``out``. With ``planned`` (the keys of ``prepare_parts``), the
+    parts were computed elsewhere (parallel steps): a missing one fails naming its file. Cluster
+    ids are the doc id of the cluster's first-seen member, so they do not change with the
+    survivor rule. The part files are deleted once the list is committed by the caller."""
     from tokenmill.dedup import unit_versions
 
     files = crawl_signatures(lake, units)
     prefix = work_prefix or crawl_prefix(PARTS, units[0].crawl)
     memory = int(settings.cluster_memory_gb * 2**30)
-    parts = run_parts(lake, files, prefix, memory, settings.cluster_workers, ranges, max_keys)
-    docs, components = union(lake, files, parts.keys)
+    if planned is None:
+        workers = settings.cluster_workers
+        planned = run_parts(lake, files, prefix, memory, workers, ranges, max_keys).keys
+    for key in planned:
+        planned_part(lake, files, key)
+    docs, components = union(lake, files, planned)
     rule = RANK_COLUMNS.get(settings.survivor)
     values = gather(lake, files, docs, ["doc_id", "exact_hash", *([rule[0]] if rule else [])])
     survivors = choose_survivors(components, rank(values[rule[0]], rule[1]) if rule else None)
@@ -509,7 +549,7 @@ def cluster_crawl(
         files=len(files.keys),
         clusters=len(sorted_unique(survivor)),
         params=files.params | {"survivor": settings.survivor},
-        parts=len(parts.keys),
+        parts=len(planned),
         linked_docs=len(docs),
     )
     table = pa.table(

@@ -90,6 +90,23 @@ class Work:
 
 
 @dataclass(frozen=True)
+class FanOut:
+    """A stage whose partition splits into pieces that run as parallel steps (pods on
+    Kubernetes), each in its own worker processes, then one step that writes the stage's output.
+
+    ``plan(work)`` checks the inputs (a bad one fails naming its file, before anything is
+    committed) and lists the pieces: short strings, the same for the same inputs.
+    ``run(work, pieces, workers)`` commits those pieces to the lake, in ``workers`` processes at
+    most, skipping the ones already committed, and returns a small JSON-able summary.
+    ``finish(work, summaries)`` writes the stage's output from the committed pieces: the output
+    ``Stage.run`` writes in one step."""
+
+    plan: Callable[[Work], list[str]]
+    run: Callable[[Work, list[str], int], dict]
+    finish: Callable[[Work, list[dict]], StageReport]
+
+
+@dataclass(frozen=True)
 class Stage:
     name: str
     scope: Scope
@@ -102,6 +119,7 @@ class Stage:
     checks: tuple[Check, ...] = ()
     kinds: tuple[str, ...] = ()
     schema: Any = None  # the columns of its main Parquet output (a pyarrow schema)
+    fan_out: FanOut | None = None  # its work split over parallel steps (see FanOut)
 
 
 def settings_fields(settings: type) -> list[tuple[str, Any, Any, str]]:
