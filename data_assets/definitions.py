@@ -21,6 +21,7 @@ from data_assets.partitions import BRIDGES
 from data_assets.recipe import Recipe
 from resources.automation import AlertsResource, DiscoveryResource
 from resources.lake import LakeResource
+from resources.step_io import STEP_IO, LakeStepIOManager
 from resources.workers import WorkersResource
 from sensors.crawls import crawl_signatures_complete
 from sensors.failures import record_run_failures
@@ -110,6 +111,7 @@ def build_definitions(
             "alerts": alerts or AlertsResource(),
             "discovery": discovery or DiscoveryResource(),
             "workers": workers or WorkersResource(),
+            STEP_IO: LakeStepIOManager(lake=lake),
         },
     )
 
