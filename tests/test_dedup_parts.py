@@ -51,6 +51,7 @@ from tokenmill.layout import (
 )
 from tokenmill.outputs import PartitionWriter, StageReport, combine
 from tokenmill.parts import run_stage_work
+from tokenmill.stage import Work
 from tokenmill.stages import stage_named
 from tokenmill.units import registered_units, write_batch
 
@@ -366,3 +367,58 @@ def test_part_lost_before_the_union(lake):
     lake.write_bytes(moved, lake.read_bytes(run.keys[6]))
     with pytest.raises(PartFileError, match="another run"):
         union(lake, files, [moved])
+
+
+# --- fanned out (parallel steps): plan, shares, finish ----------------------------------------
+
+
+def fan_out(lake: Lake, shares: int) -> tuple[list[str], list[dict]]:
+    """The stage's plan and its parts in ``shares`` shares, as parallel steps would run them."""
+    stage, work = stage_named(DEDUP_CLUSTERS), Work(lake, DEDUP_CLUSTERS, crawl=CRAWL)
+    keys = stage.fan_out.plan(work)
+    return keys, [stage.fan_out.run(work, keys[i::shares], 1) for i in range(shares)]
+
+
+def finish(lake: Lake, summaries: list[dict]) -> StageReport:
+    work = Work(lake, DEDUP_CLUSTERS, crawl=CRAWL)
+    return stage_named(DEDUP_CLUSTERS).fan_out.finish(work, summaries)
+
+
+def test_shares_in_parallel_steps_write_what_one_step_writes(lake):
+    planted_crawl(lake, n_docs=3000)
+    cluster(lake, DedupSettings())
+    one_step = lake.read_bytes(CLUSTERS_KEY)
+    keys, summaries = fan_out(lake, shares=3)
+    assert [s["parts"] for s in summaries] == [5, 5, 5] and len(keys) == 15
+    report = finish(lake, summaries)
+    assert lake.read_bytes(CLUSTERS_KEY) == one_step
+    assert report.counts["parallel_steps"] == 3 and report.counts["parts_computed"] == 15
+    assert lake.list(WORK) == []  # committed: the parts are spent
+
+
+def test_part_lost_between_the_steps_fails_the_finish_naming_it(lake):
+    planted_crawl(lake, n_docs=2000)
+    keys, summaries = fan_out(lake, shares=2)
+    lake.delete(keys[5])
+    with pytest.raises(PartFileError, match=f"{keys[5]} is missing"):
+        finish(lake, summaries)
+    assert nothing_committed(lake)
+
+
+def test_signatures_changed_after_the_plan_fail_the_share(lake):
+    planted_crawl(lake, n_docs=2000)
+    stage, work = stage_named(DEDUP_CLUSTERS), Work(lake, DEDUP_CLUSTERS, crawl=CRAWL)
+    keys = stage.fan_out.plan(work)
+    empty = pa.Table.from_batches([], signature_schema(14))
+    write_signatures(lake, Unit(CRAWL, unit_name(len(PLANTED_UNITS))), [empty])
+    with pytest.raises(PartFileError, match="planned for other signature files"):
+        stage.fan_out.run(work, keys[:2], 1)
+
+
+def test_plan_checks_every_signature_file_before_any_part(lake):
+    planted_crawl(lake, n_docs=3000)
+    key = f"{Unit(CRAWL, unit_name(2)).part_prefix(DEDUP_SIGNATURES, 0)}/signatures.parquet"
+    os.truncate(lake.path(key), 100)
+    with pytest.raises(SignatureFileError, match=f"{key} has 100 bytes.*truncated"):
+        fan_out(lake, shares=2)
+    assert lake.list(WORK) == [] and nothing_committed(lake)
