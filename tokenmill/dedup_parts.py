@@ -7,7 +7,10 @@ a key always meet in the same part and each part finds its groups alone: ``run_p
 column of every signature file one row group at a time, keeps the keys in its range, and
 commits the edges linking each group's documents to the group's first document to one Parquet
 file. ``union`` then reads only these edge files: its memory grows with the linked documents,
-not with the crawl. ``cluster_crawl`` drives it all and writes the stage's removed list.
+not with the crawl. ``cluster_crawl`` drives it all and writes the stage's removed list. A part
+holds at most the keys its memory allows however skewed they are (``PartGroups``). The parts are
+independent tasks: worker processes of one step (``run_parts``), or shares of them in parallel
+steps planned by ``prepare_parts`` (the stage's ``FanOut``, pods on Kubernetes).
 
 Parts re-read their column once per range instead of first scattering every key to range files
 (datatrove's way): the signature files are columnar, so a part reads 8 bytes per document, and
