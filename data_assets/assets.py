@@ -199,9 +199,10 @@ def fan_out_asset(stage: Stage, recipe: Recipe):
         key.to_python_identifier(): AssetIn(key, dagster_type=Nothing)
         for key in map(AssetKey.from_coercible, dependencies(stage))
     }
-    checks = {
+    # the graph's outputs: the asset's, then one per check, in the finish op's order
+    checks = [
         AssetCheckSpec(c.name, asset=stage.name).get_python_identifier() for c in stage.checks
-    }
+    ]
 
     def settings_of(config) -> tuple[dict, object]:
         overrides = recipe.overrides(stage.settings, config) if stage.settings else {}
@@ -264,7 +265,7 @@ def fan_out_asset(stage: Stage, recipe: Recipe):
         outputs = finish(plan(**upstream).map(part).collect())
         if not checks:
             return outputs
-        return dict(zip(["result", *sorted(checks)], outputs, strict=True))
+        return dict(zip(["result", *checks], outputs, strict=True))
 
     return graph_asset(
         **asset_options(stage, recipe), ins=inputs, config=same_config_for_every_step
