@@ -51,11 +51,10 @@ from tokenmill.outputs import PartitionWriter, StageReport, require_committed
 PARTS = "_dedup_clusters_parts"  # work prefix: <PARTS>/<crawl>/<fingerprint>/<part>.parquet
 FORMAT = 1  # of the part files; part of the fingerprint
 # A part holds, per key in its range, the key and its document index (16 bytes), twice while
-# the row-group chunks are joined; grouping then needs polars' sort (its own key/index pairs), an
-# index, a sorted copy and masks (see ``bucket_edges``). The figure is the peak per key that
-# bench_dedup_scale.py measured with tens of millions of keys in a part (see the README), with
-# a margin. BASE_BYTES covers the interpreter, pyarrow and one row group.
-BYTES_PER_KEY = 112
+# the row-group chunks are joined; grouping then needs an index, a sorted copy and masks (see
+# ``bucket_edges``): a worker peaked at 843 MiB for 10M keys. BASE_BYTES covers the
+# interpreter, pyarrow and one row group.
+BYTES_PER_KEY = 64
 BASE_BYTES = 384 << 20
 READ_ROWS = 1 << 20
 EDGE_SCHEMA = pa.schema([("first", pa.int64()), ("doc", pa.int64())])
