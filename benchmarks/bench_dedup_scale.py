@@ -9,8 +9,10 @@ links it); 2 "far" copies sharing no key (J below the threshold: they must survi
 is a hash of (document, column), so the signature files are generated one row group at a time,
 in bounded memory: units of --files-per-unit files of --file-docs documents each. Signatures
 already generated under --out for the same sizes are reused.
-The last line printed is one JSON object: docs, seconds (clustering), peak_rss_mb (largest
-process: the clustering process or one of its workers), recall, precision, and more.
+With --steps N the stage runs fanned out as Dagster's parallel steps run it: a plan process, N
+processes at once each computing a share of the parts, a finish process.
+It prints a table row, then, last, one JSON object: docs, seconds (clustering), peak_rss_mb
+(largest process: the clustering process, one of its workers or steps), recall, precision, more.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import functools
 import json
 import resource
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +32,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.lake_units import write_unit  # noqa: E402
-from benchmarks.measure import in_fresh_process  # noqa: E402
+from benchmarks.measure import in_fresh_process, print_table, timed  # noqa: E402
 from tokenmill.dedup import CLUSTERS_FILE, DedupSettings  # noqa: E402
 from tokenmill.lake import Lake  # noqa: E402
 from tokenmill.layout import (  # noqa: E402
@@ -43,6 +46,7 @@ from tokenmill.layout import (  # noqa: E402
     unit_name,
 )
 from tokenmill.parts import run_stage_work  # noqa: E402
+from tokenmill.stage import Work  # noqa: E402
 from tokenmill.stages import stage_named  # noqa: E402
 
 CRAWL = "CC-MAIN-SCALE"
@@ -127,8 +131,36 @@ def write_file(start: int, end: int, out) -> None:
 def cluster(root: str, workers: int, memory_gb: float) -> tuple[dict, int]:
     settings = DedupSettings(cluster_workers=workers, cluster_memory_gb=memory_gb)
     report = run_stage_work(stage_named(DEDUP_CLUSTERS), Lake.from_url(root), settings, crawl=CRAWL)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    return report.summary() | {"counts": report.counts}, children
+    return report.summary() | {"counts": report.counts}, children_peak()
+
+
+def children_peak() -> int:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+
+
+def cluster_in_steps(root: str, workers: int, memory_gb: float, steps: int) -> tuple[dict, int]:
+    """The stage fanned out as Dagster runs it with ``parallel_steps``: a plan process, then
+    ``steps`` processes at once each computing a share of the parts (the pods), then a finish
+    process. (summary, peak RSS of the largest of them)."""
+    settings = DedupSettings(cluster_workers=workers, cluster_memory_gb=memory_gb)
+    work = Work(Lake.from_url(root), DEDUP_CLUSTERS, settings, crawl=CRAWL)
+    fan_out = stage_named(DEDUP_CLUSTERS).fan_out
+    keys, _, peak = in_fresh_process(functools.partial(fan_out.plan, work))
+    with ThreadPoolExecutor(steps) as pool:
+        shares = list(
+            pool.map(
+                lambda i: in_fresh_process(functools.partial(share, work, keys[i::steps], workers)),
+                range(steps),
+            )
+        )
+    peaks = [peak, *(max(p, children) for (_, children), _, p in shares)]
+    finish = functools.partial(fan_out.finish, work, [summary for (summary, _), _, _ in shares])
+    report, _, peak = in_fresh_process(finish)
+    return report.summary() | {"counts": report.counts}, max(peak, *peaks)
+
+
+def share(work: Work, keys: list[str], workers: int) -> tuple[dict, int]:
+    return stage_named(DEDUP_CLUSTERS).fan_out.run(work, keys, workers), children_peak()
 
 
 def score(root: str, n_docs: int) -> dict:
@@ -164,6 +196,12 @@ def main() -> None:
     parser.add_argument("--file-docs", type=int, default=FILE_DOCS, help="documents per file")
     parser.add_argument("--files-per-unit", type=int, default=FILES_PER_UNIT)
     parser.add_argument("--memory-gb", type=float, default=DedupSettings().cluster_memory_gb)
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=0,
+        help="run the stage fanned out, in this many share processes at once (0: one step)",
+    )
     args = parser.parse_args()
     lake = Lake.from_url(args.out)
     generated = {}
@@ -174,15 +212,22 @@ def main() -> None:
         _, seconds, peak = in_fresh_process(functools.partial(generate, args.out, sizes))
         generated = {"generate_seconds": round(seconds, 1), "generate_peak_rss_mb": peak >> 20}
         print(json.dumps(generated), flush=True)
-    (summary, children), seconds, peak = in_fresh_process(
-        functools.partial(cluster, args.out, args.workers, args.memory_gb)
-    )
+    if args.steps:
+        (summary, children), seconds = timed(
+            functools.partial(cluster_in_steps, args.out, args.workers, args.memory_gb, args.steps)
+        )
+        peak = 0
+    else:
+        (summary, children), seconds, peak = in_fresh_process(
+            functools.partial(cluster, args.out, args.workers, args.memory_gb)
+        )
     result = {
         "docs": args.docs,
         "seconds": round(seconds, 1),
         "peak_rss_mb": max(peak, children) >> 20,
         **score(args.out, args.docs),
         "workers": args.workers,
+        "steps": args.steps,
         "files": summary["counts"]["files"],
         "units": summary["counts"]["units"],
         "memory_gb": args.memory_gb,
@@ -192,6 +237,21 @@ def main() -> None:
         "worker_rss_mb": children >> 20,
         **generated,
     }
+    print_table(
+        "dedup_clusters at scale (bench_dedup_scale.py)",
+        ["docs", "workers", "parallel steps", "seconds", "peak RSS MiB", "recall", "precision"],
+        [
+            [
+                args.docs,
+                args.workers,
+                args.steps or "-",
+                result["seconds"],
+                result["peak_rss_mb"],
+                round(result["recall"], 4),
+                round(result["precision"], 4),
+            ]
+        ],
+    )
     print(json.dumps(result))
 
 

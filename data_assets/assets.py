@@ -8,15 +8,28 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
+    AssetIn,
+    AssetKey,
     AssetSelection,
     AutomationCondition,
     BackfillPolicy,
     Config,
+    DynamicOut,
+    DynamicOutput,
+    In,
     MaterializeResult,
+    Nothing,
+    OpExecutionContext,
+    Out,
+    Output,
     TableColumn,
     TableSchema,
     asset,
+    config_mapping,
+    graph_asset,
+    op,
 )
+from pydantic import Field, create_model
 
 from data_assets.k8s import op_tags
 from data_assets.partitions import (
@@ -30,16 +43,20 @@ from data_assets.partitions import (
 from data_assets.recipe import Recipe
 from data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
 from resources.lake import LakeResource
+from resources.step_io import STEP_IO
 from resources.workers import WorkersResource
 from tokenmill.layout import DEDUP_CLUSTERS, DEDUPLICATED, Unit, check_name, crawl_prefix
 from tokenmill.parts import run_stage_work
-from tokenmill.stage import Scope, Stage
+from tokenmill.stage import Scope, Stage, Work
 from tokenmill.stages import STAGES
 
 # Who answers for the dataset's assets (shown in the UI; TOKENMILL_OWNERS, comma-separated).
 OWNERS = [o for o in os.environ.get("TOKENMILL_OWNERS", "team:pretraining-data").split(",") if o]
 # Bumped when a stage's code changes what it writes; the recipe's hash is added per stage.
 CODE_VERSION = "2"
+# Steps running a fanned-out stage's pieces at once (see fan_out_asset), unless a run says.
+PARALLEL_STEPS_ENV = "TOKENMILL_PARALLEL_STEPS"
+PARALLEL_STEPS = int(os.environ.get(PARALLEL_STEPS_ENV) or 1)
 PARTITIONS = {Scope.UNIT: unit_partitions, Scope.CRAWL: crawl_partitions, Scope.LAKE: None}
 # Where a stage meets a dependency across the unit/crawl boundary, it depends on the bridge
 # (see data_assets/partitions.py) instead of the stage itself.
@@ -86,28 +103,42 @@ def dependencies(stage: Stage) -> list:
     return deps
 
 
-def stage_asset(stage: Stage, recipe: Recipe):
+def asset_options(stage: Stage, recipe: Recipe) -> dict:
+    """What a stage's asset declares, whether one op or a graph of ops computes it."""
     scope = stage.scope
-    checks = [AssetCheckSpec(c.name, asset=stage.name) for c in stage.checks]
-    config_class = recipe.config_class(stage) if stage.settings else Config
-
-    @asset(
+    return dict(
         name=stage.name,
         partitions_def=PARTITIONS[scope],
-        deps=dependencies(stage),
-        op_tags=op_tags(stage),
-        pool=stage.name,
-        retry_policy=STAGE_RETRY,
         # One partition per run: its metadata, row count and data version are its own.
         backfill_policy=BackfillPolicy.multi_run(1) if scope is not Scope.LAKE else None,
         automation_condition=automation_condition(stage),
         code_version=f"{CODE_VERSION}-{recipe.version(stage.settings)}",
         group_name=stage.group,
         kinds=set(stage.kinds),
-        check_specs=checks,
+        check_specs=[AssetCheckSpec(c.name, asset=stage.name) for c in stage.checks],
         description=stage.description,
         owners=OWNERS,
         metadata={"dagster/column_schema": column_schema(stage.schema)} if stage.schema else None,
+    )
+
+
+def partition_of(stage: Stage, context) -> tuple[Unit | None, str | None]:
+    unit = Unit.from_key(context.partition_key) if stage.scope is Scope.UNIT else None
+    crawl = context.partition_key if stage.scope is Scope.CRAWL else None
+    return unit, crawl
+
+
+def stage_asset(stage: Stage, recipe: Recipe):
+    if stage.fan_out:
+        return fan_out_asset(stage, recipe)
+    config_class = recipe.config_class(stage) if stage.settings else Config
+
+    @asset(
+        **asset_options(stage, recipe),
+        deps=dependencies(stage),
+        op_tags=op_tags(stage),
+        pool=stage.name,
+        retry_policy=STAGE_RETRY,
     )
     def stage_asset_fn(
         context: AssetExecutionContext,
@@ -119,8 +150,7 @@ def stage_asset(stage: Stage, recipe: Recipe):
         overrides = recipe.overrides(stage.settings, config) if stage.settings else {}
         with fail_permanently_on(context):
             settings = recipe.settings(stage.settings, overrides) if stage.settings else None
-            unit = Unit.from_key(context.partition_key) if scope is Scope.UNIT else None
-            crawl = context.partition_key if scope is Scope.CRAWL else None
+            unit, crawl = partition_of(stage, context)
             report = run_stage_work(
                 stage,
                 data,
@@ -131,24 +161,132 @@ def stage_asset(stage: Stage, recipe: Recipe):
                 memory_limit=workers.memory_limit_bytes(),
                 resume=context.run.tags.get("dagster/root_run_id") or context.run.run_id,
             )
-        if stage.name == DEDUP_CLUSTERS:
-            versions = report.counts.pop("unit_versions")
-            report.counts["units_changed"] = _report_unit_duplicates(context, data, crawl, versions)
-        location = (
-            unit.prefix(stage.name)
-            if unit
-            else crawl_prefix(stage.name, crawl)
-            if crawl
-            else stage.name
-        )
-        results = [_check(c, data, unit or crawl) for c in stage.checks]
-        result = stage_result(report, data, location, results)
-        if overrides:
-            result.metadata["recipe_overrides"] = overrides
-        result.metadata["recipe"] = recipe.source
-        return result
+        return stage_output(context, stage, recipe, data, report, overrides)
 
     return stage_asset_fn
+
+
+def stage_output(context, stage, recipe, lake, report, overrides) -> MaterializeResult:
+    """The materialization of a stage's partition: its report, checks and recipe."""
+    unit, crawl = partition_of(stage, context)
+    if stage.name == DEDUP_CLUSTERS:
+        versions = report.counts.pop("unit_versions")
+        report.counts["units_changed"] = _report_unit_duplicates(context, lake, crawl, versions)
+    location = (
+        unit.prefix(stage.name)
+        if unit
+        else crawl_prefix(stage.name, crawl)
+        if crawl
+        else stage.name
+    )
+    results = [_check(c, lake, unit or crawl) for c in stage.checks]
+    result = stage_result(report, lake, location, results)
+    if overrides:
+        result.metadata["recipe_overrides"] = overrides
+    result.metadata["recipe"] = recipe.source
+    return result
+
+
+def fan_out_asset(stage: Stage, recipe: Recipe):
+    """A stage that fans out (``Stage.fan_out``) as a graph-backed asset: a plan step, then
+    ``parallel_steps`` steps each running a share of the pieces (a pod each on Kubernetes,
+    sized by the stage's op tags), then a finish step that writes the output and materializes
+    the asset. Steps hand each other only piece names and summaries, through the lake."""
+    fan_out = stage.fan_out
+    config_class = fan_out_config(stage, recipe)
+    step = dict(tags=op_tags(stage), retry_policy=STAGE_RETRY)
+    inputs = {
+        key.to_python_identifier(): AssetIn(key, dagster_type=Nothing)
+        for key in map(AssetKey.from_coercible, dependencies(stage))
+    }
+    # the graph's outputs: the asset's, then one per check, in the finish op's order
+    checks = [
+        AssetCheckSpec(c.name, asset=stage.name).get_python_identifier() for c in stage.checks
+    ]
+
+    def settings_of(config) -> tuple[dict, object]:
+        overrides = recipe.overrides(stage.settings, config) if stage.settings else {}
+        return overrides, recipe.settings(stage.settings, overrides) if stage.settings else None
+
+    def work_of(context, config, lake: LakeResource) -> Work:
+        unit, crawl = partition_of(stage, context)
+        return Work(lake.get_lake(), stage.name, settings_of(config)[1], unit=unit, crawl=crawl)
+
+    @op(
+        name=f"{stage.name}_plan",
+        ins={name: In(Nothing) for name in inputs},
+        out=DynamicOut(list, io_manager_key=STEP_IO),
+        pool=stage.name,
+        **step,
+    )
+    def plan(context: OpExecutionContext, config: config_class, lake: LakeResource):
+        with fail_permanently_on(context):
+            pieces = fan_out.plan(work_of(context, config, lake))
+        steps = max(1, min(config.parallel_steps, len(pieces)))
+        for index in range(steps):
+            yield DynamicOutput(pieces[index::steps], mapping_key=str(index))
+
+    @op(
+        name=f"{stage.name}_part",
+        out=Out(dict, io_manager_key=STEP_IO),
+        pool=f"{stage.name}_parts",
+        **step,
+    )
+    def part(
+        context: OpExecutionContext,
+        config: config_class,
+        lake: LakeResource,
+        workers: WorkersResource,
+        pieces: list,
+    ) -> dict:
+        with fail_permanently_on(context):
+            return fan_out.run(work_of(context, config, lake), pieces, workers.count())
+
+    @op(
+        name=f"{stage.name}_finish",
+        out={"result": Out(Nothing), **{name: Out(Nothing, is_required=False) for name in checks}},
+        pool=stage.name,
+        **step,
+    )
+    def finish(context: OpExecutionContext, config: config_class, lake: LakeResource, shares: list):
+        with fail_permanently_on(context):
+            overrides, _ = settings_of(config)
+            report = fan_out.finish(work_of(context, config, lake), shares)
+        result = stage_output(context, stage, recipe, lake.get_lake(), report, overrides)
+        yield Output(None, "result", metadata=result.metadata, data_version=result.data_version)
+        yield from result.check_results
+
+    @config_mapping
+    def same_config_for_every_step(config: config_class) -> dict:
+        values = config.model_dump()
+        return {node.name: {"config": values} for node in (plan, part, finish)}
+
+    def compose(**upstream):
+        outputs = finish(plan(**upstream).map(part).collect())
+        if not checks:
+            return outputs
+        return dict(zip(["result", *checks], outputs, strict=True))
+
+    return graph_asset(
+        **asset_options(stage, recipe), ins=inputs, config=same_config_for_every_step
+    )(compose)
+
+
+def fan_out_config(stage: Stage, recipe: Recipe) -> type[Config]:
+    """The stage's run config, and how many parallel steps run its pieces."""
+    return create_model(
+        f"{stage.name.title().replace('_', '')}FanOutConfig",
+        __base__=recipe.config_class(stage) if stage.settings else Config,
+        parallel_steps=(
+            int,
+            Field(
+                default=PARALLEL_STEPS,
+                ge=1,
+                description="Steps (pods on Kubernetes) sharing the stage's pieces; "
+                f"default: {PARALLEL_STEPS_ENV} or 1",
+            ),
+        ),
+    )
 
 
 def _check(check, lake, partition) -> AssetCheckResult:

@@ -22,6 +22,7 @@ from data_assets.recipe import Recipe
 from resources.automation import AlertsResource, DiscoveryResource, tick_seconds
 from resources.lake import LakeResource
 from resources.locked import locked
+from resources.step_io import STEP_IO, LakeStepIOManager
 from resources.workers import WorkersResource
 from sensors.crawls import crawl_signatures_complete
 from sensors.failures import record_run_failures
@@ -111,6 +112,7 @@ def build_definitions(
             "alerts": locked(alerts or AlertsResource()),
             "discovery": locked(discovery or DiscoveryResource()),
             "workers": locked(workers or WorkersResource()),
+            STEP_IO: locked(LakeStepIOManager(lake=lake)),
         },
     )
 

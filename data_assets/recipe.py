@@ -99,7 +99,8 @@ class Recipe:
         return create_model(name, __base__=Config, **fields)
 
     def overrides(self, settings: type, config: Config) -> dict[str, Any]:
-        """The settings a run's config changes from the recipe."""
+        """The settings a run's config changes from the recipe (other config fields, such as
+        how many steps run the stage, are not settings)."""
         given = config.model_dump()
         recipe = dataclasses.asdict(self.settings(settings))
-        return {name: value for name, value in given.items() if recipe.get(name) != value}
+        return {name: given[name] for name in recipe.keys() & given if recipe[name] != given[name]}

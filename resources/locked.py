@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from dagster import ConfigurableResource, ResourceDefinition
+from dagster import (
+    ConfigurableIOManager,
+    ConfigurableResource,
+    IOManagerDefinition,
+    ResourceDefinition,
+)
 
 
-def locked(resource: ConfigurableResource) -> ResourceDefinition:
+def locked(resource: ConfigurableResource | ConfigurableIOManager) -> ResourceDefinition:
     """``resource`` with the values it was built with, its ``EnvVar`` fields read from the
     environment of the process that runs (as Dagster would), and an empty config schema.
 
@@ -14,8 +19,16 @@ def locked(resource: ConfigurableResource) -> ResourceDefinition:
     cap or redirect the failure webhook. Here a run config that sets any field is rejected
     before the run starts ("Received unexpected config entry").
     """
-    return ResourceDefinition(
-        resource_fn=lambda _context: resource.process_config_and_initialize(),
+    definition = (
+        IOManagerDefinition if isinstance(resource, ConfigurableIOManager) else ResourceDefinition
+    )
+
+    def initialized(_context):
+        with resource.process_config_and_initialize_cm() as value:  # with its teardown, if any
+            yield value
+
+    return definition(
+        resource_fn=initialized,
         config_schema={},
         description=f"{type(resource).__name__}, set by the deployment (not by run config): "
         f"{(type(resource).__doc__ or '').strip()}",

@@ -600,6 +600,16 @@ def test_run_config_cannot_repoint_the_deployments_resources(lake, tmp_path, mon
             run_config = {"resources": {resource: {"config": config}}}
             with pytest.raises(DagsterInvalidConfigError, match=f"resources:{resource}:config"):
                 job.execute_in_process(run_config=run_config, instance=instance)
+    # The lake the fanned-out steps hand each other values through, too.
+    clusters = defs.resolve_job_def("run_dedup_clusters")
+    assert "step_io" in clusters.resource_defs
+    instance.add_dynamic_partitions("crawls", [CRAWL])
+    with pytest.raises(DagsterInvalidConfigError, match="resources:step_io:config"):
+        clusters.execute_in_process(
+            run_config={"resources": {"step_io": {"config": {"lake": {"url": str(elsewhere)}}}}},
+            instance=instance,
+            partition_key=CRAWL,
+        )
     assert not elsewhere.exists()
     job = defs.resolve_job_def("reconcile_landing")
     assert job.execute_in_process(instance=instance).success

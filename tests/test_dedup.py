@@ -475,6 +475,49 @@ def test_new_unit_makes_its_crawls_dedup_stale_in_dagster(tmp_path, articles):
         ]
 
 
+def test_parallel_steps_cluster_as_one_step_in_dagster(tmp_path, articles):
+    """parallel_steps=2: the plan step yields two shares of the parts, two mapped steps compute
+    them, the finish step writes the clusters one step writes, to the byte."""
+    from dagster import DagsterEventType, instance_for_test
+
+    from data_assets.partitions import sync_partitions
+    from resources.step_io import STEPS
+
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    a, b, c = (article.text for article in articles[:3])
+    write_crawl(lake, [[doc("a", a), doc("b", b)], [doc("a2", a), doc("c", c), doc("b2", b)]])
+    key = f"{crawl_prefix(DEDUP_CLUSTERS, CRAWL)}/{CLUSTERS_FILE}"
+    with instance_for_test() as instance:
+        dagster = DagsterLake(lake, instance)
+        sync_partitions(instance, lake)
+        for unit in registered_units(lake, CRAWL):
+            dagster.report(CLEANED, unit)
+            dagster.run(DEDUP_SIGNATURES, unit.key)
+        dagster.run(DEDUP_CLUSTERS, CRAWL)
+        one_step = lake.read_bytes(key)
+        result = dagster.defs.resolve_job_def(f"run_{DEDUP_CLUSTERS}").execute_in_process(
+            instance=instance,
+            partition_key=CRAWL,
+            run_config={"ops": {DEDUP_CLUSTERS: {"config": {"parallel_steps": 2}}}},
+        )
+        assert result.success
+        steps = {
+            e.step_key for e in result.all_events if e.event_type == DagsterEventType.STEP_SUCCESS
+        }
+        assert sorted(s for s in steps if "_part[" in s) == [
+            f"{DEDUP_CLUSTERS}.{DEDUP_CLUSTERS}_part[0]",
+            f"{DEDUP_CLUSTERS}.{DEDUP_CLUSTERS}_part[1]",
+        ]
+        assert lake.read_bytes(key) == one_step
+        [materialization] = result.asset_materializations_for_node(DEDUP_CLUSTERS)
+        metadata = materialization.metadata
+        assert metadata["parallel_steps"].value == 2 and metadata["parts_computed"].value == 15
+        assert metadata["records_dropped"].value == 2
+        assert "recipe_overrides" not in metadata  # parallel_steps is no setting of the recipe
+        # what the steps handed each other went through the lake: two shares, two summaries
+        assert len(lake.list(f"{STEPS}/{result.run_id}")) == 4
+
+
 def test_a_new_unit_makes_a_crawl_of_over_100_units_stale_in_dagster(tmp_path):
     """Dagster's stale-status resolver ignores dedup_signatures for a crawl of 100+ units; the
     crawl's observed unit list (`crawl_units`) still makes its clusters stale."""

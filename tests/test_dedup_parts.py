@@ -32,6 +32,7 @@ from tokenmill.dedup_parts import (
     SignatureFileError,
     cluster_crawl,
     crawl_signatures,
+    part_info,
     plan_parts,
     ranges_for,
     run_parts,
@@ -50,6 +51,7 @@ from tokenmill.layout import (
 )
 from tokenmill.outputs import PartitionWriter, StageReport, combine
 from tokenmill.parts import run_stage_work
+from tokenmill.stage import Work
 from tokenmill.stages import stage_named
 from tokenmill.units import registered_units, write_batch
 
@@ -101,15 +103,18 @@ def removed_list(lake: Lake) -> list[dict]:
     return pq.read_table(lake.path(CLUSTERS_KEY)).to_pylist()
 
 
-def cluster(lake: Lake, settings: DedupSettings, ranges: int | None = None) -> StageReport:
+def cluster(
+    lake: Lake, settings: DedupSettings, ranges: int | None = None, max_keys: int | None = None
+) -> StageReport:
     """The dedup_clusters stage; with ``ranges`` key ranges per column if given (the stage
-    plans them from the crawl's size and ``cluster_memory_gb``), its part files then kept."""
+    plans them from the crawl's size and ``cluster_memory_gb``), its part files then kept, and
+    at most ``max_keys`` keys held by a part (else as ``cluster_memory_gb`` allows)."""
     if ranges is None:
         return run_stage_work(stage_named(DEDUP_CLUSTERS), lake, settings, crawl=CRAWL)
     units = registered_units(lake, CRAWL)
     report = StageReport()
     with PartitionWriter(lake, crawl_prefix(DEDUP_CLUSTERS, CRAWL), report) as out:
-        cluster_crawl(lake, units, settings, out, ranges=ranges)
+        cluster_crawl(lake, units, settings, out, ranges=ranges, max_keys=max_keys)
     return report
 
 
@@ -118,9 +123,10 @@ def cluster(lake: Lake, settings: DedupSettings, ranges: int | None = None) -> S
 PLANTED_UNITS = ((0, 1), (2, 3, 4), (5,))
 
 
-def planted_crawl(lake: Lake, n_docs: int = 6000, seed: int = 0) -> None:
+def planted_crawl(lake: Lake, n_docs: int = 6000, seed: int = 0, heavy: float = 0.0) -> None:
     """Signature files with many collisions: keys drawn from small ranges (chains across bands,
-    files and units), exact copies, ties and nulls in every rank column, empty files."""
+    files and units), exact copies, ties and nulls in every rank column, empty files; a
+    ``heavy`` share of the documents copies of one page (one exact hash, one first band)."""
     rng = np.random.default_rng(seed)
     bands = DedupSettings().banding()[0]
     exact = rng.integers(0, n_docs, n_docs).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
@@ -132,6 +138,8 @@ def planted_crawl(lake: Lake, n_docs: int = 6000, seed: int = 0) -> None:
             50
         )
         columns[f"band_{band:02d}"] = keys
+    copies = rng.random(n_docs) < heavy
+    exact[copies] = columns["band_00"][copies] = np.uint64(12345)
     dates = rng.choice(["2026-01-01", "2026-01-02", "2026-01-03", None], n_docs).tolist()
     quality = rng.choice([0.1, 0.5, 0.9, -np.inf], n_docs)
     doc_ids = [f"d{v}" for v in rng.permutation(n_docs * 3)[:n_docs].tolist()]
@@ -269,6 +277,26 @@ def test_parts_of_other_inputs_are_not_reused(lake):
     assert not set(first.keys) & set(lake.list(WORK))  # the old run's parts are deleted
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_skewed_keys_stay_within_the_part_memory(lake, workers):
+    """A third of the crawl is one page: its key crowds one range of two columns, and the
+    many exact copies one range of the exact hash. Parts holding at most 400 keys split those
+    ranges into blocks and decide exactly as in memory."""
+    planted_crawl(lake, heavy=0.3)
+    expected = in_memory_removals(lake, "first_seen")
+    settings = DedupSettings(cluster_workers=workers)
+    cluster(lake, settings, ranges=8, max_keys=400)
+    assert removed_list(lake) == expected
+    parts = [part_info(lake, key) for key in lake.list(WORK)]
+    assert len(parts) == 15 * 8
+    assert max(p["keys"] for p in parts) > 1800  # the heavy ranges: 6000 / 8 + 0.3 * 6000
+    assert max(p["peak_keys"] for p in parts) <= 400
+    assert max(p["blocks"] for p in parts) > 4
+    unbounded = run_parts(lake, signatures(lake), f"{WORK}-unbounded", 4 << 30, ranges=8)
+    assert max(r["peak_keys"] for r in unbounded.ran) > 1800  # what the bound prevented
+    assert {r["blocks"] for r in unbounded.ran} == {1}
+
+
 def test_ranges_grow_with_the_crawl_not_the_part_memory():
     assert ranges_for(1_000_000, 4 << 30) == 1
     assert ranges_for(10**9, 4 << 30) == 32
@@ -339,3 +367,58 @@ def test_part_lost_before_the_union(lake):
     lake.write_bytes(moved, lake.read_bytes(run.keys[6]))
     with pytest.raises(PartFileError, match="another run"):
         union(lake, files, [moved])
+
+
+# --- fanned out (parallel steps): plan, shares, finish ----------------------------------------
+
+
+def fan_out(lake: Lake, shares: int) -> tuple[list[str], list[dict]]:
+    """The stage's plan and its parts in ``shares`` shares, as parallel steps would run them."""
+    stage, work = stage_named(DEDUP_CLUSTERS), Work(lake, DEDUP_CLUSTERS, crawl=CRAWL)
+    keys = stage.fan_out.plan(work)
+    return keys, [stage.fan_out.run(work, keys[i::shares], 1) for i in range(shares)]
+
+
+def finish(lake: Lake, summaries: list[dict]) -> StageReport:
+    work = Work(lake, DEDUP_CLUSTERS, crawl=CRAWL)
+    return stage_named(DEDUP_CLUSTERS).fan_out.finish(work, summaries)
+
+
+def test_shares_in_parallel_steps_write_what_one_step_writes(lake):
+    planted_crawl(lake, n_docs=3000)
+    cluster(lake, DedupSettings())
+    one_step = lake.read_bytes(CLUSTERS_KEY)
+    keys, summaries = fan_out(lake, shares=3)
+    assert [s["parts"] for s in summaries] == [5, 5, 5] and len(keys) == 15
+    report = finish(lake, summaries)
+    assert lake.read_bytes(CLUSTERS_KEY) == one_step
+    assert report.counts["parallel_steps"] == 3 and report.counts["parts_computed"] == 15
+    assert lake.list(WORK) == []  # committed: the parts are spent
+
+
+def test_part_lost_between_the_steps_fails_the_finish_naming_it(lake):
+    planted_crawl(lake, n_docs=2000)
+    keys, summaries = fan_out(lake, shares=2)
+    lake.delete(keys[5])
+    with pytest.raises(PartFileError, match=f"{keys[5]} is missing"):
+        finish(lake, summaries)
+    assert nothing_committed(lake)
+
+
+def test_signatures_changed_after_the_plan_fail_the_share(lake):
+    planted_crawl(lake, n_docs=2000)
+    stage, work = stage_named(DEDUP_CLUSTERS), Work(lake, DEDUP_CLUSTERS, crawl=CRAWL)
+    keys = stage.fan_out.plan(work)
+    empty = pa.Table.from_batches([], signature_schema(14))
+    write_signatures(lake, Unit(CRAWL, unit_name(len(PLANTED_UNITS))), [empty])
+    with pytest.raises(PartFileError, match="planned for other signature files"):
+        stage.fan_out.run(work, keys[:2], 1)
+
+
+def test_plan_checks_every_signature_file_before_any_part(lake):
+    planted_crawl(lake, n_docs=3000)
+    key = f"{Unit(CRAWL, unit_name(2)).part_prefix(DEDUP_SIGNATURES, 0)}/signatures.parquet"
+    os.truncate(lake.path(key), 100)
+    with pytest.raises(SignatureFileError, match=f"{key} has 100 bytes.*truncated"):
+        fan_out(lake, shares=2)
+    assert lake.list(WORK) == [] and nothing_committed(lake)

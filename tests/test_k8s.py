@@ -16,6 +16,8 @@ import pytest
 import yaml
 from dagster import DagsterRun
 from dagster._config import process_config
+from dagster._core.execution.api import create_execution_plan
+from dagster._core.execution.plan.state import KnownExecutionState
 from dagster._core.instance.config import dagster_instance_config
 from dagster._core.storage.tags import (
     ASSET_EVALUATION_ID_TAG,
@@ -417,11 +419,26 @@ def executor_context(job) -> K8sContainerContext:
     )
 
 
-def step_pod(run: DagsterRun, job, stage: str, launcher, user_values) -> dict:
-    """The step Job of `stage` in `run` as K8sStepHandler builds it (_get_container_context and
-    launch_step, without the API call): the launcher's config, the code location's container
-    context, the executor's, then the asset's op tags."""
-    tags = job.graph.node_named(stage).definition.tags  # the asset's op tags
+def stage_steps(job, stage: str, shares: int = 1) -> dict[str, dict]:
+    """The steps of `stage` in a run of `job`, with their op tags, as the run's execution plan
+    lists them once a fanned-out stage's plan step yielded `shares` shares."""
+    plan_step = f"{stage}.{stage}_plan"
+    known = KnownExecutionState(
+        dynamic_mappings={plan_step: {"result": list(map(str, range(shares)))}}
+    )
+    plan = create_execution_plan(job, known_state=known)
+    return {
+        step.key: step.tags
+        for step in plan.get_all_steps_in_topo_order()
+        # (the plan keeps the unresolved template of mapped steps too: "part[?]")
+        if (step.key == stage or step.key.startswith(f"{stage}.")) and "[?]" not in step.key
+    }
+
+
+def step_pod(run: DagsterRun, job, step: str, tags: dict, launcher, user_values) -> dict:
+    """The Job of `step` (with op tags `tags`) in `run` as K8sStepHandler builds it
+    (_get_container_context and launch_step, without the API call): the launcher's config, the
+    code location's container context, the executor's, then the step's op tags."""
     context = (
         K8sContainerContext.create_for_run(run, launcher, include_run_tags=False)
         .merge(code_location_context(user_values))
@@ -432,10 +449,10 @@ def step_pod(run: DagsterRun, job, stage: str, launcher, user_values) -> dict:
         construct_dagster_k8s_job(
             job_config=context.get_k8s_job_config(image(user_values), launcher),
             args=["dagster", "api", "execute_step"],
-            job_name=f"dagster-step-{get_k8s_job_name(run.run_id, stage)}",
+            job_name=f"dagster-step-{get_k8s_job_name(run.run_id, step)}",
             component="step_worker",
             user_defined_k8s_config=context.run_k8s_config,
-            labels={"dagster/op": stage, "dagster/run-id": run.run_id},
+            labels={"dagster/op": step, "dagster/run-id": run.run_id},
         )
     )
     return pod
@@ -491,9 +508,35 @@ def test_step_pod_per_stage_is_valid_and_sized_by_its_op_tags(
     job = k8s_defs.resolve_job_def(f"run_{stage}")
     assert job.executor_def.name == "k8s"
     run = DagsterRun(job_name=job.name, run_id=str(uuid.uuid4()), tags=job.tags)
-    pod = step_pod(run, job, stage, launcher, user_values)
-    check_pod(pod, STAGE_RESOURCES[stage], step=True)
+    steps = stage_steps(job, stage)
+    assert len(steps) == (3 if stage_named(stage).fan_out else 1)  # plan, a share, finish
+    for step, tags in steps.items():
+        pod = step_pod(run, job, step, tags, launcher, user_values)
+        check_pod(pod, STAGE_RESOURCES[stage], step=True)
     assert STAGE_RESOURCES[stage] == stage_named(stage).pod.resources()
+
+
+def test_parallel_steps_of_a_fanned_out_stage_each_get_the_stages_pod(
+    k8s_defs, launcher, user_values
+):
+    # A run of dedup_clusters with parallel_steps=2: its plan step yields two shares, and the
+    # executor launches each mapped part step as a Job of its own, sized like the stage.
+    job = k8s_defs.resolve_job_def("run_dedup_clusters")
+    config = {"ops": {"dedup_clusters": {"config": {"parallel_steps": 2}}}}
+    ResolvedRunConfig.build(job, config)  # the setting is part of the stage's run config
+    run = DagsterRun(job_name=job.name, run_id=str(uuid.uuid4()), tags=job.tags, run_config=config)
+    steps = stage_steps(job, "dedup_clusters", shares=2)
+    parts = [step for step in steps if "_part[" in step]
+    assert parts == [
+        "dedup_clusters.dedup_clusters_part[0]",
+        "dedup_clusters.dedup_clusters_part[1]",
+    ]
+    names = set()
+    for step in parts:
+        pod = step_pod(run, job, step, steps[step], launcher, user_values)
+        check_pod(pod, STAGE_RESOURCES["dedup_clusters"], step=True)
+        names.add(pod["metadata"]["name"])
+    assert len(names) == 2  # two Jobs, one per part step
 
 
 def automation_run(stage: str, partition: str) -> dict:
@@ -525,9 +568,10 @@ def test_steps_of_automation_and_backfill_runs_get_their_stages_pod(
     assert job.executor_def.name == "k8s"
     run = DagsterRun(job_name=job.name, run_id=str(uuid.uuid4()), tags=origin(stage, partition))
     assert K8S_CONFIG not in run.tags
-    pod = step_pod(run, job, stage, launcher, user_values)
-    assert pod["spec"]["containers"][0]["resources"] == stage_named(stage).pod.resources()
-    check_pod(pod, stage_named(stage).pod.resources(), step=True)
+    for step, tags in stage_steps(job, stage).items():
+        pod = step_pod(run, job, step, tags, launcher, user_values)
+        assert pod["spec"]["containers"][0]["resources"] == stage_named(stage).pod.resources()
+        check_pod(pod, stage_named(stage).pod.resources(), step=True)
     # The run's own pod only coordinates: the code location's size (which every run inherits),
     # and the Role to start the step Jobs.
     _, coordinator = run_pod(run, launcher, user_values)
@@ -539,7 +583,9 @@ def test_step_check_catches_a_step_pod_with_the_coordinators_account(
 ):
     job = k8s_defs.resolve_job_def("run_cleaned")
     run = DagsterRun(job_name=job.name, run_id=str(uuid.uuid4()))
-    pod = step_pod(run, job, "cleaned", launcher, user_values)
+    pod = step_pod(
+        run, job, "cleaned", stage_steps(job, "cleaned")["cleaned"], launcher, user_values
+    )
     pod["spec"]["serviceAccountName"] = COORDINATOR_SERVICE_ACCOUNT
     with pytest.raises(AssertionError):
         check_pod(pod, STAGE_RESOURCES["cleaned"], step=True)

@@ -7,7 +7,10 @@ a key always meet in the same part and each part finds its groups alone: ``run_p
 column of every signature file one row group at a time, keeps the keys in its range, and
 commits the edges linking each group's documents to the group's first document to one Parquet
 file. ``union`` then reads only these edge files: its memory grows with the linked documents,
-not with the crawl. ``cluster_crawl`` drives it all and writes the stage's removed list.
+not with the crawl. ``cluster_crawl`` drives it all and writes the stage's removed list. A part
+holds at most the keys its memory allows however skewed they are (``PartGroups``). The parts are
+independent tasks: worker processes of one step (``run_parts``), or shares of them in parallel
+steps planned by ``prepare_parts`` (the stage's ``FanOut``, pods on Kubernetes).
 
 Parts re-read their column once per range instead of first scattering every key to range files
 (datatrove's way): the signature files are columnar, so a part reads 8 bytes per document, and
@@ -17,6 +20,7 @@ scatter step would pay off only from a few ranges on, i.e. beyond a few hundred 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing
@@ -149,6 +153,22 @@ def crawl_signatures(lake: Lake, units: list[Unit]) -> SignatureFiles:
     )
 
 
+def check_files(lake: Lake, files: SignatureFiles) -> None:
+    """Every signature file is there with the size its marker gives (before any work starts)."""
+    for key, size in zip(files.keys, files.sizes, strict=True):
+        check_file(lake, key, size)
+
+
+def check_file(lake: Lake, key: str, size: int) -> None:
+    if not lake.exists(key):
+        raise SignatureFileError(f"signature file {lake.uri(key)} is missing")
+    if lake.size(key) != size:
+        raise SignatureFileError(
+            f"signature file {lake.uri(key)} has {lake.size(key)} bytes, its marker says {size} "
+            "(truncated or rewritten): rematerialize its signatures"
+        )
+
+
 def read_batches(
     lake: Lake, files: SignatureFiles, index: int, columns: list[str]
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -156,14 +176,7 @@ def read_batches(
     truncated or unreadable file fails naming it."""
     key, uri = files.keys[index], lake.uri(files.keys[index])
     try:
-        size = lake.size(key) if lake.exists(key) else None
-        if size is None:
-            raise SignatureFileError(f"signature file {uri} is missing")
-        if size != files.sizes[index]:
-            raise SignatureFileError(
-                f"signature file {uri} has {size} bytes, its marker says {files.sizes[index]} "
-                "(truncated or rewritten): rematerialize its signatures"
-            )
+        check_file(lake, key, files.sizes[index])
         with lake.open_input(key) as f:
             parquet = pq.ParquetFile(f)
             if parquet.metadata.num_rows != files.rows[index]:
@@ -198,11 +211,15 @@ class Part:
         return (keys >> shift) == np.uint64(self.index)
 
 
+def keys_for(memory_bytes: int) -> int:
+    """Keys a part may hold at once within ``memory_bytes``."""
+    return max(memory_bytes - BASE_BYTES, 1 << 20) // BYTES_PER_KEY
+
+
 def ranges_for(n_docs: int, memory_bytes: int) -> int:
     """Key ranges per column such that a part's expected keys fit in ``memory_bytes``."""
-    per_part = max(memory_bytes - BASE_BYTES, 1 << 20) // BYTES_PER_KEY
     ranges = 1
-    while n_docs / ranges > per_part:
+    while n_docs / ranges > keys_for(memory_bytes):
         ranges *= 2
     return ranges
 
@@ -218,32 +235,123 @@ def part_key(prefix: str, files: SignatureFiles, part: Part) -> str:
     return f"{prefix}/{files.fingerprint(part.ranges)}/{part.name}.parquet"
 
 
-def run_part(lake: Lake, files: SignatureFiles, part: Part, out_key: str) -> dict:
+def run_part(
+    lake: Lake, files: SignatureFiles, part: Part, out_key: str, max_keys: int | None = None
+) -> dict:
     """One part as a task of its own (a process, a pod): reads the part's keys from every
-    signature file, commits the edges of its groups to ``out_key`` atomically."""
+    signature file, commits the edges of its groups to ``out_key`` atomically. It holds at most
+    ``max_keys`` keys at once (see ``PartGroups``), however skewed the keys are."""
     started = time.perf_counter()
-    keys, docs = [], []
-    for index, start in enumerate(files.starts[:-1].tolist()):
-        for row, batch in read_batches(lake, files, index, [part.column]):
-            values = batch.column(0).to_numpy()
-            selected = np.flatnonzero(part.selects(values))
-            keys.append(values[selected])
-            docs.append(selected + (start + row))
-    keys = np.concatenate(keys) if keys else np.empty(0, np.uint64)
-    docs = np.concatenate(docs) if docs else np.empty(0, np.int64)
-    first, other = bucket_edges(keys, docs)
-    report = {"part": part.name, "keys": len(keys), "edges": len(first)}
-    del keys, docs
-    metadata = {PART_METADATA: json.dumps(report | {"fingerprint": files.fingerprint(part.ranges)})}
-    with lake.writing(out_key) as f:
-        writer = pq.ParquetWriter(
-            f, EDGE_SCHEMA.with_metadata(metadata), compression="zstd", use_dictionary=False
+    groups = PartGroups(max_keys or np.iinfo(np.int64).max)
+    fingerprint = files.fingerprint(part.ranges)
+    with contextlib.ExitStack() as stack:
+        f = stack.enter_context(lake.writing(out_key))
+        # the part's report is known at the end only: the file's metadata is its footer's
+        writer = stack.enter_context(
+            pq.ParquetWriter(f, EDGE_SCHEMA, compression="zstd", use_dictionary=False)
         )
-        for i in range(0, max(len(first), 1), READ_ROWS):
-            table = pa.table({"first": first[i : i + READ_ROWS], "doc": other[i : i + READ_ROWS]})
-            writer.write_table(table.cast(EDGE_SCHEMA))
-        writer.close()
+
+        def write(edges: tuple[np.ndarray, np.ndarray]) -> None:
+            first, other = edges
+            for i in range(0, len(first), READ_ROWS):
+                table = pa.table(
+                    {"first": first[i : i + READ_ROWS], "doc": other[i : i + READ_ROWS]}
+                )
+                writer.write_table(table.cast(EDGE_SCHEMA))
+
+        for index, start in enumerate(files.starts[:-1].tolist()):
+            for row, batch in read_batches(lake, files, index, [part.column]):
+                values = batch.column(0).to_numpy()
+                selected = np.flatnonzero(part.selects(values))
+                for edges in groups.add(values[selected], selected + (start + row)):
+                    write(edges)
+        write(groups.finish())
+        report = {"part": part.name} | groups.report()
+        writer.add_key_value_metadata(
+            {PART_METADATA: json.dumps(report | {"fingerprint": fingerprint})}
+        )
     return report | {"seconds": round(time.perf_counter() - started, 3)}
+
+
+class PartGroups:
+    """The groups of one part's keys, fed in document order, in blocks of at most
+    ``max_keys`` keys: the bound on a part's memory whatever the key distribution.
+
+    A part's range is planned from the crawl's size, so it expects ``n_docs / ranges`` keys;
+    keys shared by many documents (a boilerplate page copied a million times) crowd one range.
+    While the part's keys fit, they are one block grouped at the end (``bucket_edges``). Once
+    they do not, the block is grouped, its edges written, and only its distinct keys kept with
+    their first document (16 bytes instead of a key's 64): keys of later blocks found among
+    them are linked to that document, the others grouped as a block of their own. A key's
+    copies then cost nothing, and distinct keys, being hashes, spread evenly over the ranges.
+    The edges differ from one block's only in which member a group's later members link to
+    (its first document either way), so the clusters are the same."""
+
+    SEEN_COST = 4  # a kept key (key, first document) weighs a fourth of a block's key
+
+    def __init__(self, max_keys: int):
+        self.max_keys = max_keys
+        self.keys: list[np.ndarray] = []
+        self.docs: list[np.ndarray] = []
+        self.held = 0
+        self.seen_keys = np.empty(0, np.uint64)  # ascending
+        self.seen_first = np.empty(0, np.int64)
+        self.total = self.edges = self.blocks = self.peak = 0
+
+    def add(self, keys: np.ndarray, docs: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        self.total += len(keys)
+        while len(keys):
+            # a block of at least an eighth of the bound: should the distinct keys alone outgrow
+            # it (they cannot, unless the crawl grew after planning), blocks stay large
+            take = self._room() if self.held else max(self._room(), self.max_keys // 8, 1)
+            self.keys.append(keys[:take])
+            self.docs.append(docs[:take])
+            self.held += len(self.keys[-1])
+            keys, docs = keys[take:], docs[take:]
+            if self._room() <= 0:
+                yield self._block(keep=True)
+
+    def _room(self) -> int:
+        return self.max_keys - self.held - len(self.seen_keys) // self.SEEN_COST
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._block(keep=False)
+
+    def report(self) -> dict:
+        return {
+            "keys": self.total,
+            "edges": self.edges,
+            "blocks": self.blocks,
+            "peak_keys": self.peak,
+        }
+
+    def _block(self, keep: bool) -> tuple[np.ndarray, np.ndarray]:
+        keys = np.concatenate(self.keys) if self.keys else np.empty(0, np.uint64)
+        docs = np.concatenate(self.docs) if self.docs else np.empty(0, np.int64)
+        self.keys, self.docs = [], []
+        self.peak = max(self.peak, self.held + len(self.seen_keys) // self.SEEN_COST)
+        self.held = 0
+        self.blocks += 1
+        known_first = known_docs = np.empty(0, np.int64)
+        if len(self.seen_keys):
+            at = np.minimum(np.searchsorted(self.seen_keys, keys), len(self.seen_keys) - 1)
+            known = self.seen_keys[at] == keys
+            known_first, known_docs = self.seen_first[at[known]], docs[known]
+            keys, docs = keys[~known], docs[~known]
+        first, other = bucket_edges(keys, docs)
+        if keep:
+            self._keep(keys, docs)
+        first, other = np.concatenate([known_first, first]), np.concatenate([known_docs, other])
+        self.edges += len(first)
+        return first, other
+
+    def _keep(self, keys: np.ndarray, docs: np.ndarray) -> None:
+        """Add the block's new keys, each with its first document."""
+        new = pl.DataFrame({"key": pl.Series(keys, dtype=pl.UInt64), "doc": docs})
+        new = new.group_by("key").agg(pl.col("doc").min())
+        kept = pl.concat([pl.DataFrame({"key": self.seen_keys, "doc": self.seen_first}), new])
+        kept = kept.sort("key")
+        self.seen_keys, self.seen_first = kept["key"].to_numpy(), kept["doc"].to_numpy()
 
 
 def part_info(lake: Lake, key: str) -> dict | None:
@@ -251,7 +359,7 @@ def part_info(lake: Lake, key: str) -> dict | None:
     if not lake.exists(key):
         return None
     with lake.open_input(key) as f:
-        return json.loads(pq.read_schema(f).metadata[PART_METADATA])
+        return json.loads(pq.read_metadata(f).metadata[PART_METADATA])
 
 
 @dataclass
@@ -261,6 +369,20 @@ class PartsRun:
     reused: list[str]  # parts already committed by an earlier run
 
 
+def prepare_parts(
+    lake: Lake, files: SignatureFiles, prefix: str, memory_bytes: int, ranges: int | None = None
+) -> list[str]:
+    """The keys of the clustering's part files under ``prefix``, in plan order. Run before any
+    part: it deletes the parts of other inputs and what killed writers left."""
+    parts = plan_parts(files, memory_bytes, ranges)
+    fingerprint = files.fingerprint(parts[0].ranges)
+    for stale in lake.list_dirs(prefix):
+        if stale != fingerprint:
+            lake.delete_prefix(f"{prefix}/{stale}")
+    lake.remove_stray_temporaries(prefix)
+    return [part_key(prefix, files, part) for part in parts]
+
+
 def run_parts(
     lake: Lake,
     files: SignatureFiles,
@@ -268,26 +390,25 @@ def run_parts(
     memory_bytes: int,
     workers: int = 1,
     ranges: int | None = None,
+    max_keys: int | None = None,
+    only: list[str] | None = None,
 ) -> PartsRun:
-    """Every part not yet committed under ``prefix``, in ``workers`` processes (1: in this
-    one); a killed run resumes from the parts it committed. Parts of other inputs are deleted."""
-    parts = plan_parts(files, memory_bytes, ranges)
-    fingerprint = files.fingerprint(parts[0].ranges)
-    for stale in lake.list_dirs(prefix):
-        if stale != fingerprint:
-            lake.delete_prefix(f"{prefix}/{stale}")
-    lake.remove_stray_temporaries(prefix)
-    keys = [part_key(prefix, files, part) for part in parts]
+    """Every part not yet committed under ``prefix`` (or those of ``only``, keys planned by
+    ``prepare_parts``), in ``workers`` processes (1: in this one); a killed run resumes from the
+    parts it committed."""
+    keys = prepare_parts(lake, files, prefix, memory_bytes, ranges) if only is None else only
+    parts = [planned_part(lake, files, key) for key in keys]
     committed = [part_info(lake, key) is not None for key in keys]
     todo = [(p, k) for p, k, done in zip(parts, keys, committed, strict=True) if not done]
     reused = [p.name for p, done in zip(parts, committed, strict=True) if done]
     run = PartsRun(keys, [], reused)
+    max_keys = max_keys or keys_for(memory_bytes)
     if workers <= 1 or len(todo) <= 1:
-        run.ran = [run_part(lake, files, part, key) for part, key in todo]
+        run.ran = [run_part(lake, files, part, key, max_keys) for part, key in todo]
         return run
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(min(workers, len(todo)), mp_context=context) as pool:
-        futures = [(p, k, pool.submit(run_part, lake, files, p, k)) for p, k in todo]
+        futures = [(p, k, pool.submit(run_part, lake, files, p, k, max_keys)) for p, k in todo]
         for part, key, future in futures:
             try:
                 run.ran.append(future.result())
@@ -297,6 +418,20 @@ def run_parts(
                     "re-run to resume from the committed parts"
                 ) from error
     return run
+
+
+def planned_part(lake: Lake, files: SignatureFiles, key: str) -> Part:
+    """The part a key of ``prepare_parts`` names, checked to belong to these signature files."""
+    fingerprint, name = key.rsplit("/", 2)[-2:]
+    column, _, numbers = name.removesuffix(".parquet").rpartition(".")
+    index, _, ranges = numbers.partition("-of-")
+    part = Part(column, int(index), int(ranges))
+    if part_key(key.rsplit("/", 2)[0], files, part) != key:
+        raise PartFileError(
+            f"part {lake.uri(key)} was planned for other signature files than the crawl's "
+            f"now (fingerprint {fingerprint}): re-run the clustering"
+        )
+    return part
 
 
 def _edges(lake: Lake, files: SignatureFiles, keys: list[str]) -> Iterator[pa.Table]:
@@ -379,18 +514,25 @@ def cluster_crawl(
     out: PartitionWriter,
     work_prefix: str | None = None,
     ranges: int | None = None,
+    max_keys: int | None = None,
+    planned: list[str] | None = None,
 ) -> StageReport:
     """The clusters stage: parts (in ``settings.cluster_workers`` processes), union, survivors,
-    the removed list written to ``out``. Cluster ids are the doc id of the cluster's first-seen
-    member, so they do not change with the survivor rule. The part files are deleted once the
-    list is committed by the caller."""
+    the removed list written to ``out``. With ``planned`` (the keys of ``prepare_parts``), the
+    parts were computed elsewhere (parallel steps): a missing one fails naming its file. Cluster
+    ids are the doc id of the cluster's first-seen member, so they do not change with the
+    survivor rule. The part files are deleted once the list is committed by the caller."""
     from tokenmill.dedup import unit_versions
 
     files = crawl_signatures(lake, units)
     prefix = work_prefix or crawl_prefix(PARTS, units[0].crawl)
     memory = int(settings.cluster_memory_gb * 2**30)
-    parts = run_parts(lake, files, prefix, memory, settings.cluster_workers, ranges)
-    docs, components = union(lake, files, parts.keys)
+    if planned is None:
+        workers = settings.cluster_workers
+        planned = run_parts(lake, files, prefix, memory, workers, ranges, max_keys).keys
+    for key in planned:
+        planned_part(lake, files, key)
+    docs, components = union(lake, files, planned)
     rule = RANK_COLUMNS.get(settings.survivor)
     values = gather(lake, files, docs, ["doc_id", "exact_hash", *([rule[0]] if rule else [])])
     survivors = choose_survivors(components, rank(values[rule[0]], rule[1]) if rule else None)
@@ -410,7 +552,7 @@ def cluster_crawl(
         files=len(files.keys),
         clusters=len(sorted_unique(survivor)),
         params=files.params | {"survivor": settings.survivor},
-        parts=len(parts.keys),
+        parts=len(planned),
         linked_docs=len(docs),
     )
     table = pa.table(

@@ -93,6 +93,23 @@ class Work:
 
 
 @dataclass(frozen=True)
+class FanOut:
+    """A stage whose partition splits into pieces that run as parallel steps (pods on
+    Kubernetes), each in its own worker processes, then one step that writes the stage's output.
+
+    ``plan(work)`` checks the inputs (a bad one fails naming its file, before anything is
+    committed) and lists the pieces: short strings, the same for the same inputs.
+    ``run(work, pieces, workers)`` commits those pieces to the lake, in ``workers`` processes at
+    most, skipping the ones already committed, and returns a small JSON-able summary.
+    ``finish(work, summaries)`` writes the stage's output from the committed pieces: the output
+    ``Stage.run`` writes in one step."""
+
+    plan: Callable[[Work], list[str]]
+    run: Callable[[Work, list[str], int], dict]
+    finish: Callable[[Work, list[dict]], StageReport]
+
+
+@dataclass(frozen=True)
 class Stage:
     name: str
     scope: Scope
@@ -108,6 +125,7 @@ class Stage:
     # Longest a run of this stage may last before run monitoring fails it (a hang never
     # holds a partition for ever; the instance's max_runtime_seconds bounds every run).
     max_runtime_s: int = DEFAULT_MAX_RUNTIME_S
+    fan_out: FanOut | None = None  # its work split over parallel steps (see FanOut)
 
 
 def settings_fields(settings: type) -> list[tuple[str, Any, Any, str]]:

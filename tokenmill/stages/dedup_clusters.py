@@ -1,20 +1,77 @@
-"""dedup_clusters: the duplicate clusters over every file of every unit of a crawl."""
+"""dedup_clusters: the duplicate clusters over every file of every unit of a crawl.
 
-from tokenmill.dedup import DedupSettings, compute_clusters
-from tokenmill.dedup_parts import PARTS
+In one step (``run``) or fanned out (``FAN_OUT``): ``plan`` checks the signature files and lists
+the clustering's parts (``tokenmill.dedup_parts``), parallel steps each compute a share of them,
+and ``finish`` unions their edges and writes the removed list, which is the same either way."""
+
+from tokenmill.dedup import DedupSettings
+from tokenmill.dedup_parts import (
+    PARTS,
+    check_files,
+    cluster_crawl,
+    crawl_signatures,
+    part_key,
+    plan_parts,
+    prepare_parts,
+    run_parts,
+)
 from tokenmill.layout import CLUSTER_SCHEMA, DEDUP_CLUSTERS, DEDUP_SIGNATURES, crawl_prefix
 from tokenmill.outputs import StageReport
-from tokenmill.stage import Pod, Scope, Stage, Work
+from tokenmill.stage import FanOut, Pod, Scope, Stage, Work
 from tokenmill.units import registered_units
 
 
-def run(work: Work) -> StageReport:
+def _units(work: Work):
     units = registered_units(work.lake, work.crawl)
     if not units:
         raise ValueError(f"crawl {work.crawl} has no registered units")
+    return units
+
+
+def _settings(work: Work) -> DedupSettings:
+    return work.settings or DedupSettings()
+
+
+def _memory(work: Work) -> int:
+    return int(_settings(work).cluster_memory_gb * 2**30)
+
+
+def run(work: Work) -> StageReport:
+    return _finish(work)
+
+
+def plan(work: Work) -> list[str]:
+    """The keys of the parts' files; the work prefix cleared of other inputs' parts."""
+    files = crawl_signatures(work.lake, _units(work))
+    check_files(work.lake, files)
+    return prepare_parts(work.lake, files, crawl_prefix(PARTS, work.crawl), _memory(work))
+
+
+def run_share(work: Work, keys: list[str], workers: int) -> dict:
+    """Computes the planned parts ``keys``, in at most ``cluster_workers`` processes: each may
+    take ``cluster_memory_gb``, which the stage's pod is sized for."""
+    files = crawl_signatures(work.lake, _units(work))
+    workers = min(workers, _settings(work).cluster_workers)
+    parts = run_parts(
+        work.lake, files, crawl_prefix(PARTS, work.crawl), _memory(work), workers, only=keys
+    )
+    return {"parts": len(keys), "computed": len(parts.ran), "reused": len(parts.reused)}
+
+
+def finish(work: Work, shares: list[dict]) -> StageReport:
+    files = crawl_signatures(work.lake, _units(work))
+    prefix = crawl_prefix(PARTS, work.crawl)
+    planned = [part_key(prefix, files, part) for part in plan_parts(files, _memory(work))]
+    report = _finish(work, planned)
+    report.counts["parts_computed"] = sum(share["computed"] for share in shares)
+    report.counts["parallel_steps"] = len(shares)
+    return report
+
+
+def _finish(work: Work, planned: list[str] | None = None) -> StageReport:
     report = StageReport()
     with work.writer(report) as out:
-        compute_clusters(work.lake, units, work.settings or DedupSettings(), out)
+        cluster_crawl(work.lake, _units(work), _settings(work), out, planned=planned)
     work.lake.delete_prefix(crawl_prefix(PARTS, work.crawl))  # committed: parts are spent
     return report
 
@@ -31,6 +88,7 @@ STAGE = Stage(
     pod=Pod("2", "6Gi", "2", "8Gi"),
     max_runtime_s=12 * 3600,  # one run clusters a whole crawl
     schema=CLUSTER_SCHEMA,
+    fan_out=FanOut(plan=plan, run=run_share, finish=finish),
     description="Duplicate clusters over all units of a crawl: each removed document with its "
     "cluster, its survivor and whether it is an exact or a near duplicate.",
 )

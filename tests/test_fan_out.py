@@ -1,0 +1,73 @@
+"""A stage that declares `fan_out` becomes a graph-backed asset: plan, parallel_steps mapped
+steps, finish; its checks and materialization come from the finish step."""
+
+from dagster import DagsterEventType, materialize
+
+from data_assets.assets import fan_out_asset
+from data_assets.recipe import Recipe
+from resources.lake import LakeResource
+from resources.step_io import STEP_IO, STEPS, LakeStepIOManager
+from resources.workers import WorkersResource
+from tokenmill.lake import Lake
+from tokenmill.outputs import StageReport
+from tokenmill.stage import Check, FanOut, Pod, Scope, Stage, Verdict, Work
+
+PIECES = [f"piece-{i}" for i in range(5)]
+
+
+def plan(work: Work) -> list[str]:
+    return PIECES
+
+
+def run_share(work: Work, pieces: list[str], workers: int) -> dict:
+    for piece in pieces:
+        work.lake.write_json(f"{work.output}/_pieces/{piece}.json", {"piece": piece})
+    return {"done": len(pieces)}
+
+
+def finish(work: Work, shares: list[dict]) -> StageReport:
+    done = sum(share["done"] for share in shares)
+    return StageReport(records_in=done, records_out=done, counts={"shares": len(shares)})
+
+
+def every_piece(lake: Lake, partition) -> Verdict:
+    found = len(lake.list("toy/_pieces"))
+    return Verdict(found == len(PIECES), f"{found} pieces")
+
+
+def no_piece(lake: Lake, partition) -> Verdict:
+    return Verdict(not lake.list("toy/_pieces"), "pieces were written")
+
+
+TOY = Stage(
+    name="toy",
+    scope=Scope.LAKE,
+    run=lambda work: finish(work, [run_share(work, plan(work), 1)]),
+    description="A toy stage in pieces.",
+    group="toy",
+    pod=Pod("1", "1Gi", "1", "1Gi"),
+    checks=(Check("every_piece", every_piece), Check("no_piece", no_piece, warn_only=True)),
+    fan_out=FanOut(plan=plan, run=run_share, finish=finish),
+)
+
+
+def test_fanned_out_stage_runs_its_shares_in_steps_and_reports_its_checks(tmp_path):
+    lake = LakeResource(url=str(tmp_path / "lake"))
+    result = materialize(
+        [fan_out_asset(TOY, Recipe({}, "test"))],
+        resources={
+            "lake": lake,
+            "workers": WorkersResource(processes=1),
+            STEP_IO: LakeStepIOManager(lake=lake),
+        },
+        run_config={"ops": {"toy": {"config": {"parallel_steps": 3}}}},
+    )
+    assert result.success
+    steps = {e.step_key for e in result.all_events if e.event_type == DagsterEventType.STEP_SUCCESS}
+    assert steps == {"toy.toy_plan", "toy.toy_finish", *(f"toy.toy_part[{i}]" for i in range(3))}
+    [materialization] = result.asset_materializations_for_node("toy")
+    assert materialization.metadata["records_out"].value == 5
+    assert materialization.metadata["shares"].value == 3
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks == {"every_piece": True, "no_piece": False}
+    assert len(lake.get_lake().list(f"{STEPS}/{result.run_id}")) == 6  # 3 shares, 3 summaries
