@@ -295,3 +295,18 @@ def test_real_pages_of_every_type_beat_trafilaturas_f1(shared):
     scores = [word_f1(html_to_text(html), gold) for html, gold, _ in wcxb_pages(shared)]
     assert len(scores) == 400
     assert sum(scores) / len(scores) >= 0.825
+
+
+@pytest.mark.parametrize("section", ['class="Comments"', 'id="reply-list"', 'class="post_comment"'])
+def test_comment_sections_are_found_however_they_are_spelled(section):
+    """The with-comments pass runs only on pages with an element whose class or id resiliparse's
+    comment rule could match: those it drops must all be found."""
+    thread = "".join(
+        f"<div {section}><p>Post {i}: I cover my beds with straw in winter, fleece blows away in "
+        "the wind and the frost gets in anyway.</p></div>"
+        for i in range(6)
+    )
+    html = f"<html><body><h1>Straw or fleece?</h1>{thread}</body></html>"
+    text, route = main_content_route(html, fallback=False)
+    assert route == "with comments"
+    assert text.count("I cover my beds with straw") == 6

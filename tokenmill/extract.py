@@ -94,6 +94,17 @@ def _resiliparse(tree: HTMLTree, main_content: bool, comments: bool = True) -> s
     )
 
 
+# Every class or id resiliparse's comment-section rule drops (``comments=False``) contains one
+# of these words; a page without any such element extracts the same either way.
+COMMENT_SECTIONS = ",".join(
+    f"[{attribute}*={word} i]" for attribute in ("class", "id") for word in ("comment", "reply")
+)
+
+
+def _has_comment_sections(tree: HTMLTree) -> bool:
+    return tree.document.query_selector(COMMENT_SECTIONS) is not None
+
+
 def _trafilatura(html: str, fast: bool = False) -> str:
     import trafilatura  # imported on first use: it is slow to import and rarely needed
 
@@ -144,7 +155,9 @@ def main_content_route(
         page = _resiliparse(tree, main_content=False)
         page_words = _word_count(page)
         if looks_lost(text, page_words):
-            text, route = _resiliparse(tree, main_content=True, comments=True), ROUTES[1]
+            if _has_comment_sections(tree):
+                text = _resiliparse(tree, main_content=True, comments=True)
+            route = ROUTES[1]
             if (
                 fallback
                 and looks_lost(text, page_words)
