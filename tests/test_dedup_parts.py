@@ -237,19 +237,25 @@ def test_stage_fixtures_same_removals_as_in_memory(lake, articles, rule):  # noq
             assert len(removed_list(each)) >= 3
 
 
+def run_parts_in_own_group(*args) -> None:
+    os.setpgrp()  # its worker processes too: the machine dies, not one process
+    run_parts(*args)
+
+
 def test_killed_run_resumes_from_its_committed_parts(lake):
     planted_crawl(lake, n_docs=4000)
     files = signatures(lake)
     memory = 4 << 30
     context = multiprocessing.get_context("spawn")
-    child = context.Process(target=run_parts, args=(lake, files, WORK, memory, 1, 64))
+    child = context.Process(target=run_parts_in_own_group, args=(lake, files, WORK, memory, 1, 64))
     child.start()
     deadline = time.monotonic() + 60
     while not any(k.endswith(".parquet") for k in lake.list(WORK)):
         assert time.monotonic() < deadline and child.is_alive()
         time.sleep(0.005)
-    os.kill(child.pid, signal.SIGKILL)
+    os.killpg(child.pid, signal.SIGKILL)
     child.join()
+    time.sleep(0.5)  # the group's last process gone
     committed = set(lake.list(WORK))
     total = len(plan_parts(files, memory, 64))
     assert 0 < len(committed) < total

@@ -222,25 +222,28 @@ def compute_clusters(
     return cluster_crawl(lake, units, settings, out)
 
 
-def unit_versions(table: pa.Table, units: list[Unit]) -> dict[str, str]:
-    """Per unit, a hash of the rows that remove its documents: it changes exactly when the
-    unit's deduplicated output would."""
-    frame = pl.from_arrow(table)
-    versions = {}
-    for (name,), rows in frame.group_by("unit", maintain_order=True):
-        digest = hashlib.sha256()
-        for column in (
-            "part",
-            "doc_id",
-            "cluster_id",
-            "survivor_unit",
-            "survivor_doc_id",
-            "reason",
-        ):
-            digest.update(rows[column].cast(pl.String).str.join("\n").item().encode())
-        versions[name] = digest.hexdigest()[:32]
-    empty = hashlib.sha256(b"").hexdigest()[:32]
-    return {unit.name: versions.get(unit.name, empty) for unit in units}
+class UnitVersions:
+    """Per unit, a hash of the rows that remove its documents, fed a slice of the removed list
+    at a time: it changes exactly when the unit's deduplicated output would."""
+
+    COLUMNS = ("part", "doc_id", "cluster_id", "survivor_unit", "survivor_doc_id", "reason")
+
+    def __init__(self) -> None:
+        self.digests: dict = {}  # unit name -> its running sha256
+
+    def add(self, table: pa.Table) -> None:
+        lines = pl.from_arrow(table).select(
+            "unit",
+            line=pl.concat_str([pl.col(c).cast(pl.String) for c in self.COLUMNS], separator="\t"),
+        )
+        for (name,), rows in lines.group_by("unit", maintain_order=True):
+            digest = self.digests.setdefault(name, hashlib.sha256())
+            digest.update((rows["line"].str.join("\n").item() + "\n").encode())
+
+    def versions(self, units: list[Unit]) -> dict[str, str]:
+        empty = hashlib.sha256(b"").hexdigest()[:32]
+        found = {name: digest.hexdigest()[:32] for name, digest in self.digests.items()}
+        return {unit.name: found.get(unit.name, empty) for unit in units}
 
 
 def filter_part(work: Work, clusters_key: str) -> StageReport:

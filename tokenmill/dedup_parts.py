@@ -60,6 +60,7 @@ READ_ROWS = 1 << 20
 EDGE_SCHEMA = pa.schema([("first", pa.int64()), ("doc", pa.int64())])
 PART_METADATA = b"tokenmill.clusters.part"
 EDGE_BATCH = 4 << 20  # edges the union links at once
+OUTPUT_ROWS = 1 << 18  # removed documents written at once
 RANK_COLUMNS = {  # survivor rule -> (column, descending); lower rank survives
     "earliest_date": ("warc_date", False),
     "lowest_doc_id": ("doc_id", False),
@@ -394,8 +395,8 @@ def run_parts(
     only: list[str] | None = None,
 ) -> PartsRun:
     """Every part not yet committed under ``prefix`` (or those of ``only``, keys planned by
-    ``prepare_parts``), in ``workers`` processes (1: in this one); a killed run resumes from the
-    parts it committed."""
+    ``prepare_parts``), in ``workers`` processes, never in this one: the memory a part took is
+    given back before the union; a killed run resumes from the parts it committed."""
     keys = prepare_parts(lake, files, prefix, memory_bytes, ranges) if only is None else only
     parts = [planned_part(lake, files, key) for key in keys]
     committed = [part_info(lake, key) is not None for key in keys]
@@ -403,11 +404,10 @@ def run_parts(
     reused = [p.name for p, done in zip(parts, committed, strict=True) if done]
     run = PartsRun(keys, [], reused)
     max_keys = max_keys or keys_for(memory_bytes)
-    if workers <= 1 or len(todo) <= 1:
-        run.ran = [run_part(lake, files, part, key, max_keys) for part, key in todo]
+    if not todo:
         return run
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(workers, len(todo)), mp_context=context) as pool:
+    with ProcessPoolExecutor(max(1, min(workers, len(todo))), mp_context=context) as pool:
         futures = [(p, k, pool.submit(run_part, lake, files, p, k, max_keys)) for p, k in todo]
         for part, key, future in futures:
             try:
@@ -447,15 +447,17 @@ def _edges(lake: Lake, files: SignatureFiles, keys: list[str]) -> Iterator[pa.Ta
 
 def union(lake: Lake, files: SignatureFiles, part_keys: list[str]):
     """(docs, components): the linked documents, ascending, and the smallest document of
-    each one's cluster, from the part files alone. Reads them twice: once to list the linked
-    documents, once to link them, in batches of EDGE_BATCH edges."""
-    found, pending = np.empty(0, np.int64), []
+    each one's cluster, from the part files alone. Reads them twice: once to mark the linked
+    documents (one byte per document of the crawl: sorting and merging the lists of linked
+    documents took ~90 bytes per linked document), once to link them, in batches of EDGE_BATCH
+    edges."""
+    linked = np.zeros(files.n_docs, dtype=np.bool_)
     for table in _edges(lake, files, part_keys):
-        pending.append(sorted_unique(np.concatenate([c.to_numpy() for c in table.columns])))
-        if sum(map(len, pending)) > max(len(found), EDGE_BATCH):
-            found, pending = sorted_unique(np.concatenate([found, *pending])), []
-    docs = sorted_unique(np.concatenate([found, *pending]))
-    del found, pending
+        for column in table.columns:
+            linked[column.to_numpy()] = True
+        del table
+    docs = np.flatnonzero(linked).astype(np.int64, copy=False)
+    del linked
 
     def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
         held: list[pa.Table] = []
@@ -522,7 +524,7 @@ def cluster_crawl(
     parts were computed elsewhere (parallel steps): a missing one fails naming its file. Cluster
     ids are the doc id of the cluster's first-seen member, so they do not change with the
     survivor rule. The part files are deleted once the list is committed by the caller."""
-    from tokenmill.dedup import unit_versions
+    from tokenmill.dedup import UnitVersions
 
     files = crawl_signatures(lake, units)
     prefix = work_prefix or crawl_prefix(PARTS, units[0].crawl)
@@ -555,19 +557,26 @@ def cluster_crawl(
         parts=len(planned),
         linked_docs=len(docs),
     )
-    table = pa.table(
-        {
-            "unit": files.unit_names(docs[removed]),
-            "part": files.part_numbers(docs[removed]),
-            "doc_id": doc_ids.take(removed),
-            "cluster_id": doc_ids.take(cluster_of),
-            "survivor_unit": files.unit_names(docs[survivor]),
-            "survivor_doc_id": doc_ids.take(survivor),
-            "reason": np.where(is_exact, "exact_duplicate", "near_duplicate"),
-        },
-        schema=CLUSTER_SCHEMA,
-    )
-    out.parquet("clusters.parquet", CLUSTER_SCHEMA).write_table(table)
-    report.add_preview(table.slice(0, 5).to_pylist())
-    report.counts["unit_versions"] = unit_versions(table, units)
+    sink = out.parquet("clusters.parquet", CLUSTER_SCHEMA)
+    versions = UnitVersions()
+    # In slices: the strings of the removed rows would otherwise all be held at once.
+    for start in range(0, max(len(removed), 1), OUTPUT_ROWS):
+        rows = slice(start, start + OUTPUT_ROWS)
+        table = pa.table(
+            {
+                "unit": files.unit_names(docs[removed[rows]]),
+                "part": files.part_numbers(docs[removed[rows]]),
+                "doc_id": doc_ids.take(removed[rows]),
+                "cluster_id": doc_ids.take(cluster_of[rows]),
+                "survivor_unit": files.unit_names(docs[survivor[rows]]),
+                "survivor_doc_id": doc_ids.take(survivor[rows]),
+                "reason": np.where(is_exact[rows], "exact_duplicate", "near_duplicate"),
+            },
+            schema=CLUSTER_SCHEMA,
+        )
+        sink.write_table(table)
+        if start == 0:
+            report.add_preview(table.slice(0, 5).to_pylist())
+        versions.add(table)
+    report.counts["unit_versions"] = versions.versions(units)
     return report
