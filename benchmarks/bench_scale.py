@@ -207,6 +207,17 @@ def wait_for_tick(
     raise TimeoutError(f"no {count} ticks of {sensor} after {after}")
 
 
+def requested_keys(instance) -> list[str | None]:
+    """The partitions of every backfill and run on the instance."""
+    keys = [
+        key
+        for backfill in instance.get_backfills()
+        if backfill.asset_backfill_data is not None
+        for _, key in backfill.asset_backfill_data.target_subset.iterate_asset_partitions()
+    ]
+    return keys + [r.tags.get("dagster/partition") for r in instance.get_runs()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--crawls", type=int, default=100)
@@ -295,17 +306,16 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources) -> No
         for result in landing_tick["dynamicPartitionsRequestResults"]
         if result["partitionsDefName"] == unit_partitions.name
     )
-    # From the files landing to the first stage's runs requested for them by its automation.
-    first = f"automation_{STAGES[0].name}"
-    launch = None
-    while launch is None:
-        ticks = wait_for_tick(url, first, landing_tick["endTimestamp"], 100, at_least=False)
-        launch = next((t for t in ticks if t["requestedAssetMaterializationCount"]), None)
-        if launch is None and len(ticks) >= 5:
-            raise RuntimeError(f"{first} requested nothing in 5 ticks after the landing")
-        time.sleep(5)
-    figures["landed_to_requested_s"] = round(launch["endTimestamp"] - landed, 1)
-    figures["landed_requested"] = launch["requestedAssetMaterializationCount"]
+    # From the files landing to the first stage's runs requested for them by its automation
+    # (as backfills or runs naming the landed crawl's units).
+    prefix = f"{LANDED_CRAWL}/"
+    requested_at = None
+    while requested_at is None and time.time() < landed + 900:
+        if any(key and key.startswith(prefix) for key in requested_keys(instance)):
+            requested_at = time.time()
+        else:
+            time.sleep(2)
+    figures["landed_to_requested_s"] = round(requested_at - landed, 1) if requested_at else None
     # The daemon's own automation ticks (one sensor per stage) from the registration on: the
     # ones that saw the new units, then idle ones.
     names = [f"automation_{stage.name}" for stage in STAGES]
@@ -320,13 +330,7 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources) -> No
     figures["automation_idle_tick_max_s"] = max(idle)
     figures["automation_idle_ticks_sum_s"] = round(sum(idle), 1)
     units = set(instance.get_dynamic_partitions(unit_partitions.name))
-    requested = [
-        key
-        for backfill in instance.get_backfills()
-        if backfill.asset_backfill_data is not None
-        for _, key in backfill.asset_backfill_data.target_subset.iterate_asset_partitions()
-    ]
-    requested += [r.tags.get("dagster/partition") for r in instance.get_runs()]
+    requested = requested_keys(instance)
     figures["requested_partitions"] = len(requested)
     figures["runs_for_units_without_data"] = sum(
         1 for key in requested if key and "/" in key and key not in units

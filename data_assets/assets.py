@@ -43,8 +43,9 @@ from data_assets.partitions import (
 from data_assets.recipe import Recipe
 from data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
 from resources.lake import LakeResource
-from resources.step_io import STEP_IO
+from resources.step_io import STEP_IO, STEPS
 from resources.workers import WorkersResource
+from tokenmill.lake import LakeAccessError
 from tokenmill.layout import DEDUP_CLUSTERS, DEDUPLICATED, Unit, check_name, crawl_prefix
 from tokenmill.parts import run_stage_work
 from tokenmill.stage import Scope, Stage, Work
@@ -255,6 +256,10 @@ def fan_out_asset(stage: Stage, recipe: Recipe):
         result = stage_output(context, stage, recipe, lake.get_lake(), report, overrides)
         yield Output(None, "result", metadata=result.metadata, data_version=result.data_version)
         yield from result.check_results
+        try:  # the values the steps handed each other are spent
+            lake.get_lake().delete_prefix(f"{STEPS}/{context.run_id}")
+        except (LakeAccessError, OSError) as error:
+            context.log.warning(f"step values of run {context.run_id} not deleted: {error}")
 
     @config_mapping
     def same_config_for_every_step(config: config_class) -> dict:

@@ -481,7 +481,7 @@ def test_parallel_steps_cluster_as_one_step_in_dagster(tmp_path, articles):
     from dagster import DagsterEventType, instance_for_test
 
     from data_assets.partitions import sync_partitions
-    from resources.step_io import STEPS
+    from resources.step_io import STEP_IO, STEPS
 
     lake = Lake.from_url(str(tmp_path / "lake"))
     a, b, c = (article.text for article in articles[:3])
@@ -514,8 +514,16 @@ def test_parallel_steps_cluster_as_one_step_in_dagster(tmp_path, articles):
         assert metadata["parallel_steps"].value == 2 and metadata["parts_computed"].value == 15
         assert metadata["records_dropped"].value == 2
         assert "recipe_overrides" not in metadata  # parallel_steps is no setting of the recipe
-        # what the steps handed each other went through the lake: two shares, two summaries
-        assert len(lake.list(f"{STEPS}/{result.run_id}")) == 4
+        # what the steps handed each other went through the lake (two shares, two summaries),
+        # deleted by the finish step once spent
+        handled = [
+            e
+            for e in result.all_events
+            if e.event_type == DagsterEventType.HANDLED_OUTPUT
+            and e.event_specific_data.manager_key == STEP_IO
+        ]
+        assert len(handled) == 4
+        assert lake.list(f"{STEPS}/{result.run_id}") == []
 
 
 def test_a_new_unit_makes_a_crawl_of_over_100_units_stale_in_dagster(tmp_path):

@@ -70,4 +70,11 @@ def test_fanned_out_stage_runs_its_shares_in_steps_and_reports_its_checks(tmp_pa
     assert materialization.metadata["shares"].value == 3
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {"every_piece": True, "no_piece": False}
-    assert len(lake.get_lake().list(f"{STEPS}/{result.run_id}")) == 6  # 3 shares, 3 summaries
+    handled = [
+        e
+        for e in result.all_events
+        if e.event_type == DagsterEventType.HANDLED_OUTPUT
+        and e.event_specific_data.manager_key == STEP_IO
+    ]
+    assert len(handled) == 6  # 3 shares, 3 summaries, through the lake
+    assert lake.get_lake().list(f"{STEPS}/{result.run_id}") == []  # spent, deleted
