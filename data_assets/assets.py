@@ -129,6 +129,14 @@ def partition_of(stage: Stage, context) -> tuple[Unit | None, str | None]:
     return unit, crawl
 
 
+def settings_of(stage: Stage, recipe: Recipe, config) -> tuple[dict, object]:
+    """What a run's config changes from the recipe, and the stage's settings for the run."""
+    if not stage.settings:
+        return {}, None
+    overrides = recipe.overrides(stage.settings, config)
+    return overrides, recipe.settings(stage.settings, overrides)
+
+
 def stage_asset(stage: Stage, recipe: Recipe):
     if stage.fan_out:
         return fan_out_asset(stage, recipe)
@@ -148,9 +156,8 @@ def stage_asset(stage: Stage, recipe: Recipe):
         workers: WorkersResource,
     ) -> MaterializeResult:
         data = lake.get_lake()
-        overrides = recipe.overrides(stage.settings, config) if stage.settings else {}
         with fail_permanently_on(context):
-            settings = recipe.settings(stage.settings, overrides) if stage.settings else None
+            overrides, settings = settings_of(stage, recipe, config)
             unit, crawl = partition_of(stage, context)
             report = run_stage_work(
                 stage,
@@ -205,13 +212,10 @@ def fan_out_asset(stage: Stage, recipe: Recipe):
         AssetCheckSpec(c.name, asset=stage.name).get_python_identifier() for c in stage.checks
     ]
 
-    def settings_of(config) -> tuple[dict, object]:
-        overrides = recipe.overrides(stage.settings, config) if stage.settings else {}
-        return overrides, recipe.settings(stage.settings, overrides) if stage.settings else None
-
     def work_of(context, config, lake: LakeResource) -> Work:
         unit, crawl = partition_of(stage, context)
-        return Work(lake.get_lake(), stage.name, settings_of(config)[1], unit=unit, crawl=crawl)
+        settings = settings_of(stage, recipe, config)[1]
+        return Work(lake.get_lake(), stage.name, settings, unit=unit, crawl=crawl)
 
     @op(
         name=f"{stage.name}_plan",
@@ -251,7 +255,7 @@ def fan_out_asset(stage: Stage, recipe: Recipe):
     )
     def finish(context: OpExecutionContext, config: config_class, lake: LakeResource, shares: list):
         with fail_permanently_on(context):
-            overrides, _ = settings_of(config)
+            overrides, _ = settings_of(stage, recipe, config)
             report = fan_out.finish(work_of(context, config, lake), shares)
         result = stage_output(context, stage, recipe, lake.get_lake(), report, overrides)
         yield Output(None, "result", metadata=result.metadata, data_version=result.data_version)

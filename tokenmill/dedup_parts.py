@@ -518,6 +518,7 @@ def cluster_crawl(
     ranges: int | None = None,
     max_keys: int | None = None,
     planned: list[str] | None = None,
+    files: SignatureFiles | None = None,
 ) -> StageReport:
     """The clusters stage: parts (in ``settings.cluster_workers`` processes), union, survivors,
     the removed list written to ``out``. With ``planned`` (the keys of ``prepare_parts``), the
@@ -526,7 +527,7 @@ def cluster_crawl(
     survivor rule. The part files are deleted once the list is committed by the caller."""
     from tokenmill.dedup import UnitVersions
 
-    files = crawl_signatures(lake, units)
+    files = files or crawl_signatures(lake, units)  # the caller's, if it has read them
     prefix = work_prefix or crawl_prefix(PARTS, units[0].crawl)
     memory = int(settings.cluster_memory_gb * 2**30)
     if planned is None:

@@ -37,7 +37,7 @@ def _memory(work: Work) -> int:
 
 
 def run(work: Work) -> StageReport:
-    return _finish(work)
+    return _finish(work, _units(work))
 
 
 def plan(work: Work) -> list[str]:
@@ -59,19 +59,20 @@ def run_share(work: Work, keys: list[str], workers: int) -> dict:
 
 
 def finish(work: Work, shares: list[dict]) -> StageReport:
-    files = crawl_signatures(work.lake, _units(work))
+    units = _units(work)
+    files = crawl_signatures(work.lake, units)
     prefix = crawl_prefix(PARTS, work.crawl)
     planned = [part_key(prefix, files, part) for part in plan_parts(files, _memory(work))]
-    report = _finish(work, planned)
+    report = _finish(work, units, planned, files)
     report.counts["parts_computed"] = sum(share["computed"] for share in shares)
     report.counts["parallel_steps"] = len(shares)
     return report
 
 
-def _finish(work: Work, planned: list[str] | None = None) -> StageReport:
+def _finish(work: Work, units, planned: list[str] | None = None, files=None) -> StageReport:
     report = StageReport()
     with work.writer(report) as out:
-        cluster_crawl(work.lake, _units(work), _settings(work), out, planned=planned)
+        cluster_crawl(work.lake, units, _settings(work), out, planned=planned, files=files)
     work.lake.delete_prefix(crawl_prefix(PARTS, work.crawl))  # committed: parts are spent
     return report
 
