@@ -639,6 +639,26 @@ def real_warc_lake(root: Path) -> tuple[Lake, Unit]:
     return landed_lake(root, len(list(folder.iterdir())))
 
 
+def html_folder_lake(root: Path, html: Path, pages: int, files: int = 7) -> tuple[Lake, Unit]:
+    """``pages`` HTML files under ``html`` (every n-th of them in path order, so a sample spans
+    the whole folder) wrapped in ``files`` WARC files, as one unit."""
+    found = sorted(
+        Path(folder, name)
+        for folder, _, names in os.walk(html, followlinks=True)
+        for name in names
+        if name.endswith((".html", ".htm"))
+    )
+    if not found:
+        raise SystemExit(f"no .html or .htm files under {html}")
+    step = max(1, len(found) // pages)
+    chosen = [(str(p.relative_to(html)), p.read_bytes()) for p in found[::step][:pages]]
+    folder = root / "warc"
+    folder.mkdir(parents=True)
+    for index in range(min(files, len(chosen))):
+        write_warc(folder / f"{CRAWL}-{index}.warc.gz", "pages.example", chosen[index::files])
+    return landed_lake(root, len(list(folder.iterdir())))
+
+
 def fastwarc_resiliparse(paths: list[Path]) -> int:
     """The bare loop: fastwarc reads the responses, resiliparse decodes and extracts main
     content; nothing is written."""
@@ -667,18 +687,28 @@ def cpu_seconds(work) -> tuple[Any, float]:
     return result, time.process_time() - started
 
 
-def bench_stage_vs_bare(rounds: int = int(os.environ.get("BENCH_ROUNDS", "5"))) -> None:
+def bench_stage_vs_bare(
+    rounds: int = int(os.environ.get("BENCH_ROUNDS", "5")),
+    pages: Path | None = None,
+    sample: int = 5000,
+) -> None:
     """The cleaned stage (its own per-file runs on a lake, committed Parquet) and the bare
     fastwarc + resiliparse loop on the same WARC files, interleaved for ``rounds`` rounds in this
     one process after a warm-up round of each; CPU seconds per round, median ratio. Then one
-    more stage run with timers on its components."""
-    if shared_path(*EXTRACTION, "wcxb-dev-sample") is None or shared_path(*REAL_WARC) is None:
+    more stage run with timers on its components. The files: the real pages of ../shared, or
+    ``sample`` HTML files of the folder ``pages``."""
+    if pages is None and (
+        shared_path(*EXTRACTION, "wcxb-dev-sample") is None or shared_path(*REAL_WARC) is None
+    ):
         print("\n(skipped stage-vs-bare: ../shared is absent)")
         return
     enable_watchdog()  # as in the stage's worker processes: each record is posted for police
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        lake, unit = real_warc_lake(root)
+        if pages is None:
+            lake, unit = real_warc_lake(root)
+        else:
+            lake, unit = html_folder_lake(root, pages, sample)
         paths = sorted((root / "warc").iterdir())
         warc_bytes = sum(p.stat().st_size for p in paths)
         bare = functools.partial(fastwarc_resiliparse, paths)
@@ -769,12 +799,22 @@ SECTIONS = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sections", nargs="*", help=f"any of {', '.join(SECTIONS)}")
-    sections = parser.parse_args().sections or list(SECTIONS)
+    parser.add_argument(
+        "--pages",
+        type=Path,
+        help="stage-vs-bare on HTML files of this folder instead of ../shared's pages",
+    )
+    parser.add_argument("--sample", type=int, default=5000, help="how many of --pages' files")
+    arguments = parser.parse_args()
+    sections = arguments.sections or list(SECTIONS)
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {list(SECTIONS)}")
     for section in sections:
-        SECTIONS[section]()
+        if section == "stage-vs-bare":
+            bench_stage_vs_bare(pages=arguments.pages, sample=arguments.sample)
+        else:
+            SECTIONS[section]()
 
 
 if __name__ == "__main__":

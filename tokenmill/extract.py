@@ -15,6 +15,7 @@ else is left (forum threads), and drop repeated lines.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -67,30 +68,34 @@ FALLBACK_MAX_TAGS = 5000
 
 def _lines(text: str) -> str:
     text = text.replace("\ufeff", "")  # byte-order marks pasted mid-page by templates
-    return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+    return "\n".join(filter(None, map(str.strip, text.splitlines())))
 
 
 def _without_repeats(text: str) -> str:
     """Drop the repeats of a line of two words or more (captions rendered twice, "Read more"
     under every teaser); single tokens such as prices or closing braces stay."""
-    seen, kept = set(), []
-    for line in text.splitlines():
-        if line in seen and " " in line:
-            continue
-        seen.add(line)
-        kept.append(line)
-    return "\n".join(kept)
+    lines = text.splitlines()
+    seen: set[str] = set()
+    if len(seen.union(lines)) < len(lines):
+        remember = seen.add  # returns None: keeps the line after remembering it
+        lines = [line for line in lines if not (line in seen and " " in line or remember(line))]
+    return "\n".join(lines)
 
 
 def _resiliparse(tree: HTMLTree, main_content: bool, comments: bool = True) -> str:
-    return _lines(
-        extract_plain_text(
-            tree,
-            main_content=main_content,
-            preserve_formatting=True,
-            alt_texts=False,
-            comments=comments,
-        )
+    return _lines(_plain_text(tree, main_content, comments))
+
+
+def _plain_text(
+    tree: HTMLTree, main_content: bool, comments: bool = True, skip: list[str] | None = None
+) -> str:
+    return extract_plain_text(
+        tree,
+        main_content=main_content,
+        preserve_formatting=True,
+        alt_texts=False,
+        comments=comments,
+        skip_elements=skip,
     )
 
 
@@ -147,13 +152,15 @@ def main_content_route(
 ) -> tuple[str, str]:
     """Main content by resiliparse, and which of ``ROUTES`` gave it: without comment sections;
     with them when nothing else is left (forum threads); trafilatura (if ``fallback``) when
-    resiliparse's text still looks lost and the page is small enough, unless ``foreign`` (a
-    text is surely in a language the caller drops) holds for the page's text and that one."""
+    resiliparse's text still looks lost and the page is small enough, unless that text is the
+    page's marked main region (``covers_main_region``) or ``foreign`` (a text is surely in a
+    language the caller drops) holds for the page's text and that one."""
     tree = HTMLTree.parse(html)
     text, route = _resiliparse(tree, main_content=True, comments=False), ROUTES[0]
     if _fewer_words(text, FALLBACK_MAX_WORDS):
-        page = _resiliparse(tree, main_content=False)
-        page_words = _word_count(page)
+        page = _plain_text(tree, main_content=False)
+        # _word_count(_lines(page)): _lines changes no word but a byte-order mark's
+        page_words = _word_count(page.replace("\ufeff", ""))
         if looks_lost(text, page_words):
             if _has_comment_sections(tree):
                 text = _resiliparse(tree, main_content=True, comments=True)
@@ -162,7 +169,8 @@ def main_content_route(
                 fallback
                 and looks_lost(text, page_words)
                 and html.count("<") <= FALLBACK_MAX_TAGS
-                and not (foreign and foreign(text) and foreign(page))
+                and not covers_main_region(tree, text)
+                and not (foreign and foreign(text) and foreign(_lines(page)))
             ):
                 recovered = _trafilatura(html, fast=True)
                 if recovered:
@@ -175,6 +183,36 @@ def looks_lost(main_text: str, page_words: int) -> bool:
     share of the whole page's words."""
     words = _word_count(main_text)
     return words < FALLBACK_MAX_WORDS and words < FALLBACK_SHARE * page_words
+
+
+# A page's own mark of its main content. Documentation sites put their navigation beside it, and
+# tables of contents or indexes of links inside it: their main text is a small share of the
+# page's words without being lost (resiliparse and trafilatura both leave link lists out).
+MAIN_REGION = "main, [role=main]"
+REGION_PRECISION = 0.9
+REGION_COVERAGE = 0.7
+WORD = re.compile(r"\w+")
+
+
+def covers_main_region(tree: HTMLTree, text: str) -> bool:
+    """Whether ``text`` is the page's marked main region: at least ``REGION_PRECISION`` of its
+    words are the region's, and they are at least ``REGION_COVERAGE`` of the region's words
+    outside links."""
+    regions = tree.document.query_selector_all(MAIN_REGION)
+    if not len(regions):
+        return False
+    # the region parsed on its own: a node's .text runs the text of adjacent blocks together
+    region = HTMLTree.parse("".join(node.html for node in regions))
+    found = _word_bag(text)
+    shared = (found & _word_bag(_plain_text(region, main_content=False))).total()
+    if not shared or shared < REGION_PRECISION * found.total():
+        return False
+    prose = _word_bag(_plain_text(region, main_content=False, skip=["a"]))
+    return (found & prose).total() >= REGION_COVERAGE * prose.total()
+
+
+def _word_bag(text: str) -> Counter:
+    return Counter(WORD.findall(text.lower()))
 
 
 @dataclass(frozen=True, slots=True)
