@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import re
 import zlib
 from collections import Counter
@@ -127,6 +128,41 @@ def test_no_trafilatura_fallback_on_pages_surely_in_a_dropped_language():
         SIDEBAR_PAGE, fallback=True, foreign=lambda _: next(only_the_main_content)
     )
     assert route[1] == "trafilatura"
+
+
+TOC = "".join(
+    f"<li><a href='/lib/m{i}.html'>module{i} tools for task {i}</a></li>" for i in range(60)
+)
+# A documentation page: navigation beside the marked main region, a table of contents inside it.
+DOCS_PAGE = (
+    "<html><head><title>Library</title></head><body>"
+    f"<div class='sphinxsidebar' role='navigation'><h3>Navigation</h3><ul>{TOC}</ul></div>"
+    "<div class='body' role='main'><h1>The Standard Library</h1>"
+    "<p>The modules described in this chapter provide tools for files, text and the network; "
+    "each section below documents one of them with its functions and examples.</p>"
+    f"<div class='toctree-wrapper'><ul>{TOC}</ul></div></div>"
+    "<footer>Copyright 2026 Example Foundation.</footer></body></html>"
+)
+
+
+def test_no_trafilatura_fallback_when_the_text_is_the_marked_main_region():
+    text, route = main_content_route(DOCS_PAGE, fallback=True)
+    assert route != "trafilatura"
+    assert text.startswith("The Standard Library\nThe modules described in this chapter")
+    assert main_content_route(DOCS_PAGE.replace("role='main'", ""), fallback=True)[1] == (
+        "trafilatura"
+    )
+
+
+@pytest.mark.parametrize("region", ["<main>{}</main>", "<div role='main'>{}</div>"])
+def test_trafilatura_recovers_a_marked_main_region_resiliparse_lost(region):
+    body = SIDEBAR_PAGE[
+        SIDEBAR_PAGE.index("<div class='sidebar'>") : SIDEBAR_PAGE.index("<footer>")
+    ]
+    html = SIDEBAR_PAGE.replace(body, region.format(body))
+    text, route = main_content_route(html, fallback=True)
+    assert route == "trafilatura"
+    assert text.count("the soil stays cold") == 8
 
 
 def test_no_trafilatura_fallback_on_pages_with_too_many_tags():
@@ -310,3 +346,29 @@ def test_comment_sections_are_found_however_they_are_spelled(section):
     text, route = main_content_route(html, fallback=False)
     assert route == "with comments"
     assert text.count("I cover my beds with straw") == 6
+
+
+def test_line_clean_up_matches_its_definition():
+    """_lines: stripped non-empty lines; _without_repeats: a line of two words or more only
+    the first time; the page's word count skips _lines, which changes no word but a BOM."""
+    from tokenmill.extract import _lines, _without_repeats
+
+    def lines(text):
+        text = text.replace("\ufeff", "")
+        return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+    def without_repeats(text):
+        seen, kept = set(), []
+        for line in text.splitlines():
+            if not (line in seen and " " in line):
+                seen.add(line)
+                kept.append(line)
+        return "\n".join(kept)
+
+    pieces = ["a", "b c", " ", "\n", "\r\n", "\ufeff", "\u2028", "\x1c", "\t", "Read more"]
+    rng = random.Random(7)
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 24)))
+        assert _lines(text) == lines(text)
+        assert _without_repeats(text) == without_repeats(text)
+        assert len(text.replace("\ufeff", "").split()) == len(lines(text).split())
