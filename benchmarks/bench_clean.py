@@ -659,6 +659,18 @@ def html_folder_lake(root: Path, html: Path, pages: int, files: int = 7) -> tupl
     return landed_lake(root, len(list(folder.iterdir())))
 
 
+def warc_folder_lake(root: Path, warcs: Path) -> tuple[Lake, Unit]:
+    """The WARC files of the folder ``warcs`` (.warc.gz or .warc), as they are, as one unit."""
+    found = sorted(p for p in warcs.iterdir() if p.name.endswith((".warc.gz", ".warc")))
+    if not found:
+        raise SystemExit(f"no .warc.gz or .warc files in {warcs}")
+    folder = root / "warc"
+    folder.mkdir(parents=True)
+    for path in found:
+        (folder / path.name).symlink_to(path.resolve())
+    return landed_lake(root, len(found))
+
+
 def fastwarc_resiliparse(paths: list[Path]) -> int:
     """The bare loop: fastwarc reads the responses, resiliparse decodes and extracts main
     content; nothing is written."""
@@ -691,24 +703,29 @@ def bench_stage_vs_bare(
     rounds: int = int(os.environ.get("BENCH_ROUNDS", "5")),
     pages: Path | None = None,
     sample: int = 5000,
+    warcs: Path | None = None,
 ) -> None:
     """The cleaned stage (its own per-file runs on a lake, committed Parquet) and the bare
     fastwarc + resiliparse loop on the same WARC files, interleaved for ``rounds`` rounds in this
     one process after a warm-up round of each; CPU seconds per round, median ratio. Then one
-    more stage run with timers on its components. The files: the real pages of ../shared, or
-    ``sample`` HTML files of the folder ``pages``."""
-    if pages is None and (
-        shared_path(*EXTRACTION, "wcxb-dev-sample") is None or shared_path(*REAL_WARC) is None
+    more stage run with timers on its components. The files: the real pages of ../shared,
+    ``sample`` HTML files of the folder ``pages``, or the WARC files of the folder ``warcs``."""
+    if (
+        pages is None
+        and warcs is None
+        and (shared_path(*EXTRACTION, "wcxb-dev-sample") is None or shared_path(*REAL_WARC) is None)
     ):
         print("\n(skipped stage-vs-bare: ../shared is absent)")
         return
     enable_watchdog()  # as in the stage's worker processes: each record is posted for police
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        if pages is None:
-            lake, unit = real_warc_lake(root)
-        else:
+        if warcs is not None:
+            lake, unit = warc_folder_lake(root, warcs)
+        elif pages is not None:
             lake, unit = html_folder_lake(root, pages, sample)
+        else:
+            lake, unit = real_warc_lake(root)
         paths = sorted((root / "warc").iterdir())
         warc_bytes = sum(p.stat().st_size for p in paths)
         bare = functools.partial(fastwarc_resiliparse, paths)
@@ -805,6 +822,9 @@ def main() -> None:
         help="stage-vs-bare on HTML files of this folder instead of ../shared's pages",
     )
     parser.add_argument("--sample", type=int, default=5000, help="how many of --pages' files")
+    parser.add_argument(
+        "--warcs", type=Path, help="stage-vs-bare on the WARC files of this folder, as they are"
+    )
     arguments = parser.parse_args()
     sections = arguments.sections or list(SECTIONS)
     unknown = set(sections) - set(SECTIONS)
@@ -812,7 +832,9 @@ def main() -> None:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {list(SECTIONS)}")
     for section in sections:
         if section == "stage-vs-bare":
-            bench_stage_vs_bare(pages=arguments.pages, sample=arguments.sample)
+            bench_stage_vs_bare(
+                pages=arguments.pages, sample=arguments.sample, warcs=arguments.warcs
+            )
         else:
             SECTIONS[section]()
 
