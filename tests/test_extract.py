@@ -10,11 +10,13 @@ import zlib
 from collections import Counter
 
 import pytest
+from resiliparse.parse.html import HTMLTree
 
 from tokenmill.extract import (
     EXTRACTORS,
     FALLBACK_MAX_TAGS,
     Skip,
+    covers_main_region,
     decode_html,
     extract_document,
     html_to_text,
@@ -152,6 +154,18 @@ def test_no_trafilatura_fallback_when_the_text_is_the_marked_main_region():
     assert main_content_route(DOCS_PAGE.replace("role='main'", ""), fallback=True)[1] == (
         "trafilatura"
     )
+
+
+def test_a_short_text_may_have_a_few_words_outside_the_region():
+    page = (
+        "<html><body><main><p>Install the package with pip and import it.</p></main></body></html>"
+    )
+    tree = HTMLTree.parse(page)
+    text = "Install the package with pip and import it."
+    assert covers_main_region(tree, text)
+    assert covers_main_region(tree, f"Updated 3 March 2026\n{text}")
+    assert not covers_main_region(tree, "Sign in to your account to read on\nInstall it.")
+    assert not covers_main_region(tree, "Install the package.")  # under 70 % of the region
 
 
 @pytest.mark.parametrize("region", ["<main>{}</main>", "<div role='main'>{}</div>"])
