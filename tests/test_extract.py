@@ -168,6 +168,11 @@ def test_a_short_text_may_have_a_few_words_outside_the_region():
     assert not covers_main_region(tree, "Install the package.")  # under 70 % of the region
 
 
+def test_nested_main_regions_are_not_trusted():
+    page = "<main>" * 3000 + "<p>" + "word " * 100_000 + "</p>" + "</main>" * 3000
+    assert not covers_main_region(HTMLTree.parse(page), "word " * 100_000)
+
+
 @pytest.mark.parametrize("region", ["<main>{}</main>", "<div role='main'>{}</div>"])
 def test_trafilatura_recovers_a_marked_main_region_resiliparse_lost(region):
     body = SIDEBAR_PAGE[

@@ -192,6 +192,7 @@ MAIN_REGION = "main, [role=main]"
 REGION_PRECISION = 0.9
 REGION_SLACK = 5  # words outside the region a text may have whatever its length (a title, a date)
 REGION_COVERAGE = 0.7
+MAX_REGIONS = 4
 WORD = re.compile(r"\w+")
 
 
@@ -201,7 +202,7 @@ def covers_main_region(tree: HTMLTree, text: str) -> bool:
     ``REGION_COVERAGE`` of the region's words outside links. Chosen on wcxb-dev-sample (its F1
     unchanged) and documentation pages (see the README's Cleaning cost)."""
     regions = tree.document.query_selector_all(MAIN_REGION)
-    if not len(regions):
+    if not 0 < len(regions) <= MAX_REGIONS:  # nested regions would repeat the page's HTML
         return False
     # the region parsed on its own: a node's .text runs the text of adjacent blocks together
     region = HTMLTree.parse("".join(node.html for node in regions))
