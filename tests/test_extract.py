@@ -162,15 +162,17 @@ def test_a_short_text_may_have_a_few_words_outside_the_region():
     )
     tree = HTMLTree.parse(page)
     text = "Install the package with pip and import it."
-    assert covers_main_region(tree, text)
-    assert covers_main_region(tree, f"Updated 3 March 2026\n{text}")
-    assert not covers_main_region(tree, "Sign in to your account to read on\nInstall it.")
-    assert not covers_main_region(tree, "Install the package.")  # under 70 % of the region
+    assert covers_main_region(tree, text, len(page))
+    assert covers_main_region(tree, f"Updated 3 March 2026\n{text}", len(page))
+    assert not covers_main_region(
+        tree, "Sign in to your account to read on\nInstall it.", len(page)
+    )
+    assert not covers_main_region(tree, "Install the package.", len(page))  # under 70 %
 
 
 def test_nested_main_regions_are_not_trusted():
     page = "<main>" * 3000 + "<p>" + "word " * 100_000 + "</p>" + "</main>" * 3000
-    assert not covers_main_region(HTMLTree.parse(page), "word " * 100_000)
+    assert not covers_main_region(HTMLTree.parse(page), "word " * 100_000, len(page))
 
 
 @pytest.mark.parametrize("region", ["<main>{}</main>", "<div role='main'>{}</div>"])

@@ -169,7 +169,7 @@ def main_content_route(
                 fallback
                 and looks_lost(text, page_words)
                 and html.count("<") <= FALLBACK_MAX_TAGS
-                and not covers_main_region(tree, text)
+                and not covers_main_region(tree, text, len(html))
                 and not (foreign and foreign(text) and foreign(_lines(page)))
             ):
                 recovered = _trafilatura(html, fast=True)
@@ -192,20 +192,26 @@ MAIN_REGION = "main, [role=main]"
 REGION_PRECISION = 0.9
 REGION_SLACK = 5  # words outside the region a text may have whatever its length (a title, a date)
 REGION_COVERAGE = 0.7
-MAX_REGIONS = 4
 WORD = re.compile(r"\w+")
 
 
-def covers_main_region(tree: HTMLTree, text: str) -> bool:
+def covers_main_region(tree: HTMLTree, text: str, page_chars: int) -> bool:
     """Whether ``text`` is the page's marked main region: at least ``REGION_PRECISION`` of its
     words (all but ``REGION_SLACK`` of a short text) are the region's, and they are at least
     ``REGION_COVERAGE`` of the region's words outside links. Chosen on wcxb-dev-sample (its F1
-    unchanged) and documentation pages (see the README's Cleaning cost)."""
-    regions = tree.document.query_selector_all(MAIN_REGION)
-    if not 0 < len(regions) <= MAX_REGIONS:  # nested regions would repeat the page's HTML
+    unchanged) and documentation pages (see the README's Cleaning cost). ``page_chars``: the
+    length of the page's HTML; regions nested in each other so deep that their HTML adds up to
+    more than twice that are not checked."""
+    parts, chars = [], 0
+    for node in tree.document.query_selector_all(MAIN_REGION):
+        parts.append(node.html)
+        chars += len(parts[-1])
+        if chars > 2 * page_chars:
+            return False
+    if not parts:
         return False
     # the region parsed on its own: a node's .text runs the text of adjacent blocks together
-    region = HTMLTree.parse("".join(node.html for node in regions))
+    region = HTMLTree.parse("".join(parts))
     found = _word_bag(text)
     shared = (found & _word_bag(_plain_text(region, main_content=False))).total()
     outside = found.total() - shared
