@@ -3,10 +3,12 @@ bounded decompression, is `tokenmill.http`).
 
 Extractors (``EXTRACTORS``): ``resiliparse`` (its main-content heuristics, fast), ``trafilatura``
 (slower, the library as it comes) and ``hybrid`` (the default): resiliparse, falling back to
-trafilatura (``fast`` mode, no comments) only on pages where resiliparse's main content looks
-lost (``looks_lost``) and that are small enough for the fallback to stay cheap
-(``FALLBACK_MAX_TAGS``), unless the caller says (``foreign``) that both the whole page's text and
-resiliparse's main content are in a language it drops: the fallback's text would be dropped too.
+trafilatura (``fast`` mode, no comments, without ``<nav>`` and ``<footer>``) only on pages where
+resiliparse's main content looks lost (``looks_lost``) and that are small enough for the
+fallback to stay cheap (``FALLBACK_MAX_TAGS``), unless that text is what the page marks as its
+main region (``covers_main_region``) or the caller says (``foreign``) that both the whole page's
+text and resiliparse's main content are in a language it drops: the fallback's text would be
+dropped too.
 Both resiliparse-based extractors first drop comment sections and keep them only when nothing
 else is left (forum threads), and drop repeated lines.
 ``benchmarks/bench_clean.py`` measures all three.
@@ -110,11 +112,21 @@ def _has_comment_sections(tree: HTMLTree) -> bool:
     return tree.document.query_selector(COMMENT_SECTIONS) is not None
 
 
+# Removed before the fallback's trafilatura sees the page: navigation and footers are never the
+# content it recovers, and its page-wide passes (pruning, the page text it compares its result
+# with) then have fewer elements to walk. Measured: 13 % less time on the fallback pages, word F1
+# up on wcxb-dev-sample and scrapinghub (README, Cleaning cost).
+FALLBACK_PRUNE = ["//nav", "//footer"]
+
+
 def _trafilatura(html: str, fast: bool = False) -> str:
     import trafilatura  # imported on first use: it is slow to import and rarely needed
 
     if fast:
-        return _lines(trafilatura.extract(html, fast=True, include_comments=False) or "")
+        return _lines(
+            trafilatura.extract(html, fast=True, include_comments=False, prune_xpath=FALLBACK_PRUNE)
+            or ""
+        )
     return _lines(trafilatura.extract(html) or "")
 
 
