@@ -77,8 +77,8 @@ def _without_repeats(text: str) -> str:
     """Drop the repeats of a line of two words or more (captions rendered twice, "Read more"
     under every teaser); single tokens such as prices or closing braces stay."""
     lines = text.splitlines()
-    seen: set[str] = set()
-    if len(seen.union(lines)) < len(lines):
+    if len(set(lines)) < len(lines):
+        seen: set[str] = set()
         remember = seen.add  # returns None: keeps the line after remembering it
         lines = [line for line in lines if not (line in seen and " " in line or remember(line))]
     return "\n".join(lines)
@@ -114,8 +114,8 @@ def _has_comment_sections(tree: HTMLTree) -> bool:
 
 # Removed before the fallback's trafilatura sees the page: navigation and footers are never the
 # content it recovers, and its page-wide passes (pruning, the page text it compares its result
-# with) then have fewer elements to walk. Measured: 13 % less time on the fallback pages, word F1
-# up on wcxb-dev-sample and scrapinghub (README, Cleaning cost).
+# with) then have fewer elements to walk: faster, and a higher word F1 on wcxb-dev-sample and
+# scrapinghub (README, Cleaning cost).
 FALLBACK_PRUNE = ["//nav", "//footer"]
 
 
