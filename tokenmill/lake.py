@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import tempfile
 import time
 import uuid
@@ -292,6 +293,28 @@ class Lake:
     def exists(self, key: str) -> bool:
         with self._s3_errors():
             return self.fs.get_file_info(self.path(key)).type == pafs.FileType.File
+
+    def irregular(self, key: str, trusted: str = "") -> str | None:
+        """Why `key` is not a regular file reached without a symbolic link below the root, or
+        below `trusted` (a prefix of `key` whose folders an operator named): a link, a folder,
+        a device, nothing there. None when it is one; objects in a bucket always are."""
+        if not self.is_local:
+            return None
+        below = check_key(key)
+        path = self.root
+        if trusted and below.startswith(f"{trusted}/"):
+            path, below = f"{path}/{trusted}", below[len(trusted) + 1 :]
+        for part in below.split("/"):
+            path = f"{path}/{part}"
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                return "missing: no such file"
+            if stat.S_ISLNK(mode):
+                link = path[len(self.root) :].lstrip("/")
+                where = "" if link == key else f" below the symbolic link {link}"
+                return f"a symbolic link{where}, not a regular file"
+        return None if stat.S_ISREG(mode) else "not a regular file"
 
     def size(self, key: str) -> int:
         with self._s3_errors():

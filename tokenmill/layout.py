@@ -98,6 +98,11 @@ def crawl_prefix(zone: str, crawl: str) -> str:
     return f"{zone}/{check_name(crawl, 'crawl name')}"
 
 
+# A whole file no retry can read (not WARC, gone, a symbolic link): the drop and quarantine
+# reason, and the counts entry {file: why} that names it in a part's and its unit's marker.
+UNUSABLE_FILE = "unusable_file"
+UNUSABLE_FILES = "unusable_files"
+
 INDEX_SCHEMA = pa.schema(
     [
         ("file", pa.string()),

@@ -11,10 +11,13 @@ run killed midway resumes at file granularity; any other part is recomputed.
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import multiprocessing
 import os
+import pickle
 import resource
+import signal
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -22,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tokenmill.budget import enable_watchdog, police, take_notes
+from tokenmill.budget import NOTES, RecordWatch, enable_watchdog, police, take_notes
 from tokenmill.lake import Lake
 from tokenmill.layout import MARKER, Unit, part_name
 from tokenmill.outputs import StageReport, combine
@@ -116,37 +119,95 @@ def _resumed(
 
 
 def _run_parts(todo: list[Work], workers: int, memory_limit: int | None):
+    """Yield (part, report) as parts finish. A part that fails does not stop the others: the
+    first failure is raised once every other part is committed, so a retry redoes only the
+    failed files."""
+    failures: list[Exception] = []
+    yield from _parts_in_processes(todo, workers, memory_limit, failures)
+    if failures:
+        first = failures[0]
+        if len(failures) > 1:
+            first.add_note(
+                f"{len(failures)} of {len(todo)} files failed; the others are committed: "
+                + "; ".join(f"{type(f).__name__}: {f}" for f in failures[1:6])
+            )
+        raise first
+
+
+def _parts_in_processes(
+    todo: list[Work], workers: int, memory_limit: int | None, failures: list[Exception]
+):
     # In the caller's process only when nothing needs a worker: the address-space cap and the
     # per-record watchdog apply to worker processes, so with a cap (every Dagster run has one)
     # even a unit of one file, or a pod of one CPU, runs in a worker.
     if workers == 1 and not memory_limit:
         for work in todo:
-            yield work.part, run_part(work)
+            try:
+                report = run_part(work)
+            except Exception as error:
+                failures.append(error)
+                continue
+            yield work.part, report
         return
     pending_work = {work.part: work for work in todo}
+    deaths: dict[int, list[str]] = {}  # part -> how each worker that was on it died
     while pending_work:
         pool = _pool(workers, memory_limit)
         pending = {pool.submit(run_part, work): part for part, work in pending_work.items()}
+        processes: dict[int, Any] = dict(pool._processes or {})
         try:
             while pending:
                 finished, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
-                police(list(pool._processes or ()))  # no public API lists a pool's workers
+                live = pool._processes or {}  # no public API lists a pool's workers
+                processes.update(live)
+                police(list(live))
+                broken = None
                 for future in finished:
+                    error = future.exception()
+                    if isinstance(error, BrokenProcessPool):
+                        broken = error
+                        continue
                     part = pending.pop(future)
-                    report = future.result()
                     del pending_work[part]
-                    yield part, report
-        except BrokenProcessPool:
+                    if error is not None:
+                        failures.append(error)
+                    else:
+                        yield part, future.result()
+                if broken is not None:
+                    raise broken
+        except BrokenProcessPool as broken:
+            processes.update(pool._processes or {})
             _drop_pool(workers, memory_limit)
+            blamed = _dead_workers_parts(processes, pending_work)
             # A worker that ended itself over a record's budget said which record: its part
-            # starts again in a new worker that drops that record. Any other death is raised.
+            # starts again in a new worker that drops that record.
             notes = take_notes(todo[0].stage, {w.unit.key for w in pending_work.values()})
-            skipped = _skip_noted(pending_work, notes)
-            if not skipped:
-                raise
+            if _skip_noted(pending_work, notes):
+                continue
+            # Any other death: the part its worker was on starts again in a new worker, and
+            # the other parts go on. A part that kills a second worker is given up.
+            if not blamed:
+                raise WorkerDiedError(
+                    "a worker process died while "
+                    + _listed([_describe(w) for w in pending_work.values()])
+                ) from broken
+            for part, how in blamed.items():
+                deaths.setdefault(part, []).append(how)
+                if len(deaths[part]) >= 2:
+                    failures.append(_given_up(pending_work.pop(part), deaths[part], memory_limit))
         except BaseException:
             _drop_pool(workers, memory_limit)
             raise
+
+
+def _given_up(work: Work, deaths: list[str], memory_limit: int | None) -> WorkerDiedError:
+    cap = f" (address-space cap per worker: {memory_limit >> 20} MiB)" if memory_limit else ""
+    return WorkerDiedError(f"{'; then '.join(deaths)} while {_describe(work)}{cap}")
+
+
+def _listed(items: list[str], limit: int = 5) -> str:
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return " or ".join(items[:limit]) + more
 
 
 def _skip_noted(pending: dict[int, Work], notes: list[dict]) -> bool:
@@ -189,10 +250,91 @@ def _pool(workers: int, memory_limit: int | None) -> ProcessPoolExecutor:
     return _pools[key]
 
 
+class WorkerDiedError(BrokenProcessPool):
+    """A worker process died (killed by a signal: the kernel at the pod's memory limit, an
+    operator; or a crash in C code) while it worked on the files this names."""
+
+
+class WorkerError(Exception):
+    """An exception of a worker process that could not cross back to the run as itself (it
+    does not pickle): its type, message and traceback as text."""
+
+
 def run_part(work: Work) -> StageReport:
     # Only this stage's module: a worker of one stage does not import the others' libraries.
     module = importlib.import_module(f"tokenmill.stages.{work.stage}")
-    return module.STAGE.run(work)
+    post = _post_part(work)
+    try:
+        return module.STAGE.run(work)
+    except Exception as error:
+        error.add_note(f"while {_describe(work)}")
+        portable = _portable(error)
+        if portable is error:
+            raise
+        raise portable from error
+    finally:
+        if post is not None:
+            post.unlink(missing_ok=True)
+
+
+def _describe(work: Work) -> str:
+    return f"{work.stage} worked on {work.file} (file {work.part} of unit {work.unit})"
+
+
+def _portable(error: Exception) -> Exception:
+    """`error` itself when it survives pickling (its type then decides on retries), else a
+    WorkerError with its type and message: never a worker error lost as a broken pool."""
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:
+        converted = WorkerError(f"{type(error).__module__}.{type(error).__qualname__}: {error}")
+        for note in getattr(error, "__notes__", ()):
+            converted.add_note(note)
+        return converted
+
+
+def _post_part(work: Work) -> Path | None:
+    """Post which part this worker process is on, for a parent whose worker dies (workers
+    only: the caller's own process needs none)."""
+    if not RecordWatch.enabled:
+        return None
+    post = NOTES / f"{os.getpid()}.part"
+    NOTES.mkdir(parents=True, exist_ok=True)
+    post.write_text(json.dumps({"stage": work.stage, "unit": work.unit.key, "part": work.part}))
+    return post
+
+
+def _dead_workers_parts(processes: dict[int, Any], pending: dict[int, Work]) -> dict[int, str]:
+    """The pending parts dead workers were on, and how each died. The pool terminates its other
+    workers once one dies: those (SIGTERM) are not blamed."""
+    blamed = {}
+    for pid, process in processes.items():
+        post = NOTES / f"{pid}.part"
+        code = process.exitcode
+        try:
+            entry = json.loads(post.read_text())
+        except (OSError, ValueError):
+            continue
+        post.unlink(missing_ok=True)
+        work = pending.get(entry["part"])
+        if code in (None, 0, -signal.SIGTERM) or work is None or work.unit.key != entry["unit"]:
+            continue
+        blamed[work.part] = f"worker {pid} {_exit_description(code)}"
+    return blamed
+
+
+def _exit_description(code: int) -> str:
+    if code >= 0:
+        return f"exited with status {code}"
+    name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+    why = {
+        "SIGKILL": "killed: the kernel's OOM killer at the pod's memory limit, or an operator",
+        "SIGABRT": "aborted: often a failed allocation in C code under the address-space cap",
+        "SIGSEGV": "crashed in C code",
+        "SIGBUS": "crashed in C code",
+    }.get(name, "killed by a signal")
+    return f"died of {name} ({why})"
 
 
 def _start_worker(limit: int | None) -> None:

@@ -19,15 +19,20 @@ from __future__ import annotations
 
 import gzip
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from posixpath import normpath
+from typing import BinaryIO
 from urllib.parse import urlparse
 
 from tokenmill.lake import Lake, LakeKeyError
 from tokenmill.layout import CRAWLS, LANDING, check_name
+from tokenmill.warc import UnusableInputError
 
+# Why registration leaves a file out that a listing shows: never read through a link.
+IRREGULAR = "symbolic links and other non-regular files"
 WARC_SUFFIXES = (".warc.gz", ".warc", ".arc.gz", ".arc", ".wet.gz", ".wet")
 
 
@@ -107,6 +112,11 @@ class CrawlSource:
             raise ValueError(f"crawl {self.crawl}: unsupported source URI {uri!r}")
         return source_store("/"), path.lstrip("/")
 
+    def root(self) -> str:
+        """The declared prefix, or the base of the paths file: every file of the crawl lies
+        below it."""
+        return (self.prefix or self.base).rstrip("/")
+
     def files(
         self, lake: Lake, refuse: Callable[[str, str], None], verify: bool = True
     ) -> list[str]:
@@ -115,9 +125,15 @@ class CrawlSource:
         if self.prefix is not None:
             store, key = self.store(self.prefix.rstrip("/") + "/")
             root = self.prefix.rstrip("/")
-            return [
-                f"{root}/{k[len(key) :]}" for k in store.list(key.rstrip("/")) if is_warc_name(k)
-            ]
+            uris = []
+            for k in store.list(key.rstrip("/")):
+                if not is_warc_name(k):
+                    continue
+                if problem := store.irregular(k, key.rstrip("/")):
+                    refuse(IRREGULAR, f"{root}/{k[len(key) :]} ({problem})")
+                    continue
+                uris.append(f"{root}/{k[len(key) :]}")
+            return uris
         base = self.base.rstrip("/")
         uris, seen = [], set()
         for line in _read_paths(self):
@@ -144,6 +160,16 @@ class CrawlSource:
             for uri in missing:
                 refuse("missing objects", uri)
             uris = [u for u in uris if u in listed] if missing else uris
+            if store.is_local:
+                trusted = root_key.rstrip("/")
+                irregular = {
+                    u: problem
+                    for u in uris
+                    if (problem := store.irregular(f"{root_key}{u[len(base) + 1 :]}", trusted))
+                }
+                for uri, problem in irregular.items():
+                    refuse(IRREGULAR, f"{uri} ({problem})")
+                uris = [u for u in uris if u not in irregular]
         return uris
 
 
@@ -166,6 +192,9 @@ class LandingSource:
                     check_name(part, "file name")
             except LakeKeyError:
                 refuse("files with invalid names", key)
+                continue
+            if problem := lake.irregular(key):
+                refuse(IRREGULAR, f"{key} ({problem})")
                 continue
             files.append(key)
         return files
@@ -207,12 +236,25 @@ def source_store(
     return Lake.from_url(root, endpoint_url=endpoint_url, region=region, anonymous=unsigned, **keys)
 
 
-def open_file(lake: Lake, crawl: str, ref: str):
-    """A sequential stream of one of the crawl's files (a lake key or a source URI)."""
-    if not is_uri(ref):
-        return lake.open_stream(ref)
-    store, key = crawl_source(lake, crawl).store(ref)
-    return store.open_stream(key)
+@contextmanager
+def open_file(lake: Lake, crawl: str, ref: str) -> Iterator[BinaryIO]:
+    """A sequential stream of one of the crawl's files (a lake key or a source URI). A file that
+    is gone or is not a regular file of its source (a symbolic link, a folder) raises
+    `UnusableInputError` naming it: no retry can read it."""
+    if is_uri(ref):
+        source = crawl_source(lake, crawl)
+        store, key = source.store(ref)
+        trusted = source.store(source.root() + "/")[1].rstrip("/")
+    else:
+        store, key, trusted = lake, ref, ""
+    if problem := store.irregular(key, trusted):
+        raise UnusableInputError(ref, problem)
+    try:
+        stream = store.open_stream(key)
+    except FileNotFoundError:
+        raise UnusableInputError(ref, "missing: no such object") from None
+    with stream:
+        yield stream
 
 
 def file_size(lake: Lake, crawl: str, ref: str) -> int:

@@ -207,6 +207,9 @@ def discover(
             except LakeKeyError as error:
                 problems.append(str(error))
                 continue
+            if problem := lake.irregular(key):
+                problems.append(f"{key}: {problem}; not registered")
+                continue
             files.append(key)
         groups = [files[i : i + files_per_unit] for i in range(0, len(files), files_per_unit)]
         if not files:

@@ -52,12 +52,16 @@ MAX_ARC_LINE = 8192
 
 
 class UnusableInputError(ValueError):
-    """A whole input file that cannot be read as WARC."""
+    """A whole input file that no retry can read: neither WARC, ARC nor WET, corrupt from its
+    first byte, gone, or not a regular file of its source."""
 
     def __init__(self, name: str, reason: str):
         super().__init__(f"{name}: {reason}")
         self.name = name
         self.reason = reason
+
+    def __reduce__(self):  # rebuilt from both arguments when it crosses a process boundary
+        return type(self), (self.name, self.reason), self.__dict__
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,12 +26,26 @@ from tokenmill.filters import (
     load_filter,
 )
 from tokenmill.language import BACKENDS, DEFAULT_BACKEND, identifier
-from tokenmill.layout import CLEANED, DOC_SCHEMA, RAW_CRAWL, REJECTED_SCHEMA, Unit
+from tokenmill.layout import (
+    CLEANED,
+    DOC_SCHEMA,
+    RAW_CRAWL,
+    REJECTED_SCHEMA,
+    UNUSABLE_FILE,
+    UNUSABLE_FILES,
+    Unit,
+)
 from tokenmill.normal_form import nfc
 from tokenmill.outputs import StageReport, read_batches, require_committed
 from tokenmill.sources import open_file
 from tokenmill.stage import Check, Pod, Scope, Stage, Verdict, Work, setting
-from tokenmill.warc import DEFAULT_MAX_RECORD_BYTES, BadRecord, WarcRecord, iter_records
+from tokenmill.warc import (
+    DEFAULT_MAX_RECORD_BYTES,
+    BadRecord,
+    UnusableInputError,
+    WarcRecord,
+    iter_records,
+)
 
 BATCH_DOCS = 1000
 REJECTED_TEXT_CHARS = 2000
@@ -108,25 +122,44 @@ def run(work: Work) -> StageReport:
         docs = out.parquet("docs.parquet", DOC_SCHEMA)
         rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA)
         identify = identifier(settings.language_backend)
-        for batch in _batches(
-            _documents(work, raw["counts"]["readable"], settings, report, rejected)
-        ):
-            # a batch at a time: the model stays in the CPU's caches between documents
-            for row in batch:
-                row["language"], row["language_score"] = identify(row["text"])
-            kept, dropped = chain.apply(_frame(batch))
-            for name, count in dropped.group_by("filter").len().iter_rows():
-                report.drop(f"filter:{name}", count)
-            docs.write_table(kept.to_arrow())
-            rejected.write_table(
-                dropped.with_columns(pl.col("text").str.slice(0, REJECTED_TEXT_CHARS)).to_arrow()
-            )
-            report.records_out += kept.height
-            report.add_preview(
-                kept.select("doc_id", "url", "language", "text")
-                .head(5)
-                .with_columns(pl.col("text").str.slice(0, 200))
-                .to_dicts()
+        readable = raw["counts"]["readable"]
+        try:
+            for name, reason in raw["counts"].get(UNUSABLE_FILES, {}).items():
+                raise UnusableInputError(name, reason)  # raw_crawl found it unusable
+            for batch in _batches(_documents(work, readable, settings, report, rejected)):
+                # a batch at a time: the model stays in the CPU's caches between documents
+                for row in batch:
+                    row["language"], row["language_score"] = identify(row["text"])
+                kept, dropped = chain.apply(_frame(batch))
+                for name, count in dropped.group_by("filter").len().iter_rows():
+                    report.drop(f"filter:{name}", count)
+                docs.write_table(kept.to_arrow())
+                rejected.write_table(
+                    dropped.with_columns(
+                        pl.col("text").str.slice(0, REJECTED_TEXT_CHARS)
+                    ).to_arrow()
+                )
+                report.records_out += kept.height
+                report.add_preview(
+                    kept.select("doc_id", "url", "language", "text")
+                    .head(5)
+                    .with_columns(pl.col("text").str.slice(0, 200))
+                    .to_dicts()
+                )
+        except UnusableInputError as error:
+            # Nothing of the file was kept (the raw index is empty or it vanished before any
+            # document was written): one rejected row names it, and the unit goes on.
+            report.drop(UNUSABLE_FILE)
+            report.counts[UNUSABLE_FILES] = {error.name: error.reason}
+            rejected.write(
+                {
+                    "crawl": work.unit.crawl,
+                    "unit": work.unit.name,
+                    "part": work.part,
+                    "source_file": readable,
+                    "filter": UNUSABLE_FILE,
+                    "reason": error.reason,
+                }
             )
     return report
 

@@ -12,7 +12,14 @@ import hashlib
 from dataclasses import dataclass
 from typing import IO
 
-from tokenmill.layout import INDEX_SCHEMA, QUARANTINE_SCHEMA, RAW_CRAWL, Unit
+from tokenmill.layout import (
+    INDEX_SCHEMA,
+    QUARANTINE_SCHEMA,
+    RAW_CRAWL,
+    UNUSABLE_FILE,
+    UNUSABLE_FILES,
+    Unit,
+)
 from tokenmill.outputs import StageReport, require_committed
 from tokenmill.sources import crawl_source, open_file
 from tokenmill.stage import Check, Pod, Scope, Stage, Verdict, Work, setting
@@ -31,7 +38,7 @@ class RawSettings:
 class HashingReader:
     """Reads a stream while hashing it and, optionally, copying every byte to `sink`."""
 
-    def __init__(self, source, sink: IO[bytes] | None):
+    def __init__(self, sink: IO[bytes] | None, source=None):
         self.source = source
         self.sink = sink
         self.sha256 = hashlib.sha256()
@@ -62,10 +69,10 @@ def run(work: Work) -> StageReport:
         index = out.parquet("index.parquet", INDEX_SCHEMA)
         quarantine = out.parquet("quarantine.parquet", QUARANTINE_SCHEMA)
         readable = f"{out.prefix}/{copy_name(ref)}" if copy else ref
+        reader = HashingReader(out.open(copy_name(ref)) if copy else None)
         records = bad = 0
-        with open_file(work.lake, unit.crawl, ref) as source:
-            reader = HashingReader(source, out.open(copy_name(ref)) if copy else None)
-            try:
+        try:
+            with open_file(work.lake, unit.crawl, ref) as reader.source:
                 for record in iter_records(reader, settings.max_record_mb << 20, name=ref):
                     if isinstance(record, BadRecord):
                         bad += 1
@@ -95,24 +102,25 @@ def run(work: Work) -> StageReport:
                     index.write(row)
                     if record.type == "response":
                         report.add_preview([row])
-            except UnusableInputError as error:
-                report.drop(f"unusable_file:{error.reason}")
-                quarantine.write(
-                    {
-                        "file": readable,
-                        "offset": 0,
-                        "length": reader.bytes,
-                        "reason": "unusable_file",
-                        "detail": error.reason,
-                        "raw": None,
-                    }
-                )
             if reader.bytes == 0:
-                report.drop("empty_file")
+                raise UnusableInputError(ref, "empty file")
+        except UnusableInputError as error:
+            report.drop(UNUSABLE_FILE)
+            report.counts[UNUSABLE_FILES] = {ref: error.reason}
+            quarantine.write(
+                {
+                    "file": readable,
+                    "offset": 0,
+                    "length": reader.bytes,
+                    "reason": UNUSABLE_FILE,
+                    "detail": error.reason,
+                    "raw": None,
+                }
+            )
         report.records_in = records + bad
         report.records_out = records
         report.bytes_in = reader.bytes
-        report.counts = {
+        report.counts |= {
             "readable": readable,
             "records_by_type": by_type,
             "file_stats": {
@@ -131,14 +139,20 @@ def bad_record_rate(lake, unit: Unit) -> Verdict:
     summary = require_committed(lake, unit.prefix(RAW_CRAWL), f"raw_crawl {unit}")
     bad = summary["records_in"] - summary["records_out"]
     rate = bad / max(summary["records_in"], 1)
-    unusable = sum(
-        n for reason, n in summary["dropped"].items() if reason.startswith("unusable_file")
-    )
+    unusable = summary["counts"].get(UNUSABLE_FILES, {})
+    named = "".join(f"; {name}: {reason}" for name, reason in sorted(unusable.items())[:10])
+    more = f" and {len(unusable) - 10} more" if len(unusable) > 10 else ""
     return Verdict(
         rate <= MAX_BAD_RECORD_RATE and not unusable,
         f"{bad} of {summary['records_in']} records unreadable ({rate:.2%}, limit "
-        f"{MAX_BAD_RECORD_RATE:.2%}), {unusable} unusable files; kept aside in quarantine.parquet",
-        {"bad_records": bad, "bad_record_rate": rate, "unusable_files": unusable},
+        f"{MAX_BAD_RECORD_RATE:.2%}), {len(unusable)} unusable files{named}{more}; kept aside "
+        "in quarantine.parquet",
+        {
+            "bad_records": bad,
+            "bad_record_rate": rate,
+            "unusable_files": len(unusable),
+            "unusable": dict(sorted(unusable.items())),
+        },
     )
 
 
