@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
@@ -69,9 +70,12 @@ def fail_permanently_on(context: AssetExecutionContext | None = None) -> Iterato
     except BrokenProcessPool:
         raise  # a worker died (killed, out of memory): the retry resumes after its parts
     except PERMANENT_ERRORS as error:
-        raise Failure(
-            description=f"{type(error).__name__}: {error}", allow_retries=False
-        ) from error
+        raise Failure(description=describe(error), allow_retries=False) from error
+
+
+def describe(error: BaseException) -> str:
+    """Its type and message, with its notes (which file of the unit it came from)."""
+    return "".join(traceback.format_exception_only(error)).strip()
 
 
 def stage_result(

@@ -47,6 +47,7 @@ from tokenmill.layout import (
     part_name,
 )
 from tokenmill.outputs import PartitionWriter, StageReport, require_committed
+from tokenmill.worker_errors import WorkerDiedError
 
 PARTS = "_dedup_clusters_parts"  # work prefix: <PARTS>/<crawl>/<fingerprint>/<part>.parquet
 FORMAT = 1  # of the part files; part of the fingerprint
@@ -413,9 +414,10 @@ def run_parts(
             try:
                 run.ran.append(future.result())
             except BrokenProcessPool as error:
-                raise PartFileError(
-                    f"a worker died computing part {part.name} ({lake.uri(key)}); "
-                    "re-run to resume from the committed parts"
+                raise WorkerDiedError(
+                    f"a worker process died computing part {part.name} ({lake.uri(key)}), "
+                    "killed (a signal: the pod's memory limit, an operator) or crashed; a retry "
+                    "resumes from the committed parts"
                 ) from error
     return run
 

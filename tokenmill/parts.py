@@ -15,7 +15,6 @@ import json
 import math
 import multiprocessing
 import os
-import pickle
 import resource
 import signal
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from tokenmill.layout import MARKER, Unit, part_name
 from tokenmill.outputs import StageReport, combine
 from tokenmill.stage import Scope, Stage, Work
 from tokenmill.units import unit_files
+from tokenmill.worker_errors import WorkerDiedError, exit_description, portable
 
 RESUME_FIELD = "resume"
 
@@ -250,16 +250,6 @@ def _pool(workers: int, memory_limit: int | None) -> ProcessPoolExecutor:
     return _pools[key]
 
 
-class WorkerDiedError(BrokenProcessPool):
-    """A worker process died (killed by a signal: the kernel at the pod's memory limit, an
-    operator; or a crash in C code) while it worked on the files this names."""
-
-
-class WorkerError(Exception):
-    """An exception of a worker process that could not cross back to the run as itself (it
-    does not pickle): its type, message and traceback as text."""
-
-
 def run_part(work: Work) -> StageReport:
     # Only this stage's module: a worker of one stage does not import the others' libraries.
     module = importlib.import_module(f"tokenmill.stages.{work.stage}")
@@ -268,10 +258,10 @@ def run_part(work: Work) -> StageReport:
         return module.STAGE.run(work)
     except Exception as error:
         error.add_note(f"while {_describe(work)}")
-        portable = _portable(error)
-        if portable is error:
+        crossing = portable(error)
+        if crossing is error:
             raise
-        raise portable from error
+        raise crossing from error
     finally:
         if post is not None:
             post.unlink(missing_ok=True)
@@ -279,19 +269,6 @@ def run_part(work: Work) -> StageReport:
 
 def _describe(work: Work) -> str:
     return f"{work.stage} worked on {work.file} (file {work.part} of unit {work.unit})"
-
-
-def _portable(error: Exception) -> Exception:
-    """`error` itself when it survives pickling (its type then decides on retries), else a
-    WorkerError with its type and message: never a worker error lost as a broken pool."""
-    try:
-        pickle.loads(pickle.dumps(error))
-        return error
-    except Exception:
-        converted = WorkerError(f"{type(error).__module__}.{type(error).__qualname__}: {error}")
-        for note in getattr(error, "__notes__", ()):
-            converted.add_note(note)
-        return converted
 
 
 def _post_part(work: Work) -> Path | None:
@@ -320,21 +297,8 @@ def _dead_workers_parts(processes: dict[int, Any], pending: dict[int, Work]) -> 
         work = pending.get(entry["part"])
         if code in (None, 0, -signal.SIGTERM) or work is None or work.unit.key != entry["unit"]:
             continue
-        blamed[work.part] = f"worker {pid} {_exit_description(code)}"
+        blamed[work.part] = f"worker {pid} {exit_description(code)}"
     return blamed
-
-
-def _exit_description(code: int) -> str:
-    if code >= 0:
-        return f"exited with status {code}"
-    name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
-    why = {
-        "SIGKILL": "killed: the kernel's OOM killer at the pod's memory limit, or an operator",
-        "SIGABRT": "aborted: often a failed allocation in C code under the address-space cap",
-        "SIGSEGV": "crashed in C code",
-        "SIGBUS": "crashed in C code",
-    }.get(name, "killed by a signal")
-    return f"died of {name} ({why})"
 
 
 def _start_worker(limit: int | None) -> None:
