@@ -10,14 +10,25 @@ import tempfile
 import time
 from pathlib import Path
 
-from tokenmill.lake import Lake
+from data_assets.runner import RunsFailedError
+from tokenmill.lake import Lake, LakeAccessError
 from tokenmill.layout import LANDING, Unit
-from tokenmill.report import format_table, stage_rows, trace_token
+from tokenmill.report import NoSuchTokenError, format_table, stage_rows, trace_token
 
 # Two crawls of different sizes: every partition of every asset has data, whatever the other
 # crawl holds.
 DEMO_CRAWLS = {"CC-MAIN-DEMO-2026-01": (8, 0), "CC-MAIN-DEMO-2026-02": (4, 1)}  # files, seed
 PROJECT_DIR = Path(__file__).resolve().parents[1]
+# What a user can fix (an argument, a setting, a missing input, a run that failed naming its
+# cause) is said in one message on stderr; anything else keeps its traceback. ValueError
+# covers LakeKeyError, FileNotFoundError covers MissingInputError.
+EXPECTED_ERRORS = (
+    ValueError,
+    FileNotFoundError,
+    NoSuchTokenError,
+    LakeAccessError,
+    RunsFailedError,
+)
 
 
 def default_lake() -> Lake:
@@ -208,7 +219,11 @@ def main(argv: list[str] | None = None) -> None:
     ui.set_defaults(func=cmd_ui)
 
     args = parser.parse_args(argv)
-    args.func(args)
+    try:
+        args.func(args)
+    except EXPECTED_ERRORS as error:
+        print(f"tokenmill {args.command}: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

@@ -4,10 +4,12 @@ partitions and materialize every stage for every partition, as recorded runs."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetKey, DagsterInstance, ExecuteInProcessResult
 
 from data_assets.jobs import JOBS
 from data_assets.partitions import crawl_partitions, sync_partitions, unit_partitions
@@ -16,8 +18,17 @@ from tokenmill.stage import Scope
 from tokenmill.stages import STAGES
 from tokenmill.units import Registration, register_new_files
 
+if TYPE_CHECKING:
+    from dagster._utils.error import SerializableErrorInfo
+
 # The event log keeps every event; the terminal only gets warnings (the UI shows the rest).
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# `materialize_all` reports a failed run's cause itself; the stack traces stay in the event log.
+SILENT_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+# How much of each failed step's error a failed run reports (the event log keeps it all).
+ERROR_LINES, ERROR_CHARS = 3, 400
+# "tokenmill.lake.LakeKeyError: ..." -> "LakeKeyError: ..."
+QUALIFIED_CLASS = re.compile(r"^(?:\w+\.)+(?=\w+:)")
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 STAGE_ASSETS = [stage.name for stage in STAGES]
 
@@ -47,6 +58,24 @@ class RunOutcome:
     partition: str | None
     run_id: str
     success: bool
+    error: str | None = None  # a failed run's cause: each failed step and its error
+
+    @property
+    def name(self) -> str:
+        return f"{self.job}[{self.partition}]" if self.partition else self.job
+
+
+class RunsFailedError(RuntimeError):
+    """Runs of `materialize_all` failed; the message names each one with its cause."""
+
+    def __init__(self, failed: list[RunOutcome]):
+        self.failed = failed
+        lines = [f"{len(failed)} run{'s' if len(failed) > 1 else ''} failed:"]
+        for outcome in failed:
+            lines.append(f"  {outcome.name} (run {outcome.run_id})")
+            lines += [f"    {line}" for line in (outcome.error or "").splitlines()]
+        lines.append("full logs: `tokenmill ui`, or the runs' event logs on the instance")
+        super().__init__("\n".join(lines))
 
 
 def definitions_for(lake: Lake, workers: int | None = None):
@@ -70,12 +99,64 @@ def execute(
 
     job = defs.resolve_job_def(job_name)
     result = job.execute_in_process(
-        run_config=QUIET_CONSOLE,
         instance=instance,
         partition_key=partition_key,
+        run_config=SILENT_CONSOLE,
         raise_on_error=False,
     )
-    return RunOutcome(job_name, partition_key, result.run_id, result.success)
+    error = None if result.success else failure_of(result)
+    return RunOutcome(job_name, partition_key, result.run_id, result.success, error)
+
+
+def failure_of(result: ExecuteInProcessResult) -> str:
+    """Each failed step with its error; the run's own error when no step failed (a resource
+    that could not start, say)."""
+    steps = [
+        f"{event.step_key}: {describe_error(event.step_failure_data.error)}"
+        for event in result.all_events
+        if event.is_step_failure and event.step_failure_data.error
+    ]
+    if steps:
+        return "\n".join(steps)
+    for event in result.all_events:
+        if event.is_run_failure:
+            error = event.event_specific_data and event.event_specific_data.error
+            return describe_error(error) if error else event.message or "the run failed"
+    return "the run failed without recording an error"
+
+
+def describe_error(error: SerializableErrorInfo) -> str:
+    """`Class: message` of the error that says what went wrong, not of Dagster's wrappers
+    around it ("Error occurred while executing op ...", "Exceeded max_retries of 3"); its
+    first lines only."""
+    gave_up = ""
+    while error.cause is not None and (_is_wrapper(error) or _says_nothing(error)):
+        if error.cls_name == "RetryRequestedFromPolicy":
+            gave_up = f" ({_headline(error)})"
+        error = error.cause
+    lines = [line for line in (_headline(error) + gave_up).splitlines() if line.strip()]
+    text = "\n".join(lines[:ERROR_LINES])
+    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
+
+
+def _is_wrapper(error: SerializableErrorInfo) -> bool:
+    return error.cls_name.startswith("Dagster") or error.cls_name == "RetryRequestedFromPolicy"
+
+
+def _says_nothing(error: SerializableErrorInfo) -> bool:
+    """A class name without a message ("RuntimeError:"), or an empty description."""
+    return not _headline(error).removeprefix(f"{error.cls_name}:").strip()
+
+
+def _headline(error: SerializableErrorInfo) -> str:
+    """The error's message, led by its class name without the module."""
+    text = QUALIFIED_CLASS.sub("", error.message.strip())
+    if error.cls_name == "Failure":  # its description is what the step had to say
+        text = QUALIFIED_CLASS.sub("", text.removeprefix("Failure:").strip())
+    if error.cls_name == "_RemoteTraceback":  # a worker's whole traceback: the last line
+        lines = [line for line in text.splitlines() if line.strip(' "')]
+        text = QUALIFIED_CLASS.sub("", lines[-1]) if lines else ""
+    return text
 
 
 def materialize_all(
@@ -83,7 +164,8 @@ def materialize_all(
 ) -> list[RunOutcome]:
     """Every stage for every partition of `lake`, in lineage order, one run per partition;
     each run works on its unit's files in `workers` parallel processes (one per CPU if
-    unset)."""
+    unset). Raises RunsFailedError, naming each failed run's cause, after the first stage
+    with failed runs."""
     defs = definitions_for(lake, workers)
     partitions = {
         Scope.UNIT: instance.get_dynamic_partitions(unit_partitions.name),
@@ -101,8 +183,7 @@ def materialize_all(
         outcomes += results
         failed = [r for r in results if not r.success]
         if failed:
-            names = ", ".join(f"{r.job}[{r.partition}] (run {r.run_id})" for r in failed)
-            raise RuntimeError(f"runs failed: {names}; see `tokenmill ui` or the run logs")
+            raise RunsFailedError(failed)
     return outcomes
 
 

@@ -283,10 +283,10 @@ def test_hostile_records_are_counted_kept_aside_and_never_fail_the_run(reference
     assert faults.commit_problems(lake, prefix) == []
     quarantine = unit_table(lake, unit, "raw_crawl", "quarantine.parquet", len(files))
     index = unit_table(lake, unit, "raw_crawl", "index.parquet", len(files))
-    bad = sum(count for reason, count in raw.dropped.items() if reason != "empty_file")
-    assert bad >= 3 and quarantine.num_rows == bad
-    assert raw.records_in == index.num_rows + quarantine.num_rows
-    assert raw.dropped["empty_file"] == 1
+    bad = sum(count for reason, count in raw.dropped.items() if reason != "unusable_file")
+    assert bad >= 3 and quarantine.num_rows == bad + 1  # and one row for the empty file
+    assert raw.records_in == index.num_rows + bad
+    assert raw.counts["unusable_files"] == {"landing/CC-MAIN-HOSTILE/c-empty.warc.gz": "empty file"}
     damaged = quarantine.filter(pc.not_equal(quarantine["reason"], "unusable_file"))
     assert damaged.num_rows >= 3 and all(damaged.column("raw").to_pylist()), (
         "bad records keep their bytes"
@@ -303,7 +303,10 @@ def test_hostile_records_are_counted_kept_aside_and_never_fail_the_run(reference
     docs = unit_table(lake, unit, "cleaned", "docs.parquet", len(files))
     rejected = unit_table(lake, unit, "cleaned", "rejected.parquet", len(files))
     responses = index.filter(pc.equal(index["type"], "response"))
-    assert docs.num_rows + rejected.num_rows == responses.num_rows == report.records_in
+    unusable = rejected.filter(pc.equal(rejected["filter"], "unusable_file"))
+    assert unusable.column("source_file").to_pylist() == ["landing/CC-MAIN-HOSTILE/c-empty.warc.gz"]
+    records = rejected.num_rows - unusable.num_rows
+    assert docs.num_rows + records == responses.num_rows == report.records_in
     rows = rejected.select(["url", "filter", "reason"]).to_pylist()
     by_url = {row["url"]: row["filter"] for row in rows}
     why = {row["url"]: row["reason"] for row in rows}

@@ -4,6 +4,9 @@ the provenance sidecar, `trace`, and tokenizer changes making shards stale in Da
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -42,6 +45,7 @@ from tokenmill.tokenize import (
 )
 from tokenmill.units import write_batch
 
+PROJECT_DIR = Path(__file__).resolve().parents[1]
 UNIT = Unit("CC-MAIN-TEST", "00000")
 SOURCE = f"{LANDING}/{UNIT.crawl}/f.warc.gz"
 TEXTS = [
@@ -225,6 +229,43 @@ def test_trace_command_prints_the_source_of_random_tokens(small_pipeline, capsys
             if d == row["doc_id"]
         )
         assert "[end of document]" in out or token_text in text
+
+
+@pytest.mark.parametrize(
+    ("unit", "part", "position", "said"),
+    [
+        ("{unit}", "1", "99999999", "token 99999999 is past the end of "),
+        ("{unit}", "1", "-1", "token position must be 0 or more, not -1"),
+        ("{unit}", "2", "0", "unit {unit} has no file 2: it has 2 files, numbered from 0"),
+        ("{crawl}", "0", "0", "invalid unit key '{crawl}': expected <crawl>/<unit>"),
+        ("{crawl}/99999", "0", "0", "tokenized_shards of unit {crawl}/99999 is not materialized"),
+    ],
+)
+def test_trace_command_says_what_is_wrong_in_one_line(
+    small_pipeline, capsys, unit, part, position, said
+):
+    first = small_pipeline.units[0]
+    names = {"unit": first.key, "crawl": first.crawl}
+    with pytest.raises(SystemExit) as exit_:
+        cli(["trace", unit.format(**names), part, position])
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tokenmill trace: ") and err.count("\n") == 1
+    assert said.format(**names) in err
+
+
+def test_trace_command_without_a_lake_file_fails_without_a_traceback(small_pipeline):
+    unit = small_pipeline.units[0]
+    index = Path(small_pipeline.lake.uri(f"{unit.part_prefix(TOKENIZED_SHARDS, 1)}/tokens.idx"))
+    index.rename(index.with_suffix(".moved"))
+    try:
+        command = [sys.executable, "-m", "data_assets.cli", "trace", unit.key, "1", "0"]
+        done = subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
+    finally:
+        index.with_suffix(".moved").rename(index)
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("tokenmill trace: ") and str(index) in line
 
 
 def read_shard(lake: Lake, unit: Unit = UNIT, part: int = 0):

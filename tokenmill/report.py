@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 from tokenmill.lake import Lake
 from tokenmill.layout import MARKER, TOKENIZED_SHARDS, Unit, crawl_prefix
 from tokenmill.megatron import IndexedDataset
-from tokenmill.outputs import is_committed
+from tokenmill.outputs import is_committed, require_committed
 from tokenmill.stage import Scope
 from tokenmill.stages import STAGES
 from tokenmill.units import registered_crawls, registered_units
@@ -75,24 +75,33 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+class NoSuchTokenError(IndexError):
+    """A part or a token position that the unit's tokenized shards do not hold."""
+
+
 def trace_token(lake: Lake, unit: Unit, part: int, position: int, window: int = 24) -> dict:
     """Where the token at `position` of a unit's tokenized file came from, and the text around
-    it."""
+    it. Raises MissingInputError if the unit has no tokenized shards and NoSuchTokenError for a
+    part or position outside them."""
     from tokenmill.tokenize import load_tokenizer
 
-    prefix = unit.part_prefix(TOKENIZED_SHARDS, part)
+    if position < 0:
+        raise NoSuchTokenError(f"token position must be 0 or more, not {position}")
+    prefix = _tokenized_part(lake, unit, part)
     with lake.open_input(f"{prefix}/provenance.parquet") as f:
         sidecar = pq.read_table(f).to_pylist()
     starts = [row["token_start"] for row in sidecar]
     doc = bisect.bisect_right(starts, position) - 1
-    if doc < 0 or position < 0:
-        raise IndexError(f"token {position} is not in {lake.uri(prefix)}")
-    row = sidecar[doc]
     with lake.open_input(f"{prefix}/tokens.bin") as bin_file:
         dataset = IndexedDataset(lake.read_bytes(f"{prefix}/tokens.idx"), bin_file)
-        if doc >= len(dataset) or position >= row["token_start"] + dataset.lengths[doc]:
-            raise IndexError(f"token {position} is past the end of {lake.uri(prefix)}")
+        if doc < 0 or doc >= len(dataset) or position >= starts[doc] + dataset.lengths[doc]:
+            total = int(sum(dataset.lengths))
+            held = f"tokens 0 to {total - 1}" if total else "no tokens"
+            raise NoSuchTokenError(
+                f"token {position} is past the end of {lake.uri(prefix)}, which holds {held}"
+            )
         tokens = dataset.document(doc)
+    row = sidecar[doc]
     tokenizer, _ = load_tokenizer(lake)
     at = position - row["token_start"]
     lo, hi = max(0, at - window), min(row["token_end"] - row["token_start"], at + window + 1)
@@ -106,3 +115,15 @@ def trace_token(lake: Lake, unit: Unit, part: int, position: int, window: int = 
         "text": tokenizer.decode(tokens[at : at + 1].tolist()),
         "after": tokenizer.decode(tokens[at + 1 : hi].tolist()),
     }
+
+
+def _tokenized_part(lake: Lake, unit: Unit, part: int) -> str:
+    """The prefix of the unit's tokenized file `part`, checked to be committed."""
+    marker = require_committed(
+        lake, unit.prefix(TOKENIZED_SHARDS), f"{TOKENIZED_SHARDS} of unit {unit}"
+    )
+    files = marker["counts"]["files"]
+    if not 0 <= part < files:
+        numbered = f"{files} files, numbered from 0" if files > 1 else "one file, number 0"
+        raise NoSuchTokenError(f"unit {unit} has no file {part}: it has {numbered}")
+    return unit.part_prefix(TOKENIZED_SHARDS, part)

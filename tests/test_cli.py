@@ -1,0 +1,138 @@
+"""A failed run says why: the cause of each failed step, read from the run's event log, in the
+error `materialize_all` raises and in what `tokenmill run` prints, without a traceback."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from dagster import DagsterInstance, Failure, RetryPolicy, job, op, resource
+
+from data_assets.cli import land_demo_crawl
+from data_assets.cli import main as cli
+from data_assets.runner import (
+    ERROR_CHARS,
+    definitions_for,
+    execute,
+    failure_of,
+    local_instance,
+    register,
+)
+from tokenmill.filters import FILTER_MODULES_ENV
+from tokenmill.lake import Lake
+
+CRAWL = "CC-MAIN-FAIL-2026-01"
+UNIT = f"{CRAWL}/00000"
+DISALLOWED_FILTER = "clean:\n  plugin_filters:\n    - path: os.system\n"
+
+
+@pytest.fixture
+def landed(tmp_path, monkeypatch) -> Lake:
+    """A small demo crawl landed in a temporary lake, with its own Dagster instance."""
+    monkeypatch.setenv("TOKENMILL_LAKE_URL", str(tmp_path / "lake"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.delenv(FILTER_MODULES_ENV, raising=False)
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    land_demo_crawl(lake, CRAWL, files=1, pages_per_file=20, seed=0)
+    return lake
+
+
+def test_a_failed_run_prints_its_cause_not_only_its_run_id(landed, tmp_path, monkeypatch, capsys):
+    (tmp_path / "recipe.yaml").write_text(DISALLOWED_FILTER)
+    monkeypatch.setenv("TOKENMILL_RECIPE", str(tmp_path / "recipe.yaml"))
+    with pytest.raises(SystemExit) as exit_:
+        cli(["run", "--crawl", CRAWL, "--files-per-unit", "1"])
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Stack Trace" not in err
+    message = err[err.index("tokenmill run: ") :]
+    assert message.startswith("tokenmill run: 1 run failed:\n")
+    run_id = re.search(rf"run_cleaned\[{UNIT}\] \(run ([0-9a-f-]{{36}})\)", message)[1]
+    cause = "cleaned: FilterNotAllowedError: module 'os' of 'os.system' is not in the allowed"
+    assert cause in message and f"add its package to {FILTER_MODULES_ENV}" in message
+    assert f"while cleaned worked on landing/{CRAWL}/" in message  # which file it was on
+    with DagsterInstance.get() as instance:
+        assert instance.get_run_by_id(run_id).is_failure
+
+
+def test_a_run_whose_input_is_not_materialized_says_which(landed):
+    instance = local_instance()
+    try:
+        register(instance, landed, CRAWL, files_per_unit=1)
+        outcome = execute("run_cleaned", UNIT, instance, definitions_for(landed, workers=1))
+    finally:
+        instance.dispose()
+    assert not outcome.success
+    assert outcome.error.startswith("cleaned: MissingInputError: raw_crawl")
+    assert f"{UNIT} file 0 is not materialized" in outcome.error
+
+
+@op
+def crashes():
+    raise RuntimeError("the disk is on fire")
+
+
+@op(retry_policy=RetryPolicy(max_retries=1))
+def keeps_crashing():
+    raise RuntimeError("flaky")
+
+
+@op
+def fails_verbosely():
+    raise Failure(
+        description="ValueError: " + "\n".join(f"line {i} " + "x" * 300 for i in range(10))
+    )
+
+
+@resource
+def unreachable(_):
+    raise OSError("cannot reach the lake")
+
+
+@op(required_resource_keys={"lake"})
+def needs_the_lake():
+    pass
+
+
+@job
+def crashing_job():
+    crashes()
+
+
+@job
+def retried_job():
+    keeps_crashing()
+
+
+@job
+def verbose_job():
+    fails_verbosely()
+
+
+@job(resource_defs={"lake": unreachable})
+def unreachable_job():
+    needs_the_lake()
+
+
+@pytest.mark.parametrize(
+    ("failing_job", "expected"),
+    [
+        # the user's error, not Dagster's "Error occurred while executing op" around it
+        (crashing_job, "crashes: RuntimeError: the disk is on fire"),
+        (retried_job, "keeps_crashing: RuntimeError: flaky (Exceeded max_retries of 1)"),
+        # no step failed: the run's own error
+        (unreachable_job, "OSError: cannot reach the lake"),
+    ],
+)
+def test_the_cause_is_below_dagsters_wrappers(failing_job, expected):
+    with DagsterInstance.ephemeral() as instance:
+        result = failing_job.execute_in_process(instance=instance, raise_on_error=False)
+    assert failure_of(result) == expected
+
+
+def test_a_long_cause_is_cut_to_its_first_lines():
+    with DagsterInstance.ephemeral() as instance:
+        result = verbose_job.execute_in_process(instance=instance, raise_on_error=False)
+    text = failure_of(result)
+    assert text.startswith("fails_verbosely: ValueError: line 0 xxx")
+    assert len(text) <= len("fails_verbosely: ") + ERROR_CHARS and text.endswith("…")
