@@ -62,6 +62,33 @@ CLASSES = [
         ],
     ),
     (
+        "one bad file beside good ones (zip, tar, HTML, gzipped text, empty, symlinked file or "
+        "folder, deleted after registration), every stage, worker processes under the cap",
+        [
+            "tests/test_bad_files.py::"
+            "test_a_bad_file_beside_good_ones_is_quarantined_and_loses_no_good_record"
+        ],
+    ),
+    (
+        "symlinks in the landing zone or a declared folder",
+        [
+            "tests/test_bad_files.py::test_registration_and_discovery_leave_symlinks_out_by_name",
+            "tests/test_bad_files.py::test_a_declared_folder_registers_no_symlink_below_it",
+        ],
+    ),
+    (
+        "worker errors that do not pickle; a worker killed once, or on every try",
+        [
+            "tests/test_bad_files.py::"
+            "test_a_worker_error_that_does_not_pickle_reaches_the_run_naming_its_file",
+            "tests/test_bad_files.py::test_a_worker_killed_once_is_retried_and_the_unit_completes",
+            "tests/test_bad_files.py::"
+            "test_a_file_that_kills_its_worker_twice_fails_the_unit_naming_it_and_the_signal",
+            "tests/test_bad_files.py::"
+            "test_the_run_fails_with_the_workers_error_and_file_in_its_message",
+        ],
+    ),
+    (
         "symlink out of a local lake",
         [
             "tests/test_lake.py::test_a_symlink_never_leads_out_of_a_local_lake",

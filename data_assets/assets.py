@@ -45,6 +45,7 @@ from data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
 from resources.lake import LakeResource
 from resources.step_io import STEP_IO, STEPS
 from resources.workers import WorkersResource
+from tokenmill.budget import cpu_time
 from tokenmill.lake import LakeAccessError
 from tokenmill.layout import DEDUP_CLUSTERS, DEDUPLICATED, Unit, check_name, crawl_prefix
 from tokenmill.parts import run_stage_work
@@ -58,6 +59,8 @@ CODE_VERSION = "2"
 # Steps running a fanned-out stage's pieces at once (see fan_out_asset), unless a run says.
 PARALLEL_STEPS_ENV = "TOKENMILL_PARALLEL_STEPS"
 PARALLEL_STEPS = int(os.environ.get(PARALLEL_STEPS_ENV) or 1)
+# What each parallel step of a fanned-out stage adds to its summary: its CPU seconds.
+CPU_S = "cpu_s"
 PARTITIONS = {Scope.UNIT: unit_partitions, Scope.CRAWL: crawl_partitions, Scope.LAKE: None}
 # Where a stage meets a dependency across the unit/crawl boundary, it depends on the bridge
 # (see data_assets/partitions.py) instead of the stage itself.
@@ -245,7 +248,9 @@ def fan_out_asset(stage: Stage, recipe: Recipe):
         pieces: list,
     ) -> dict:
         with fail_permanently_on(context):
-            return fan_out.run(work_of(context, config, lake), pieces, workers.count())
+            started = cpu_time()
+            summary = fan_out.run(work_of(context, config, lake), pieces, workers.count())
+            return {**summary, CPU_S: cpu_time() - started}
 
     @op(
         name=f"{stage.name}_finish",
@@ -255,8 +260,10 @@ def fan_out_asset(stage: Stage, recipe: Recipe):
     )
     def finish(context: OpExecutionContext, config: config_class, lake: LakeResource, shares: list):
         with fail_permanently_on(context):
+            started = cpu_time()
             overrides, _ = settings_of(stage, recipe, config)
             report = fan_out.finish(work_of(context, config, lake), shares)
+            report.cpu_s = cpu_time() - started + sum(share[CPU_S] for share in shares)
         result = stage_output(context, stage, recipe, lake.get_lake(), report, overrides)
         yield Output(None, "result", metadata=result.metadata, data_version=result.data_version)
         yield from result.check_results

@@ -89,6 +89,7 @@ def stage_result(
         "bytes_in": report.bytes_in,
         "bytes_out": report.bytes_out,
         "duration_s": round(report.seconds, 3),
+        "cpu_s": round(report.cpu_s, 3),
         "records_per_s": round(report.records_in / seconds, 1),
         "dagster/row_count": report.records_out,
         "location": MetadataValue.path(lake.uri(prefix)),

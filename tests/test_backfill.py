@@ -194,9 +194,9 @@ def test_a_run_records_its_partition_without_an_event_per_file(tmp_path):
 
 
 def test_a_retried_step_resumes_after_its_committed_files(tmp_path, monkeypatch):
-    """A transient fault at the second of three files of a unit: the step's retry (same run)
-    recomputes only the second and third, and its outputs and metadata equal those of a run
-    without it."""
+    """A transient fault at the second of three files of a unit: the third goes on, the step's
+    retry (same run) recomputes only the second, and its outputs and metadata equal those of a
+    run without it."""
     calls: list[int] = []
     fail_at: list[int] = []
 
@@ -234,10 +234,10 @@ def test_a_retried_step_resumes_after_its_committed_files(tmp_path, monkeypatch)
     faulty_calls, faulty_metadata = run(lakes[1], [1])
 
     assert clean_calls == [0, 1, 2]
-    assert faulty_calls == [0, 1, 1, 2]  # part 0 not recomputed
+    assert faulty_calls == [0, 1, 2, 1]  # parts 0 and 2 not recomputed
     assert clean_metadata.pop("resumed_parts") == 0
-    assert faulty_metadata.pop("resumed_parts") == 1
-    for name in ("duration_s", "records_per_s", "location"):
+    assert faulty_metadata.pop("resumed_parts") == 2
+    for name in ("duration_s", "cpu_s", "records_per_s", "location"):
         clean_metadata.pop(name), faulty_metadata.pop(name)
     assert faulty_metadata == clean_metadata
     assert clean_metadata["records_in"] > 0

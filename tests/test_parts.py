@@ -4,6 +4,7 @@ processes, and a run killed midway resumes at file granularity, within the same 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,14 @@ def test_a_unit_marker_a_killed_run_was_writing_is_cleared(tmp_path, warc_dir):
     run_stage_work(stage_named(RAW_CRAWL), lake, unit=unit, workers=1)
     assert not stray.exists()
     assert lake.exists(f"{unit.prefix(RAW_CRAWL)}/{MARKER}")
+
+
+def test_a_units_cpu_seconds_count_its_worker_processes(tmp_path, warc_dir):
+    lake, unit = landed_unit(tmp_path / "lake", warc_dir)
+    run(lake, unit, RAW_CRAWL)
+    in_process = run(lake, unit, CLEANED)  # one worker, no cap: the parts run in this process
+    started = time.process_time()
+    report = run_stage_work(stage_named(CLEANED), lake, unit=unit, workers=2, memory_limit=4 << 30)
+    own = time.process_time() - started
+    assert report.cpu_s > own  # the workers' CPU seconds are in it, not only this process's
+    assert report.cpu_s > 0.3 * in_process.cpu_s  # the same work, wherever it ran

@@ -25,6 +25,7 @@ from tests.demo_pipeline import Pipeline, demo_pipeline
 from tests.formats import read_indexed_dataset, warc_headers_at
 from tokenmill.lake import Lake
 from tokenmill.report import trace_token
+from tokenmill.stages import STAGES
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 CRAWL = "CC-MAIN-DEMO-2026-02"
@@ -81,6 +82,12 @@ def test_materialization_metadata_counts_records_and_broken_ones(pipeline):
     for name in ("records_in", "records_out", "bytes_in", "bytes_out", "duration_s", "preview"):
         assert name in metadata, name
     assert any(name.startswith("dropped filter:") for name in metadata)
+    # What each partition cost: the CPU of every process that did its work, workers included
+    # (the run's own process only coordinates a unit's files).
+    for stage in STAGES:
+        event = pipeline.instance.get_latest_materialization_event(AssetKey(stage.name))
+        cpu = event.asset_materialization.metadata["cpu_s"].value
+        assert cpu > 0, stage.name
 
 
 def test_spam_and_foreign_pages_are_filtered_and_good_pages_kept(pipeline):

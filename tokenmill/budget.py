@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import tempfile
 import threading
@@ -23,6 +24,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 NOTES = Path(tempfile.gettempdir()) / "tokenmill-over-budget"
+
+
+def cpu_time() -> float:
+    """CPU seconds of this process (all its threads) and of its children that ended."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 class OverBudget(Exception):

@@ -58,6 +58,9 @@ class StageReport:
     outputs: dict[str, dict[str, int]] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
     seconds: float = 0.0
+    # CPU seconds of every process that did this work (not kept in markers: a resumed part's
+    # earlier attempt is not counted again)
+    cpu_s: float = 0.0
 
     def drop(self, reason: str, n: int = 1) -> None:
         self.dropped[reason] += n
@@ -115,6 +118,7 @@ def combine(reports: dict[str, StageReport]) -> StageReport:
         total.bytes_out += report.bytes_out
         total.dropped.update(report.dropped)
         total.seconds += report.seconds
+        total.cpu_s += report.cpu_s
         total.add_preview(report.preview)
         total.counts = merge_counts(total.counts, report.counts)
         total.outputs.update({f"{label}/{name}": entry for name, entry in report.outputs.items()})

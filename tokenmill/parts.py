@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import resource
 import signal
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -24,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tokenmill.budget import NOTES, RecordWatch, enable_watchdog, police, take_notes
+from tokenmill.budget import NOTES, RecordWatch, cpu_time, enable_watchdog, police, take_notes
 from tokenmill.lake import Lake
 from tokenmill.layout import MARKER, Unit, part_name
 from tokenmill.outputs import StageReport, combine
@@ -66,7 +67,10 @@ def run_stage_work(
             raise ValueError(f"{stage.name} runs per unit")
         return run_unit(stage, lake, unit, settings, workers, resume, memory_limit, on_part)
     work = Work(lake, stage.name, settings, crawl=crawl)
-    return stage.run(work)
+    started = cpu_time()
+    report = stage.run(work)
+    report.cpu_s = cpu_time() - started
+    return report
 
 
 def run_unit(
@@ -79,6 +83,8 @@ def run_unit(
     memory_limit: int | None = None,
     on_part: Callable[[int, int], None] | None = None,
 ) -> StageReport:
+    # this process only: the parts' workers outlive the run and report their own CPU
+    started = time.process_time()
     files = unit_files(lake, unit)
     prefix = unit.prefix(stage.name)
     lake.delete(f"{prefix}/{MARKER}")
@@ -96,6 +102,8 @@ def run_unit(
         if on_part:
             on_part(len(reports), len(files))
     total = combine({part_name(part): reports[part] for part in sorted(reports)})
+    own = time.process_time() - started  # parts run in this process are in it already
+    total.cpu_s = own if _in_process(workers, memory_limit) else own + total.cpu_s
     total.counts["files"] = len(files)
     total.counts["resumed_parts"] = len(files) - len(todo)
     lake.write_json(f"{prefix}/{MARKER}", total.summary())
@@ -140,7 +148,7 @@ def _parts_in_processes(
     # In the caller's process only when nothing needs a worker: the address-space cap and the
     # per-record watchdog apply to worker processes, so with a cap (every Dagster run has one)
     # even a unit of one file, or a pod of one CPU, runs in a worker.
-    if workers == 1 and not memory_limit:
+    if _in_process(workers, memory_limit):
         for work in todo:
             try:
                 report = run_part(work)
@@ -200,6 +208,10 @@ def _parts_in_processes(
             raise
 
 
+def _in_process(workers: int, memory_limit: int | None) -> bool:
+    return workers == 1 and not memory_limit
+
+
 def _given_up(work: Work, deaths: list[str], memory_limit: int | None) -> WorkerDiedError:
     cap = f" (address-space cap per worker: {memory_limit >> 20} MiB)" if memory_limit else ""
     return WorkerDiedError(f"{'; then '.join(deaths)} while {_describe(work)}{cap}")
@@ -254,8 +266,11 @@ def run_part(work: Work) -> StageReport:
     # Only this stage's module: a worker of one stage does not import the others' libraries.
     module = importlib.import_module(f"tokenmill.stages.{work.stage}")
     post = _post_part(work)
+    started = time.process_time()
     try:
-        return module.STAGE.run(work)
+        report = module.STAGE.run(work)
+        report.cpu_s = time.process_time() - started
+        return report
     except Exception as error:
         error.add_note(f"while {_describe(work)}")
         crossing = portable(error)
