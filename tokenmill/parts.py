@@ -208,6 +208,15 @@ def _parts_in_processes(
             raise
 
 
+def _exit_code(process, wait_s: float = 2.0) -> int | None:
+    """A pool worker's exit code. The pool's own thread reaps its dead workers: while it does,
+    the code reads as None (our wait finds no child left), until that thread records it."""
+    deadline = time.monotonic() + wait_s
+    while process.exitcode is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return process.exitcode
+
+
 def _in_process(workers: int, memory_limit: int | None) -> bool:
     return workers == 1 and not memory_limit
 
@@ -303,12 +312,12 @@ def _dead_workers_parts(processes: dict[int, Any], pending: dict[int, Work]) -> 
     blamed = {}
     for pid, process in processes.items():
         post = NOTES / f"{pid}.part"
-        code = process.exitcode
         try:
             entry = json.loads(post.read_text())
         except (OSError, ValueError):
-            continue
+            continue  # between parts
         post.unlink(missing_ok=True)
+        code = _exit_code(process)
         work = pending.get(entry["part"])
         if code in (None, 0, -signal.SIGTERM) or work is None or work.unit.key != entry["unit"]:
             continue
