@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 
 from dagster import (
+    AssetKey,
     AssetObservation,
     AssetRecordsFilter,
     AssetsDefinition,
@@ -33,12 +34,17 @@ from dagster import (
 )
 
 # private: an AssetObservation takes tags, not a data version, and only _core names this tag
-from dagster._core.definitions.data_version import DATA_VERSION_TAG
+# and reads it from an event
+from dagster._core.definitions.data_version import (
+    DATA_VERSION_TAG,
+    extract_data_version_from_entry,
+)
 
 from tokenmill.lake import Lake
 from tokenmill.layout import DEDUP_CLUSTERS, DEDUP_SIGNATURES, Unit
 from tokenmill.units import registered_crawls, registered_units
 
+SIGNATURES = AssetKey(DEDUP_SIGNATURES)
 unit_partitions = DynamicPartitionsDefinition(name="units")
 crawl_partitions = DynamicPartitionsDefinition(name="crawls")
 
@@ -111,6 +117,40 @@ def unit_list_changes(
         version = unit_list_version(units)
         if version != latest_version(instance, crawl_units.key, crawl):
             changes.append(versioned(crawl_units.key, crawl, version))
+    return changes
+
+
+def signatures_version(instance: DagsterInstance, crawl: str, units: list[str]) -> str:
+    """A hash of the data version of each unit's latest signatures (its event id where it has
+    none): signing a unit again with the same result leaves it as it was."""
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=SIGNATURES, asset_partitions=units), limit=len(units) * 4
+    ).records
+    latest: dict[str, tuple[int, str]] = {}
+    for record in records:
+        partition, storage_id = record.partition_key, record.storage_id
+        if storage_id > latest.get(partition, (0, ""))[0]:
+            version = extract_data_version_from_entry(record.event_log_entry)
+            latest[partition] = (storage_id, version.value if version else f"#{storage_id}")
+    digest = hashlib.sha256(crawl.encode())
+    for unit in units:
+        digest.update(f"{unit}={latest.get(unit, (0, None))[1]}".encode())
+    return digest.hexdigest()
+
+
+def crawl_signature_changes(instance: DagsterInstance, crawls: list[str]) -> list[AssetObservation]:
+    """Observations of `crawl_signatures` for the crawls among `crawls` whose units all have
+    signatures, and whose signatures are not the ones last observed."""
+    all_units = instance.get_dynamic_partitions(unit_partitions.name)
+    signed = instance.get_materialized_partitions(SIGNATURES)
+    changes = []
+    for crawl in crawls:
+        units = [u for u in all_units if u.startswith(f"{crawl}/")]
+        if not units or any(u not in signed for u in units):
+            continue  # the last units to be signed will touch the crawl again
+        version = signatures_version(instance, crawl, units)
+        if version != latest_version(instance, crawl_signatures.key, crawl):
+            changes.append(versioned(crawl_signatures.key, crawl, version))
     return changes
 
 

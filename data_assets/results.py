@@ -79,7 +79,11 @@ def describe(error: BaseException) -> str:
 
 
 def stage_result(
-    report: StageReport, lake: Lake, prefix: str, checks: list[AssetCheckResult] | None = None
+    report: StageReport,
+    lake: Lake,
+    prefix: str,
+    checks: list[AssetCheckResult] | None = None,
+    data_files: tuple[str, ...] = (),
 ) -> MaterializeResult:
     seconds = max(report.seconds, 1e-9)
     metadata = {
@@ -105,7 +109,7 @@ def stage_result(
     return MaterializeResult(
         metadata=metadata,
         check_results=checks or [],
-        data_version=DataVersion(report.data_version()),
+        data_version=DataVersion(report.data_version(data_files)),
     )
 
 

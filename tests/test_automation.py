@@ -446,6 +446,40 @@ def test_crawl_signatures_are_observed_once_every_unit_of_the_crawl_is_signed(la
     assert len({r.asset_observation.data_version for r in versions}) == 3
 
 
+def test_an_idle_instance_requests_nothing_and_a_change_keeping_the_documents_stops_there(
+    tmp_path, lake
+):
+    """`tokenmill run` leaves an instance on which the sensors and the automation, started
+    afterwards (as `tokenmill ui` does), find nothing to do; a recipe change that keeps every
+    document re-runs its stage and nothing below it."""
+    from data_assets.runner import materialize_all, register
+
+    land_files(lake, CRAWL, demo_files(tmp_path, CRAWL, files=2))
+    instance = DagsterInstance.ephemeral()
+    units = {u.key for u in register(instance, lake, CRAWL, files_per_unit=1).units}
+    materialize_all(instance, lake, workers=1)
+    automation = Automation(definitions(lake), instance)
+    assert automation.first.total_requested == 0
+    assert automation.settle() == {}
+
+    # Every partition of cleaned runs again (its code version changed): the same documents
+    # (those Gopher's repetition filter dropped here fail a later filter too), other reasons.
+    def cleaned_files(name: str) -> dict[str, bytes]:
+        return {k: lake.read_bytes(k) for k in lake.list("cleaned") if k.endswith(name)}
+
+    docs, rejected = cleaned_files("docs.parquet"), cleaned_files("rejected.parquet")
+    base = Recipe.load()
+    skipping = {
+        **base.sections,
+        "clean": {**base.sections["clean"], "skip_filters": ["gopher_repetition"]},
+    }
+    automation.defs = definitions(lake, Recipe(skipping, "skipping"))
+    assert automation.settle() == {"cleaned": units}
+    assert cleaned_files("docs.parquet") == docs
+    assert cleaned_files("rejected.parquet") != rejected
+    assert automation.settle() == {}
+
+
 def cleaned_languages(lake: Lake, unit: Unit) -> set[str]:
     languages = set()
     for key in lake.list(unit.prefix("cleaned")):

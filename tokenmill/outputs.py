@@ -75,10 +75,15 @@ class StageReport:
         self.seconds = time.perf_counter() - self.started
         return self
 
-    def data_version(self) -> str:
-        """Changes exactly when the committed files' content does: downstream partitions are
-        stale after a re-run only if it produced different data."""
-        digests = {name: entry["sha256"] for name, entry in sorted(self.outputs.items())}
+    def data_version(self, files: tuple[str, ...] = ()) -> str:
+        """Changes exactly when the content of the committed files named `files` (every file
+        when empty) does: downstream partitions are stale after a re-run only if it produced
+        different data for them."""
+        digests = {
+            name: entry["sha256"]
+            for name, entry in sorted(self.outputs.items())
+            if not files or name.rsplit("/", 1)[-1] in files
+        }
         return hashlib.sha256(json.dumps(digests).encode()).hexdigest()[:32]
 
     @classmethod

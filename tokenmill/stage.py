@@ -126,6 +126,10 @@ class Stage:
     # holds a partition for ever; the instance's max_runtime_seconds bounds every run).
     max_runtime_s: int = DEFAULT_MAX_RUNTIME_S
     fan_out: FanOut | None = None  # its work split over parallel steps (see FanOut)
+    # The output files the stages below read: their content is the data version, so a re-run
+    # that changes only the others (what was dropped and why) makes nothing downstream stale.
+    # Empty: every output file.
+    data_files: tuple[str, ...] = ()
 
 
 def settings_fields(settings: type) -> list[tuple[str, Any, Any, str]]:

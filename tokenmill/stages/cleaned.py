@@ -339,6 +339,7 @@ STAGE = Stage(
     max_runtime_s=12 * 3600,  # the heaviest per-unit stage: HTML extraction
     checks=(Check("provenance_resolves", provenance_resolves),),
     schema=DOC_SCHEMA,
+    data_files=("docs.parquet",),
     description="Main-content text of HTML responses with language and provenance columns, "
     "after quality filters; every dropped document is in rejected.parquet with its reason.",
 )

@@ -44,6 +44,7 @@ STAGE = Stage(
     pod=Pod("2", "2Gi", "2", "3Gi"),
     checks=(Check("no_exact_duplicates", no_exact_duplicates),),
     schema=DOC_SCHEMA,
+    data_files=("docs.parquet",),
     description="The unit's cleaned documents without the crawl's duplicates; removed.parquet "
     "lists each removed document with its cluster and survivor.",
 )
