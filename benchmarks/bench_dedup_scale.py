@@ -1,5 +1,5 @@
 """Dedup clustering at crawl scale: synthetic signatures with planted duplicates, clustered by
-the stage's own code (``compute_clusters``), scored against the plant.
+the stage's own code (``cluster_crawl``), scored against the plant.
 
     uv run python benchmarks/bench_dedup_scale.py --docs 10000000 --out /tmp/scale [--workers 2]
 

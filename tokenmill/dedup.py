@@ -1,45 +1,25 @@
-"""Exact and MinHash near-duplicate removal within a crawl, FineWeb style, in three steps.
+"""Exact and MinHash near-duplicate removal within a crawl, FineWeb style: its settings and
+what a document's signature holds besides its MinHash bands.
 
-1. signatures (per file of a unit): normalized-content hash and LSH band hashes per document.
-2. clusters (per crawl): docs sharing the content hash or any band bucket are linked, one key
-   column at a time so memory stays O(documents); each cluster keeps one survivor chosen by a
-   deterministic rule, and every other member is listed with its cluster and survivor.
-3. deduplicated (per file of a unit): the cleaned documents minus the listed ones.
-
-The stages `dedup_signatures`, `dedup_clusters` and `deduplicated` run these functions.
+The stages run it in three steps: `dedup_signatures` (per file of a unit: normalized-content
+hash and LSH band hashes per document), `dedup_clusters` (per crawl, `tokenmill.dedup_parts`:
+documents sharing a key are linked in parts of bounded memory, each cluster keeps one survivor
+chosen by a deterministic rule) and `deduplicated` (per file: the cleaned documents minus the
+listed ones).
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import xxhash
 
-from tokenmill.lake import Lake
-from tokenmill.layout import (
-    CLEANED,
-    DOC_SCHEMA,
-    QUALITY_COLUMN,
-    REMOVED_SCHEMA,
-    Unit,
-    band_column,
-    signature_schema,
-)
-from tokenmill.minhash import MinHasher, TextNorm, band_hashes, optimal_bands_rows
-from tokenmill.outputs import (
-    PartitionWriter,
-    StageReport,
-    read_batches,
-    require_committed,
-)
-from tokenmill.stage import Work, setting
+from tokenmill.layout import QUALITY_COLUMN
+from tokenmill.minhash import TextNorm, optimal_bands_rows
+from tokenmill.stage import setting
 
 SURVIVOR_RULES = ("first_seen", "earliest_date", "lowest_doc_id", "highest_quality")
 SHORT_DOC_RULES = ("exact", "keep")
@@ -138,50 +118,7 @@ def quality_scores(batch: pa.RecordBatch, word_counts: np.ndarray) -> np.ndarray
     return given.fill_null(-np.inf).to_numpy(zero_copy_only=False)
 
 
-def compute_signatures(work: Work) -> StageReport:
-    lake, settings = work.lake, work.settings or DedupSettings()
-    source = work.input(CLEANED)
-    require_committed(lake, source, f"cleaned {work.unit} file {work.part}")
-    bands, rows = settings.banding()
-    hasher = MinHasher(
-        num_perm=bands * rows,
-        ngram=settings.ngram,
-        seed=settings.seed,
-        scheme=settings.scheme,
-        norm=settings.text_norm(),
-    )
-    schema = signature_schema(bands)
-    docs_key = f"{source}/docs.parquet"
-    columns = ["doc_id", "warc_date", "text"]
-    if QUALITY_COLUMN in _parquet_schema(lake, docs_key).names:
-        columns.append(QUALITY_COLUMN)
-    report = StageReport()
-    with work.writer(report) as out:
-        sink = out.parquet("signatures.parquet", schema)
-        for batch in read_batches(lake, docs_key, columns):
-            texts = batch.column("text")
-            hashed = hasher.hash_documents(texts)
-            band_values = band_hashes(hashed.signatures, bands, rows)
-            exact = hashed.content_hashes
-            _unlink_short_docs(batch, hashed.word_counts, band_values, exact, settings, report)
-            table = pa.table(
-                {
-                    "doc_id": batch.column("doc_id"),
-                    "warc_date": batch.column("warc_date"),
-                    "exact_hash": exact,
-                    QUALITY_COLUMN: quality_scores(batch, hashed.word_counts),
-                }
-                | {band_column(b): band_values[:, b] for b in range(bands)}
-            )
-            sink.write_table(table)
-            report.records_in += batch.num_rows
-            report.bytes_in += int(pc.sum(pc.binary_length(texts)).as_py() or 0)
-        report.records_out = report.records_in
-        report.counts["params"] = settings.signature_params()
-    return report
-
-
-def _unlink_short_docs(batch, word_counts, band_values, exact, settings, report) -> None:
+def unlink_short_docs(batch, word_counts, band_values, exact, settings, report) -> None:
     """Give documents with fewer than ``ngram`` words keys no other document has: band keys
     always (their one-shingle MinHash would only restate their exact hash), the exact hash too
     if they have no words or ``settings.short_docs`` is ``keep``."""
@@ -190,8 +127,8 @@ def _unlink_short_docs(batch, word_counts, band_values, exact, settings, report)
         return
     unmatched = short if settings.short_docs == "keep" else word_counts == 0
     doc_ids = batch.column("doc_id")
-    band_values[short] = _own_keys(doc_ids.filter(pa.array(short)))[:, None]
-    exact[unmatched] = _own_keys(doc_ids.filter(pa.array(unmatched)))
+    band_values[short] = own_keys(doc_ids.filter(pa.array(short)))[:, None]
+    exact[unmatched] = own_keys(doc_ids.filter(pa.array(unmatched)))
     for name, count in (
         ("docs_without_words", int((word_counts == 0).sum())),
         ("docs_shorter_than_ngram", int((short & (word_counts > 0)).sum())),
@@ -199,79 +136,7 @@ def _unlink_short_docs(batch, word_counts, band_values, exact, settings, report)
         report.counts[name] = report.counts.get(name, 0) + count
 
 
-def _own_keys(doc_ids: pa.Array) -> np.ndarray:
+def own_keys(doc_ids: pa.Array) -> np.ndarray:
     """A key per document that no other document has (doc ids are unique in a crawl)."""
     keys = [xxhash.xxh3_64_intdigest(f"no-words/{doc_id}".encode()) for doc_id in doc_ids]
     return np.array(keys, dtype=np.uint64)
-
-
-def _parquet_schema(lake: Lake, key: str) -> pa.Schema:
-    with lake.open_input(key) as f:
-        return pq.read_schema(f)
-
-
-def compute_clusters(
-    lake: Lake, units: list[Unit], settings: DedupSettings, out: PartitionWriter
-) -> StageReport:
-    """Cluster a crawl's documents and write the removed ones, in (unit, file, row) order, in
-    parts of bounded memory (see ``tokenmill.dedup_parts``). Cluster ids are the doc id of the
-    cluster's first-seen member, so they do not change with the survivor rule.
-    `counts["unit_versions"]` holds, per unit, a hash of its removed rows."""
-    from tokenmill.dedup_parts import cluster_crawl  # it builds on this module
-
-    return cluster_crawl(lake, units, settings, out)
-
-
-class UnitVersions:
-    """Per unit, a hash of the rows that remove its documents, fed a slice of the removed list
-    at a time: it changes exactly when the unit's deduplicated output would."""
-
-    COLUMNS = ("part", "doc_id", "cluster_id", "survivor_unit", "survivor_doc_id", "reason")
-
-    def __init__(self) -> None:
-        self.digests: dict = {}  # unit name -> its running sha256
-
-    def add(self, table: pa.Table) -> None:
-        lines = pl.from_arrow(table).select(
-            "unit",
-            line=pl.concat_str([pl.col(c).cast(pl.String) for c in self.COLUMNS], separator="\t"),
-        )
-        for (name,), rows in lines.group_by("unit", maintain_order=True):
-            digest = self.digests.setdefault(name, hashlib.sha256())
-            digest.update((rows["line"].str.join("\n").item() + "\n").encode())
-
-    def versions(self, units: list[Unit]) -> dict[str, str]:
-        empty = hashlib.sha256(b"").hexdigest()[:32]
-        found = {name: digest.hexdigest()[:32] for name, digest in self.digests.items()}
-        return {unit.name: found.get(unit.name, empty) for unit in units}
-
-
-def filter_part(work: Work, clusters_key: str) -> StageReport:
-    """The file's cleaned documents without the ones its crawl's clusters remove."""
-    lake, unit = work.lake, work.unit
-    source = work.input(CLEANED)
-    require_committed(lake, source, f"cleaned {unit} file {work.part}")
-    with lake.open_input(clusters_key) as f:
-        clusters = pq.read_table(
-            f, filters=(pc.field("unit") == unit.name) & (pc.field("part") == work.part)
-        )
-    removed = pl.from_arrow(clusters.drop_columns(["unit", "part"]))
-    report = StageReport()
-    with work.writer(report) as out:
-        docs = out.parquet("docs.parquet", DOC_SCHEMA)
-        removed_docs = out.parquet("removed.parquet", REMOVED_SCHEMA)
-        for batch in read_batches(lake, f"{source}/docs.parquet"):
-            frame = pl.from_arrow(pa.Table.from_batches([batch]))
-            kept = frame.join(removed, on="doc_id", how="anti", maintain_order="left")
-            dropped = frame.drop("text").join(
-                removed, on="doc_id", how="inner", maintain_order="left"
-            )
-            docs.write_table(kept.to_arrow())
-            removed_docs.write_table(dropped.to_arrow())
-            report.records_in += frame.height
-            report.records_out += kept.height
-            report.bytes_in += int(frame["text"].str.len_bytes().sum() or 0)
-            for reason, count in dropped.group_by("reason").len().iter_rows():
-                report.drop(reason, count)
-            report.add_preview(dropped.head(5).to_dicts())
-    return report

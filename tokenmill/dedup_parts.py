@@ -511,6 +511,30 @@ def rank(values: pa.ChunkedArray, descending: bool) -> np.ndarray:
     return series.rank("dense", descending=descending).fill_null(len(series) + 1).to_numpy()
 
 
+class UnitVersions:
+    """Per unit, a hash of the rows that remove its documents, fed a slice of the removed list
+    at a time: it changes exactly when the unit's deduplicated output would."""
+
+    COLUMNS = ("part", "doc_id", "cluster_id", "survivor_unit", "survivor_doc_id", "reason")
+
+    def __init__(self) -> None:
+        self.digests: dict = {}  # unit name -> its running sha256
+
+    def add(self, table: pa.Table) -> None:
+        lines = pl.from_arrow(table).select(
+            "unit",
+            line=pl.concat_str([pl.col(c).cast(pl.String) for c in self.COLUMNS], separator="\t"),
+        )
+        for (name,), rows in lines.group_by("unit", maintain_order=True):
+            digest = self.digests.setdefault(name, hashlib.sha256())
+            digest.update((rows["line"].str.join("\n").item() + "\n").encode())
+
+    def versions(self, units: list[Unit]) -> dict[str, str]:
+        empty = hashlib.sha256(b"").hexdigest()[:32]
+        found = {name: digest.hexdigest()[:32] for name, digest in self.digests.items()}
+        return {unit.name: found.get(unit.name, empty) for unit in units}
+
+
 def cluster_crawl(
     lake: Lake,
     units: list[Unit],
@@ -527,8 +551,6 @@ def cluster_crawl(
     parts were computed elsewhere (parallel steps): a missing one fails naming its file. Cluster
     ids are the doc id of the cluster's first-seen member, so they do not change with the
     survivor rule. The part files are deleted once the list is committed by the caller."""
-    from tokenmill.dedup import UnitVersions
-
     files = files or crawl_signatures(lake, units)  # the caller's, if it has read them
     prefix = work_prefix or crawl_prefix(PARTS, units[0].crawl)
     memory = int(settings.cluster_memory_gb * 2**30)

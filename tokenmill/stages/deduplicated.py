@@ -1,7 +1,20 @@
 """deduplicated: a unit's cleaned documents without the duplicates its crawl's clusters list."""
 
-from tokenmill.dedup import CLUSTERS_FILE, filter_part
-from tokenmill.layout import CLEANED, DEDUP_CLUSTERS, DEDUPLICATED, DOC_SCHEMA, Unit, crawl_prefix
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tokenmill.dedup import CLUSTERS_FILE
+from tokenmill.layout import (
+    CLEANED,
+    DEDUP_CLUSTERS,
+    DEDUPLICATED,
+    DOC_SCHEMA,
+    REMOVED_SCHEMA,
+    Unit,
+    crawl_prefix,
+)
 from tokenmill.minhash import content_hashes
 from tokenmill.outputs import MissingInputError, StageReport, read_batches, require_committed
 from tokenmill.stage import Check, Pod, Scope, Stage, Verdict, Work
@@ -15,7 +28,38 @@ def run(work: Work) -> StageReport:
             f"the dedup_clusters of crawl {work.unit.crawl} do not cover unit {work.unit}: "
             "rematerialize them first"
         )
-    return filter_part(work, f"{clusters}/{CLUSTERS_FILE}")
+    return _without_removed(work, f"{clusters}/{CLUSTERS_FILE}")
+
+
+def _without_removed(work: Work, clusters_key: str) -> StageReport:
+    """The file's cleaned documents without the ones its crawl's clusters remove."""
+    lake, unit = work.lake, work.unit
+    source = work.input(CLEANED)
+    require_committed(lake, source, f"cleaned {unit} file {work.part}")
+    with lake.open_input(clusters_key) as f:
+        clusters = pq.read_table(
+            f, filters=(pc.field("unit") == unit.name) & (pc.field("part") == work.part)
+        )
+    removed = pl.from_arrow(clusters.drop_columns(["unit", "part"]))
+    report = StageReport()
+    with work.writer(report) as out:
+        docs = out.parquet("docs.parquet", DOC_SCHEMA)
+        removed_docs = out.parquet("removed.parquet", REMOVED_SCHEMA)
+        for batch in read_batches(lake, f"{source}/docs.parquet"):
+            frame = pl.from_arrow(pa.Table.from_batches([batch]))
+            kept = frame.join(removed, on="doc_id", how="anti", maintain_order="left")
+            dropped = frame.drop("text").join(
+                removed, on="doc_id", how="inner", maintain_order="left"
+            )
+            docs.write_table(kept.to_arrow())
+            removed_docs.write_table(dropped.to_arrow())
+            report.records_in += frame.height
+            report.records_out += kept.height
+            report.bytes_in += int(frame["text"].str.len_bytes().sum() or 0)
+            for reason, count in dropped.group_by("reason").len().iter_rows():
+                report.drop(reason, count)
+            report.add_preview(dropped.head(5).to_dicts())
+    return report
 
 
 def no_exact_duplicates(lake, unit: Unit) -> Verdict:
