@@ -32,14 +32,7 @@ from dagster import (
 from pydantic import Field, create_model
 
 from data_assets.k8s import op_tags
-from data_assets.partitions import (
-    crawl_partitions,
-    crawl_signatures,
-    crawl_units,
-    unit_duplicates,
-    unit_partitions,
-    versioned,
-)
+from data_assets.partitions import crawl_partitions, crawl_units, unit_partitions, versioned
 from data_assets.recipe import Recipe
 from data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
 from resources.lake import LakeResource
@@ -47,10 +40,10 @@ from resources.step_io import STEP_IO, STEPS
 from resources.workers import WorkersResource
 from tokenmill.budget import cpu_time
 from tokenmill.lake import LakeAccessError
-from tokenmill.layout import DEDUP_CLUSTERS, DEDUPLICATED, Unit, check_name, crawl_prefix
+from tokenmill.layout import Unit, check_name, crawl_prefix
 from tokenmill.parts import run_stage_work
 from tokenmill.stage import Scope, Stage, Work
-from tokenmill.stages import STAGES
+from tokenmill.stages import STAGES, stage_named
 
 # Who answers for the dataset's assets (shown in the UI; TOKENMILL_OWNERS, comma-separated).
 OWNERS = [o for o in os.environ.get("TOKENMILL_OWNERS", "team:pretraining-data").split(",") if o]
@@ -62,15 +55,6 @@ PARALLEL_STEPS = int(os.environ.get(PARALLEL_STEPS_ENV) or 1)
 # What each parallel step of a fanned-out stage adds to its summary: its CPU seconds.
 CPU_S = "cpu_s"
 PARTITIONS = {Scope.UNIT: unit_partitions, Scope.CRAWL: crawl_partitions, Scope.LAKE: None}
-# Where a stage meets a dependency across the unit/crawl boundary, it depends on the bridge
-# (see data_assets/partitions.py) instead of the stage itself.
-BRIDGED = {
-    (DEDUP_CLUSTERS, "dedup_signatures"): [crawl_signatures.key, crawl_units.key],
-    (DEDUPLICATED, DEDUP_CLUSTERS): [unit_duplicates.key],
-}
-# The unit list tells Dagster when the clusters are stale; the signatures of all units (the
-# crawl_signatures observation) trigger the recomputation.
-IGNORED_FOR_AUTOMATION = {DEDUP_CLUSTERS: [crawl_units.key]}
 
 
 def column_schema(schema) -> TableSchema:
@@ -96,8 +80,11 @@ def automation_condition(stage: Stage) -> AutomationCondition:
     condition = follows_changed_inputs() | (
         AutomationCondition.code_version_changed() & ~AutomationCondition.missing()
     )
-    ignored = IGNORED_FOR_AUTOMATION.get(stage.name)
-    return condition.ignore(AssetSelection.assets(*ignored)) if ignored else condition
+    if stage.boundary:
+        # The unit list tells Dagster when the crawl stage is stale; its inputs on every unit
+        # (the gathered observation) trigger the recomputation.
+        return condition.ignore(AssetSelection.assets(crawl_units.key))
+    return condition
 
 
 def follows_changed_inputs() -> AutomationCondition:
@@ -117,9 +104,17 @@ def follows_changed_inputs() -> AutomationCondition:
 
 
 def dependencies(stage: Stage) -> list:
+    """The stage's inputs; across the unit/crawl boundary, the bridges a crawl stage declares
+    (see data_assets/partitions.py) instead of the stages themselves."""
     deps = []
-    for upstream in stage.upstream:
-        deps += BRIDGED.get((stage.name, upstream), [upstream])
+    for name in stage.upstream:
+        upstream = stage_named(name)
+        if stage.scope is Scope.CRAWL and upstream.scope is Scope.UNIT and stage.boundary:
+            deps += [stage.boundary.gathered, crawl_units.key]
+        elif stage.scope is Scope.UNIT and upstream.scope is Scope.CRAWL and upstream.boundary:
+            deps.append(upstream.boundary.reported or name)
+        else:
+            deps.append(name)
     return deps
 
 
@@ -196,9 +191,9 @@ def stage_asset(stage: Stage, recipe: Recipe):
 def stage_output(context, stage, recipe, lake, report, overrides) -> MaterializeResult:
     """The materialization of a stage's partition: its report, checks and recipe."""
     unit, crawl = partition_of(stage, context)
-    if stage.name == DEDUP_CLUSTERS:
+    if stage.boundary and stage.boundary.reported:
         versions = report.counts.pop("unit_versions")
-        report.counts["units_changed"] = _report_unit_duplicates(context, lake, crawl, versions)
+        report.counts["units_changed"] = _report_units(context, lake, stage, crawl, versions)
     location = (
         unit.prefix(stage.name)
         if unit
@@ -332,17 +327,19 @@ def _check(check, lake, partition) -> AssetCheckResult:
     )
 
 
-def _report_unit_duplicates(context, lake, crawl: str, versions: dict[str, str]) -> int:
-    """Report `unit_duplicates` for the units whose removed documents changed since the last
-    report (kept in the lake, written after the events, so a retry reports them again)."""
-    # Beside the crawl's clusters, not among them: committing the clusters removes every file
-    # under their prefix that the run did not write.
-    reported_key = f"{DEDUP_CLUSTERS}/_reported/{check_name(crawl, 'crawl name')}.json"
+def _report_units(context, lake, stage: Stage, crawl: str, versions: dict[str, str]) -> int:
+    """Report the stage's `reported` asset for the units whose share of its output changed
+    since the last report (kept in the lake, written after the events, so a retry reports them
+    again)."""
+    # Beside the crawl's output, not in it: committing the output removes every file under its
+    # prefix that the run did not write.
+    reported_key = f"{stage.name}/_reported/{check_name(crawl, 'crawl name')}.json"
     reported = lake.read_json(reported_key) if lake.exists(reported_key) else {}
     changed = {name: v for name, v in versions.items() if reported.get(name) != v}
+    key = AssetKey(stage.boundary.reported)
     for name, version in changed.items():
         # An observation: Dagster reads an external asset's data versions from observations.
-        context.log_event(versioned(unit_duplicates.key, f"{crawl}/{name}", version))
+        context.log_event(versioned(key, f"{crawl}/{name}", version))
     if changed:
         lake.write_json(reported_key, versions)
     return len(changed)

@@ -4,17 +4,18 @@ are added at run time (by the landing sensor, the reconciliation job or `tokenmi
 A per-unit asset has exactly the units that exist, keyed `<crawl>/<unit>`: no crawl × shard
 cross product, so no partition without data, and a crawl of 90,000 WARC files in units of 100
 is 900 partitions. Dagster has no built-in partition mapping between a unit and its crawl
-(custom mappings are unsupported), so the crawl boundary is crossed by three external assets,
-each one partition wide where it meets its neighbour:
+(custom mappings are unsupported), so the crawl boundary is crossed by external assets, each
+one partition wide where it meets its neighbour:
 
 - `crawl_units` (per crawl): its data version is a hash of the crawl's registered units,
-  observed whenever units are registered, so a new unit makes the crawl's clusters stale.
-- `crawl_signatures` (per crawl): observed by the `crawl_signatures_complete` sensor once every
-  unit of the crawl has signatures, with a version that changes when any of them does; the
-  clusters follow it.
-- `unit_duplicates` (per unit): reported by each clustering run for the units whose list of
-  removed documents changed; a unit's deduplicated output follows it, so only the units a new
-  clustering affects are deduplicated again.
+  observed whenever units are registered, so a new unit makes the crawl's stages stale.
+- for each crawl stage that declares a `CrawlBoundary` (`dedup_clusters`): its `gathered` asset
+  (per crawl, `crawl_signatures`), observed by the `crawl_signatures_complete` sensor once every
+  unit of the crawl has the stage's per-unit inputs, with a version that changes when any
+  unit's data does, which the stage follows; and its `reported` asset (per unit,
+  `unit_duplicates`), reported by each of its runs for the units whose share of its output
+  changed, which the per-unit stages below it follow, so only the units a new clustering
+  affects are deduplicated again.
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ from dagster._core.definitions.data_version import (
 )
 
 from tokenmill.lake import Lake
-from tokenmill.layout import DEDUP_CLUSTERS, DEDUP_SIGNATURES, Unit
+from tokenmill.layout import Unit
+from tokenmill.stage import Scope, Stage
+from tokenmill.stages import STAGES, stage_named
 from tokenmill.units import registered_crawls, registered_units
 
-SIGNATURES = AssetKey(DEDUP_SIGNATURES)
 unit_partitions = DynamicPartitionsDefinition(name="units")
 crawl_partitions = DynamicPartitionsDefinition(name="crawls")
 
@@ -55,33 +57,47 @@ crawl_units = AssetSpec(
     description="The units registered for a crawl (manifests/<crawl>/); its data version "
     "changes when a unit is added.",
 )
-crawl_signatures = AssetSpec(
-    "crawl_signatures",
-    partitions_def=crawl_partitions,
-    deps=[DEDUP_SIGNATURES],
-    group_name="dedup",
-    description="Every unit of the crawl has signatures: observed by the "
-    "crawl_signatures_complete sensor, with a version that changes when any unit's does.",
-)
-unit_duplicates = AssetSpec(
-    "unit_duplicates",
-    partitions_def=unit_partitions,
-    deps=[DEDUP_CLUSTERS],
-    group_name="dedup",
-    description="The documents of a unit that its crawl's clusters remove: reported by each "
-    "dedup_clusters run for the units whose list changed.",
-)
+BOUNDARY_STAGES = [stage for stage in STAGES if stage.boundary]
 
 
-def reported(spec: AssetSpec) -> AssetsDefinition:
+def unit_inputs(stage: Stage) -> list[str]:
+    """The per-unit stages a crawl stage reads."""
+    return [name for name in stage.upstream if stage_named(name).scope is Scope.UNIT]
+
+
+def gathered(stage: Stage) -> AssetSpec:
+    inputs = ", ".join(unit_inputs(stage))
+    return AssetSpec(
+        stage.boundary.gathered,
+        partitions_def=crawl_partitions,
+        deps=unit_inputs(stage),
+        group_name=stage.group,
+        description=f"Every unit of the crawl has its {inputs}: observed by the "
+        "crawl_signatures_complete sensor, with a version that changes when any unit's data "
+        f"does; {stage.name} follows it.",
+    )
+
+
+def reported_by(stage: Stage) -> AssetSpec:
+    return AssetSpec(
+        stage.boundary.reported,
+        partitions_def=unit_partitions,
+        deps=[stage.name],
+        group_name=stage.group,
+        description=f"A unit's share of its crawl's {stage.name}: reported by each "
+        f"{stage.name} run for the units whose share changed; the stages below follow it.",
+    )
+
+
+def observable(spec: AssetSpec) -> AssetsDefinition:
     """The bridge as an observable asset whose observations are reported by the sensors and the
-    clustering runs: for an external asset, Dagster's automation counts only materializations
-    unless it is observable, while its staleness counts only observations."""
+    crawl stages' runs: for an external asset, Dagster's automation counts only
+    materializations unless it is observable, while its staleness counts only observations."""
 
     @multi_observable_source_asset(specs=[spec], name=spec.key.path[-1])
     def never_observed():
         raise Failure(
-            f"{spec.key.to_user_string()} is reported by the sensors and the dedup_clusters "
+            f"{spec.key.to_user_string()} is reported by the sensors and the crawl stages' "
             "runs, never observed on demand",
             allow_retries=False,
         )
@@ -89,7 +105,12 @@ def reported(spec: AssetSpec) -> AssetsDefinition:
     return never_observed
 
 
-BRIDGES = [reported(spec) for spec in (crawl_units, crawl_signatures, unit_duplicates)]
+BRIDGE_SPECS = [
+    crawl_units,
+    *(gathered(stage) for stage in BOUNDARY_STAGES),
+    *(reported_by(stage) for stage in BOUNDARY_STAGES if stage.boundary.reported),
+]
+BRIDGES = [observable(spec) for spec in BRIDGE_SPECS]
 
 
 def versioned(key, partition: str, version: str) -> AssetObservation:
@@ -120,37 +141,45 @@ def unit_list_changes(
     return changes
 
 
-def signatures_version(instance: DagsterInstance, crawl: str, units: list[str]) -> str:
-    """A hash of the data version of each unit's latest signatures (its event id where it has
-    none): signing a unit again with the same result leaves it as it was."""
-    records = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=SIGNATURES, asset_partitions=units), limit=len(units) * 4
-    ).records
-    latest: dict[str, tuple[int, str]] = {}
-    for record in records:
-        partition, storage_id = record.partition_key, record.storage_id
-        if storage_id > latest.get(partition, (0, ""))[0]:
-            version = extract_data_version_from_entry(record.event_log_entry)
-            latest[partition] = (storage_id, version.value if version else f"#{storage_id}")
+def inputs_version(instance: DagsterInstance, crawl: str, units: list[str], keys) -> str:
+    """A hash of the data version of each unit's latest materialization of each of `keys` (its
+    event id where it has none): a unit materialized again with the same data leaves it as it
+    was."""
     digest = hashlib.sha256(crawl.encode())
-    for unit in units:
-        digest.update(f"{unit}={latest.get(unit, (0, None))[1]}".encode())
+    for key in keys:
+        records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=key, asset_partitions=units), limit=len(units) * 4
+        ).records
+        latest: dict[str, tuple[int, str]] = {}
+        for record in records:
+            partition, storage_id = record.partition_key, record.storage_id
+            if storage_id > latest.get(partition, (0, ""))[0]:
+                version = extract_data_version_from_entry(record.event_log_entry)
+                latest[partition] = (storage_id, version.value if version else f"#{storage_id}")
+        for unit in units:
+            digest.update(
+                f"{key.to_user_string()}:{unit}={latest.get(unit, (0, None))[1]}".encode()
+            )
     return digest.hexdigest()
 
 
-def crawl_signature_changes(instance: DagsterInstance, crawls: list[str]) -> list[AssetObservation]:
-    """Observations of `crawl_signatures` for the crawls among `crawls` whose units all have
-    signatures, and whose signatures are not the ones last observed."""
+def gathered_changes(instance: DagsterInstance, crawls: list[str]) -> list[AssetObservation]:
+    """Observations of each boundary's `gathered` asset for the crawls among `crawls` whose
+    units all have the stage's per-unit inputs, and whose inputs are not the ones last
+    observed."""
     all_units = instance.get_dynamic_partitions(unit_partitions.name)
-    signed = instance.get_materialized_partitions(SIGNATURES)
     changes = []
-    for crawl in crawls:
-        units = [u for u in all_units if u.startswith(f"{crawl}/")]
-        if not units or any(u not in signed for u in units):
-            continue  # the last units to be signed will touch the crawl again
-        version = signatures_version(instance, crawl, units)
-        if version != latest_version(instance, crawl_signatures.key, crawl):
-            changes.append(versioned(crawl_signatures.key, crawl, version))
+    for stage in BOUNDARY_STAGES:
+        keys = [AssetKey(name) for name in unit_inputs(stage)]
+        done = [set(instance.get_materialized_partitions(key)) for key in keys]
+        target = AssetKey(stage.boundary.gathered)
+        for crawl in crawls:
+            units = [u for u in all_units if u.startswith(f"{crawl}/")]
+            if not units or any(u not in had for had in done for u in units):
+                continue  # the last units to get them will touch the crawl again
+            version = inputs_version(instance, crawl, units, keys)
+            if version != latest_version(instance, target, crawl):
+                changes.append(versioned(target, crawl, version))
     return changes
 
 

@@ -14,7 +14,7 @@ from dagster import AssetKey, DagsterInstance, ExecuteInProcessResult
 from data_assets.jobs import JOBS
 from data_assets.partitions import (
     crawl_partitions,
-    crawl_signature_changes,
+    gathered_changes,
     sync_partitions,
     unit_partitions,
 )
@@ -182,7 +182,7 @@ def materialize_all(
         if stage.scope is Scope.CRAWL:
             # what the crawl_signatures_complete sensor would observe: the instance is then as
             # the sensors and the automation leave it, and they find nothing left to do
-            for event in crawl_signature_changes(instance, partitions[Scope.CRAWL]):
+            for event in gathered_changes(instance, partitions[Scope.CRAWL]):
                 instance.report_runless_asset_event(event)
         results = []
         for key in partitions[stage.scope]:

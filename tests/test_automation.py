@@ -14,6 +14,7 @@ import pytest
 from dagster import (
     AssetKey,
     AssetMaterialization,
+    AssetSelection,
     DagsterInstance,
     DagsterInvalidConfigError,
     SensorResult,
@@ -28,7 +29,7 @@ from dagster._core.loader import LoadingContextForTest
 from data_assets.definitions import build_definitions, lake_resource
 from data_assets.jobs import JOBS
 from data_assets.k8s import K8S_CONFIG, MAX_RUNTIME_TAG, STAGE_TAG, run_tags
-from data_assets.partitions import crawl_units, unit_duplicates, unit_list_version
+from data_assets.partitions import crawl_units, unit_list_version
 from data_assets.recipe import Recipe
 from demo.crawl import generate_demo_crawl
 from resources.automation import AlertsResource, DiscoveryResource
@@ -697,5 +698,58 @@ def test_definitions_wire_the_sensors_and_schedule():
     assert {key.to_user_string() for key in graph.external_asset_keys} >= {
         "crawl_units",
         "crawl_signatures",
-        unit_duplicates.key.to_user_string(),
+        "unit_duplicates",
     }
+
+
+def test_a_crawl_stage_between_unit_stages_needs_only_its_declaration(monkeypatch):
+    """A new crawl-scope stage (say, a classifier's score percentiles over a crawl) between
+    per-unit stages: its bridges, dependencies and automation follow from its CrawlBoundary."""
+    import tokenmill.stages
+    from data_assets.assets import automation_condition, dependencies, stage_asset
+    from data_assets.partitions import gathered, reported_by
+    from tokenmill.stage import CrawlBoundary, Pod, Scope, Stage
+
+    pod = Pod("1", "1Gi", "1", "1Gi")
+    percentiles = Stage(
+        name="quality_percentiles",
+        scope=Scope.CRAWL,
+        run=lambda work: None,
+        description="score percentiles of a crawl",
+        group="quality",
+        pod=pod,
+        upstream=("cleaned",),
+        boundary=CrawlBoundary(gathered="crawl_scores", reported="unit_percentiles"),
+    )
+    top = Stage(
+        name="top_quality",
+        scope=Scope.UNIT,
+        run=lambda work: None,
+        description="the documents above a percentile",
+        group="quality",
+        pod=pod,
+        upstream=("cleaned", "quality_percentiles"),
+    )
+    monkeypatch.setattr(tokenmill.stages, "STAGES", (*STAGES, percentiles, top))
+
+    assert dependencies(percentiles) == ["crawl_scores", crawl_units.key]
+    assert dependencies(top) == ["cleaned", "unit_percentiles"]
+    scores, shares = gathered(percentiles), reported_by(percentiles)
+    assert scores.partitions_def.name == "crawls" and [d.asset_key for d in scores.deps] == [
+        AssetKey("cleaned")
+    ]
+    assert shares.partitions_def.name == "units" and [d.asset_key for d in shares.deps] == [
+        AssetKey("quality_percentiles")
+    ]
+    recipe = Recipe({}, "test")
+    assert stage_asset(percentiles, recipe).asset_deps[AssetKey("quality_percentiles")] == {
+        AssetKey("crawl_scores"),
+        crawl_units.key,
+    }
+    assert stage_asset(top, recipe).asset_deps[AssetKey("top_quality")] == {
+        AssetKey("cleaned"),
+        AssetKey("unit_percentiles"),
+    }
+    # the unit list marks the crawl stage stale; only its gathered inputs trigger it
+    ignoring = automation_condition(top).ignore(AssetSelection.assets(crawl_units.key))
+    assert automation_condition(percentiles) == ignoring != automation_condition(top)

@@ -110,6 +110,20 @@ class FanOut:
 
 
 @dataclass(frozen=True)
+class CrawlBoundary:
+    """How a crawl-scope stage meets the per-unit stages around it. No partition mapping joins
+    a unit to its crawl, so two per-partition assets named here carry lineage, automation and
+    staleness across: `gathered` (per crawl) is observed once every unit of the crawl has the
+    stage's per-unit inputs, with a version hashing their data versions, and the stage follows
+    it; `reported` (per unit) is reported by each of the stage's runs for the units whose share
+    of its output changed (its report's `counts["unit_versions"]`: unit name -> version), and
+    the per-unit stages below it follow that instead of the stage itself."""
+
+    gathered: str
+    reported: str | None = None
+
+
+@dataclass(frozen=True)
 class Stage:
     name: str
     scope: Scope
@@ -130,6 +144,7 @@ class Stage:
     # that changes only the others (what was dropped and why) makes nothing downstream stale.
     # Empty: every output file.
     data_files: tuple[str, ...] = ()
+    boundary: CrawlBoundary | None = None  # a crawl stage between per-unit ones (see there)
 
 
 def settings_fields(settings: type) -> list[tuple[str, Any, Any, str]]:

@@ -17,7 +17,7 @@ from tokenmill.dedup_parts import (
 )
 from tokenmill.layout import CLUSTER_SCHEMA, DEDUP_CLUSTERS, DEDUP_SIGNATURES, crawl_prefix
 from tokenmill.outputs import StageReport
-from tokenmill.stage import FanOut, Pod, Scope, Stage, Work
+from tokenmill.stage import CrawlBoundary, FanOut, Pod, Scope, Stage, Work
 from tokenmill.units import registered_units
 
 
@@ -90,6 +90,7 @@ STAGE = Stage(
     max_runtime_s=12 * 3600,  # one run clusters a whole crawl
     schema=CLUSTER_SCHEMA,
     fan_out=FanOut(plan=plan, run=run_share, finish=finish),
+    boundary=CrawlBoundary(gathered="crawl_signatures", reported="unit_duplicates"),
     description="Duplicate clusters over all units of a crawl: each removed document with its "
     "cluster, its survivor and whether it is an exact or a near duplicate.",
 )
