@@ -44,6 +44,27 @@ class PluginFilter(Config):
 CONFIG_TYPES = {"plugin_filters": list[PluginFilter]}
 
 
+def config_model(name: str, settings: type, hints: dict, defaults: dict) -> type[Config]:
+    """A Dagster config class of a settings dataclass, with `defaults` (the recipe's values)
+    and the fields' descriptions; a field that holds settings of its own (a filter's
+    thresholds) becomes a nested form."""
+    fields = {}
+    for field, kind, _, description in settings_fields(settings):
+        if dataclasses.is_dataclass(hints[field]):
+            kind = config_model(
+                hints[field].__name__ + "Config",
+                hints[field],
+                typing.get_type_hints(hints[field]),
+                defaults[field],
+            )
+            default = Field(default_factory=kind, description=description)
+        else:
+            kind = CONFIG_TYPES.get(field, hints[field])
+            default = Field(default=defaults[field], description=description)
+        fields[field] = (kind, default)
+    return create_model(name, __base__=Config, **fields)
+
+
 def section(settings: type) -> str:
     return settings.__name__.removesuffix("Settings").lower()
 
@@ -74,7 +95,11 @@ class Recipe:
 
     def settings(self, settings: type, overrides: dict[str, Any] | None = None) -> Any:
         """The core settings of a section, validated by the core type itself."""
-        return settings(**(self.values(settings) | (overrides or {})))
+        values = self.values(settings) | (overrides or {})
+        try:
+            return settings(**values)
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"recipe {self.source}: {error}") from error
 
     def version(self, settings: type | None) -> str:
         if settings is None:
@@ -88,15 +113,8 @@ class Recipe:
         """The stage's run config: its settings' fields, with the recipe's values as defaults."""
         hints = typing.get_type_hints(stage.settings)
         defaults = dataclasses.asdict(self.settings(stage.settings))
-        fields = {
-            name: (
-                CONFIG_TYPES.get(name, hints[name]),
-                Field(default=defaults[name], description=description),
-            )
-            for name, _, _, description in settings_fields(stage.settings)
-        }
         name = "".join(part.title() for part in stage.name.split("_")) + "Config"
-        return create_model(name, __base__=Config, **fields)
+        return config_model(name, stage.settings, hints, defaults)
 
     def overrides(self, settings: type, config: Config) -> dict[str, Any]:
         """The settings a run's config changes from the recipe (other config fields, such as

@@ -193,3 +193,49 @@ def test_foreign_means_surely_a_language_the_stage_drops():
     assert not foreign("12 34")  # no language for sure: the fallback still runs
     assert not _foreign(CleanSettings(keep_languages=["de"]))(german)
     assert _foreign(CleanSettings(keep_languages=[])) is None
+
+
+def test_every_builtin_threshold_is_a_recipe_setting_with_finewebs_value():
+    import dataclasses
+    import inspect
+
+    from tokenmill.filters import BUILTIN_FILTERS, default_filters
+    from tokenmill.stages.cleaned import FILTER_SETTINGS
+
+    default = CleanSettings()
+    for cls in BUILTIN_FILTERS:
+        parameters = set(inspect.signature(cls.__init__).parameters) - {"self"}
+        assert set(cls.settings) == parameters, cls.name  # every constructor parameter
+        names = [f.name for f in dataclasses.fields(FILTER_SETTINGS[cls.name])]
+        assert names == list(cls.settings) and all(cls.settings.values()), cls.name
+    built = default.chain().filters[1:]  # after the language filter
+    assert [vars(f) for f in built] == [vars(f) for f in default_filters()]
+    launchpad = Recipe.load().config_class(stage_named(CLEANED)).to_config_schema()
+    fields = launchpad.as_field().config_type.fields
+    assert fields["gopher_quality"].config_type.fields["min_doc_words"].default_value == 50
+    assert "stop words" in fields["gopher_quality"].config_type.fields["min_stop_words"].description
+
+
+def test_a_threshold_set_in_the_recipe_or_a_run_changes_what_is_kept(landed, default_run):
+    recipe = Recipe({"clean": {"gopher_quality": {"min_doc_words": 400}}}, "long-docs")
+    settings = recipe.settings(CleanSettings)
+    assert settings.gopher_quality.min_doc_words == 400
+    assert settings.gopher_quality.max_doc_words == 100_000  # the others keep FineWeb's
+    _, docs, rejected, _ = run(landed, settings)
+    _, default_docs, _, _ = default_run[:4]
+    assert 0 < docs.height < default_docs.height
+    short = rejected.filter(
+        (pl.col("filter") == "gopher_quality") & pl.col("reason").str.ends_with("<400")
+    )
+    assert short.height >= default_docs.height - docs.height
+    # The same from a run's config, over the recipe: recorded as the run's override.
+    config = Recipe.load().config_class(stage_named(CLEANED))(gopher_quality={"min_doc_words": 400})
+    overrides = Recipe.load().overrides(CleanSettings, config)
+    assert overrides["gopher_quality"]["min_doc_words"] == 400
+    assert Recipe.load().settings(CleanSettings, overrides).chain().filters[3].min_doc_words == 400
+
+
+def test_an_unknown_threshold_fails_naming_the_recipe_and_the_key():
+    recipe = Recipe({"clean": {"gopher_quality": {"min_words": 40}}}, "recipes/lab.yaml")
+    with pytest.raises(ValueError, match=r"recipes/lab\.yaml.*clean\.gopher_quality.*min_words"):
+        recipe.settings(CleanSettings)

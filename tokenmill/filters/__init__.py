@@ -78,6 +78,7 @@ __all__ = [
     "TERMINAL_PUNCTUATION",
     "WORDS",
     "WORD_PATTERN",
+    "BUILTIN_FILTERS",
     "C4QualityFilter",
     "DocumentFilter",
     "FilterChain",
@@ -103,12 +104,17 @@ __all__ = [
 ]
 
 
+# FineWeb's filter order (language identification happens elsewhere); each lists its
+# thresholds (`settings`), which `filter_settings` makes recipe settings of.
+BUILTIN_FILTERS = (
+    URLFilter,
+    GopherRepetitionFilter,
+    GopherQualityFilter,
+    C4QualityFilter,
+    FineWebQualityFilter,
+)
+
+
 def default_filters() -> list[DocumentFilter]:
-    """FineWeb's filter order (language identification happens elsewhere)."""
-    return [
-        URLFilter(),
-        GopherRepetitionFilter(),
-        GopherQualityFilter(),
-        C4QualityFilter(),
-        FineWebQualityFilter(),
-    ]
+    """The built-in filters with FineWeb's thresholds."""
+    return [cls() for cls in BUILTIN_FILTERS]

@@ -63,6 +63,17 @@ class C4QualityFilter:
     """
 
     name = "c4_quality"
+    settings = {
+        "remove_citations": "Remove Wikipedia-style citation marks ([1], [citation needed])",
+        "filter_no_terminal_punct": "Remove lines without terminal punctuation (FineWeb: no)",
+        "min_num_sentences": "Fewer sentences in the kept lines drop a document",
+        "min_words_per_line": "Lines with fewer words are removed",
+        "max_word_length": "Lines with a longer word are removed",
+        "filter_lorem_ipsum": "'lorem ipsum' drops a document",
+        "filter_javascript": "Lines mentioning javascript are removed",
+        "filter_curly_bracket": "A '{' in a kept line drops a document",
+        "filter_policy": "Lines about cookie, privacy or terms-of-use policies are removed",
+    }
 
     def __init__(
         self,

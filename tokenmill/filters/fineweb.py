@@ -23,6 +23,15 @@ class FineWebQualityFilter:
     newlines per word."""
 
     name = "fineweb_quality"
+    settings = {
+        "line_punct_thr": "Smallest share of lines ending in terminal punctuation",
+        "line_punct_exclude_zero": "Keep documents where no line ends so (FineWeb: no)",
+        "short_line_thr": "Largest share of short lines",
+        "short_line_length": "Lines of at most this many characters are short",
+        "char_duplicates_ratio": "Largest share of characters in repeated lines",
+        "new_line_ratio": "Largest number of newlines per word",
+        "stop_chars": "Characters that end a line as terminal punctuation; null: FineWeb's",
+    }
 
     def __init__(
         self,

@@ -26,6 +26,19 @@ class GopherQualityFilter:
 
     name = "gopher_quality"
     uses_words = True
+    settings = {
+        "min_doc_words": "Fewer words (punctuation-only tokens not counted) drop a document",
+        "max_doc_words": "More words drop a document",
+        "min_avg_word_length": "A shorter mean word length, in characters, drops a document",
+        "max_avg_word_length": "A longer mean word length drops a document",
+        "max_symbol_word_ratio": "More '#' and ellipses per word drop a document",
+        "max_bullet_lines_ratio": "A larger share of lines starting with a bullet drops it",
+        "max_ellipsis_lines_ratio": "A larger share of lines ending in an ellipsis drops it",
+        "max_non_alpha_words_ratio": "Named as datatrove's, a minimum: a smaller share of "
+        "words with a letter drops a document",
+        "min_stop_words": "Fewer stop words drop a document",
+        "stop_words": "The stop words; null: the, be, to, of, and, that, have, with (English)",
+    }
 
     def __init__(
         self,

@@ -186,6 +186,14 @@ class GopherRepetitionFilter:
 
     name = "gopher_repetition"
     uses_words = True
+    settings = {
+        "dup_line_frac": "Largest share of lines that repeat an earlier line",
+        "dup_para_frac": "Largest share of paragraphs that repeat an earlier paragraph",
+        "dup_line_char_frac": "Largest share of characters in repeated lines",
+        "dup_para_char_frac": "Largest share of characters in repeated paragraphs",
+        "top_n_grams": "[n, limit] pairs: largest share of characters in the most frequent n-gram",
+        "dup_n_grams": "[n, limit] pairs: largest share of characters in repeated n-grams",
+    }
 
     def __init__(
         self,

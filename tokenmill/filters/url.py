@@ -129,6 +129,15 @@ class URLFilter:
     ``use_integrated_lists=False`` uses only the extra ones."""
 
     name = "url"
+    settings = {
+        "soft_word_threshold": "This many soft-banned words in a URL drop its document",
+        "extra_domains": "Blocked domains (and their subdomains) beside the built-in list",
+        "extra_urls": "Blocked URLs",
+        "banned_words": "Words that drop a URL containing them, beside the built-in list",
+        "banned_subwords": "Character strings that drop a URL containing them",
+        "soft_banned_words": "Soft-banned words beside the built-in list",
+        "use_integrated_lists": "Use the built-in blocklists (datatrove's)",
+    }
 
     def __init__(
         self,

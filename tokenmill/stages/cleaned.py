@@ -18,13 +18,19 @@ import xxhash
 from tokenmill.budget import OverBudget, RecordWatch, cpu_budget
 from tokenmill.extract import DEFAULT_EXTRACTOR, EXTRACTORS, Extracted, Skip, extract_document
 from tokenmill.filters import (
+    BUILTIN_FILTERS,
+    C4QualityFilter,
     FilterChain,
+    FineWebQualityFilter,
+    GopherQualityFilter,
+    GopherRepetitionFilter,
     LanguageFilter,
     PIIMasker,
+    URLFilter,
     config_params,
-    default_filters,
     load_filter,
 )
+from tokenmill.filters.settings import filter_field, filter_settings, from_value
 from tokenmill.language import BACKENDS, DEFAULT_BACKEND, identifier
 from tokenmill.layout import (
     CLEANED,
@@ -60,6 +66,14 @@ def doc_id(crawl: str, source_file: str, offset: int, inner_offset: int = 0) -> 
     return xxhash.xxh3_64_hexdigest(f"{crawl}/{source_file}@{where}".encode())
 
 
+FILTER_SETTINGS = {cls.name: filter_settings(cls, __name__) for cls in BUILTIN_FILTERS}
+URLFilterSettings = FILTER_SETTINGS[URLFilter.name]
+GopherRepetitionFilterSettings = FILTER_SETTINGS[GopherRepetitionFilter.name]
+GopherQualityFilterSettings = FILTER_SETTINGS[GopherQualityFilter.name]
+C4QualityFilterSettings = FILTER_SETTINGS[C4QualityFilter.name]
+FineWebQualityFilterSettings = FILTER_SETTINGS[FineWebQualityFilter.name]
+
+
 @dataclass(frozen=True)
 class CleanSettings:
     keep_languages: list[str] = setting(["en"], "Languages to keep (ISO 639-1); empty keeps all")
@@ -82,6 +96,20 @@ class CleanSettings:
         20.0, "CPU seconds one record's extraction may take; over it, the record is dropped"
     )
     skip_filters: list[str] = setting([], "Names of built-in filters to skip")
+    # Each built-in filter's thresholds (FineWeb's values by default), named after the filter.
+    url: URLFilterSettings = filter_field(URLFilterSettings, "URL blocklist filter")
+    gopher_repetition: GopherRepetitionFilterSettings = filter_field(
+        GopherRepetitionFilterSettings, "Gopher repetition filter"
+    )
+    gopher_quality: GopherQualityFilterSettings = filter_field(
+        GopherQualityFilterSettings, "Gopher quality filter"
+    )
+    c4_quality: C4QualityFilterSettings = filter_field(
+        C4QualityFilterSettings, "C4 filter (line removal)"
+    )
+    fineweb_quality: FineWebQualityFilterSettings = filter_field(
+        FineWebQualityFilterSettings, "FineWeb quality filter"
+    )
     plugin_filters: list[dict] = setting(
         [],
         "Your own filters, applied after the built-in ones: {path: dotted path of a filter "
@@ -91,6 +119,9 @@ class CleanSettings:
     filters: list[Any] | None = field(default=None, metadata={"internal": True})
 
     def __post_init__(self):
+        for name, kind in FILTER_SETTINGS.items():  # mappings from a recipe or a run's config
+            value = from_value(kind, getattr(self, name), f"clean.{name}")
+            object.__setattr__(self, name, value)
         if self.extractor not in EXTRACTORS:
             raise ValueError(f"extractor must be one of {EXTRACTORS}, got {self.extractor!r}")
         if self.language_backend not in BACKENDS:
@@ -101,7 +132,10 @@ class CleanSettings:
     def chain(self) -> FilterChain:
         language = LanguageFilter(self.keep_languages, self.min_language_score)
         formatters = [PIIMasker()] if self.mask_pii else []
-        filters = self.filters if self.filters is not None else default_filters()
+        if self.filters is not None:
+            filters = self.filters
+        else:
+            filters = [getattr(self, cls.name).build() for cls in BUILTIN_FILTERS]
         filters = [f for f in filters if f.name not in self.skip_filters]
         filters += [
             load_filter(p["path"], config_params(p.get("params", {}))) for p in self.plugin_filters

@@ -1,0 +1,89 @@
+"""The thresholds of the built-in filters as settings: one frozen dataclass per filter, made
+from the constructor parameters the filter lists in its ``settings`` (name -> description),
+with the constructor's defaults (FineWeb's values). ``CleanSettings`` holds one of each, so
+every threshold is a recipe setting and a launchpad field, and a new built-in filter brings
+its own by listing them."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tokenmill.stage import setting
+
+
+def filter_settings(cls: type, module: str) -> type:
+    """The settings dataclass of a built-in filter class, `<Filter>Settings`, which `module`
+    must hold under that name (a worker process unpickles settings by it)."""
+    parameters = inspect.signature(cls.__init__).parameters
+    hints = typing.get_type_hints(cls.__init__)
+    fields = [
+        (name, plain_type(hints[name]), setting(plain_value(parameters[name].default), about))
+        for name, about in cls.settings.items()
+    ]
+    kind = dataclasses.make_dataclass(
+        f"{cls.__name__}Settings",
+        fields,
+        frozen=True,
+        namespace={
+            "__post_init__": _normalized,
+            "values": _values,
+            "build": lambda self: cls(**self.values()),
+        },
+    )
+    kind.__module__ = module
+    return kind
+
+
+def plain_type(hint: Any) -> Any:
+    """A type a recipe file and a launchpad form can hold: sequences become lists, pairs
+    lists of two numbers."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return plain_type(next(a for a in args if a is not type(None))) | None
+    if origin is tuple:
+        return list[float]
+    if origin in (Iterable, Sequence, list) and args:
+        return list[plain_type(args[0])]
+    return hint
+
+
+def plain_value(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [plain_value(v) for v in value]
+    return value
+
+
+def _normalized(self) -> None:
+    """Lists read from YAML or a run config, as the constructor defaults are."""
+    for field in dataclasses.fields(self):
+        value = getattr(self, field.name)
+        if isinstance(value, tuple | list):
+            object.__setattr__(self, field.name, plain_value(value))
+
+
+def _values(self) -> dict[str, Any]:
+    return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+
+
+def filter_field(kind: type, description: str) -> Any:
+    """A settings field holding a filter's settings, FineWeb's values by default."""
+    return dataclasses.field(default_factory=kind, metadata={"description": description})
+
+
+def from_value(kind: type, value: Any, where: str) -> Any:
+    """A filter's settings from a recipe's or a run's mapping (missing keys keep FineWeb's
+    values); an unknown key fails naming it and the known ones."""
+    if isinstance(value, kind):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: expected a mapping of settings, got {value!r}")
+    known = [field.name for field in dataclasses.fields(kind)]
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise ValueError(f"{where}: unknown settings {unknown}; known: {known}")
+    return kind(**value)
