@@ -162,7 +162,13 @@ def parts_committed(lake: Lake, unit: Unit, stage: str, resume: str) -> list[int
     done = []
     for key in lake.list(unit.prefix(stage)):
         part = key[len(unit.prefix(stage)) + 1 :].split("/")[0]
-        if key.endswith(f"/{part}/{MARKER}") and lake.read_json(key).get(RESUME_FIELD) == resume:
+        if not key.endswith(f"/{part}/{MARKER}"):
+            continue
+        try:
+            marker = lake.read_json(key)
+        except FileNotFoundError:  # the running stage removed it since the listing: redoing it
+            continue
+        if marker.get(RESUME_FIELD) == resume:
             done.append(int(part))
     return sorted(done)
 
