@@ -275,3 +275,32 @@ def test_public_bucket_is_read_unsigned(seaweedfs, s3_env, tmp_path):
     ).save(lake)
     with pytest.raises(LakeAccessError, match="refused"):
         register_new_files(lake, private, files_per_unit=2)
+
+
+def test_an_object_deleted_after_registration_is_quarantined_and_the_rest_kept(
+    seaweedfs, s3_env, tmp_path
+):
+    from demo.crawl import generate_demo_crawl
+    from tokenmill.parts import run_stage_work
+    from tokenmill.stages import stage_named
+    from tokenmill.units import register_new_files
+
+    crawl = "CC-MAIN-S3-GONE"
+    generate_demo_crawl(
+        tmp_path / "w", tmp_path / "t.json", crawl=crawl, files=2, pages_per_file=10
+    )
+    lake = s3_lake(seaweedfs, "gone")
+    good, doomed = sorted((tmp_path / "w").iterdir())
+    for path in (good, doomed):
+        lake.put_file(f"landing/{crawl}/{path.name}", path)
+    (unit,) = register_new_files(lake, crawl, files_per_unit=2).units
+    seaweedfs.client().delete_object(
+        Bucket=seaweedfs.bucket, Key=f"gone/landing/{crawl}/{doomed.name}"
+    )
+    cap = 4 << 30
+    raw = run_stage_work(stage_named("raw_crawl"), lake, unit=unit, workers=2, memory_limit=cap)
+    cleaned = run_stage_work(stage_named("cleaned"), lake, unit=unit, workers=2, memory_limit=cap)
+    gone = f"landing/{crawl}/{doomed.name}"
+    assert raw.counts["unusable_files"] == {gone: "missing: no such object"}
+    assert cleaned.counts["unusable_files"] == {gone: "missing: no such object"}
+    assert raw.records_out > 0 and cleaned.records_out > 0  # the other file's records

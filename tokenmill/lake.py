@@ -188,6 +188,11 @@ class Lake:
         self.part_size = PART_SIZE
         self._client = None
 
+    def __getstate__(self) -> dict:
+        # A worker process gets the lake without the boto3 client (which does not pickle): it
+        # makes its own when it first uploads.
+        return self.__dict__ | {"_client": None}
+
     @contextmanager
     def _s3_errors(self) -> Iterator[None]:
         """Refused credentials and a missing bucket become a LakeRefusedError, connection failures
