@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 from dagster import Config
-from pydantic import Field, create_model
+from pydantic import Field, TypeAdapter, ValidationError, create_model
 
 from tokenmill.stage import Stage, settings_fields
 
@@ -94,10 +94,18 @@ class Recipe:
         return given
 
     def settings(self, settings: type, overrides: dict[str, Any] | None = None) -> Any:
-        """The core settings of a section, validated by the core type itself."""
+        """The core settings of a section, validated by the core type itself (names, rules)
+        and by their annotations (types): an error names the recipe and the setting."""
         values = self.values(settings) | (overrides or {})
         try:
-            return settings(**values)
+            settings(**values)
+            return TypeAdapter(settings).validate_python(values)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{section(settings)}.{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                for e in error.errors()
+            )
+            raise ValueError(f"recipe {self.source}: {problems}") from None
         except (ValueError, TypeError) as error:
             raise ValueError(f"recipe {self.source}: {error}") from error
 

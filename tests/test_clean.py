@@ -235,7 +235,14 @@ def test_a_threshold_set_in_the_recipe_or_a_run_changes_what_is_kept(landed, def
     assert Recipe.load().settings(CleanSettings, overrides).chain().filters[3].min_doc_words == 400
 
 
-def test_an_unknown_threshold_fails_naming_the_recipe_and_the_key():
+def test_an_unknown_or_mistyped_setting_fails_naming_the_recipe_and_the_key():
     recipe = Recipe({"clean": {"gopher_quality": {"min_words": 40}}}, "recipes/lab.yaml")
     with pytest.raises(ValueError, match=r"recipes/lab\.yaml.*clean\.gopher_quality.*min_words"):
         recipe.settings(CleanSettings)
+    for section, key in (
+        ({"gopher_quality": {"min_doc_words": "fifty"}}, r"clean\.gopher_quality\.min_doc_words"),
+        ({"min_language_score": "high"}, r"clean\.min_language_score"),
+        ({"keep_languages": "en"}, r"clean\.keep_languages"),
+    ):
+        with pytest.raises(ValueError, match=rf"recipes/lab\.yaml: {key}: Input should be"):
+            Recipe({"clean": section}, "recipes/lab.yaml").settings(CleanSettings)
