@@ -289,22 +289,19 @@ def hostile_files(reference: Lake, work: Path):
     from tokenmill.stages import cleaned, raw_crawl
     from tokenmill.units import register_new_files
 
-    row = Row("hostile files (charsets, binary as HTML, truncated, empty, unusable)")
+    row = Row("hostile files (charsets, binary as HTML, truncated, empty, unusable, ARC)")
     demo = reference.read_bytes(reference.list(f"landing/{CRAWL}")[0])
     lake = Lake.from_url(str(work / "hostile"))
     cases = {
         "charsets + binary + damaged members": faults.hostile_warc(),
         "truncated gzip": demo[: len(demo) // 2],
-        "zero-byte file": b"",
         "byte flips": faults.mutate(demo, random.Random(3))[0],
     }
-    unusable = {"HTML named .warc.gz": b"<html>not a warc</html>"}
+    unusable = {"HTML named .warc.gz": b"<html>not a warc</html>", "zero-byte file": b""}
     arc = shared_path("corpora", "warc", "aut-2008-heritrix.arc.gz")
     clipped = shared_path("corpora", "warc", "truncated-record.warc.gz")
     if clipped:
         cases["clipped record (shared)"] = clipped.read_bytes()
-    if arc:
-        unusable["legacy ARC (shared)"] = arc.read_bytes()
     for index, (_, data) in enumerate(cases.items()):
         crawl = f"CC-MAIN-HOSTILE-{index}"
         key = f"landing/{crawl}/f.warc.gz"
@@ -328,9 +325,15 @@ def hostile_files(reference: Lake, work: Path):
         named = [(r["file"], r["reason"]) for r in rows] == [(key, "unusable_file")]
         flagged = not raw_crawl.bad_record_rate(lake, unit).passed
         row.add(named and flagged and lake.exists(f"{unit.prefix('raw_crawl')}/{MARKER}"), True)
+    if arc:  # the Internet Archive's legacy format: read as response records, nothing aside
+        lake.write_bytes("landing/CC-MAIN-ARC/f.arc.gz", arc.read_bytes())
+        (unit,) = register_new_files(lake, "CC-MAIN-ARC", files_per_unit=1).units
+        raw = run_stage_work(raw_crawl.STAGE, lake, unit=unit, workers=1)
+        row.add(raw.records_out > 0 and not raw.dropped, True)
     row.notes.append(
         f"{len(cases)} damaged files indexed with bad records quarantined; "
-        f"{len(unusable)} unusable files quarantined by name, their unit flagged"
+        f"{len(unusable)} unusable files (HTML, empty) quarantined by name, their unit flagged"
+        + ("; an ARC file read as records" if arc else "")
     )
     return row
 
