@@ -14,6 +14,7 @@ Sections are named after the settings type: `raw`, `clean`, `dedup`, `tokenizer`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -65,6 +66,11 @@ def config_model(name: str, settings: type, hints: dict, defaults: dict) -> type
     return create_model(name, __base__=Config, **fields)
 
 
+@functools.cache
+def _adapter(settings: type) -> TypeAdapter:
+    return TypeAdapter(settings)
+
+
 def section(settings: type) -> str:
     return settings.__name__.removesuffix("Settings").lower()
 
@@ -99,7 +105,7 @@ class Recipe:
         values = self.values(settings) | (overrides or {})
         try:
             settings(**values)
-            return TypeAdapter(settings).validate_python(values)
+            return _adapter(settings).validate_python(values)
         except ValidationError as error:
             problems = "; ".join(
                 f"{section(settings)}.{'.'.join(map(str, e['loc']))}: {e['msg']}"

@@ -710,26 +710,13 @@ def test_a_crawl_stage_between_unit_stages_needs_only_its_declaration(monkeypatc
     from data_assets.partitions import gathered, reported_by
     from tokenmill.stage import CrawlBoundary, Pod, Scope, Stage
 
-    pod = Pod("1", "1Gi", "1", "1Gi")
-    percentiles = Stage(
-        name="quality_percentiles",
-        scope=Scope.CRAWL,
-        run=lambda work: None,
-        description="score percentiles of a crawl",
-        group="quality",
-        pod=pod,
-        upstream=("cleaned",),
-        boundary=CrawlBoundary(gathered="crawl_scores", reported="unit_percentiles"),
-    )
-    top = Stage(
-        name="top_quality",
-        scope=Scope.UNIT,
-        run=lambda work: None,
-        description="the documents above a percentile",
-        group="quality",
-        pod=pod,
-        upstream=("cleaned", "quality_percentiles"),
-    )
+    def declared(name: str, scope: Scope, *upstream: str, **more) -> Stage:
+        pod = Pod("1", "1Gi", "1", "1Gi")
+        return Stage(name, scope, lambda work: None, name, "quality", pod, upstream, **more)
+
+    boundary = CrawlBoundary(gathered="crawl_scores", reported="unit_percentiles")
+    percentiles = declared("quality_percentiles", Scope.CRAWL, "cleaned", boundary=boundary)
+    top = declared("top_quality", Scope.UNIT, "cleaned", "quality_percentiles")
     monkeypatch.setattr(tokenmill.stages, "STAGES", (*STAGES, percentiles, top))
 
     assert dependencies(percentiles) == ["crawl_scores", crawl_units.key]

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.lake import Lake
-from tokenmill.layout import MARKER
+from tokenmill.layout import MARKER, UNUSABLE_FILE, UNUSABLE_FILES
 
 ROWS_PER_BATCH = 2048
 BYTES_PER_BATCH = 64 << 20  # rows holding raw bytes (quarantine) flush by size, not count
@@ -64,6 +64,11 @@ class StageReport:
 
     def drop(self, reason: str, n: int = 1) -> None:
         self.dropped[reason] += n
+
+    def unusable_file(self, name: str, reason: str) -> None:
+        """A whole input file no retry can read: counted, and named with why in the counts."""
+        self.drop(UNUSABLE_FILE)
+        self.counts[UNUSABLE_FILES] = {**self.counts.get(UNUSABLE_FILES, {}), name: reason}
 
     def add_preview(self, rows: Iterable[dict[str, Any]]) -> None:
         for row in rows:

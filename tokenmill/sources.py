@@ -125,15 +125,9 @@ class CrawlSource:
         if self.prefix is not None:
             store, key = self.store(self.prefix.rstrip("/") + "/")
             root = self.prefix.rstrip("/")
-            uris = []
-            for k in store.list(key.rstrip("/")):
-                if not is_warc_name(k):
-                    continue
-                if problem := store.irregular(k, key.rstrip("/")):
-                    refuse(IRREGULAR, f"{root}/{k[len(key) :]} ({problem})")
-                    continue
-                uris.append(f"{root}/{k[len(key) :]}")
-            return uris
+            listed = [k for k in store.list(key.rstrip("/")) if is_warc_name(k)]
+            named = {f"{root}/{k[len(key) :]}": k for k in listed}
+            return regular_only(store, named, key.rstrip("/"), refuse)
         base = self.base.rstrip("/")
         uris, seen = [], set()
         for line in _read_paths(self):
@@ -160,16 +154,8 @@ class CrawlSource:
             for uri in missing:
                 refuse("missing objects", uri)
             uris = [u for u in uris if u in listed] if missing else uris
-            if store.is_local:
-                trusted = root_key.rstrip("/")
-                irregular = {
-                    u: problem
-                    for u in uris
-                    if (problem := store.irregular(f"{root_key}{u[len(base) + 1 :]}", trusted))
-                }
-                for uri, problem in irregular.items():
-                    refuse(IRREGULAR, f"{uri} ({problem})")
-                uris = [u for u in uris if u not in irregular]
+            named = {u: f"{root_key}{u[len(base) + 1 :]}" for u in uris}
+            uris = regular_only(store, named, root_key.rstrip("/"), refuse)
         return uris
 
 
@@ -193,11 +179,22 @@ class LandingSource:
             except LakeKeyError:
                 refuse("files with invalid names", key)
                 continue
-            if problem := lake.irregular(key):
-                refuse(IRREGULAR, f"{key} ({problem})")
-                continue
             files.append(key)
-        return files
+        return regular_only(lake, {key: key for key in files}, "", refuse)
+
+
+def regular_only(
+    store: Lake, named: dict[str, str], trusted: str, refuse: Callable[[str, str], None]
+) -> list[str]:
+    """The names (of `named`: name -> key in `store`) whose objects are regular files reached
+    without a symbolic link below `trusted`; the others are refused by name, with why."""
+    regular = []
+    for name, key in named.items():
+        if problem := store.irregular(key, trusted):
+            refuse(IRREGULAR, f"{name} ({problem})")
+        else:
+            regular.append(name)
+    return regular
 
 
 def crawl_source(lake: Lake, crawl: str) -> CrawlSource | LandingSource:

@@ -158,8 +158,8 @@ def run(work: Work) -> StageReport:
         identify = identifier(settings.language_backend)
         readable = raw["counts"]["readable"]
         try:
-            for name, reason in raw["counts"].get(UNUSABLE_FILES, {}).items():
-                raise UnusableInputError(name, reason)  # raw_crawl found it unusable
+            if found := raw["counts"].get(UNUSABLE_FILES):  # raw_crawl could not read it
+                raise UnusableInputError(*next(iter(found.items())))
             for batch in _batches(_documents(work, readable, settings, report, rejected)):
                 # a batch at a time: the model stays in the CPU's caches between documents
                 for row in batch:
@@ -181,10 +181,9 @@ def run(work: Work) -> StageReport:
                     .to_dicts()
                 )
         except UnusableInputError as error:
-            # Nothing of the file was kept (the raw index is empty or it vanished before any
-            # document was written): one rejected row names it, and the unit goes on.
-            report.drop(UNUSABLE_FILE)
-            report.counts[UNUSABLE_FILES] = {error.name: error.reason}
+            # raw_crawl quarantined it, or it vanished since (only before its first record can
+            # that raise): one rejected row names it, and the unit goes on.
+            report.unusable_file(error.name, error.reason)
             rejected.write(
                 {
                     "crawl": work.unit.crawl,

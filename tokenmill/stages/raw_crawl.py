@@ -105,8 +105,7 @@ def run(work: Work) -> StageReport:
             if reader.bytes == 0:
                 raise UnusableInputError(ref, "empty file")
         except UnusableInputError as error:
-            report.drop(UNUSABLE_FILE)
-            report.counts[UNUSABLE_FILES] = {ref: error.reason}
+            report.unusable_file(ref, error.reason)
             quarantine.write(
                 {
                     "file": readable,
