@@ -60,11 +60,12 @@ from tokenmill.filters import (  # noqa: E402
 )
 from tokenmill.lake import Lake  # noqa: E402
 from tokenmill.language import BACKENDS, identifier  # noqa: E402
-from tokenmill.layout import CLEANED, LANDING, MARKER, RAW_CRAWL, Unit  # noqa: E402
+from tokenmill.layout import CLEANED, EXTRACTED, LANDING, MARKER, RAW_CRAWL, Unit  # noqa: E402
 from tokenmill.parts import run_stage_work  # noqa: E402
 from tokenmill.sources import file_size, open_file  # noqa: E402
 from tokenmill.stages import stage_named  # noqa: E402
 from tokenmill.stages.cleaned import CleanSettings  # noqa: E402
+from tokenmill.stages.extracted import ExtractSettings  # noqa: E402
 from tokenmill.units import register_new_files, unit_files  # noqa: E402
 from tokenmill.warc import BadRecord, iter_records  # noqa: E402
 
@@ -497,10 +498,25 @@ def bare_extraction(root: str, unit: Unit, extractor: str) -> int:
 
 
 def whole_stage(root: str, unit: Unit, extractor: str) -> int:
-    """The cleaned stage on the unit, its files one after another in this process."""
+    """The extracted stage (the per-unit work every recipe shares) on the unit, its files one
+    after another in this process."""
     lake = Lake.from_url(root)
-    settings = CleanSettings(extractor=extractor)
-    return run_stage_work(stage_named(CLEANED), lake, settings, unit=unit, workers=1).records_in
+    settings = ExtractSettings(extractor=extractor)
+    return run_stage_work(stage_named(EXTRACTED), lake, settings, unit=unit, workers=1).records_in
+
+
+# A threshold-only recipe change: what a researcher's next try looks like.
+STRICTER = CleanSettings(
+    min_language_score=0.7,
+    gopher_quality={"min_doc_words": 100},
+    fineweb_quality={"line_punct_thr": 0.2},
+)
+
+
+def filter_pass(root: str, unit: Unit, settings: CleanSettings | None = None) -> int:
+    """The cleaned stage (a recipe's filter pass over the extracted documents) on the unit."""
+    lake = Lake.from_url(root)
+    return run_stage_work(stage_named(CLEANED), lake, settings, unit=unit, workers=1).records_out
 
 
 def warm_then(work):
@@ -705,11 +721,13 @@ def bench_stage_vs_bare(
     sample: int = 5000,
     warcs: Path | None = None,
 ) -> None:
-    """The cleaned stage (its own per-file runs on a lake, committed Parquet) and the bare
-    fastwarc + resiliparse loop on the same WARC files, interleaved for ``rounds`` rounds in this
-    one process after a warm-up round of each; CPU seconds per round, median ratio. Then one
-    more stage run with timers on its components. The files: the real pages of ../shared,
-    ``sample`` HTML files of the folder ``pages``, or the WARC files of the folder ``warcs``."""
+    """The shared per-unit work (the extracted stage: extraction, language ID, every signal,
+    committed Parquet), the bare fastwarc + resiliparse loop on the same WARC files, and two
+    recipes' filter passes over the extraction (the cleaned stage: the default recipe, and a
+    threshold-only change of it), interleaved for ``rounds`` rounds in this one process after
+    a warm-up round of each; CPU seconds per round, median ratios. Then one more extracted run
+    with timers on its components. The files: the real pages of ../shared, ``sample`` HTML
+    files of the folder ``pages``, or the WARC files of the folder ``warcs``."""
     if (
         pages is None
         and warcs is None
@@ -728,31 +746,50 @@ def bench_stage_vs_bare(
             lake, unit = real_warc_lake(root)
         paths = sorted((root / "warc").iterdir())
         warc_bytes = sum(p.stat().st_size for p in paths)
-        bare = functools.partial(fastwarc_resiliparse, paths)
-        stage = functools.partial(whole_stage, str(root / "lake"), unit, DEFAULT_EXTRACTOR)
-        pages, records = bare(), stage()  # warm-up: models loaded, caches filled
-        rows, ratios, bare_runs, stage_runs = [], [], [], []
+        runs = {
+            "bare": functools.partial(fastwarc_resiliparse, paths),
+            "shared": functools.partial(whole_stage, str(root / "lake"), unit, DEFAULT_EXTRACTOR),
+            "recipe": functools.partial(filter_pass, str(root / "lake"), unit),
+            "change": functools.partial(filter_pass, str(root / "lake"), unit, STRICTER),
+        }
+        done = {name: work() for name, work in runs.items()}  # warm-up: models, caches
+        pages, records = done["bare"], done["shared"]
+        cpu = {name: [] for name in runs}
+        rows = []
         for number in range(1, rounds + 1):
-            _, bare_cpu = cpu_seconds(bare)
-            _, stage_cpu = cpu_seconds(stage)
-            bare_runs.append(bare_cpu)
-            stage_runs.append(stage_cpu)
-            ratios.append(stage_cpu / bare_cpu)
-            rows.append([number, bare_cpu, stage_cpu, ratios[-1]])
+            for name, work in runs.items():
+                cpu[name].append(cpu_seconds(work)[1])
+            rows.append(
+                [number, *(cpu[name][-1] for name in runs)]
+                + [cpu["shared"][-1] / cpu["bare"][-1], cpu["change"][-1] / cpu["shared"][-1]]
+            )
         kept = lake.read_json(f"{unit.prefix(CLEANED)}/{MARKER}")["records_out"]
-        _, components, calls, total = attributed(stage)
-    bare_cpu, stage_cpu, ratio = map(statistics.median, (bare_runs, stage_runs, ratios))
+        _, components, calls, total = attributed(runs["shared"])
+    ratios = [row[-2] for row in rows]
+    change_shares = [row[-1] for row in rows]
+    median = {name: statistics.median(values) for name, values in cpu.items()}
+    ratio, change_share = statistics.median(ratios), statistics.median(change_shares)
     print_table(
-        f"Cleaned stage vs bare fastwarc + resiliparse: {len(paths)} WARC files "
-        f"({warc_bytes / 1e6:.1f} MB gzipped; {pages} HTML responses, {records} records in, "
-        f"{kept} documents kept), CPU seconds per round, one process, one polars thread",
-        ["round", "bare CPU s", "stage CPU s", "ratio"],
-        [*rows, ["median", bare_cpu, stage_cpu, ratio]],
+        f"Shared extraction vs bare fastwarc + resiliparse, and recipes' filter passes: "
+        f"{len(paths)} WARC files ({warc_bytes / 1e6:.1f} MB gzipped; {pages} HTML responses, "
+        f"{records} records in, {kept} documents kept by the last pass), CPU seconds per round, "
+        "one process, one polars thread",
+        [
+            "round",
+            "bare CPU s",
+            "extracted CPU s",
+            "cleaned CPU s",
+            "threshold change CPU s",
+            "extracted x bare",
+            "change / extracted",
+        ],
+        [*rows, ["median", *median.values(), ratio, change_share]],
     )
+    bare_cpu = median["bare"]
     order = [c for c in COMPONENTS if c in components]
-    order[-1:-1] = sorted(c for c in components if c.startswith("filter: "))
+    order[-1:-1] = sorted(c for c in components if c.startswith("signals: "))
     print_table(
-        "Where the stage's CPU time goes (one run with timers on its components; each "
+        "Where the extracted stage's CPU time goes (one run with timers on its components; each "
         "exclusive of those it calls)",
         ["component", "calls", "CPU s", "share", "x bare loop"],
         [
@@ -761,29 +798,25 @@ def bench_stage_vs_bare(
             for c in order
         ],
     )
-    hours = {
-        label: 1e12 / (warc_bytes / seconds) / 3600
-        for label, seconds in (("bare", bare_cpu), ("stage", stage_cpu))
+    labels = {
+        "bare": "fastwarc + resiliparse, bare",
+        "shared": "extracted: extraction, language ID, signals (shared)",
+        "recipe": "cleaned: the default recipe's filter pass",
+        "change": "cleaned: a threshold-only change",
     }
     print_table(
         "Cleaning cost (README rows; CPU-hours per TB of .warc.gz = 10^12 bytes / "
         "(gzipped bytes per CPU second) / 3600)",
-        ["run", "CPU s", "MB .warc.gz per CPU s", "CPU-hours per TB .warc.gz", "x bare"],
+        ["run", "CPU s", "CPU-hours per TB .warc.gz", "x bare", "share of extracted"],
         [
             [
-                "fastwarc + resiliparse, bare",
-                bare_cpu,
-                warc_bytes / 1e6 / bare_cpu,
-                hours["bare"],
-                1.0,
-            ],
-            [
-                "tokenmill cleaned stage",
-                stage_cpu,
-                warc_bytes / 1e6 / stage_cpu,
-                hours["stage"],
-                ratio,
-            ],
+                labels[name],
+                seconds,
+                1e12 / (warc_bytes / seconds) / 3600,
+                seconds / bare_cpu,
+                f"{seconds / median['shared']:.1%}",
+            ]
+            for name, seconds in median.items()
         ],
     )
     print(
@@ -792,11 +825,11 @@ def bench_stage_vs_bare(
                 "bench": "stage-vs-bare",
                 "warc_bytes": warc_bytes,
                 "pages": pages,
-                "bare_cpu_s": bare_cpu,
-                "stage_cpu_s": stage_cpu,
-                "ratio": ratio,
-                "ratios": ratios,
-                "cpu_hours_per_tb": hours,
+                "cpu_s": median,
+                "extracted_x_bare": ratio,
+                "extracted_x_bare_rounds": ratios,
+                "threshold_change_share": change_share,
+                "threshold_change_share_rounds": change_shares,
                 "components_cpu_s": components,
             }
         )

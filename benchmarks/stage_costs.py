@@ -1,9 +1,9 @@
-"""Where the cleaned stage's CPU time goes: timers wrapped around its components for one run.
+"""Where the extracted stage's CPU time goes: timers wrapped around its components for one run.
 
 ``attributed(work)`` patches the stage's modules for the length of ``work`` only (the stage's
 normal runs pay nothing) and returns the CPU seconds of each component, exclusive of the
 components it calls (the trafilatura fallback is not counted in extraction), and ``other``:
-what no timer covered (provenance, batching, the chain's own bookkeeping, the marker).
+what no timer covered (provenance, batching, the marker).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import tokenmill.extract as extract
-import tokenmill.filters.chain as chain_module
+import tokenmill.filters.signals as signals_module
 import tokenmill.http as http
 import tokenmill.outputs as outputs
-import tokenmill.stages.cleaned as cleaned
+import tokenmill.stages.extracted as extracted
 
 # Components in the order a record meets them.
 COMPONENTS = (
@@ -82,11 +82,12 @@ _END = object()
 
 
 class _TimedFilter:
-    """A filter or formatter of the chain, timed under its own name."""
+    """A filter or formatter of the signal profile, timed under its own name."""
 
     def __init__(self, inner, attribution: Attribution, component: str):
         self._inner = inner
         self._call = attribution.wrap(component, inner.__call__)
+        self.measure = attribution.wrap(component, getattr(inner, "measure", inner))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -107,7 +108,9 @@ def attributed(work: Callable[[], Any]) -> tuple[Any, dict[str, float], dict[str
     costs = Attribution()
     wrap = costs.wrap
     with ExitStack() as stack:
-        _patch(stack, cleaned, "iter_records", costs.wrap_iterator("read", cleaned.iter_records))
+        _patch(
+            stack, extracted, "iter_records", costs.wrap_iterator("read", extracted.iter_records)
+        )
         for name in ("parse_http_head", "looks_binary", "decode_html"):
             _patch(stack, extract, name, wrap("HTTP and charset", getattr(extract, name)))
         _patch(
@@ -115,23 +118,20 @@ def attributed(work: Callable[[], Any]) -> tuple[Any, dict[str, float], dict[str
         )
         _patch(stack, extract, "html_to_text", wrap("extraction", extract.html_to_text))
         _patch(stack, extract, "_trafilatura", wrap("fallback", extract._trafilatura))
-        _patch(stack, cleaned, "nfc", wrap("NFC", cleaned.nfc))
-        identifier = cleaned.identifier
-        _patch(stack, cleaned, "identifier", lambda b: wrap("language ID", identifier(b)))
-        _patch(stack, cleaned, "_frame", wrap("rows to polars", cleaned._frame))
-        _patch(stack, chain_module, "words_of", wrap("filter words", chain_module.words_of))
+        _patch(stack, extracted, "nfc", wrap("NFC", extracted.nfc))
+        identifier = extracted.identifier
+        _patch(stack, extracted, "identifier", lambda b: wrap("language ID", identifier(b)))
+        _patch(stack, extracted, "_frame", wrap("rows to polars", extracted._frame))
+        _patch(stack, signals_module, "words_of", wrap("filter words", signals_module.words_of))
         for name in ("write", "write_table", "close"):
             method = getattr(outputs.ParquetSink, name)
             _patch(stack, outputs.ParquetSink, name, wrap("write", method))
-        chain = cleaned.CleanSettings.chain
-
-        def timed_chain(settings):
-            built = chain(settings)
-            built.filters = [_TimedFilter(f, costs, f"filter: {f.name}") for f in built.filters]
-            built.formatters = [_TimedFilter(f, costs, "PII") for f in built.formatters]
-            return built
-
-        _patch(stack, cleaned.CleanSettings, "chain", timed_chain)
+        profile = extracted.SIGNALS
+        timed = signals_module.SignalProfile(
+            [_TimedFilter(f, costs, f"signals: {f.name}") for f in profile.filters],
+            [_TimedFilter(f, costs, "PII") for f in profile.formatters],
+        )
+        _patch(stack, extracted, "SIGNALS", timed)
         started = time.process_time()
         result = work()
         total = time.process_time() - started

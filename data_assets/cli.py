@@ -150,6 +150,32 @@ def cmd_trace(args: argparse.Namespace) -> None:
     print(f"  {'context':14} …{found['before']}[[{found['text']}]]{found['after']}…")
 
 
+def cmd_preview(args: argparse.Namespace) -> None:
+    from data_assets.recipe import Recipe
+    from tokenmill.layout import EXTRACTED, MARKER
+    from tokenmill.preview import html_report, preview, text_report
+    from tokenmill.stages.cleaned import CleanSettings
+    from tokenmill.units import registered_crawls, registered_units
+
+    lake = default_lake()
+    proposed = Recipe.load(args.recipe).settings(CleanSettings)
+    current = Recipe.load(args.against).settings(CleanSettings)
+    crawls = args.crawl or registered_crawls(lake)
+    units = [
+        unit
+        for crawl in crawls
+        for unit in registered_units(lake, crawl)
+        if lake.exists(f"{unit.prefix(EXTRACTED)}/{MARKER}")
+    ]
+    if not units:
+        raise ValueError(f"nothing extracted yet in {', '.join(crawls) or 'the lake'}")
+    result = preview(lake, units, current, proposed, samples=args.sample)
+    print(text_report(result))
+    if args.html:
+        Path(args.html).write_text(html_report(result))
+        print(f"\ndistributions with both thresholds: {args.html}")
+
+
 def cmd_ui(args: argparse.Namespace) -> None:
     from data_assets.runner import local_instance
 
@@ -212,6 +238,20 @@ def main(argv: list[str] | None = None) -> None:
     trace.add_argument("part", type=int, help="the unit's file number")
     trace.add_argument("position", type=int)
     trace.set_defaults(func=cmd_trace)
+
+    preview = commands.add_parser(
+        "preview",
+        help="what a recipe would newly drop and keep, from the stored signals (nothing is "
+        "extracted or written)",
+    )
+    preview.add_argument("recipe", help="the recipe file to try")
+    preview.add_argument(
+        "--against", help="the recipe file to compare with (default: the deployment's recipe)"
+    )
+    preview.add_argument("--crawl", action="append", help="only this crawl (default: every one)")
+    preview.add_argument("--sample", type=int, default=3, help="sample URLs per rule")
+    preview.add_argument("--html", help="write the distributions, thresholds marked, here")
+    preview.set_defaults(func=cmd_preview)
 
     ui = commands.add_parser("ui", help="open the Dagster UI (dagster dev) on this project")
     ui.add_argument("--host", default="127.0.0.1")

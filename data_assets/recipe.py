@@ -8,7 +8,8 @@ recorded in the run's metadata). The file is read when the code location loads; 
 hash is part of the code version of the stages it configures, so changing the recipe makes
 exactly those stages' partitions stale.
 
-Sections are named after the settings type: `raw`, `clean`, `dedup`, `tokenizer`, `tokenize`.
+Sections are named after the settings type: `raw`, `extract`, `clean`, `dedup`, `tokenizer`,
+`tokenize`.
 """
 
 from __future__ import annotations

@@ -733,13 +733,13 @@ def seed_lake(reference: Lake, lake: Lake, crawl: str = CRAWL) -> None:
 
 
 # The per-unit stages before the crawl-wide clustering, one run each.
-INGEST_STAGES = ("raw_crawl", "cleaned", "dedup_signatures")
+INGEST_STAGES = ("raw_crawl", "extracted", "cleaned", "dedup_signatures")
 INGEST_JOBS = ",".join(f"run_{stage}" for stage in INGEST_STAGES)
 
 
 def start_ingest_run(reference: Lake, lake: Lake, env: dict[str, str]) -> Child:
     """Seed `lake` from the reference lake, register its partitions on the child's instance and
-    start the ingest runs of UNIT (raw_crawl, cleaned, dedup_signatures) in a child process;
+    start the ingest runs of UNIT (raw_crawl to dedup_signatures) in a child process;
     returns once it executes."""
     seed_lake(reference, lake)
     add_partitions(env, lake)
@@ -749,7 +749,7 @@ def start_ingest_run(reference: Lake, lake: Lake, env: dict[str, str]) -> Child:
 
 
 def ingest_outputs_match(reference: Lake, lake: Lake, unit: Unit = UNIT) -> bool:
-    """The ingest runs' outputs (raw_crawl, cleaned, dedup_signatures of a unit) are identical
+    """The ingest runs' outputs (raw_crawl to dedup_signatures of a unit) are identical
     to the reference's, and committed consistently."""
     return all(
         snapshot(lake, unit.prefix(stage)) == snapshot(reference, unit.prefix(stage))

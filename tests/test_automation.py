@@ -46,7 +46,14 @@ from tokenmill.units import discover, register_new_files, registered_units, unit
 
 CRAWL = "CC-MAIN-AUTO-2026-05"
 OTHER = "CC-MAIN-AUTO-2026-06"
-PER_UNIT = ["raw_crawl", "cleaned", "dedup_signatures", "deduplicated", "tokenized_shards"]
+PER_UNIT = [
+    "raw_crawl",
+    "extracted",
+    "cleaned",
+    "dedup_signatures",
+    "deduplicated",
+    "tokenized_shards",
+]
 
 
 def land(lake: Lake, names: list[str], crawl: str = CRAWL, data: bytes = b"") -> None:
@@ -354,6 +361,7 @@ def test_landed_files_end_up_tokenized_and_only_what_changed_runs_again(tmp_path
     launched = automation.settle()
     assert launched == {
         "raw_crawl": set(first_units),
+        "extracted": set(first_units),
         "cleaned": set(first_units),
         "dedup_signatures": set(first_units),
         "dedup_clusters": {CRAWL, OTHER},
@@ -419,7 +427,7 @@ def test_clusters_are_not_held_by_a_crawl_whose_unit_list_was_never_observed(lak
     instance.add_dynamic_partitions("crawls", [CRAWL])
     instance.add_dynamic_partitions("units", keys(CRAWL, "00000"))
     automation = Automation(definitions(lake), instance)
-    for asset in ("raw_crawl", "cleaned", "dedup_signatures"):
+    for asset in ("raw_crawl", "extracted", "cleaned", "dedup_signatures"):
         instance.report_runless_asset_event(AssetMaterialization(asset, partition=f"{CRAWL}/00000"))
     assert automation.signatures_tick() == [CRAWL]
     requested = automation.evaluate().get_requested_partitions(AssetKey("dedup_clusters"))
@@ -504,6 +512,8 @@ def test_the_recipe_sets_every_run_and_its_changes_rerun_only_its_stages(tmp_pat
     unit = Unit(CRAWL, "00000")
     raw = defs.resolve_job_def(JOBS["raw_crawl"].name)
     assert raw.execute_in_process(instance=instance, partition_key=unit.key).success
+    extracted = defs.resolve_job_def(JOBS["extracted"].name)
+    assert extracted.execute_in_process(instance=instance, partition_key=unit.key).success
     cleaned = defs.resolve_job_def(JOBS["cleaned"].name)
 
     # A run without config (as every automated one) cleans by the recipe...
@@ -525,7 +535,8 @@ def test_the_recipe_sets_every_run_and_its_changes_rerun_only_its_stages(tmp_pat
         "keep_languages": ["en"]
     }
 
-    # Changing the recipe's clean section changes the code version of cleaned only...
+    # Changing the recipe's clean section changes the code version of cleaned only (not the
+    # extraction: a try of other languages never extracts again)...
     italian = Recipe({"clean": clean | {"keep_languages": ["it"]}}, "italian")
     new_defs = definitions(lake, italian)
     graphs = defs.resolve_asset_graph(), new_defs.resolve_asset_graph()

@@ -37,7 +37,7 @@ from tokenmill.stages import raw_crawl
 pytestmark = pytest.mark.timeout(600)
 
 CRAWL = "CC-MAIN-BACKFILL"
-INGEST_ASSETS = ["raw_crawl", "cleaned", "dedup_signatures"]
+INGEST_ASSETS = ["raw_crawl", "extracted", "cleaned", "dedup_signatures"]
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_asset_backfill_launches_one_run_per_unit(dev: DagsterDev, lake: Lake):
     backfill = dev.wait_for_backfill(backfill_id, timeout=240)
     assert backfill.status == BulkActionStatus.COMPLETED_SUCCESS, backfill
 
-    # One partition per run (BackfillPolicy.multi_run(1)): the three stages of a unit run
+    # One partition per run (BackfillPolicy.multi_run(1)): the ingest stages of a unit run
     # together, each unit in its own run.
     with dev.instance() as instance:
         runs = instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
@@ -171,6 +171,7 @@ def test_a_run_records_its_partition_without_an_event_per_file(tmp_path):
     instance = DagsterInstance.ephemeral()
     key = register(instance, lake, "CC-MAIN-ONE", 3).units[0].key
     assert run_unit(instance, lake, JOBS[RAW_CRAWL].name, key).success
+    assert run_unit(instance, lake, JOBS["extracted"].name, key).success
     result = run_unit(instance, lake, JOBS["cleaned"].name, key)
     assert result.success
 

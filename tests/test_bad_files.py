@@ -26,7 +26,7 @@ from tokenmill.lake import Lake
 from tokenmill.layout import MARKER, Unit
 from tokenmill.parts import run_stage_work
 from tokenmill.stage import Scope
-from tokenmill.stages import STAGES, raw_crawl
+from tokenmill.stages import STAGES, raw_crawl, stage_named
 from tokenmill.units import discover, register_new_files, unit_files
 from tokenmill.worker_errors import WorkerDiedError, WorkerError, portable
 
@@ -154,9 +154,10 @@ def test_a_bad_file_beside_good_ones_is_quarantined_and_loses_no_good_record(
     assert not verdict.passed and key in verdict.description
     assert verdict.metadata["unusable"] == reports["raw_crawl"].counts["unusable_files"]
 
-    rejected = table(lake, unit, "cleaned", "rejected.parquet")
+    rejected = table(lake, unit, "extracted", "rejected.parquet")
     unusable = rejected.filter(pl.col("filter") == "unusable_file")
     assert unusable["source_file"].to_list() == [key]
+    assert reports["cleaned"].counts["unusable_files"].keys() == {key}
     assert kept(lake, unit, "cleaned") == reference["cleaned"]
     assert kept(lake, unit, "deduplicated") == reference["deduplicated"]
     assert reports["tokenized_shards"].records_out == reference["shard_docs"]
@@ -261,7 +262,8 @@ def lab_plugins(tmp_path, monkeypatch):
 def three_good_files(lake: Lake, good_files: dict[str, bytes]) -> Unit:
     files = {"a.warc.gz": good_files[GOOD[0]], "b.warc.gz": good_files[GOOD[1]]}
     unit = land_unit(lake, {**files, "c.warc.gz": good_files[GOOD[0]]})
-    run_stage_work(STAGES[0], lake, unit=unit, workers=2, memory_limit=MEMORY_CAP)
+    for stage in STAGES[:2]:  # raw_crawl, extracted
+        run_stage_work(stage, lake, unit=unit, workers=2, memory_limit=MEMORY_CAP)
     return unit
 
 
@@ -269,7 +271,8 @@ def clean_with(lake: Lake, unit: Unit, plugin: str):
     from tokenmill.stages.cleaned import CleanSettings
 
     settings = CleanSettings(plugin_filters=[{"path": f"lab_errors.{plugin}"}])
-    return run_stage_work(STAGES[1], lake, settings, unit=unit, workers=2, memory_limit=MEMORY_CAP)
+    cleaned = stage_named("cleaned")
+    return run_stage_work(cleaned, lake, settings, unit=unit, workers=2, memory_limit=MEMORY_CAP)
 
 
 def committed_parts(lake: Lake, unit: Unit) -> list[int]:

@@ -1,9 +1,12 @@
-"""The cleaning stage end to end on a generated crawl: decisions against the crawl's ground truth,
-rejections, per-filter counts, run config with plug-in filters."""
+"""Extraction and the cleaning stage end to end on a generated crawl: decisions against the
+crawl's ground truth, rejections, per-filter counts, run config with plug-in filters."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import random
+import shutil
 from collections import Counter
 
 import polars as pl
@@ -12,11 +15,15 @@ import pytest
 from data_assets.recipe import PluginFilter, Recipe
 from data_assets.results import stage_result
 from demo.crawl import generate_demo_crawl
+from tests.conftest import SHARED
+from tokenmill.filters import FilterChain
 from tokenmill.lake import Lake
-from tokenmill.layout import CLEANED, LANDING, RAW_CRAWL
+from tokenmill.layout import CLEANED, DOC_SCHEMA, EXTRACTED, LANDING, MANIFESTS, MARKER, RAW_CRAWL
+from tokenmill.outputs import StageReport
 from tokenmill.parts import run_stage_work
 from tokenmill.stages import stage_named
-from tokenmill.stages.cleaned import CleanSettings, _foreign
+from tokenmill.stages.cleaned import CleanSettings
+from tokenmill.stages.extracted import SIGNALS, ExtractSettings
 from tokenmill.units import register_new_files
 
 CRAWL = "CC-MAIN-TEST-2026-02"
@@ -35,18 +42,32 @@ def landed(tmp_path_factory):
         lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
     (unit,) = register_new_files(lake, CRAWL, files_per_unit=2).units
     run_stage_work(stage_named(RAW_CRAWL), lake, unit=unit, workers=1)
+    run_stage_work(stage_named(EXTRACTED), lake, unit=unit, workers=1)
     truth = json.loads((root / "truth.json").read_text())
     return lake, unit, {page["record_id"]: page for page in truth["pages"]}
 
 
 def run(landed, settings: CleanSettings | None = None):
+    """The cleaning stage's report, its documents, every rejection (extraction's and its
+    own) and the truth."""
     lake, unit, truth = landed
     report = run_stage_work(stage_named(CLEANED), lake, settings, unit=unit, workers=1)
-    parts = [unit.part_prefix(CLEANED, part) for part in range(report.counts["files"])]
-    assert len(parts) == 2  # one part per WARC file of the unit
-    docs = pl.concat([pl.read_parquet(lake.path(f"{p}/docs.parquet")) for p in parts])
-    rejected = pl.concat([pl.read_parquet(lake.path(f"{p}/rejected.parquet")) for p in parts])
+    assert report.counts["files"] == 2  # one part per WARC file of the unit
+    docs = pl.concat([pl.read_parquet(lake.path(k)) for k in _files(lake, unit, CLEANED, "docs")])
+    rejected = pl.concat(
+        pl.read_parquet(lake.path(k))
+        for zone in (EXTRACTED, CLEANED)
+        for k in _files(lake, unit, zone, "rejected")
+    )
     return report, docs, rejected, truth
+
+
+def _files(lake, unit, zone: str, name: str) -> list[str]:
+    return [f"{unit.part_prefix(zone, part)}/{name}.parquet" for part in range(2)]
+
+
+def extraction_report(lake, unit) -> StageReport:
+    return StageReport.from_summary(lake.read_json(f"{unit.prefix(EXTRACTED)}/{MARKER}"))
 
 
 @pytest.fixture(scope="module")
@@ -58,13 +79,15 @@ def kind(page: dict) -> str:
     return page["kind"].split(":")[0]
 
 
-def test_every_response_is_kept_or_rejected_once(default_run):
+def test_every_response_is_kept_or_rejected_once(landed, default_run):
     report, docs, rejected, truth = default_run
+    extraction = extraction_report(*landed[:2])
     readable = [p for p in truth.values() if p["kind"] != "broken:corrupt_gzip"]
     seen = docs["record_id"].to_list() + rejected["record_id"].to_list()
-    assert len(seen) == len(set(seen)) == report.records_in
+    assert len(seen) == len(set(seen)) == extraction.records_in
     assert set(seen) <= set(truth)
-    assert report.records_in >= len(readable) - 2  # truncated records may be unreadable
+    assert extraction.records_in >= len(readable) - 2  # truncated records may be unreadable
+    assert report.records_in == extraction.records_out  # cleaning reads every extracted doc
     assert report.records_out == docs.height
 
 
@@ -94,14 +117,15 @@ def test_kept_documents_carry_language_and_provenance(default_run):
     assert not docs["text"].str.contains("@").any()  # e-mail addresses are masked
 
 
-def test_rejections_name_filter_and_reason(default_run):
+def test_rejections_name_filter_and_reason(landed, default_run):
     report, _, rejected, _ = default_run
+    extraction = extraction_report(*landed[:2])
     assert rejected["filter"].null_count() == rejected["reason"].null_count() == 0
     assert (rejected["reason"].str.len_chars() > 0).all()
     counts = dict(rejected.group_by("filter").len().iter_rows())
     for name in BUILTIN + ["language"]:
         assert report.dropped[f"filter:{name}"] == counts.get(name, 0)
-    assert report.dropped["extract:non_html"] == counts["extract:non_html"]
+    assert extraction.dropped["extract:non_html"] == counts["extract:non_html"]
 
 
 def test_per_filter_drop_counts_are_numeric_metadata(landed, default_run):
@@ -149,8 +173,6 @@ def test_run_config_with_plugins_of_every_kind(landed, tmp_path, monkeypatch):
     config = recipe.config_class(stage_named(CLEANED))(
         keep_languages=["en", "de"],
         skip_filters=["c4_quality"],
-        extractor="resiliparse",
-        language_backend="py3langid",
         plugin_filters=[
             PluginFilter(path="lab_filters.MaxWords", params={"limit": "700", "label": "words"}),
             PluginFilter(path="lab_filters.few_questions", params={"most": "4"}),
@@ -177,22 +199,11 @@ def test_run_config_with_plugins_of_every_kind(landed, tmp_path, monkeypatch):
 
 def test_bad_settings_fail_at_once():
     with pytest.raises(ValueError, match="boilerpipe"):  # pydantic's ValidationError
-        Recipe.load().config_class(stage_named(CLEANED))(extractor="boilerpipe")
+        Recipe.load().config_class(stage_named(EXTRACTED))(extractor="boilerpipe")
     with pytest.raises(ValueError, match="extractor"):
-        CleanSettings(extractor="boilerpipe")
+        ExtractSettings(extractor="boilerpipe")
     with pytest.raises(ValueError, match="language_backend"):
-        CleanSettings(language_backend="cld2")
-
-
-def test_foreign_means_surely_a_language_the_stage_drops():
-    foreign = _foreign(CleanSettings(keep_languages=["en"]))
-    german = "Der Garten liegt im Winter unter Stroh, damit der Frost nicht in die Beete kommt."
-    english = "The garden sleeps under straw in winter, so the frost stays out of the beds."
-    assert foreign(german)
-    assert not foreign(english)
-    assert not foreign("12 34")  # no language for sure: the fallback still runs
-    assert not _foreign(CleanSettings(keep_languages=["de"]))(german)
-    assert _foreign(CleanSettings(keep_languages=[])) is None
+        ExtractSettings(language_backend="cld2")
 
 
 def test_every_builtin_threshold_is_a_recipe_setting_with_finewebs_value():
@@ -246,3 +257,116 @@ def test_an_unknown_or_mistyped_setting_fails_naming_the_recipe_and_the_key():
     ):
         with pytest.raises(ValueError, match=rf"recipes/lab\.yaml: {key}: Input should be"):
             Recipe({"clean": section}, "recipes/lab.yaml").settings(CleanSettings)
+
+
+def _extracted_docs(lake, unit) -> pl.DataFrame:
+    return pl.concat(pl.read_parquet(lake.path(k)) for k in _files(lake, unit, EXTRACTED, "docs"))
+
+
+def _random_settings(rng: random.Random) -> CleanSettings:
+    """Thresholds a researcher might try, now and then a filter skipped or PII kept."""
+    return CleanSettings(
+        min_language_score=rng.choice([0.5, 0.65, 0.8]),
+        mask_pii=rng.random() > 0.2,
+        skip_filters=rng.choice([[], [], [], ["c4_quality"], ["gopher_repetition"]]),
+        gopher_repetition={
+            "dup_line_frac": rng.choice([0.1, 0.3, 0.5]),
+            "top_n_grams": [[2, rng.choice([0.1, 0.2])], [3, 0.18], [4, 0.16]],
+            # below the signals' exact floor (0.05) now and then: measured from the text
+            "dup_n_grams": [
+                [n, rng.choice([0.06, 0.1, 0.2] + [0.03] * (n == 5))] for n in range(5, 11)
+            ],
+        },
+        gopher_quality={
+            "min_doc_words": rng.choice([20, 50, 200]),
+            "min_stop_words": rng.choice([1, 2, 4]),
+        },
+        c4_quality={"min_num_sentences": rng.choice([1, 3, 5, 8])},
+        fineweb_quality={
+            "line_punct_thr": rng.choice([0.05, 0.12, 0.3]),
+            "short_line_length": rng.choice([30, 30, 30, 20]),
+        },
+    )
+
+
+def _judged_as_measured(docs: pl.DataFrame, settings: CleanSettings) -> set[str]:
+    """The chain judging from stored signals keeps the documents, texts and reasons that the
+    chain measuring the text does; the filters the signals served."""
+    stored = settings.chain()
+    measuring = FilterChain(stored.filters, stored.formatters)
+    kept, rejected = stored.apply(docs)
+    expected_kept, expected_rejected = measuring.apply(docs.select(DOC_SCHEMA.names))
+    assert kept.select(DOC_SCHEMA.names).equals(expected_kept)
+    columns = ["doc_id", "filter", "reason"]
+    assert (
+        rejected.select(columns)
+        .sort("doc_id")
+        .equals(expected_rejected.select(columns).sort("doc_id"))
+    )
+    return stored.stored
+
+
+def test_stored_signals_judge_as_measuring_the_text_does(landed):
+    docs = _extracted_docs(*landed[:2])
+    texts = SHARED / "corpora" / "text" / "cc-main-2019-30-697docs.jsonl.gz"
+    if texts.exists():  # real pages, when ../shared is there
+        with gzip.open(texts) as lines:
+            rows = [json.loads(line) for line in lines]
+        real = pl.DataFrame(
+            {"doc_id": [str(i) for i in range(len(rows))], "text": [r["text"] for r in rows]}
+        ).with_columns(url=pl.lit("https://cc.example/"), language=pl.lit("en"))
+        real = real.with_columns(language_score=pl.lit(0.9))
+        real = pl.concat([real, SIGNALS.measure(real)], how="horizontal")
+        docs = pl.concat([docs, real], how="diagonal_relaxed")
+    rng = random.Random(20261125)
+    served = Counter()
+    for _ in range(16):
+        served.update(_judged_as_measured(docs, _random_settings(rng)))
+    # FineWeb's own filters from the stored signals in many tries, from the text in others
+    assert all(served[n] >= 4 for n in BUILTIN if n != "url"), served
+    assert served["gopher_repetition"] < 16 and served["fineweb_quality"] < 16, served
+    assert not _judged_as_measured(docs, CleanSettings(mask_pii=False))  # another text
+
+
+def test_a_recipe_change_never_reads_the_warc_files(landed, tmp_path):
+    lake, unit, _ = landed
+    copy = tmp_path / "lake"
+    shutil.copytree(lake.path(EXTRACTED), copy / EXTRACTED)
+    shutil.copytree(lake.path(MANIFESTS), copy / MANIFESTS)
+    elsewhere = Lake.from_url(str(copy))  # no landing zone, no raw_crawl: no WARC at all
+    settings = CleanSettings(keep_languages=["en", "de"], gopher_quality={"min_doc_words": 100})
+    report = run_stage_work(stage_named(CLEANED), elsewhere, settings, unit=unit, workers=1)
+    expected = run_stage_work(stage_named(CLEANED), lake, settings, unit=unit, workers=1)
+    assert 0 < report.records_out == expected.records_out < report.records_in
+    for part in range(2):
+        key = f"{unit.part_prefix(CLEANED, part)}/docs.parquet"
+        assert pl.read_parquet(elsewhere.path(key)).equals(pl.read_parquet(lake.path(key)))
+
+
+def test_preview_counts_what_materializing_the_recipe_then_gives(landed, tmp_path):
+    from tokenmill.preview import html_report, preview, text_report
+
+    lake, unit, _ = landed
+    current = CleanSettings()
+    proposed = CleanSettings(  # every language, longer documents, any stop words
+        keep_languages=[], gopher_quality={"min_doc_words": 150, "min_stop_words": 0}
+    )
+    result = preview(lake, [unit], current, proposed, samples=2)
+    assert "text" not in result.columns_read  # every filter judged from stored signals
+    for name, settings in (("current", current), ("proposed", proposed)):
+        report = run_stage_work(stage_named(CLEANED), lake, settings, unit=unit, workers=1)
+        assert result.kept[name] == report.records_out
+        for flt, count in result.dropped_by[name].items():
+            assert report.dropped[f"filter:{flt}"] == count, flt
+    flips = result.kept["proposed"] - result.kept["current"]
+    dropped = sum(c.documents for c in result.newly_dropped.values())
+    kept = sum(c.documents for c in result.newly_kept.values())
+    assert kept - dropped == flips and dropped > 0 and kept > 0
+    assert ("gopher_quality", "n_words") in result.newly_dropped
+    assert all(len(c.samples) <= 2 for c in result.newly_dropped.values())
+    assert "newly dropped" in text_report(result)
+    page = html_report(result)
+    assert page.count("<svg") >= 10 and "min_doc_words" not in page  # rules by their labels
+    # A plug-in measures the text: the text is read, the counts still match.
+    with_plugin = CleanSettings(plugin_filters=[{"path": "tokenmill.filters.PIIMasker"}])
+    assert "text" in preview(lake, [unit], current, with_plugin).columns_read

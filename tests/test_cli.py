@@ -63,7 +63,7 @@ def test_a_run_whose_input_is_not_materialized_says_which(landed):
     finally:
         instance.dispose()
     assert not outcome.success
-    assert outcome.error.startswith("cleaned: MissingInputError: raw_crawl")
+    assert outcome.error.startswith("cleaned: MissingInputError: extracted")
     assert f"{UNIT} file 0 is not materialized" in outcome.error
 
 
@@ -136,3 +136,29 @@ def test_a_long_cause_is_cut_to_its_first_lines():
     text = failure_of(result)
     assert text.startswith("fails_verbosely: ValueError: line 0 xxx")
     assert len(text) <= len("fails_verbosely: ") + ERROR_CHARS and text.endswith("…")
+
+
+def test_preview_prints_what_a_recipe_would_flip_and_draws_the_distributions(
+    landed, tmp_path, capsys
+):
+    from tokenmill.parts import run_stage_work
+    from tokenmill.stages import stage_named
+    from tokenmill.units import register_new_files
+
+    proposed = tmp_path / "long-docs.yaml"
+    proposed.write_text("clean:\n  gopher_quality:\n    min_doc_words: 2000\n")
+    with pytest.raises(SystemExit):  # nothing extracted yet: said in one line
+        cli(["preview", str(proposed)])
+    assert "nothing extracted yet" in capsys.readouterr().err
+    (unit,) = register_new_files(landed, CRAWL, files_per_unit=1).units
+    for name in ("raw_crawl", "extracted"):
+        run_stage_work(stage_named(name), landed, unit=unit, workers=1)
+    cli(["preview", str(proposed), "--crawl", CRAWL, "--html", str(tmp_path / "p.html")])
+    out = capsys.readouterr().out
+    assert "signals only (no text)" in out
+    assert re.search(r"gopher_quality / n_words: \d+ documents", out)
+    assert "<svg" in (tmp_path / "p.html").read_text()
+    proposed.write_text("clean:\n  gopher_quality:\n    min_words: 200\n")
+    with pytest.raises(SystemExit):
+        cli(["preview", str(proposed)])
+    assert re.search(r"long-docs\.yaml.*min_words", capsys.readouterr().err)

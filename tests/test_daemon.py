@@ -18,6 +18,7 @@ pytestmark = pytest.mark.timeout(900)
 CRAWL = "CC-MAIN-HANDSOFF"
 UNIT = f"{CRAWL}/00000"
 SENSOR_TAG = "dagster/sensor_name"
+SCHEDULE_TAG = "dagster/schedule_name"
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +62,12 @@ def test_landed_files_become_tokenized_shards_with_nobody_launching_a_run(dev: D
             else:
                 materialized = instance.get_materialized_partitions(AssetKey(stage.name))
                 assert materialized == {partition}, stage.name
-        runs = instance.get_runs()
+        # the hourly reconciliation's run, when the test spans the hour, is the schedule's
+        runs = [r for r in instance.get_runs() if SCHEDULE_TAG not in r.tags]
     # Every run was requested by a sensor (the per-stage automation sensors), none twice.
-    assert runs and all(SENSOR_TAG in run.tags for run in runs), [r.tags for r in runs]
+    assert runs and all(SENSOR_TAG in run.tags for run in runs), [
+        (r.asset_selection, r.tags) for r in runs if SENSOR_TAG not in r.tags
+    ]
     assert {run.tags[SENSOR_TAG] for run in runs} <= {f"automation_{s.name}" for s in STAGES}
     launched = [
         (

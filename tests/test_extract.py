@@ -116,22 +116,6 @@ def test_trafilatura_recovers_what_resiliparse_loses():
     assert text.count("the soil stays cold") == 8
 
 
-def test_no_trafilatura_fallback_on_pages_surely_in_a_dropped_language():
-    seen = []
-
-    def foreign(text: str) -> bool:
-        seen.append(text)
-        return True
-
-    assert main_content_route(SIDEBAR_PAGE, fallback=True, foreign=foreign)[1] == "with comments"
-    assert len(seen) == 2  # resiliparse's main content, then the whole page's text
-    only_the_main_content = iter([True, False])
-    route = main_content_route(
-        SIDEBAR_PAGE, fallback=True, foreign=lambda _: next(only_the_main_content)
-    )
-    assert route[1] == "trafilatura"
-
-
 TOC = "".join(
     f"<li><a href='/lib/m{i}.html'>module{i} tools for task {i}</a></li>" for i in range(60)
 )

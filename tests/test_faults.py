@@ -28,7 +28,7 @@ from tokenmill.lake import Lake, LakeKeyError
 from tokenmill.layout import MARKER, Unit
 from tokenmill.parts import run_stage_work
 from tokenmill.stage import Scope
-from tokenmill.stages import STAGES, cleaned, raw_crawl
+from tokenmill.stages import STAGES, cleaned, extracted, raw_crawl
 from tokenmill.units import discover, register_new_files
 
 
@@ -87,30 +87,29 @@ def test_killed_dagster_run_is_retried_resuming_per_file(reference, tmp_path):
     run_lake = Lake.from_url(str(tmp_path / "lake"))
     env = faults.dagster_env(faults.local_home(tmp_path / "home"), str(tmp_path / "lake"))
     child = faults.start_ingest_run(lake, run_lake, env)
-    # Killed as soon as the cleaned run committed its first file: midway through the unit.
-    cleaned_prefix = UNIT.prefix("cleaned")
-    faults.wait_for(lambda: run_lake.exists(f"{cleaned_prefix}/00000/{MARKER}"), timeout=120)
+    # Killed as soon as the extraction run committed its first file: midway through the unit.
+    extracted_prefix = UNIT.prefix("extracted")
+    faults.wait_for(lambda: run_lake.exists(f"{extracted_prefix}/00000/{MARKER}"), timeout=120)
     assert child.kill(), "the run finished before it could be killed"
-    assert not run_lake.exists(f"{cleaned_prefix}/{MARKER}"), "the unit was done already"
+    assert not run_lake.exists(f"{extracted_prefix}/{MARKER}"), "the unit was done already"
     for stage in faults.INGEST_STAGES:
         assert faults.commit_problems(run_lake, UNIT.prefix(stage)) == []
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
         with DagsterInstance.get() as instance:
-            (killed,) = instance.get_runs(RunsFilter(job_name="run_cleaned"))
+            (killed,) = instance.get_runs(RunsFilter(job_name="run_extracted"))
     (committed,) = {
         run_lake.read_json(key)["resume"]
-        for key in run_lake.list(cleaned_prefix)
+        for key in run_lake.list(extracted_prefix)
         if key.endswith(f"/{MARKER}")
     }
     assert committed == killed.run_id
-    parts_at_kill = sum(key.endswith(f"/{MARKER}") for key in run_lake.list(cleaned_prefix))
+    parts_at_kill = sum(key.endswith(f"/{MARKER}") for key in run_lake.list(extracted_prefix))
     # The run retry the daemon launches: the same root run, so the same attempt.
-    outcome = faults.run_child(
-        "jobs", UNIT.key, f"run_cleaned@{killed.run_id},run_dedup_signatures", env=env
-    )
+    jobs = f"run_extracted@{killed.run_id},run_cleaned,run_dedup_signatures"
+    outcome = faults.run_child("jobs", UNIT.key, jobs, env=env)
     assert outcome["success"]
-    summary = run_lake.read_json(f"{cleaned_prefix}/{MARKER}")
+    summary = run_lake.read_json(f"{extracted_prefix}/{MARKER}")
     assert summary["counts"]["resumed_parts"] == parts_at_kill >= 1
     assert summary["counts"]["files"] == faults.FILES_PER_UNIT
     assert faults.ingest_outputs_match(lake, run_lake, UNIT)
@@ -299,9 +298,13 @@ def test_hostile_records_are_counted_kept_aside_and_never_fail_the_run(reference
         assert stats[key]["sha256"] == hashlib.sha256(data).hexdigest(), name
     assert [k for k in lake.list("raw_crawl") if k.endswith(".warc.gz")] == []
 
-    report = run_stage_work(cleaned.STAGE, lake, unit=unit, workers=1)
+    report = run_stage_work(extracted.STAGE, lake, unit=unit, workers=1)
+    run_stage_work(cleaned.STAGE, lake, unit=unit, workers=1)
     docs = unit_table(lake, unit, "cleaned", "docs.parquet", len(files))
-    rejected = unit_table(lake, unit, "cleaned", "rejected.parquet", len(files))
+    rejected = pa.concat_tables(
+        unit_table(lake, unit, zone, "rejected.parquet", len(files))
+        for zone in ("extracted", "cleaned")
+    )
     responses = index.filter(pc.equal(index["type"], "response"))
     unusable = rejected.filter(pc.equal(rejected["filter"], "unusable_file"))
     assert unusable.column("source_file").to_pylist() == ["landing/CC-MAIN-HOSTILE/c-empty.warc.gz"]
@@ -339,14 +342,14 @@ def test_a_record_over_its_cpu_budget_is_dropped_and_its_neighbours_kept(
     files = dict(list(files.items())[:file_count])
     unit = land(lake, "CC-MAIN-BUDGET", files)
     run_stage_work(raw_crawl.STAGE, lake, unit=unit, workers=1)
-    settings = cleaned.CleanSettings(record_cpu_s=1.0)
+    settings = extracted.ExtractSettings(record_cpu_s=1.0)
     started = time.process_time()
     report = run_stage_work(
-        cleaned.STAGE, lake, settings, unit=unit, workers=workers, memory_limit=4 << 30
+        extracted.STAGE, lake, settings, unit=unit, workers=workers, memory_limit=4 << 30
     )
     assert time.process_time() - started < 20  # this process only waited
-    docs = unit_table(lake, unit, "cleaned", "docs.parquet", len(files))
-    rejected = unit_table(lake, unit, "cleaned", "rejected.parquet", len(files))
+    docs = unit_table(lake, unit, "extracted", "docs.parquet", len(files))
+    rejected = unit_table(lake, unit, "extracted", "rejected.parquet", len(files))
     assert report.records_in == 3 * file_count == docs.num_rows + rejected.num_rows
     assert report.dropped["extract:over_budget"] == 1
     reasons = {
@@ -354,7 +357,7 @@ def test_a_record_over_its_cpu_budget_is_dropped_and_its_neighbours_kept(
         for row in rejected.to_pylist()
     }
     assert reasons.pop(("a.warc.gz", "nested")) == "extract:over_budget"
-    # Every other page, the deep page's neighbours included, reached the filters.
+    # Every other page, the deep page's neighbours included, was extracted.
     assert not [r for r in reasons.values() if r.startswith("extract:")], reasons
     kept = {
         (r["source_file"].rsplit("/", 1)[1], r["url"].rsplit("/", 1)[1]) for r in docs.to_pylist()

@@ -594,10 +594,12 @@ def test_step_check_catches_a_step_pod_with_the_coordinators_account(
 def test_heavy_stages_get_the_resources_they_need():
     cpu = {stage: quantity(r["requests"]["cpu"]) for stage, r in STAGE_RESOURCES.items()}
     memory = {stage: quantity(r["requests"]["memory"]) for stage, r in STAGE_RESOURCES.items()}
-    assert max(cpu, key=cpu.get) in ("cleaned", "tokenized_shards")
-    assert cpu["cleaned"] == cpu["tokenized_shards"] == max(cpu.values())
-    # Clustering's memory is bounded by its setting; cleaning's grows with its worker processes.
+    assert max(cpu, key=cpu.get) in ("extracted", "tokenized_shards")
+    assert cpu["extracted"] == cpu["tokenized_shards"] == max(cpu.values())
+    assert cpu["cleaned"] < cpu["extracted"]  # a filter pass over stored columns
+    # Clustering's memory is bounded by its setting; extraction's grows with its workers.
     assert memory["dedup_clusters"] > DedupSettings().cluster_memory_gb * 2**30
+    assert memory["extracted"] >= cpu["extracted"] * 2**30
     assert memory["cleaned"] >= cpu["cleaned"] * 2**30
 
 

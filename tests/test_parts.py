@@ -11,7 +11,7 @@ import pytest
 
 from demo.crawl import generate_demo_crawl
 from tokenmill.lake import HOST_ID, TEMP_MARKER, Lake
-from tokenmill.layout import CLEANED, LANDING, MARKER, RAW_CRAWL, Unit
+from tokenmill.layout import EXTRACTED, LANDING, MARKER, RAW_CRAWL, Unit
 from tokenmill.parts import RESUME_FIELD, run_stage_work
 from tokenmill.stages import stage_named
 from tokenmill.units import register_new_files
@@ -57,50 +57,50 @@ def test_two_workers_write_the_same_bytes_as_one(tmp_path, warc_dir):
     outputs = []
     for workers in (1, 2):
         lake, unit = landed_unit(tmp_path / f"lake{workers}", warc_dir)
-        for stage in (RAW_CRAWL, CLEANED):
+        for stage in (RAW_CRAWL, EXTRACTED):
             report = run(lake, unit, stage, workers)
             assert report.counts["files"] == FILES and report.counts["resumed_parts"] == 0
-        outputs.append(stage_files(lake, RAW_CRAWL, CLEANED))
+        outputs.append(stage_files(lake, RAW_CRAWL, EXTRACTED))
     one, two = outputs
     assert sorted(one) == sorted(two)
     assert [k for k in one if k.endswith("docs.parquet")] == [
-        f"{CLEANED}/{CRAWL}/00000/{part:05d}/docs.parquet" for part in range(FILES)
+        f"{EXTRACTED}/{CRAWL}/00000/{part:05d}/docs.parquet" for part in range(FILES)
     ]
     for key in one:  # markers included: the same counters and file digests
         assert one[key] == two[key], key
-    marker = Lake.from_url(str(tmp_path / "lake1")).read_json(f"{CLEANED}/{CRAWL}/00000/{MARKER}")
+    marker = Lake.from_url(str(tmp_path / "lake1")).read_json(f"{EXTRACTED}/{CRAWL}/00000/{MARKER}")
     assert sorted({name.split("/")[0] for name in marker["outputs"]}) == ["00000", "00001", "00002"]
 
 
 def test_a_killed_unit_recomputes_only_its_missing_part(tmp_path, warc_dir):
     lake, unit = landed_unit(tmp_path / "lake", warc_dir)
     run(lake, unit, RAW_CRAWL)
-    first = run(lake, unit, CLEANED, resume="attempt-1")
-    done = stage_files(lake, CLEANED)
-    part_marker = f"{unit.part_prefix(CLEANED, 1)}/{MARKER}"
+    first = run(lake, unit, EXTRACTED, resume="attempt-1")
+    done = stage_files(lake, EXTRACTED)
+    part_marker = f"{unit.part_prefix(EXTRACTED, 1)}/{MARKER}"
     assert lake.read_json(part_marker)[RESUME_FIELD] == "attempt-1"
-    kept_docs = lake.path(f"{unit.part_prefix(CLEANED, 0)}/docs.parquet")
+    kept_docs = lake.path(f"{unit.part_prefix(EXTRACTED, 0)}/docs.parquet")
     written_at = os.stat(kept_docs).st_mtime_ns
 
     # Killed after parts 0 and 2 committed: part 1 and the unit have no marker.
     lake.delete(part_marker)
-    lake.delete(f"{unit.prefix(CLEANED)}/{MARKER}")
-    resumed = run(lake, unit, CLEANED, resume="attempt-1")
+    lake.delete(f"{unit.prefix(EXTRACTED)}/{MARKER}")
+    resumed = run(lake, unit, EXTRACTED, resume="attempt-1")
     assert resumed.counts["resumed_parts"] == FILES - 1
     assert os.stat(kept_docs).st_mtime_ns == written_at  # not rewritten
-    unit_marker = f"{unit.prefix(CLEANED)}/{MARKER}"
-    assert {k: v for k, v in stage_files(lake, CLEANED).items() if k != unit_marker} == {
+    unit_marker = f"{unit.prefix(EXTRACTED)}/{MARKER}"
+    assert {k: v for k, v in stage_files(lake, EXTRACTED).items() if k != unit_marker} == {
         k: v for k, v in done.items() if k != unit_marker
     }
     assert without_resumed(resumed.summary()) == without_resumed(first.summary())
     assert without_resumed(lake.read_json(unit_marker)) == without_resumed(first.summary())
 
     # Another attempt (a new run) trusts no part of an earlier one.
-    again = run(lake, unit, CLEANED, resume="attempt-2")
+    again = run(lake, unit, EXTRACTED, resume="attempt-2")
     assert again.counts["resumed_parts"] == 0
     assert os.stat(kept_docs).st_mtime_ns != written_at
     assert lake.read_json(part_marker)[RESUME_FIELD] == "attempt-2"
-    assert run(lake, unit, CLEANED).counts["resumed_parts"] == 0  # no token: nothing resumed
+    assert run(lake, unit, EXTRACTED).counts["resumed_parts"] == 0  # no token: nothing resumed
 
 
 def test_a_unit_marker_a_killed_run_was_writing_is_cleared(tmp_path, warc_dir):
@@ -118,9 +118,11 @@ def test_a_unit_marker_a_killed_run_was_writing_is_cleared(tmp_path, warc_dir):
 def test_a_units_cpu_seconds_count_its_worker_processes(tmp_path, warc_dir):
     lake, unit = landed_unit(tmp_path / "lake", warc_dir)
     run(lake, unit, RAW_CRAWL)
-    in_process = run(lake, unit, CLEANED)  # one worker, no cap: the parts run in this process
+    in_process = run(lake, unit, EXTRACTED)  # one worker, no cap: the parts run in this process
     started = time.process_time()
-    report = run_stage_work(stage_named(CLEANED), lake, unit=unit, workers=2, memory_limit=4 << 30)
+    report = run_stage_work(
+        stage_named(EXTRACTED), lake, unit=unit, workers=2, memory_limit=4 << 30
+    )
     own = time.process_time() - started
     assert report.cpu_s > own  # the workers' CPU seconds are in it, not only this process's
     assert report.cpu_s > 0.3 * in_process.cpu_s  # the same work, wherever it ran

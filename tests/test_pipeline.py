@@ -183,17 +183,18 @@ def test_a_second_materialization_produces_identical_output(pipeline):
     assert pipeline.snapshot() == before
 
 
-def test_asset_graph_has_the_four_stages_in_lineage_order():
+def test_asset_graph_has_the_stages_in_lineage_order():
     from data_assets.definitions import defs
 
     graph = defs.resolve_asset_graph()
     order = [key.to_user_string() for key in graph.toposorted_asset_keys]
-    stages = ["raw_crawl", "cleaned", "deduplicated", "tokenized_shards"]
+    stages = ["raw_crawl", "extracted", "cleaned", "deduplicated", "tokenized_shards"]
     assert [name for name in order if name in stages] == stages
     for name in STAGE_ASSETS:
         if name != "tokenizer":
             assert graph.get(AssetKey(name)).is_partitioned, name
-    assert AssetKey("raw_crawl") in graph.get(AssetKey("cleaned")).parent_keys
+    assert AssetKey("raw_crawl") in graph.get(AssetKey("extracted")).parent_keys
+    assert AssetKey("extracted") in graph.get(AssetKey("cleaned")).parent_keys
 
 
 def test_dagster_definitions_validate():

@@ -19,6 +19,7 @@ PROJECT_DIR = Path(__file__).resolve().parents[1]
 CRAWL = "CC-MAIN-RUNTIME-2026-01"
 STAGES = (
     "raw_crawl",
+    "extracted",
     "cleaned",
     "dedup_signatures",
     "dedup_clusters",

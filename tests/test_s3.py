@@ -152,7 +152,7 @@ def read_parquet(lake: Lake, key: str):
         return pq.read_table(f)
 
 
-def run_units(instance, lake: Lake, units, stages=("raw_crawl", "cleaned")) -> None:
+def run_units(instance, lake: Lake, units, stages=("raw_crawl", "extracted", "cleaned")) -> None:
     """Run the stages' jobs for each unit, one run per partition; every check must pass."""
     from data_assets.definitions import build_definitions
     from resources.workers import WorkersResource
@@ -260,7 +260,7 @@ def test_public_bucket_is_read_unsigned(seaweedfs, s3_env, tmp_path):
         unsigned=True,
     ).save(lake)
     (unit,) = register_new_files(lake, crawl, files_per_unit=2).units
-    for name in ("raw_crawl", "cleaned"):
+    for name in ("raw_crawl", "extracted", "cleaned"):
         report = run_stage_work(stage_named(name), lake, unit=unit, workers=1)
         assert report.counts["files"] == 2
     docs = unit_tables(lake, [unit], "cleaned", "docs.parquet")
@@ -298,9 +298,13 @@ def test_an_object_deleted_after_registration_is_quarantined_and_the_rest_kept(
         Bucket=seaweedfs.bucket, Key=f"gone/landing/{crawl}/{doomed.name}"
     )
     cap = 4 << 30
-    raw = run_stage_work(stage_named("raw_crawl"), lake, unit=unit, workers=2, memory_limit=cap)
-    cleaned = run_stage_work(stage_named("cleaned"), lake, unit=unit, workers=2, memory_limit=cap)
     gone = f"landing/{crawl}/{doomed.name}"
+    raw = run_stage_work(stage_named("raw_crawl"), lake, unit=unit, workers=2, memory_limit=cap)
+    extracted = run_stage_work(
+        stage_named("extracted"), lake, unit=unit, workers=2, memory_limit=cap
+    )
+    assert extracted.counts["unusable_files"] == {gone: "missing: no such object"}
+    cleaned = run_stage_work(stage_named("cleaned"), lake, unit=unit, workers=2, memory_limit=cap)
     assert raw.counts["unusable_files"] == {gone: "missing: no such object"}
     assert cleaned.counts["unusable_files"] == {gone: "missing: no such object"}
     assert raw.records_out > 0 and cleaned.records_out > 0  # the other file's records

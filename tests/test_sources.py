@@ -15,11 +15,11 @@ import pytest
 from demo.crawl import generate_demo_crawl
 from tests.formats import warc_headers_at
 from tokenmill.lake import Lake
-from tokenmill.layout import CLEANED, RAW_CRAWL, Unit
+from tokenmill.layout import CLEANED, EXTRACTED, RAW_CRAWL, Unit
 from tokenmill.parts import run_stage_work
 from tokenmill.sources import CrawlSource
 from tokenmill.stages import stage_named
-from tokenmill.stages.cleaned import provenance_resolves
+from tokenmill.stages.extracted import provenance_resolves
 from tokenmill.units import register_new_files, unit_files
 
 CRAWL = "CC-MAIN-SOURCE-2026-01"
@@ -45,7 +45,7 @@ def paths_file(path: Path, lines: list[str]) -> str:
 
 
 def clean(lake: Lake, unit: Unit) -> pl.DataFrame:
-    for stage in (RAW_CRAWL, CLEANED):
+    for stage in (RAW_CRAWL, EXTRACTED, CLEANED):
         run_stage_work(stage_named(stage), lake, unit=unit, workers=1)
     docs = [
         pl.read_parquet(lake.path(f"{unit.part_prefix(CLEANED, part)}/docs.parquet"))
@@ -83,7 +83,7 @@ def test_a_crawl_declared_by_a_gzipped_paths_file_is_cleaned_in_place(tmp_path, 
 
     docs = clean(lake, unit)
     assert_provenance_is_the_source(lake, docs, truth, set(uris))
-    assert provenance_resolves(lake, unit).passed
+    assert provenance_resolves(CLEANED).verify(lake, unit).passed
     assert lake_warc_files(lake) == []  # read where they are, never copied
 
 
@@ -99,7 +99,7 @@ def test_a_crawl_declared_by_a_local_prefix_is_cleaned_in_place(tmp_path, source
 
     docs = clean(lake, unit)
     assert_provenance_is_the_source(lake, docs, truth, set(uris))
-    assert provenance_resolves(lake, unit).passed
+    assert provenance_resolves(CLEANED).verify(lake, unit).passed
     assert lake_warc_files(lake) == []
 
 
@@ -148,12 +148,14 @@ def test_copy_keeps_the_files_in_the_lake_and_provenance_points_at_the_copy(tmp_
     assert set(docs["source_file"]) == set(copies)
 
     shutil.rmtree(movable)  # the copies are all the pipeline needs from now on
-    assert provenance_resolves(lake, unit).passed
+    assert provenance_resolves(CLEANED).verify(lake, unit).passed
     for source_file, offset, record_id in docs.select(
         "source_file", "record_offset", "record_id"
     ).iter_rows():
         headers = warc_headers_at(lake.read_bytes(source_file), offset)
         assert headers["WARC-Record-ID"] == record_id
         assert truth[(source_file.rsplit("/", 1)[1], offset)]["record_id"] == record_id
+    extracted = run_stage_work(stage_named(EXTRACTED), lake, unit=unit, workers=1)
+    assert extracted.counts.get("unusable_files") is None  # read from the copies
     rerun = run_stage_work(stage_named(CLEANED), lake, unit=unit, workers=1)
     assert rerun.records_out == docs.height

@@ -6,9 +6,8 @@ Extractors (``EXTRACTORS``): ``resiliparse`` (its main-content heuristics, fast)
 trafilatura (``fast`` mode, no comments, without ``<nav>`` and ``<footer>``) only on pages where
 resiliparse's main content looks lost (``looks_lost``) and that are small enough for the
 fallback to stay cheap (``FALLBACK_MAX_TAGS``), unless that text is what the page marks as its
-main region (``covers_main_region``) or the caller says (``foreign``) that both the whole page's
-text and resiliparse's main content are in a language it drops: the fallback's text would be
-dropped too.
+main region (``covers_main_region``). The route depends on the page alone, never on what a
+recipe keeps (languages, thresholds): extraction is shared by every recipe.
 Both resiliparse-based extractors first drop comment sections and keep them only when nothing
 else is left (forum threads), and drop repeated lines.
 ``benchmarks/bench_clean.py`` measures all three.
@@ -18,7 +17,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from resiliparse.extract.html2text import extract_plain_text
@@ -143,30 +141,25 @@ def html_to_text(
     html: str,
     main_content: bool = True,
     extractor: str = DEFAULT_EXTRACTOR,
-    foreign: Callable[[str], bool] | None = None,
 ) -> str:
-    """Text of an HTML page. ``main_content=False`` keeps the whole page (resiliparse only);
-    ``foreign``: see ``main_content_route``."""
+    """Text of an HTML page. ``main_content=False`` keeps the whole page (resiliparse only)."""
     if extractor not in EXTRACTORS:
         raise ValueError(f"unknown extractor {extractor!r}, expected one of {EXTRACTORS}")
     if extractor == "trafilatura" and main_content:
         return _trafilatura(html)
     if not main_content:
         return _resiliparse(HTMLTree.parse(html), main_content=False)
-    return main_content_route(html, fallback=extractor == "hybrid", foreign=foreign)[0]
+    return main_content_route(html, fallback=extractor == "hybrid")[0]
 
 
 ROUTES = ("main content", "with comments", "trafilatura")
 
 
-def main_content_route(
-    html: str, fallback: bool, foreign: Callable[[str], bool] | None = None
-) -> tuple[str, str]:
+def main_content_route(html: str, fallback: bool) -> tuple[str, str]:
     """Main content by resiliparse, and which of ``ROUTES`` gave it: without comment sections;
     with them when nothing else is left (forum threads); trafilatura (if ``fallback``) when
     resiliparse's text still looks lost and the page is small enough, unless that text is the
-    page's marked main region (``covers_main_region``) or ``foreign`` (a text is surely in a
-    language the caller drops) holds for the page's text and that one."""
+    page's marked main region (``covers_main_region``)."""
     tree = HTMLTree.parse(html)
     text, route = _resiliparse(tree, main_content=True, comments=False), ROUTES[0]
     if _fewer_words(text, FALLBACK_MAX_WORDS):
@@ -182,7 +175,6 @@ def main_content_route(
                 and looks_lost(text, page_words)
                 and html.count("<") <= FALLBACK_MAX_TAGS
                 and not covers_main_region(tree, text, len(html))
-                and not (foreign and foreign(text) and foreign(_lines(page)))
             ):
                 recovered = _trafilatura(html, fast=True)
                 if recovered:
@@ -248,10 +240,8 @@ def extract_document(
     max_html_bytes: int,
     main_content: bool = True,
     extractor: str = DEFAULT_EXTRACTOR,
-    foreign: Callable[[str], bool] | None = None,
 ) -> Extracted:
-    """Text of an HTTP response block, or `Skip` saying why there is none (``foreign``: see
-    ``main_content_route``)."""
+    """Text of an HTTP response block, or `Skip` saying why there is none."""
     response = parse_http_head(block)
     if response.status != 200:
         raise Skip("http_status", str(response.status))
@@ -265,7 +255,7 @@ def extract_document(
     if looks_binary(response.body):
         raise Skip("binary_payload", f"labeled {response.mime or 'without type'}")
     html, charset = decode_html(response.body, response.declared_charset)
-    text = html_to_text(html, main_content, extractor, foreign)
+    text = html_to_text(html, main_content, extractor)
     if not text:
         raise Skip("no_text")
     return Extracted(text, charset)

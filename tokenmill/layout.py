@@ -27,6 +27,7 @@ MANIFESTS = "manifests"
 MARKER = "_SUCCESS.json"
 
 RAW_CRAWL = "raw_crawl"
+EXTRACTED = "extracted"
 CLEANED = "cleaned"
 DEDUP_SIGNATURES = "dedup_signatures"
 DEDUP_CLUSTERS = "dedup_clusters"

@@ -97,7 +97,23 @@ class C4QualityFilter:
         self.filter_curly_bracket = filter_curly_bracket
         self.filter_policy = filter_policy
 
+    signals = ("sentences", "fatal")
+    rewrites = True  # its `measure` gives each document's new text, `new_text`
+
     def __call__(self, docs: pl.DataFrame) -> FilterResult:
+        stats = self.measure(docs)
+        return FilterResult(self.judge(stats), stats["new_text"])
+
+    def measure_key(self) -> tuple:
+        return tuple(v for k, v in vars(self).items() if k != "min_num_sentences")
+
+    def judge(self, stats: pl.DataFrame) -> pl.Series:
+        reason = pl.coalesce(pl.col("fatal"), first_failing(self._rules()))
+        return stats.select(reason.alias("reason")).to_series()
+
+    def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
+        """Per document: ``sentences`` in the kept lines, ``fatal`` (a kept line's reason to
+        drop the whole document, or null) and ``new_text`` (the kept lines)."""
         text = docs["text"].fill_null("")
         lines = explode(split_lines(text))
         lines = pl.DataFrame({"doc": lines.doc, "line": lines.values.str.strip_chars()})
@@ -117,10 +133,9 @@ class C4QualityFilter:
             fatal=pl.col("fatal").drop_nulls().first(),
         )
         stats = pl.DataFrame([doc_index(len(text))]).join(per_doc, on="doc", how="left")
-        stats = stats.sort("doc").with_columns(pl.col("sentences").fill_null(0))
-        reason = pl.coalesce(pl.col("fatal"), first_failing(self._rules()))
-        reasons = stats.select(reason.alias("reason")).to_series()
-        return FilterResult(reasons, stats["new_text"].fill_null(""))
+        return stats.sort("doc").select(
+            pl.col("sentences").fill_null(0), "fatal", pl.col("new_text").fill_null("")
+        )
 
     def _line_flags(self) -> list[pl.Expr]:
         """Per line: ``kept`` and ``fatal`` (the reason the line drops its whole document), from

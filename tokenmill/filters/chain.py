@@ -43,9 +43,20 @@ class FilterChain:
     rejecting filter saw it) plus ``filter`` (name of the first filter that dropped the document)
     and ``reason``. ``drop_counts`` holds the number of documents each filter dropped in the last
     ``apply`` call, ``total_drop_counts`` the sum over all calls.
+
+    With ``signals`` (a ``tokenmill.filters.signals.SignalProfile``), a filter that the stored
+    signal columns serve (``<filter>.<signal>``, measured under the profile's settings on the
+    same text it would see) is judged from them instead of measuring the text again, and text
+    rewrites wait until a filter reads the text, or the end: the kept documents' text is the
+    same either way; a dropped document's text may then be the text before the formatters.
     """
 
-    def __init__(self, filters: Iterable[DocumentFilter], formatters: Iterable[Formatter] = ()):
+    def __init__(
+        self,
+        filters: Iterable[DocumentFilter],
+        formatters: Iterable[Formatter] = (),
+        signals=None,
+    ):
         self.filters = list(filters)
         self.formatters = list(formatters)
         names = [f.name for f in self.filters]
@@ -53,21 +64,26 @@ class FilterChain:
             raise ValueError(f"filter names must be unique: {names}")
         self.drop_counts: dict[str, int] = dict.fromkeys(names, 0)
         self.total_drop_counts: dict[str, int] = dict.fromkeys(names, 0)
+        self.stored = signals.serves(self.filters, self.formatters) if signals else set()
 
-    def apply(self, docs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-        for formatter in self.formatters:
-            docs = docs.with_columns(formatter(docs).alias("text"))
+    def apply(self, docs: pl.DataFrame, finish: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """``finish=False``: decisions only, the kept documents' text as it stands (no waiting
+        rewrites applied)."""
+        pending: list = list(self.formatters)  # text transforms not applied to `docs` yet
         rejected = [
             docs.clear().with_columns(filter=pl.lit(None, pl.Utf8), reason=pl.lit(None, pl.Utf8))
         ]
         for flt in self.filters:
-            if getattr(flt, "uses_words", False) and docs.height:
-                docs = docs.with_columns(words_of(docs).alias(WORDS))
-            result = (
-                _as_result(flt(docs), docs.height)
-                if docs.height
-                else FilterResult(pl.Series("reason", [], pl.Utf8))
-            )
+            if flt.name in self.stored:
+                result = FilterResult(self._judged(flt, docs)) if docs.height else _NONE
+                if getattr(flt, "rewrites", False):
+                    pending.append(flt)
+            else:
+                if getattr(flt, "reads_text", True):
+                    docs, pending = _transformed(docs, pending), []
+                if getattr(flt, "uses_words", False) and docs.height:
+                    docs = docs.with_columns(words_of(docs).alias(WORDS))
+                result = _as_result(flt(docs), docs.height) if docs.height else _NONE
             drop = result.reasons.is_not_null()
             dropped = docs.filter(drop).with_columns(
                 filter=pl.lit(flt.name, pl.Utf8), reason=result.reasons.filter(drop)
@@ -78,4 +94,27 @@ class FilterChain:
             if result.text is not None:
                 docs = rewritten(docs, result.text)
             docs = docs.filter(~drop)
+        if finish:
+            docs = _transformed(docs, pending)
         return docs.drop(WORDS, strict=False), pl.concat(rejected)
+
+    @staticmethod
+    def _judged(flt, docs: pl.DataFrame) -> pl.Series:
+        stats = docs.select(pl.col(f"{flt.name}.{signal}").alias(signal) for signal in flt.signals)
+        return flt.judge(stats).cast(pl.Utf8).alias("reason")
+
+
+_NONE = FilterResult(pl.Series("reason", [], pl.Utf8))
+
+
+def _transformed(docs: pl.DataFrame, pending: list) -> pl.DataFrame:
+    """``docs`` with the waiting text transforms applied: formatters, and the rewrites of
+    filters judged from stored signals (their ``measure`` gives the new text)."""
+    for transform in pending:
+        if not docs.height:
+            break
+        if getattr(transform, "rewrites", False):
+            docs = rewritten(docs, transform.measure(docs)["new_text"])
+        else:
+            docs = rewritten(docs, transform(docs).alias("text"))
+    return docs

@@ -52,7 +52,26 @@ class FineWebQualityFilter:
         stop_chars = TERMINAL_PUNCTUATION if stop_chars is None else stop_chars
         self._ends_with_stop_char = "(?:" + "|".join(re.escape(c) for c in stop_chars) + ")$"
 
+    signals = (
+        "n_lines",
+        "n_punct",
+        "n_short",
+        "dup_chars",
+        "chars_without_newlines",
+        "n_newlines",
+        "n_words",
+    )
+
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        return self.judge(self.measure(docs))
+
+    def measure_key(self) -> tuple:
+        return (self.short_line_length, self._ends_with_stop_char)
+
+    def judge(self, stats: pl.DataFrame) -> pl.Series:
+        return rule_reasons(stats, self._rules(), empty=pl.col("n_lines") == 0)
+
+    def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         text = docs["text"].fill_null("")
         n_docs = len(text)
         lines = explode(text.str.split("\n"))
@@ -60,7 +79,7 @@ class FineWebQualityFilter:
         n_newlines = text.str.count_matches("\n", literal=True)
         ends_with_punct = lines.values.str.contains(self._ends_with_stop_char).to_numpy()
         is_short = (lines.values.str.len_chars() <= self.short_line_length).to_numpy()
-        stats = pl.DataFrame(
+        return pl.DataFrame(
             {
                 "n_lines": count_per_doc(lines.doc, n_docs),
                 "n_punct": count_per_doc(lines.doc, n_docs, ends_with_punct),
@@ -71,7 +90,6 @@ class FineWebQualityFilter:
                 "n_words": word_counts_of(docs),
             }
         )
-        return rule_reasons(stats, self._rules(), empty=pl.col("n_lines") == 0)
 
     def _rules(self) -> list[Rule]:
         punct_ratio = pl.col("n_punct") / pl.col("n_lines")

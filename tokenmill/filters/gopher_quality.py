@@ -65,7 +65,29 @@ class GopherQualityFilter:
         self.min_stop_words = min_stop_words
         self.stop_words = list(STOP_WORDS if stop_words is None else stop_words)
 
+    signals = (
+        "n_words",
+        "n_content",
+        "content_chars",
+        "n_alpha",
+        "n_stop",
+        "n_hash",
+        "n_ellipsis",
+        "n_lines",
+        "n_bullet_lines",
+        "n_ellipsis_lines",
+    )
+
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        return self.judge(self.measure(docs))
+
+    def measure_key(self) -> tuple:
+        return (tuple(self.stop_words),)
+
+    def judge(self, stats: pl.DataFrame) -> pl.Series:
+        return rule_reasons(stats, self._rules())
+
+    def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         text = docs["text"].fill_null("")
         n_docs = len(text)
         words = explode(words_of(docs))
@@ -87,7 +109,7 @@ class GopherQualityFilter:
             }
         )
         lines = text.str.replace_all(LINE_BREAKS, "\n")
-        stats = per_doc.with_columns(
+        return per_doc.with_columns(
             n_hash=text.str.count_matches("#", literal=True),
             n_ellipsis=text.str.count_matches("...", literal=True)
             + text.str.count_matches("…", literal=True),
@@ -95,7 +117,6 @@ class GopherQualityFilter:
             n_bullet_lines=lines.str.count_matches(r"(?m)^[^\S\n]*[•-]"),
             n_ellipsis_lines=lines.str.count_matches(r"(?m)(?:\.\.\.|…)[^\S\n]*$"),
         )
-        return rule_reasons(stats, self._rules())
 
     def _rules(self) -> list[Rule]:
         n_words = pl.col("n_words")

@@ -218,7 +218,51 @@ class GopherRepetitionFilter:
         self.top_n_grams = tuple((int(n), float(t)) for n, t in top_n_grams)
         self.dup_n_grams = tuple((int(n), float(t)) for n, t in dup_n_grams)
 
+    # Stored signals (`measure`) hold the exact repeated n-gram characters of a document only
+    # where they exceed this share of its text (an upper bound elsewhere): exact for every
+    # threshold at or above it, which covers FineWeb's and a stricter recipe's.
+    exact_dup_above = 0.05
+
+    @property
+    def signals(self) -> tuple[str, ...]:
+        lines = [
+            f"{kind}_{stat}" for kind in ("para", "line") for stat in ("n", "dup", "dup_chars")
+        ]
+        return ("chars", *lines, *self._ngram_columns())
+
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        stats = self._element_stats(docs)
+        failed = rule_reasons(stats, self._rules()[:4]).is_not_null().to_numpy()
+        exact_above = {n: t for n, t in self.dup_n_grams}
+        ngrams = self._ngram_stats(words_of(docs), stats["chars"], failed, exact_above, stop=True)
+        return self.judge(stats.with_columns(**ngrams))
+
+    def measure_key(self) -> tuple:
+        return (tuple(n for n, _ in self.top_n_grams), tuple(n for n, _ in self.dup_n_grams))
+
+    def fits(self, measured_by) -> bool:
+        """Signals another instance measured serve this one when they count the same n-grams
+        and this one's repeated n-gram limits are ones they are exact at."""
+        return (
+            type(measured_by) is type(self)
+            and self.measure_key() == measured_by.measure_key()
+            and all(not t or t >= measured_by.exact_dup_above for _, t in self.dup_n_grams)
+        )
+
+    def judge(self, stats: pl.DataFrame) -> pl.Series:
+        return rule_reasons(stats, self._rules(), empty=pl.col("chars") == 0)
+
+    def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
+        """Every statistic of every document, whatever the thresholds (see exact_dup_above)."""
+        stats = self._element_stats(docs)
+        exact_above = {n: self.exact_dup_above for n, _ in self.dup_n_grams}
+        nothing_failed = np.zeros(stats.height, dtype=bool)
+        ngrams = self._ngram_stats(
+            words_of(docs), stats["chars"], nothing_failed, exact_above, stop=False
+        )
+        return stats.with_columns(**ngrams)
+
+    def _element_stats(self, docs: pl.DataFrame) -> pl.DataFrame:
         text = docs["text"].fill_null("")
         n_docs = len(text)
         paragraphs = (
@@ -229,45 +273,56 @@ class GopherRepetitionFilter:
         for prefix, parts in (("para", paragraphs), ("line", lines)):
             for stat, values in find_duplicates(explode(parts), n_docs).items():
                 stats[f"{prefix}_{stat}"] = values
-        stats = pl.DataFrame(stats)
-        failed = rule_reasons(stats, self._rules()[:4]).is_not_null().to_numpy()
-        stats = stats.with_columns(**self._ngram_stats(words_of(docs), stats["chars"], failed))
-        return rule_reasons(stats, self._rules(), empty=pl.col("chars") == 0)
+        return pl.DataFrame(stats)
+
+    def _ngram_columns(self) -> list[str]:
+        return [f"top_{n}" for n, _ in self.top_n_grams] + [f"dup_{n}" for n, _ in self.dup_n_grams]
 
     def _ngram_stats(
-        self, words: pl.Series, chars: pl.Series, failed: np.ndarray
+        self,
+        words: pl.Series,
+        chars: pl.Series,
+        failed: np.ndarray,
+        exact_above: dict[int, float],
+        stop: bool,
     ) -> dict[str, np.ndarray]:
         """Top and duplicated n-gram character counts of the documents not ``failed`` yet (0 for
         the others, which an earlier rule drops anyway), a slice of documents at a time."""
         todo = np.flatnonzero(~failed)
         words, chars = words.gather(todo), chars.gather(todo)
-        names = [f"top_{n}" for n, _ in self.top_n_grams]
-        names += [f"dup_{n}" for n, _ in self.dup_n_grams]
-        columns = {name: np.zeros(len(failed)) for name in names}
+        columns = {name: np.zeros(len(failed)) for name in self._ngram_columns()}
         for part in _chunks(words.list.len().to_numpy(), CHUNK_WORDS):
-            found = self._chunk_ngram_stats(words[part], np.maximum(chars[part].to_numpy(), 1))
+            found = self._chunk_ngram_stats(
+                words[part], np.maximum(chars[part].to_numpy(), 1), exact_above, stop
+            )
             for name, values in found.items():
                 columns[name][todo[part]] = values
         return columns
 
-    def _chunk_ngram_stats(self, words: pl.Series, chars: np.ndarray) -> dict[str, np.ndarray]:
+    def _chunk_ngram_stats(
+        self, words: pl.Series, chars: np.ndarray, exact_above: dict[int, float], stop: bool
+    ) -> dict[str, np.ndarray]:
+        """The n-gram statistics; repeated n-gram characters are exact where their share is
+        above ``exact_above[n]``. With ``stop``, a document failing a rule (the thresholds'
+        own) is skipped from then on: later rules cannot change its reason."""
         flat = _flat_words(words)
         top_n = dict(self.top_n_grams)
         dup_n = dict(self.dup_n_grams)
-        # documents failing a rule: later rules cannot change their reason, so they are skipped
         failed = np.zeros(len(words), dtype=bool)
         columns = {}
         for ngrams in _repeated_ngrams(flat, {*top_n, *dup_n}, failed):
             n = ngrams.n
             if n in top_n:
                 top = _top_ngram_chars(flat, ngrams)
-                failed |= top / chars > top_n[n]
+                if stop:
+                    failed |= top / chars > top_n[n]
                 columns[f"top_{n}"] = top
             if n in dup_n:
                 covered = _covered_dup_chars(flat, ngrams)
-                candidates = np.flatnonzero((covered / chars > dup_n[n]) & ~failed)
+                candidates = np.flatnonzero((covered / chars > exact_above[n]) & ~failed)
                 covered[candidates] = _greedy_dup_chars(flat, ngrams, candidates)
-                failed |= covered / chars > dup_n[n]
+                if stop:
+                    failed |= covered / chars > dup_n[n]
                 columns[f"dup_{n}"] = covered
         return columns
 

@@ -10,6 +10,7 @@ import polars as pl
 
 class LanguageFilter:
     name = "language"
+    reads_text = False
 
     def __init__(self, keep: Sequence[str] = ("en",), min_score: float = 0.65):
         self.keep = list(keep)

@@ -73,7 +73,9 @@ def _local_start(text: str, pos: int, at: int) -> int | None:
 
 
 class _CyclingReplacer:
-    """re.sub with replacements used in turn (datatrove's PIIReplacer), optionally validated."""
+    """re.sub with replacements used in turn (datatrove's PIIReplacer), optionally validated.
+    The turn starts again in every text: a document's masked text is its own, whichever
+    documents were masked before it (the same in every stage and every re-run)."""
 
     def __init__(
         self,
@@ -98,6 +100,7 @@ class _CyclingReplacer:
         return replacement
 
     def __call__(self, text: str) -> str:
+        self._next = 0
         pieces, done = [], 0
         for match in self.matches(text):
             pieces += (text[done : match.start()], self._replace(match))

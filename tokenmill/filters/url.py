@@ -129,6 +129,7 @@ class URLFilter:
     ``use_integrated_lists=False`` uses only the extra ones."""
 
     name = "url"
+    reads_text = False
     settings = {
         "soft_word_threshold": "This many soft-banned words in a URL drop its document",
         "extra_domains": "Blocked domains (and their subdomains) beside the built-in list",

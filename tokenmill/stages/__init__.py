@@ -7,6 +7,7 @@ from tokenmill.stages import (
     dedup_clusters,
     dedup_signatures,
     deduplicated,
+    extracted,
     raw_crawl,
     tokenized_shards,
     tokenizer,
@@ -14,6 +15,7 @@ from tokenmill.stages import (
 
 STAGES: tuple[Stage, ...] = (
     raw_crawl.STAGE,
+    extracted.STAGE,
     cleaned.STAGE,
     dedup_signatures.STAGE,
     dedup_clusters.STAGE,

