@@ -62,6 +62,7 @@ EDGE_SCHEMA = pa.schema([("first", pa.int64()), ("doc", pa.int64())])
 PART_METADATA = b"tokenmill.clusters.part"
 EDGE_BATCH = 4 << 20  # edges the union links at once
 OUTPUT_ROWS = 1 << 18  # removed documents written at once
+IN_PROCESS_DOCS = 100_000  # a crawl this small is clustered without worker processes
 RANK_COLUMNS = {  # survivor rule -> (column, descending); lower rank survives
     "earliest_date": ("warc_date", False),
     "lowest_doc_id": ("doc_id", False),
@@ -396,8 +397,10 @@ def run_parts(
     only: list[str] | None = None,
 ) -> PartsRun:
     """Every part not yet committed under ``prefix`` (or those of ``only``, keys planned by
-    ``prepare_parts``), in ``workers`` processes, never in this one: the memory a part took is
-    given back before the union; a killed run resumes from the parts it committed."""
+    ``prepare_parts``), in ``workers`` processes: the memory a part took is given back before
+    the union; a killed run resumes from the parts it committed. A crawl of fewer than
+    ``IN_PROCESS_DOCS`` documents is clustered in this process: its parts are small, and
+    starting workers would cost more than the parts."""
     keys = prepare_parts(lake, files, prefix, memory_bytes, ranges) if only is None else only
     parts = [planned_part(lake, files, key) for key in keys]
     committed = [part_info(lake, key) is not None for key in keys]
@@ -406,6 +409,9 @@ def run_parts(
     run = PartsRun(keys, [], reused)
     max_keys = max_keys or keys_for(memory_bytes)
     if not todo:
+        return run
+    if files.n_docs < IN_PROCESS_DOCS:
+        run.ran.extend(run_part(lake, files, p, k, max_keys) for p, k in todo)
         return run
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max(1, min(workers, len(todo))), mp_context=context) as pool:
