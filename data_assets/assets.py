@@ -48,7 +48,7 @@ from tokenmill.stages import STAGES, stage_named
 # Who answers for the dataset's assets (shown in the UI; TOKENMILL_OWNERS, comma-separated).
 OWNERS = [o for o in os.environ.get("TOKENMILL_OWNERS", "team:pretraining-data").split(",") if o]
 # Bumped when a stage's code changes what it writes; the recipe's hash is added per stage.
-CODE_VERSION = "2"
+CODE_VERSION = "3"  # 3: extraction a stage of its own; PII masking per document
 # Steps running a fanned-out stage's pieces at once (see fan_out_asset), unless a run says.
 PARALLEL_STEPS_ENV = "TOKENMILL_PARALLEL_STEPS"
 PARALLEL_STEPS = int(os.environ.get(PARALLEL_STEPS_ENV) or 1)
@@ -95,8 +95,16 @@ def follows_changed_inputs() -> AutomationCondition:
     input_changed = AutomationCondition.any_deps_match(
         AutomationCondition.data_version_changed()
     ).with_label("any_deps_data_changed")
+    # A stage added to a deployment (or first evaluated by a new cursor) builds the missing
+    # partitions whose inputs exist, once; the others wait for their inputs as usual.
+    first_seen_missing = (
+        AutomationCondition.initial_evaluation() & AutomationCondition.missing()
+    ).with_label("missing when first evaluated")
     return (
-        (AutomationCondition.newly_missing() | input_changed).since_last_handled()
+        (
+            (AutomationCondition.newly_missing() | input_changed).since_last_handled()
+            | first_seen_missing
+        )
         & ~AutomationCondition.any_deps_missing()
         & ~AutomationCondition.any_deps_in_progress()
         & ~AutomationCondition.in_progress()

@@ -751,3 +751,17 @@ def test_a_crawl_stage_between_unit_stages_needs_only_its_declaration(monkeypatc
     # the unit list marks the crawl stage stale; only its gathered inputs trigger it
     ignoring = automation_condition(top).ignore(AssetSelection.assets(crawl_units.key))
     assert automation_condition(percentiles) == ignoring != automation_condition(top)
+
+
+def test_a_stage_added_to_a_deployment_builds_the_units_already_there(lake):
+    # As when `extracted` arrived: a unit's input is materialized before the automation first
+    # evaluates the new stage; it is requested once, and not again.
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("units", keys(CRAWL, "00000", "00001"))
+    instance.add_dynamic_partitions("crawls", [CRAWL])
+    done = f"{CRAWL}/00000"
+    instance.report_runless_asset_event(AssetMaterialization("raw_crawl", partition=done))
+    automation = Automation(definitions(lake), instance)
+    assert automation.first.get_requested_partitions(AssetKey("extracted")) == {done}
+    assert automation.first.get_requested_partitions(AssetKey("raw_crawl")) == set()
+    assert automation.evaluate().total_requested == 0

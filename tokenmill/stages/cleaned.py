@@ -32,7 +32,7 @@ from tokenmill.filters.settings import filter_field, filter_settings, from_value
 from tokenmill.layout import CLEANED, DOC_SCHEMA, EXTRACTED, REJECTED_SCHEMA, UNUSABLE_FILES
 from tokenmill.outputs import StageReport, read_batches, require_committed
 from tokenmill.stage import Pod, Scope, Stage, Work, setting
-from tokenmill.stages.extracted import SIGNALS, provenance_resolves
+from tokenmill.stages.extracted import SIGNALS, preview_of, provenance_resolves
 
 REJECTED_TEXT_CHARS = 2000
 
@@ -122,12 +122,7 @@ def run(work: Work) -> StageReport:
                 dropped = dropped.with_columns(mask(dropped))
             rejected.write_table(dropped.to_arrow())
             report.records_out += kept.height
-            report.add_preview(
-                kept.select("doc_id", "url", "language", "text")
-                .head(5)
-                .with_columns(pl.col("text").str.slice(0, 200))
-                .to_dicts()
-            )
+            report.add_preview(preview_of(kept))
     return report
 
 

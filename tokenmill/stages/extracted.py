@@ -108,12 +108,7 @@ def run(work: Work) -> StageReport:
                     pl.concat([frame, SIGNALS.measure(frame)], how="horizontal").to_arrow()
                 )
                 report.records_out += frame.height
-                report.add_preview(
-                    frame.select("doc_id", "url", "language", "text")
-                    .head(5)
-                    .with_columns(pl.col("text").str.slice(0, 200))
-                    .to_dicts()
-                )
+                report.add_preview(preview_of(frame))
         except UnusableInputError as error:
             # raw_crawl quarantined it, or it vanished since (only before its first record can
             # that raise): one rejected row names it, and the unit goes on.
@@ -219,6 +214,12 @@ def _provenance(unit: Unit, part: int, source_file: str, record: WarcRecord) -> 
         "url": record.target_uri,
         "warc_date": record.date,
     }
+
+
+def preview_of(docs: pl.DataFrame) -> list[dict]:
+    """The first documents of a batch, their text cut short: a materialization's preview."""
+    preview = docs.select("doc_id", "url", "language", "text").head(5)
+    return preview.with_columns(pl.col("text").str.slice(0, 200)).to_dicts()
 
 
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
