@@ -109,10 +109,12 @@ def cmd_add_crawl(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    _register_and_run(default_lake(), args.crawl or [], args.files_per_unit)
+    _register_and_run(default_lake(), args.crawl or [], args.files_per_unit, args.force)
 
 
-def _register_and_run(lake: Lake, crawls: list[str], files_per_unit: int) -> None:
+def _register_and_run(
+    lake: Lake, crawls: list[str], files_per_unit: int, force: bool = False
+) -> None:
     from data_assets.runner import (
         local_instance,
         materialize_all,
@@ -126,7 +128,7 @@ def _register_and_run(lake: Lake, crawls: list[str], files_per_unit: int) -> Non
         for line in register(instance, lake, crawl, files_per_unit).describe_refused():
             print(f"refused: {line}", file=sys.stderr)
     sync_partitions(instance, lake)
-    outcomes = materialize_all(instance, lake)
+    outcomes = materialize_all(instance, lake, force=force)
     print(f"{len(outcomes)} runs succeeded on the instance at {instance.root_directory}")
     materialized = materialized_partitions(instance)
     rows = stage_rows(lake)
@@ -221,8 +223,11 @@ def main(argv: list[str] | None = None) -> None:
     crawl.add_argument("--no-verify", action="store_true", help=argparse.SUPPRESS)
     crawl.set_defaults(func=cmd_add_crawl)
 
-    run = commands.add_parser("run", help="materialize every stage for every partition")
+    run = commands.add_parser(
+        "run", help="materialize every partition that is missing or stale, stage by stage"
+    )
     run.add_argument("--crawl", action="append", help="register this crawl's new files first")
+    run.add_argument("--force", action="store_true", help="every partition, even up to date")
     run.set_defaults(func=cmd_run)
 
     for sub in (demo, register, crawl, run):

@@ -11,6 +11,10 @@ from typing import TYPE_CHECKING
 
 from dagster import AssetKey, DagsterInstance, ExecuteInProcessResult
 
+# private: the staleness the UI shows, which `materialize_all` follows as the automation does
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.loader import LoadingContext
+
 from data_assets.jobs import JOBS
 from data_assets.partitions import (
     crawl_partitions,
@@ -165,10 +169,12 @@ def _headline(error: SerializableErrorInfo) -> str:
 
 
 def materialize_all(
-    instance: DagsterInstance, lake: Lake, workers: int | None = None
+    instance: DagsterInstance, lake: Lake, workers: int | None = None, force: bool = False
 ) -> list[RunOutcome]:
-    """Every stage for every partition of `lake`, in lineage order, one run per partition;
-    each run works on its unit's files in `workers` parallel processes (one per CPU if
+    """Every stage for every partition of `lake` that is missing or stale (all of them with
+    `force`), in lineage order, one run per partition, as the automation would: a recipe
+    change re-runs its stage, and below it only the partitions whose inputs' data changed.
+    Each run works on its unit's files in `workers` parallel processes (one per CPU if
     unset). Raises RunsFailedError, naming each failed run's cause, after the first stage
     with failed runs."""
     defs = definitions_for(lake, workers)
@@ -184,17 +190,47 @@ def materialize_all(
             # the sensors and the automation leave it, and they find nothing left to do
             for event in gathered_changes(instance, partitions[Scope.CRAWL]):
                 instance.report_runless_asset_event(event)
+        keys = partitions[stage.scope]
+        todo = keys if force else _out_of_date(instance, defs, stage, keys)
         results = []
-        for key in partitions[stage.scope]:
+        for key in todo:
             outcome = execute(JOBS[stage.name].name, key, instance, defs)
             state = "ok" if outcome.success else "FAILED"
             print(f"  {stage.name:18} {key or '-':40} {state}", flush=True)
             results.append(outcome)
+        if len(todo) < len(keys):
+            print(f"  {stage.name:18} {len(keys) - len(todo)} partitions up to date", flush=True)
         outcomes += results
         failed = [r for r in results if not r.success]
         if failed:
             raise RunsFailedError(failed)
     return outcomes
+
+
+class _Loading(LoadingContext):
+    """What Dagster's staleness resolver reads the instance through."""
+
+    def __init__(self, instance: DagsterInstance):
+        self._instance, self._loaders = instance, {}
+
+    @property
+    def instance(self) -> DagsterInstance:
+        return self._instance
+
+    @property
+    def loaders(self) -> dict:
+        return self._loaders
+
+
+def _out_of_date(instance: DagsterInstance, defs, stage, keys: list) -> list:
+    """The partitions the UI shows missing or stale: never materialized, another code version
+    (recipe section), or inputs whose data changed since. The lake's stages (the tokenizer)
+    only when missing: changing one is a deliberate launch, as for the automation."""
+    key = AssetKey(stage.name)
+    if stage.scope is Scope.LAKE:
+        return [] if instance.get_latest_materialization_event(key) else keys
+    resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), _Loading(instance))
+    return [k for k in keys if resolver.get_status(key, k) is not StaleStatus.FRESH]
 
 
 def materialized_partitions(instance: DagsterInstance) -> dict[str, set[str]]:

@@ -765,3 +765,20 @@ def test_a_stage_added_to_a_deployment_builds_the_units_already_there(lake):
     assert automation.first.get_requested_partitions(AssetKey("extracted")) == {done}
     assert automation.first.get_requested_partitions(AssetKey("raw_crawl")) == set()
     assert automation.evaluate().total_requested == 0
+
+
+def test_tokenmill_run_runs_only_what_is_missing_or_stale(tmp_path, lake, monkeypatch):
+    from data_assets.runner import materialize_all, register
+
+    land_files(lake, CRAWL, demo_files(tmp_path, CRAWL, files=2))
+    instance = DagsterInstance.ephemeral()
+    units = {u.key for u in register(instance, lake, CRAWL, files_per_unit=1).units}
+    first = materialize_all(instance, lake, workers=1)
+    assert {run.partition for run in first if run.job == "run_extracted"} == units
+    assert materialize_all(instance, lake, workers=1) == []  # nothing changed: nothing runs
+    # A threshold change that keeps every document: cleaned again, nothing below it.
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("clean:\n  skip_filters: [gopher_repetition]\n")
+    monkeypatch.setenv("TOKENMILL_RECIPE", str(recipe))
+    again = materialize_all(instance, lake, workers=1)
+    assert {(run.job, run.partition) for run in again} == {("run_cleaned", u) for u in units}

@@ -179,7 +179,9 @@ def test_trace_finds_the_record_of_random_tokens(pipeline):
 
 def test_a_second_materialization_produces_identical_output(pipeline):
     before = pipeline.snapshot()
-    materialize_all(pipeline.instance, pipeline.lake, workers=2)
+    assert materialize_all(pipeline.instance, pipeline.lake, workers=2) == []  # all up to date
+    forced = materialize_all(pipeline.instance, pipeline.lake, workers=2, force=True)
+    assert forced and all(run.success for run in forced)
     assert pipeline.snapshot() == before
 
 
