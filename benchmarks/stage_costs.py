@@ -87,7 +87,8 @@ class _TimedFilter:
     def __init__(self, inner, attribution: Attribution, component: str):
         self._inner = inner
         self._call = attribution.wrap(component, inner.__call__)
-        self.measure = attribution.wrap(component, getattr(inner, "measure", inner))
+        if hasattr(inner, "measure"):  # a filter: the profile measures, it does not judge
+            self.measure = attribution.wrap(component, inner.measure)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

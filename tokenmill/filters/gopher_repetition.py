@@ -233,8 +233,9 @@ class GopherRepetitionFilter:
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
         stats = self._element_stats(docs)
         failed = rule_reasons(stats, self._rules()[:4]).is_not_null().to_numpy()
-        exact_above = {n: t for n, t in self.dup_n_grams}
-        ngrams = self._ngram_stats(words_of(docs), stats["chars"], failed, exact_above, stop=True)
+        ngrams = self._ngram_stats(
+            words_of(docs), stats["chars"], failed, dict(self.dup_n_grams), stop=True
+        )
         return self.judge(stats.with_columns(**ngrams))
 
     def measure_key(self) -> tuple:
