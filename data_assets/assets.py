@@ -31,9 +31,9 @@ from dagster import (
 )
 from pydantic import Field, create_model
 
+from data_assets.datasets import Catalog, Dataset
 from data_assets.k8s import op_tags
 from data_assets.partitions import crawl_partitions, crawl_units, unit_partitions, versioned
-from data_assets.recipe import Recipe
 from data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
 from resources.lake import LakeResource
 from resources.step_io import STEP_IO, STEPS
@@ -48,7 +48,7 @@ from tokenmill.stages import STAGES, stage_named
 # Who answers for the dataset's assets (shown in the UI; TOKENMILL_OWNERS, comma-separated).
 OWNERS = [o for o in os.environ.get("TOKENMILL_OWNERS", "team:pretraining-data").split(",") if o]
 # Bumped when a stage's code changes what it writes; the recipe's hash is added per stage.
-CODE_VERSION = "3"  # 3: extraction a stage of its own; PII masking per document
+CODE_VERSION = "4"  # 4: recipes side by side, each in zones of its own
 # Steps running a fanned-out stage's pieces at once (see fan_out_asset), unless a run says.
 PARALLEL_STEPS_ENV = "TOKENMILL_PARALLEL_STEPS"
 PARALLEL_STEPS = int(os.environ.get(PARALLEL_STEPS_ENV) or 1)
@@ -111,35 +111,39 @@ def follows_changed_inputs() -> AutomationCondition:
     ).with_label("follows changed inputs")
 
 
-def dependencies(stage: Stage) -> list:
+def dependencies(stage: Stage, dataset: Dataset) -> list[AssetKey]:
     """The stage's inputs; across the unit/crawl boundary, the bridges a crawl stage declares
     (see data_assets/partitions.py) instead of the stages themselves."""
     deps = []
     for name in stage.upstream:
         upstream = stage_named(name)
         if stage.scope is Scope.CRAWL and upstream.scope is Scope.UNIT and stage.boundary:
-            deps += [stage.boundary.gathered, crawl_units.key]
+            deps += [dataset.key(stage.boundary.gathered), crawl_units.key]
         elif stage.scope is Scope.UNIT and upstream.scope is Scope.CRAWL and upstream.boundary:
-            deps.append(upstream.boundary.reported or name)
+            deps.append(dataset.key(upstream.boundary.reported or name))
         else:
-            deps.append(name)
+            deps.append(dataset.key(name))
     return deps
 
 
-def asset_options(stage: Stage, recipe: Recipe) -> dict:
+def asset_options(stage: Stage, dataset: Dataset) -> dict:
     """What a stage's asset declares, whether one op or a graph of ops computes it."""
     scope = stage.scope
+    key = dataset.key(stage.name)
+    description = stage.description
+    if dataset.prefix:
+        description = f"Recipe {dataset.prefix} ({dataset.recipe.source}): {description}"
     return dict(
-        name=stage.name,
+        key=key,
         partitions_def=PARTITIONS[scope],
         # One partition per run: its metadata, row count and data version are its own.
         backfill_policy=BackfillPolicy.multi_run(1) if scope is not Scope.LAKE else None,
         automation_condition=automation_condition(stage),
-        code_version=f"{CODE_VERSION}-{recipe.version(stage.settings)}",
-        group_name=stage.group,
+        code_version=f"{CODE_VERSION}-{dataset.recipe.version(stage.settings)}",
+        group_name=dataset.prefix or stage.group,
         kinds=set(stage.kinds),
-        check_specs=[AssetCheckSpec(c.name, asset=stage.name) for c in stage.checks],
-        description=stage.description,
+        check_specs=[AssetCheckSpec(c.name, asset=key) for c in stage.checks],
+        description=description,
         owners=OWNERS,
         metadata={"dagster/column_schema": column_schema(stage.schema)} if stage.schema else None,
     )
@@ -151,7 +155,7 @@ def partition_of(stage: Stage, context) -> tuple[Unit | None, str | None]:
     return unit, crawl
 
 
-def settings_of(stage: Stage, recipe: Recipe, config) -> tuple[dict, object]:
+def settings_of(stage: Stage, recipe, config) -> tuple[dict, object]:
     """What a run's config changes from the recipe, and the stage's settings for the run."""
     if not stage.settings:
         return {}, None
@@ -159,14 +163,15 @@ def settings_of(stage: Stage, recipe: Recipe, config) -> tuple[dict, object]:
     return overrides, recipe.settings(stage.settings, overrides)
 
 
-def stage_asset(stage: Stage, recipe: Recipe):
+def stage_asset(stage: Stage, dataset: Dataset):
     if stage.fan_out:
-        return fan_out_asset(stage, recipe)
+        return fan_out_asset(stage, dataset)
+    recipe = dataset.recipe
     config_class = recipe.config_class(stage) if stage.settings else Config
 
     @asset(
-        **asset_options(stage, recipe),
-        deps=dependencies(stage),
+        **asset_options(stage, dataset),
+        deps=dependencies(stage, dataset),
         op_tags=op_tags(stage),
         pool=stage.name,
         retry_policy=STAGE_RETRY,
@@ -177,7 +182,7 @@ def stage_asset(stage: Stage, recipe: Recipe):
         lake: LakeResource,
         workers: WorkersResource,
     ) -> MaterializeResult:
-        data = lake.get_lake()
+        data = dataset.lake(lake.get_lake())
         with fail_permanently_on(context):
             overrides, settings = settings_of(stage, recipe, config)
             unit, crawl = partition_of(stage, context)
@@ -191,17 +196,20 @@ def stage_asset(stage: Stage, recipe: Recipe):
                 memory_limit=workers.memory_limit_bytes(),
                 resume=context.run.tags.get("dagster/root_run_id") or context.run.run_id,
             )
-        return stage_output(context, stage, recipe, data, report, overrides)
+        return stage_output(context, stage, dataset, data, report, overrides)
 
     return stage_asset_fn
 
 
-def stage_output(context, stage, recipe, lake, report, overrides) -> MaterializeResult:
+def stage_output(context, stage, dataset: Dataset, lake, report, overrides) -> MaterializeResult:
     """The materialization of a stage's partition: its report, checks and recipe."""
     unit, crawl = partition_of(stage, context)
     if stage.boundary and stage.boundary.reported:
         versions = report.counts.pop("unit_versions")
-        report.counts["units_changed"] = _report_units(context, lake, stage, crawl, versions)
+        reported = dataset.key(stage.boundary.reported)
+        report.counts["units_changed"] = _report_units(
+            context, lake, stage, reported, crawl, versions
+        )
     location = (
         unit.prefix(stage.name)
         if unit
@@ -213,34 +221,34 @@ def stage_output(context, stage, recipe, lake, report, overrides) -> Materialize
     result = stage_result(report, lake, location, results, stage.data_files)
     if overrides:
         result.metadata["recipe_overrides"] = overrides
-    result.metadata["recipe"] = recipe.source
+    result.metadata["recipe"] = dataset.recipe.source
     return result
 
 
-def fan_out_asset(stage: Stage, recipe: Recipe):
+def fan_out_asset(stage: Stage, dataset: Dataset):
     """A stage that fans out (``Stage.fan_out``) as a graph-backed asset: a plan step, then
     ``parallel_steps`` steps each running a share of the pieces (a pod each on Kubernetes,
     sized by the stage's op tags), then a finish step that writes the output and materializes
     the asset. Steps hand each other only piece names and summaries, through the lake."""
     fan_out = stage.fan_out
+    recipe = dataset.recipe
     config_class = fan_out_config(stage, recipe)
     step = dict(tags=op_tags(stage), retry_policy=STAGE_RETRY)
     inputs = {
         key.to_python_identifier(): AssetIn(key, dagster_type=Nothing)
-        for key in map(AssetKey.from_coercible, dependencies(stage))
+        for key in dependencies(stage, dataset)
     }
     # the graph's outputs: the asset's, then one per check, in the finish op's order
-    checks = [
-        AssetCheckSpec(c.name, asset=stage.name).get_python_identifier() for c in stage.checks
-    ]
+    key = dataset.key(stage.name)
+    checks = [AssetCheckSpec(c.name, asset=key).get_python_identifier() for c in stage.checks]
 
     def work_of(context, config, lake: LakeResource) -> Work:
         unit, crawl = partition_of(stage, context)
         settings = settings_of(stage, recipe, config)[1]
-        return Work(lake.get_lake(), stage.name, settings, unit=unit, crawl=crawl)
+        return Work(dataset.lake(lake.get_lake()), stage.name, settings, unit=unit, crawl=crawl)
 
     @op(
-        name=f"{stage.name}_plan",
+        name=dataset.op_name(f"{stage.name}_plan"),
         ins={name: In(Nothing) for name in inputs},
         out=DynamicOut(list, io_manager_key=STEP_IO),
         pool=stage.name,
@@ -254,7 +262,7 @@ def fan_out_asset(stage: Stage, recipe: Recipe):
             yield DynamicOutput(pieces[index::steps], mapping_key=str(index))
 
     @op(
-        name=f"{stage.name}_part",
+        name=dataset.op_name(f"{stage.name}_part"),
         out=Out(dict, io_manager_key=STEP_IO),
         pool=f"{stage.name}_parts",
         **step,
@@ -272,7 +280,7 @@ def fan_out_asset(stage: Stage, recipe: Recipe):
             return {**summary, CPU_S: cpu_time() - started}
 
     @op(
-        name=f"{stage.name}_finish",
+        name=dataset.op_name(f"{stage.name}_finish"),
         out={"result": Out(Nothing), **{name: Out(Nothing, is_required=False) for name in checks}},
         pool=stage.name,
         **step,
@@ -283,7 +291,8 @@ def fan_out_asset(stage: Stage, recipe: Recipe):
             overrides, _ = settings_of(stage, recipe, config)
             report = fan_out.finish(work_of(context, config, lake), shares)
             report.cpu_s = cpu_time() - started + sum(share[CPU_S] for share in shares)
-        result = stage_output(context, stage, recipe, lake.get_lake(), report, overrides)
+        data = dataset.lake(lake.get_lake())
+        result = stage_output(context, stage, dataset, data, report, overrides)
         yield Output(None, "result", metadata=result.metadata, data_version=result.data_version)
         yield from result.check_results
         try:  # the values the steps handed each other are spent
@@ -303,14 +312,14 @@ def fan_out_asset(stage: Stage, recipe: Recipe):
         return dict(zip(["result", *checks], outputs, strict=True))
 
     return graph_asset(
-        **asset_options(stage, recipe), ins=inputs, config=same_config_for_every_step
+        **asset_options(stage, dataset), ins=inputs, config=same_config_for_every_step
     )(compose)
 
 
-def fan_out_config(stage: Stage, recipe: Recipe) -> type[Config]:
+def fan_out_config(stage: Stage, recipe) -> type[Config]:
     """The stage's run config, and how many parallel steps run its pieces."""
     return create_model(
-        f"{stage.name.title().replace('_', '')}FanOutConfig",
+        f"{recipe.name.title()}{stage.name.title().replace('_', '')}FanOutConfig",
         __base__=recipe.config_class(stage) if stage.settings else Config,
         parallel_steps=(
             int,
@@ -335,16 +344,17 @@ def _check(check, lake, partition) -> AssetCheckResult:
     )
 
 
-def _report_units(context, lake, stage: Stage, crawl: str, versions: dict[str, str]) -> int:
-    """Report the stage's `reported` asset for the units whose share of its output changed
-    since the last report (kept in the lake, written after the events, so a retry reports them
-    again)."""
+def _report_units(
+    context, lake, stage: Stage, key: AssetKey, crawl: str, versions: dict[str, str]
+) -> int:
+    """Report the stage's `reported` asset (`key`) for the units whose share of its output
+    changed since the last report (kept in the lake, written after the events, so a retry
+    reports them again)."""
     # Beside the crawl's output, not in it: committing the output removes every file under its
     # prefix that the run did not write.
     reported_key = f"{stage.name}/_reported/{check_name(crawl, 'crawl name')}.json"
     reported = lake.read_json(reported_key) if lake.exists(reported_key) else {}
     changed = {name: v for name, v in versions.items() if reported.get(name) != v}
-    key = AssetKey(stage.boundary.reported)
     for name, version in changed.items():
         # An observation: Dagster reads an external asset's data versions from observations.
         context.log_event(versioned(key, f"{crawl}/{name}", version))
@@ -353,5 +363,5 @@ def _report_units(context, lake, stage: Stage, crawl: str, versions: dict[str, s
     return len(changed)
 
 
-def stage_assets(recipe: Recipe) -> list:
-    return [stage_asset(stage, recipe) for stage in STAGES]
+def stage_assets(catalog: Catalog) -> list:
+    return [stage_asset(stage, dataset) for stage in STAGES for dataset in catalog.serving(stage)]

@@ -131,18 +131,43 @@ def _register_and_run(
     outcomes = materialize_all(instance, lake, force=force)
     print(f"{len(outcomes)} runs succeeded on the instance at {instance.root_directory}")
     materialized = materialized_partitions(instance)
-    rows = stage_rows(lake)
+    rows = summary_rows(lake)
     for row in rows:
         row["dagster"] = len(materialized.get(row["stage"], ()))
     print(format_table(rows))
 
 
+def summary_rows(lake: Lake) -> list[dict]:
+    """The shared stages, then each recipe's (`<recipe>/<stage>`, as its asset key)."""
+    from data_assets.datasets import Catalog
+
+    catalog = Catalog.load()
+    rows = stage_rows(lake, catalog.shared.stages)
+    for dataset in catalog.recipes:
+        rows += stage_rows(dataset.lake(lake), dataset.stages, f"{dataset.prefix}/")
+    return rows
+
+
 def cmd_summary(args: argparse.Namespace) -> None:
-    print(format_table(stage_rows(default_lake())))
+    print(format_table(summary_rows(default_lake())))
+
+
+def chosen_recipe(name: str | None, what: str = "--recipe"):
+    """The named recipe of the recipes folder; without a name, the only one there is."""
+    from data_assets.datasets import Catalog
+
+    catalog = Catalog.load()
+    if name:
+        return catalog.recipe(name)
+    if len(catalog.recipes) != 1:
+        names = ", ".join(d.prefix for d in catalog.recipes) or "none"
+        raise ValueError(f"name a recipe with {what} (recipes: {names})")
+    return catalog.recipes[0]
 
 
 def cmd_trace(args: argparse.Namespace) -> None:
-    found = trace_token(default_lake(), Unit.from_key(args.unit), args.part, args.position)
+    lake = chosen_recipe(args.recipe).lake(default_lake())
+    found = trace_token(lake, Unit.from_key(args.unit), args.part, args.position)
     print(
         f"token {found['position']} = {found['token']!r} (id {found['token_id']})"
         + (" [end of document]" if found["is_end_of_document"] else "")
@@ -153,7 +178,7 @@ def cmd_trace(args: argparse.Namespace) -> None:
 
 
 def cmd_preview(args: argparse.Namespace) -> None:
-    from data_assets.recipe import Recipe
+    from data_assets.recipe import RECIPE_FILE_SUFFIXES, Recipe
     from tokenmill.layout import EXTRACTED, MARKER
     from tokenmill.preview import html_report, preview, text_report
     from tokenmill.stages.cleaned import CleanSettings
@@ -161,7 +186,11 @@ def cmd_preview(args: argparse.Namespace) -> None:
 
     lake = default_lake()
     proposed = Recipe.load(args.recipe).settings(CleanSettings)
-    current = Recipe.load(args.against).settings(CleanSettings)
+    if args.against and Path(args.against).suffix in RECIPE_FILE_SUFFIXES:
+        against = Recipe.load(args.against)
+    else:
+        against = chosen_recipe(args.against, "--against").recipe
+    current = against.settings(CleanSettings)
     crawls = args.crawl or registered_crawls(lake)
     units = [
         unit
@@ -176,6 +205,38 @@ def cmd_preview(args: argparse.Namespace) -> None:
     if args.html:
         Path(args.html).write_text(html_report(result))
         print(f"\ndistributions with both thresholds: {args.html}")
+
+
+def cmd_recipes(args: argparse.Namespace) -> None:
+    """The recipes, where their outputs are, recipe files left out and why, and outputs whose
+    recipe file is gone; `--remove NAME` deletes such outputs."""
+    from data_assets.datasets import RECIPES_ZONE, Catalog
+
+    catalog = Catalog.load()
+    lake = default_lake()
+    names = {d.prefix for d in catalog.recipes}
+    stored = set(lake.list_dirs(RECIPES_ZONE))
+    if args.remove:
+        if args.remove in names:
+            raise ValueError(
+                f"recipe {args.remove} is in the recipes folder "
+                f"({catalog.recipe(args.remove).recipe.source}): delete its file first"
+            )
+        if args.remove not in stored:
+            raise ValueError(f"no outputs of a recipe named {args.remove!r} in {lake.uri('')}")
+        lake.delete_prefix(f"{RECIPES_ZONE}/{args.remove}")
+        print(f"deleted {lake.uri(f'{RECIPES_ZONE}/{args.remove}')}")
+        return
+    for dataset in catalog.recipes:
+        where = lake.uri(f"{RECIPES_ZONE}/{dataset.prefix}")
+        print(f"{dataset.prefix:20} {dataset.recipe.source}  outputs: {where}")
+    for name in sorted(stored - names):
+        print(
+            f"{name:20} (no recipe file) outputs kept: {lake.uri(f'{RECIPES_ZONE}/{name}')}; "
+            f"`tokenmill recipes --remove {name}` deletes them"
+        )
+    if catalog.problems:
+        raise ValueError("recipe files left out:\n" + "\n".join(f"  {p}" for p in catalog.problems))
 
 
 def cmd_ui(args: argparse.Namespace) -> None:
@@ -242,6 +303,7 @@ def main(argv: list[str] | None = None) -> None:
     trace.add_argument("unit", help="<crawl>/<unit>")
     trace.add_argument("part", type=int, help="the unit's file number")
     trace.add_argument("position", type=int)
+    trace.add_argument("--recipe", help="whose shards (default: the only recipe)")
     trace.set_defaults(func=cmd_trace)
 
     preview = commands.add_parser(
@@ -251,12 +313,22 @@ def main(argv: list[str] | None = None) -> None:
     )
     preview.add_argument("recipe", help="the recipe file to try")
     preview.add_argument(
-        "--against", help="the recipe file to compare with (default: the deployment's recipe)"
+        "--against",
+        help="the recipe (a name in the recipes folder, or a file) to compare with "
+        "(default: the only recipe)",
     )
     preview.add_argument("--crawl", action="append", help="only this crawl (default: every one)")
     preview.add_argument("--sample", type=int, default=3, help="sample URLs per rule")
     preview.add_argument("--html", help="write the distributions, thresholds marked, here")
     preview.set_defaults(func=cmd_preview)
+
+    recipes = commands.add_parser(
+        "recipes", help="the recipes, their outputs, and recipe files that fail validation"
+    )
+    recipes.add_argument(
+        "--remove", metavar="NAME", help="delete the outputs of a recipe whose file is gone"
+    )
+    recipes.set_defaults(func=cmd_recipes)
 
     ui = commands.add_parser("ui", help="open the Dagster UI (dagster dev) on this project")
     ui.add_argument("--host", default="127.0.0.1")

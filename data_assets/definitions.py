@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -11,13 +12,16 @@ from dagster import (
     DefaultSensorStatus,
     Definitions,
     EnvVar,
+    SensorDefinition,
     in_process_executor,
+    sensor,
 )
 
 from data_assets.assets import stage_assets
-from data_assets.jobs import ALL_JOBS
+from data_assets.datasets import Catalog
+from data_assets.jobs import stage_jobs
 from data_assets.k8s import run_tags
-from data_assets.partitions import BRIDGES
+from data_assets.partitions import bridges
 from data_assets.recipe import Recipe
 from resources.automation import AlertsResource, DiscoveryResource, tick_seconds
 from resources.lake import LakeResource
@@ -77,13 +81,13 @@ def executor():
     return in_process_executor
 
 
-def automation_sensor(stage) -> AutomationConditionSensorDefinition:
-    """One automation sensor per stage: each tick evaluates one stage's partitions (the daemon
-    runs the sensors in parallel threads), and the runs it requests carry the stage's run tags
-    (pod size, queue key) however they are launched."""
+def automation_sensor(stage, catalog: Catalog) -> AutomationConditionSensorDefinition:
+    """One automation sensor per stage, for every recipe's asset of it: each tick evaluates one
+    stage's partitions (the daemon runs the sensors in parallel threads), and the runs it
+    requests carry the stage's run tags (pod size, queue key) however they are launched."""
     return AutomationConditionSensorDefinition(
         f"automation_{stage.name}",
-        target=AssetSelection.assets(stage.name),
+        target=AssetSelection.assets(*catalog.keys(stage)),
         run_tags=run_tags(stage.name),
         default_status=DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=tick_seconds(30),
@@ -91,7 +95,21 @@ def automation_sensor(stage) -> AutomationConditionSensorDefinition:
     )
 
 
-AUTOMATION = [automation_sensor(stage) for stage in STAGES]
+def recipe_problems(problems: tuple[str, ...]) -> SensorDefinition:
+    """The recipe files left out of the code location, as a sensor whose every tick fails
+    naming each file and key (the UI shows it in red); the other recipes load and run."""
+
+    @sensor(
+        minimum_interval_seconds=tick_seconds(300),
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Fails while a recipe file is invalid, naming it: " + " | ".join(problems),
+    )
+    def recipe_problems_sensor(context):
+        raise ValueError(
+            f"{len(problems)} recipe file(s) left out of the code location:\n" + "\n".join(problems)
+        )
+
+    return recipe_problems_sensor
 
 
 def build_definitions(
@@ -99,12 +117,29 @@ def build_definitions(
     alerts: AlertsResource | None = None,
     discovery: DiscoveryResource | None = None,
     workers: WorkersResource | None = None,
-    recipe: Recipe | None = None,
+    recipes: list[Recipe] | Catalog | None = None,
 ) -> Definitions:
+    """Every recipe of the recipes folder (or of `recipes`) beside the shared stages."""
+    if isinstance(recipes, Catalog):
+        catalog = recipes
+    else:
+        catalog = Catalog.of(recipes) if recipes is not None else Catalog.load()
+    for problem in catalog.problems:
+        logging.getLogger("tokenmill").error("recipe left out: %s", problem)
+    served = [stage for stage in STAGES if catalog.serving(stage)]
+    jobs = stage_jobs(catalog)
+    sensors = [
+        landing_zone,
+        crawl_signatures_complete(catalog),
+        record_run_failures,
+        *(automation_sensor(stage, catalog) for stage in served),
+    ]
+    if catalog.problems:
+        sensors.append(recipe_problems(catalog.problems))
     return Definitions(
-        assets=[*BRIDGES, *stage_assets(recipe or Recipe.load())],
-        jobs=[*ALL_JOBS, reconcile_landing],
-        sensors=[landing_zone, crawl_signatures_complete, record_run_failures, *AUTOMATION],
+        assets=[*bridges(catalog), *stage_assets(catalog)],
+        jobs=[*(jobs[stage.name] for stage in served), reconcile_landing],
+        sensors=sensors,
         schedules=[reconcile_schedule],
         executor=executor(),
         resources={

@@ -21,9 +21,9 @@ one partition wide where it meets its neighbour:
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 from dagster import (
-    AssetKey,
     AssetObservation,
     AssetRecordsFilter,
     AssetsDefinition,
@@ -45,6 +45,9 @@ from tokenmill.lake import Lake
 from tokenmill.layout import Unit
 from tokenmill.stage import Scope, Stage
 from tokenmill.stages import STAGES, stage_named
+
+if TYPE_CHECKING:
+    from data_assets.datasets import Catalog, Dataset
 from tokenmill.units import registered_crawls, registered_units
 
 unit_partitions = DynamicPartitionsDefinition(name="units")
@@ -65,25 +68,25 @@ def unit_inputs(stage: Stage) -> list[str]:
     return [name for name in stage.upstream if stage_named(name).scope is Scope.UNIT]
 
 
-def gathered(stage: Stage) -> AssetSpec:
+def gathered(stage: Stage, dataset: Dataset) -> AssetSpec:
     inputs = ", ".join(unit_inputs(stage))
     return AssetSpec(
-        stage.boundary.gathered,
+        dataset.key(stage.boundary.gathered),
         partitions_def=crawl_partitions,
-        deps=unit_inputs(stage),
-        group_name=stage.group,
+        deps=[dataset.key(name) for name in unit_inputs(stage)],
+        group_name=dataset.prefix or stage.group,
         description=f"Every unit of the crawl has its {inputs}: observed by the "
         "crawl_signatures_complete sensor, with a version that changes when any unit's data "
         f"does; {stage.name} follows it.",
     )
 
 
-def reported_by(stage: Stage) -> AssetSpec:
+def reported_by(stage: Stage, dataset: Dataset) -> AssetSpec:
     return AssetSpec(
-        stage.boundary.reported,
+        dataset.key(stage.boundary.reported),
         partitions_def=unit_partitions,
-        deps=[stage.name],
-        group_name=stage.group,
+        deps=[dataset.key(stage.name)],
+        group_name=dataset.prefix or stage.group,
         description=f"A unit's share of its crawl's {stage.name}: reported by each "
         f"{stage.name} run for the units whose share changed; the stages below follow it.",
     )
@@ -94,7 +97,7 @@ def observable(spec: AssetSpec) -> AssetsDefinition:
     crawl stages' runs: for an external asset, Dagster's automation counts only
     materializations unless it is observable, while its staleness counts only observations."""
 
-    @multi_observable_source_asset(specs=[spec], name=spec.key.path[-1])
+    @multi_observable_source_asset(specs=[spec], name="__".join(spec.key.path))
     def never_observed():
         raise Failure(
             f"{spec.key.to_user_string()} is reported by the sensors and the crawl stages' "
@@ -105,12 +108,24 @@ def observable(spec: AssetSpec) -> AssetsDefinition:
     return never_observed
 
 
-BRIDGE_SPECS = [
-    crawl_units,
-    *(gathered(stage) for stage in BOUNDARY_STAGES),
-    *(reported_by(stage) for stage in BOUNDARY_STAGES if stage.boundary.reported),
-]
-BRIDGES = [observable(spec) for spec in BRIDGE_SPECS]
+def bridge_specs(catalog: Catalog) -> list[AssetSpec]:
+    """The crawls' unit lists, and each recipe's gathered and reported assets."""
+    specs = [crawl_units]
+    for stage in BOUNDARY_STAGES:
+        for dataset in catalog.serving(stage):
+            specs.append(gathered(stage, dataset))
+            if stage.boundary.reported:
+                specs.append(reported_by(stage, dataset))
+    return specs
+
+
+def bridges(catalog: Catalog) -> list[AssetsDefinition]:
+    return [observable(spec) for spec in bridge_specs(catalog)]
+
+
+def boundaries(catalog: Catalog) -> list[tuple[Stage, Dataset]]:
+    """Each crawl stage between per-unit ones, with each dataset that has it."""
+    return [(stage, d) for stage in BOUNDARY_STAGES for d in catalog.serving(stage)]
 
 
 def versioned(key, partition: str, version: str) -> AssetObservation:
@@ -163,16 +178,18 @@ def inputs_version(instance: DagsterInstance, crawl: str, units: list[str], keys
     return digest.hexdigest()
 
 
-def gathered_changes(instance: DagsterInstance, crawls: list[str]) -> list[AssetObservation]:
-    """Observations of each boundary's `gathered` asset for the crawls among `crawls` whose
-    units all have the stage's per-unit inputs, and whose inputs are not the ones last
+def gathered_changes(
+    instance: DagsterInstance, crawls: list[str], catalog: Catalog
+) -> list[AssetObservation]:
+    """Observations of each recipe's boundary `gathered` assets for the crawls among `crawls`
+    whose units all have the stage's per-unit inputs, and whose inputs are not the ones last
     observed."""
     all_units = instance.get_dynamic_partitions(unit_partitions.name)
     changes = []
-    for stage in BOUNDARY_STAGES:
-        keys = [AssetKey(name) for name in unit_inputs(stage)]
+    for stage, dataset in boundaries(catalog):
+        keys = [dataset.key(name) for name in unit_inputs(stage)]
         done = [set(instance.get_materialized_partitions(key)) for key in keys]
-        target = AssetKey(stage.boundary.gathered)
+        target = dataset.key(stage.boundary.gathered)
         for crawl in crawls:
             units = [u for u in all_units if u.startswith(f"{crawl}/")]
             if not units or any(u not in had for had in done for u in units):

@@ -15,7 +15,8 @@ from dagster import AssetKey, DagsterInstance, ExecuteInProcessResult
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.loader import LoadingContext
 
-from data_assets.jobs import JOBS
+from data_assets.datasets import Catalog
+from data_assets.jobs import job_name
 from data_assets.partitions import (
     crawl_partitions,
     gathered_changes,
@@ -39,7 +40,6 @@ ERROR_LINES, ERROR_CHARS = 3, 400
 # "tokenmill.lake.LakeKeyError: ..." -> "LakeKeyError: ..."
 QUALIFIED_CLASS = re.compile(r"^(?:\w+\.)+(?=\w+:)")
 PROJECT_DIR = Path(__file__).resolve().parents[1]
-STAGE_ASSETS = [stage.name for stage in STAGES]
 
 
 def local_instance() -> DagsterInstance:
@@ -101,20 +101,26 @@ def definitions_for(lake: Lake, workers: int | None = None):
 
 
 def execute(
-    job_name: str, partition_key: str | None, instance: DagsterInstance, defs=None
+    name: str,
+    partition_key: str | None,
+    instance: DagsterInstance,
+    defs=None,
+    assets: list[AssetKey] | None = None,
 ) -> RunOutcome:
+    """Run job `name` for a partition: all its assets, or those of `assets`."""
     if defs is None:
         from data_assets.definitions import defs
 
-    job = defs.resolve_job_def(job_name)
+    job = defs.resolve_job_def(name)
     result = job.execute_in_process(
         instance=instance,
         partition_key=partition_key,
         run_config=SILENT_CONSOLE,
         raise_on_error=False,
+        asset_selection=assets,
     )
     error = None if result.success else failure_of(result)
-    return RunOutcome(job_name, partition_key, result.run_id, result.success, error)
+    return RunOutcome(name, partition_key, result.run_id, result.success, error)
 
 
 def failure_of(result: ExecuteInProcessResult) -> str:
@@ -178,6 +184,7 @@ def materialize_all(
     unset). Raises RunsFailedError, naming each failed run's cause, after the first stage
     with failed runs."""
     defs = definitions_for(lake, workers)
+    catalog = Catalog.load()
     partitions = {
         Scope.UNIT: instance.get_dynamic_partitions(unit_partitions.name),
         Scope.CRAWL: instance.get_dynamic_partitions(crawl_partitions.name),
@@ -188,18 +195,21 @@ def materialize_all(
         if stage.scope is Scope.CRAWL:
             # what the crawl_signatures_complete sensor would observe: the instance is then as
             # the sensors and the automation leave it, and they find nothing left to do
-            for event in gathered_changes(instance, partitions[Scope.CRAWL]):
+            for event in gathered_changes(instance, partitions[Scope.CRAWL], catalog):
                 instance.report_runless_asset_event(event)
         keys = partitions[stage.scope]
-        todo = keys if force else _out_of_date(instance, defs, stage, keys)
+        assets = catalog.keys(stage)
+        todo = _out_of_date(instance, defs, stage, assets, keys, force)
+        label = ", ".join(a.to_user_string() for a in assets) if len(assets) > 1 else stage.name
         results = []
-        for key in todo:
-            outcome = execute(JOBS[stage.name].name, key, instance, defs)
+        for key, stale in todo.items():
+            outcome = execute(job_name(stage.name), key, instance, defs, stale)
             state = "ok" if outcome.success else "FAILED"
-            print(f"  {stage.name:18} {key or '-':40} {state}", flush=True)
+            names = label if stale == assets else ", ".join(a.to_user_string() for a in stale)
+            print(f"  {names:18} {key or '-':40} {state}", flush=True)
             results.append(outcome)
-        if len(todo) < len(keys):
-            print(f"  {stage.name:18} {len(keys) - len(todo)} partitions up to date", flush=True)
+        if len(todo) < len(keys) and assets:
+            print(f"  {label:18} {len(keys) - len(todo)} partitions up to date", flush=True)
         outcomes += results
         failed = [r for r in results if not r.success]
         if failed:
@@ -222,20 +232,37 @@ class _Loading(LoadingContext):
         return self._loaders
 
 
-def _out_of_date(instance: DagsterInstance, defs, stage, keys: list) -> list:
-    """The partitions the UI shows missing or stale: never materialized, another code version
-    (recipe section), or inputs whose data changed since. The lake's stages (the tokenizer)
-    only when missing: changing one is a deliberate launch, as for the automation."""
-    key = AssetKey(stage.name)
+def _out_of_date(
+    instance: DagsterInstance, defs, stage, assets: list[AssetKey], keys: list, force: bool
+) -> dict[str | None, list[AssetKey]]:
+    """Per partition, the stage's assets (one per recipe) the UI shows missing or stale: never
+    materialized, another code version (recipe section), or inputs whose data changed since
+    (every one with `force`). The lake's stages (the tokenizer) only when missing: changing one
+    is a deliberate launch, as for the automation."""
+    if force:
+        return {k: assets for k in keys} if assets else {}
+    todo: dict[str | None, list[AssetKey]] = {}
     if stage.scope is Scope.LAKE:
-        return [] if instance.get_latest_materialization_event(key) else keys
+        missing = [a for a in assets if not instance.get_latest_materialization_event(a)]
+        return {None: missing} if missing else {}
     resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), _Loading(instance))
-    return [k for k in keys if resolver.get_status(key, k) is not StaleStatus.FRESH]
+    for k in keys:
+        stale = [a for a in assets if resolver.get_status(a, k) is not StaleStatus.FRESH]
+        if stale:
+            todo[k] = stale
+    return todo
+
+
+def stage_asset_keys(catalog: Catalog | None = None) -> list[AssetKey]:
+    """Every stage asset of every recipe, in lineage order."""
+    catalog = catalog or Catalog.load()
+    return [key for stage in STAGES for key in catalog.keys(stage)]
 
 
 def materialized_partitions(instance: DagsterInstance) -> dict[str, set[str]]:
     return {
-        name: set(instance.get_materialized_partitions(AssetKey(name))) for name in STAGE_ASSETS
+        key.to_user_string(): set(instance.get_materialized_partitions(key))
+        for key in stage_asset_keys()
     }
 
 
@@ -246,4 +273,7 @@ def partition_counts(instance: DagsterInstance) -> dict[str, int]:
         Scope.CRAWL: len(instance.get_dynamic_partitions(crawl_partitions.name)),
         Scope.LAKE: 1,
     }
-    return {stage.name: counts[stage.scope] for stage in STAGES}
+    catalog = Catalog.load()
+    return {
+        key.to_user_string(): counts[stage.scope] for stage in STAGES for key in catalog.keys(stage)
+    }

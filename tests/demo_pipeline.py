@@ -15,6 +15,7 @@ from dagster import DagsterInstance
 
 from data_assets.cli import land_demo_crawl
 from data_assets.runner import local_instance, materialize_all, register
+from tests.datasets import recipe_lake
 from tokenmill.lake import Lake
 from tokenmill.layout import MARKER, Unit
 from tokenmill.parts import RESUME_FIELD
@@ -82,6 +83,7 @@ def demo_pipeline(root: Path, crawl: str, files: int, pages_per_file: int, seed:
         register(instance, lake, crawl, files_per_unit=2)
         runs = materialize_all(instance, lake, workers=2)
         try:
-            yield Pipeline(lake, instance, truth, runs)
+            # the lake as the project's recipe sees it: its stages' zones are its own
+            yield Pipeline(recipe_lake(lake), instance, truth, runs)
         finally:
             instance.dispose()

@@ -16,11 +16,8 @@ import pytest
 from dagster import AssetKey
 from tokenizers import Tokenizer
 
-from data_assets.runner import (
-    STAGE_ASSETS,
-    materialize_all,
-    materialized_partitions,
-)
+from data_assets.runner import materialize_all, materialized_partitions
+from tests.datasets import key, label
 from tests.demo_pipeline import Pipeline, demo_pipeline
 from tests.formats import read_indexed_dataset, warc_headers_at
 from tokenmill.lake import Lake
@@ -47,14 +44,16 @@ def test_every_stage_is_materialized_for_every_partition(pipeline):
     materialized = materialized_partitions(pipeline.instance)
     unit_keys = {f"{CRAWL}/{u.name}" for u in pipeline.units}
     assert len(unit_keys) == 2
-    for asset in STAGE_ASSETS:
+    assert set(materialized) == {label(stage.name) for stage in STAGES}
+    for stage in STAGES:
+        asset = stage.name
         expected = (
             {CRAWL} if asset == "dedup_clusters" else set() if asset == "tokenizer" else unit_keys
         )
         if asset == "tokenizer":
-            assert pipeline.instance.get_latest_materialization_event(AssetKey(asset))
+            assert pipeline.instance.get_latest_materialization_event(key(asset))
         else:
-            assert materialized[asset] == expected, asset
+            assert materialized[label(asset)] == expected, asset
     assert all(run.success for run in pipeline.runs)
 
 
@@ -77,7 +76,7 @@ def test_materialization_metadata_counts_records_and_broken_ones(pipeline):
     # Every corrupt or clipped record was kept aside and counted, and the run still succeeded.
     assert sum(totals.values()) >= broken["broken:corrupt_gzip"]
     metadata = pipeline.instance.get_latest_materialization_event(
-        AssetKey("cleaned")
+        key("cleaned")
     ).asset_materialization.metadata
     for name in ("records_in", "records_out", "bytes_in", "bytes_out", "duration_s", "preview"):
         assert name in metadata, name
@@ -85,7 +84,7 @@ def test_materialization_metadata_counts_records_and_broken_ones(pipeline):
     # What each partition cost: the CPU of every process that did its work, workers included
     # (the run's own process only coordinates a unit's files).
     for stage in STAGES:
-        event = pipeline.instance.get_latest_materialization_event(AssetKey(stage.name))
+        event = pipeline.instance.get_latest_materialization_event(key(stage.name))
         cpu = event.asset_materialization.metadata["cpu_s"].value
         assert cpu > 0, stage.name
 
@@ -190,13 +189,15 @@ def test_asset_graph_has_the_stages_in_lineage_order():
 
     graph = defs.resolve_asset_graph()
     order = [key.to_user_string() for key in graph.toposorted_asset_keys]
-    stages = ["raw_crawl", "extracted", "cleaned", "deduplicated", "tokenized_shards"]
+    stages = [label(s) for s in ("raw_crawl", "extracted", "cleaned", "deduplicated")]
+    stages.append(label("tokenized_shards"))
+    assert stages[:3] == ["raw_crawl", "extracted", "fineweb_en/cleaned"]
     assert [name for name in order if name in stages] == stages
-    for name in STAGE_ASSETS:
-        if name != "tokenizer":
-            assert graph.get(AssetKey(name)).is_partitioned, name
+    for stage in STAGES:
+        if stage.name != "tokenizer":
+            assert graph.get(key(stage.name)).is_partitioned, stage.name
     assert AssetKey("raw_crawl") in graph.get(AssetKey("extracted")).parent_keys
-    assert AssetKey("extracted") in graph.get(AssetKey("cleaned")).parent_keys
+    assert AssetKey("extracted") in graph.get(key("cleaned")).parent_keys
 
 
 def test_dagster_definitions_validate():

@@ -6,6 +6,7 @@ atomic: readers see either the previous object or the complete new one, never a 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -187,6 +188,8 @@ class Lake:
         self.multipart_threshold = MULTIPART_THRESHOLD
         self.part_size = PART_SIZE
         self._client = None
+        # zone -> where its keys are stored (see `with_zones`)
+        self.zones: dict[str, str] = {}
 
     def __getstate__(self) -> dict:
         # A worker process gets the lake without the boto3 client (which does not pickle): it
@@ -264,8 +267,28 @@ class Lake:
         directory.mkdir(parents=True, exist_ok=True)
         return cls(pafs.LocalFileSystem(), str(directory), str(directory))
 
+    def with_zones(self, zones: dict[str, str]) -> Lake:
+        """This lake, with the keys of each zone (a key's first folder) in `zones` stored
+        under another prefix: `{"cleaned": "recipes/a/cleaned"}` reads and writes
+        `cleaned/x` at `recipes/a/cleaned/x`, and lists it as `cleaned/x`. A recipe's stages
+        run on such a view, so they use the same keys whichever recipe they serve."""
+        view = copy.copy(self)
+        view.zones = {**self.zones, **zones}
+        return view
+
+    def stored_key(self, key: str) -> str:
+        zone, slash, rest = key.partition("/")
+        target = self.zones.get(zone)
+        return f"{target}{slash}{rest}" if target else key
+
+    def _key_of(self, stored: str) -> str:
+        for zone, target in self.zones.items():
+            if stored == target or stored.startswith(target + "/"):
+                return zone + stored[len(target) :]
+        return stored
+
     def path(self, key: str) -> str:
-        path = f"{self.root}/{check_key(key)}"
+        path = f"{self.root}/{check_key(self.stored_key(key))}"
         if self.is_local and os.path.realpath(path) != path:
             # A symlink inside a local lake must not lead reads, writes or deletes out of it.
             real = os.path.realpath(path)
@@ -274,7 +297,7 @@ class Lake:
         return path
 
     def uri(self, key: str) -> str:
-        return f"{self.url.rstrip('/')}/{key}"
+        return f"{self.url.rstrip('/')}/{self.stored_key(key)}"
 
     # reading
 
@@ -333,7 +356,7 @@ class Lake:
         with self._s3_errors():
             infos = self.fs.get_file_info(selector)
         keys = [
-            info.path[len(self.root) + 1 :]
+            self._key_of(info.path[len(self.root) + 1 :])
             for info in infos
             if info.type == pafs.FileType.File and not is_temporary(info.base_name)
         ]
@@ -351,6 +374,7 @@ class Lake:
         bounded page of a listing that may hold millions of objects (S3 lists from there)."""
         if self.is_local:
             return [key for key in self.list(prefix) if key > start_after][:limit]
+        prefix, start_after = self.stored_key(prefix), start_after and self.stored_key(start_after)
         bucket, _, root_key = self.root.partition("/")
         base = f"{root_key}/" if root_key else ""
         pages = (
@@ -364,7 +388,11 @@ class Lake:
             )
         )
         with self._s3_errors():
-            keys = [item["Key"][len(base) :] for page in pages for item in page.get("Contents", [])]
+            keys = [
+                self._key_of(item["Key"][len(base) :])
+                for page in pages
+                for item in page.get("Contents", [])
+            ]
         return [key for key in keys if not is_temporary(key.rsplit("/", 1)[-1])]
 
     # writing

@@ -15,8 +15,9 @@ from tokenmill.stages import STAGES
 from tokenmill.units import registered_crawls, registered_units
 
 
-def stage_rows(lake: Lake) -> list[dict]:
-    """One row per partitioned stage: committed partitions and their summed counters."""
+def stage_rows(lake: Lake, stages=STAGES, label: str = "") -> list[dict]:
+    """One row per partitioned stage of `stages` (named `label` + its name): committed
+    partitions and their summed counters."""
     crawls = registered_crawls(lake)
     units = [u for c in crawls for u in registered_units(lake, c)]
     prefixes = {
@@ -24,8 +25,8 @@ def stage_rows(lake: Lake) -> list[dict]:
         Scope.CRAWL: lambda stage: [crawl_prefix(stage, c) for c in crawls],
     }
     return [
-        _row(lake, stage.name, prefixes[stage.scope](stage.name))
-        for stage in STAGES
+        _row(lake, label + stage.name, prefixes[stage.scope](stage.name))
+        for stage in stages
         if stage.scope in prefixes
     ]
 

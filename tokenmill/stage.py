@@ -145,6 +145,9 @@ class Stage:
     # Empty: every output file.
     data_files: tuple[str, ...] = ()
     boundary: CrawlBoundary | None = None  # a crawl stage between per-unit ones (see there)
+    # Built once for every recipe (reading and extraction); the others are built per recipe,
+    # each recipe's in its own zones (`Lake.with_zones`).
+    shared: bool = False
 
 
 def settings_fields(settings: type) -> list[tuple[str, Any, Any, str]]:

@@ -295,6 +295,7 @@ STAGE = Stage(
     checks=(provenance_resolves(EXTRACTED),),
     schema=EXTRACTED_SCHEMA,
     data_files=("docs.parquet",),
+    shared=True,
     description="Main-content text of every HTML response with language, provenance and every "
     "built-in filter's signals (the work all recipes share); records without text are in "
     "rejected.parquet with the reason.",

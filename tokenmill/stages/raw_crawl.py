@@ -167,6 +167,7 @@ STAGE = Stage(
     checks=(Check("bad_record_rate", bad_record_rate, warn_only=True),),
     schema=INDEX_SCHEMA,
     data_files=("index.parquet",),
+    shared=True,
     description="The unit's WARC files indexed where they are, gzip-verified: a per-record index "
     "(record id, URI, offset) and unreadable records kept aside in quarantine.parquet.",
 )

@@ -1,0 +1,25 @@
+"""The project's recipe as the tests see it: its assets' keys and its zones in a lake."""
+
+from __future__ import annotations
+
+from dagster import AssetKey
+
+from data_assets.datasets import Dataset
+from data_assets.recipe import DEFAULT_RECIPE, Recipe
+from tokenmill.lake import Lake
+
+RECIPE = Dataset(Recipe.load(), DEFAULT_RECIPE.stem)
+
+
+def key(name: str) -> AssetKey:
+    """The asset key of a stage (or bridge) as the project's recipe has it."""
+    return RECIPE.key(name)
+
+
+def label(name: str) -> str:
+    return key(name).to_user_string()
+
+
+def recipe_lake(lake: Lake) -> Lake:
+    """`lake` as the project's recipe's stages see it (their zones under recipes/)."""
+    return RECIPE.lake(lake)
