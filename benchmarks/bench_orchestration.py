@@ -81,11 +81,11 @@ def bare_run(lake, recipe, workers, run: Run) -> None:
 
 
 def execute(defs, instance, run: Run):
-    from data_assets.jobs import JOBS
+    from data_assets.jobs import job_name
     from data_assets.runner import QUIET_CONSOLE
 
     stage, key = run
-    return defs.resolve_job_def(JOBS[stage.name].name).execute_in_process(
+    return defs.resolve_job_def(job_name(stage.name)).execute_in_process(
         run_config=QUIET_CONSOLE, instance=instance, partition_key=key, raise_on_error=False
     )
 

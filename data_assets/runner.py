@@ -68,6 +68,7 @@ class RunOutcome:
     run_id: str
     success: bool
     error: str | None = None  # a failed run's cause: each failed step and its error
+    assets: tuple[str, ...] = ()  # the assets it materialized, when not all of the job's
 
     @property
     def name(self) -> str:
@@ -120,7 +121,8 @@ def execute(
         asset_selection=assets,
     )
     error = None if result.success else failure_of(result)
-    return RunOutcome(name, partition_key, result.run_id, result.success, error)
+    selected = tuple(a.to_user_string() for a in assets or ())
+    return RunOutcome(name, partition_key, result.run_id, result.success, error, selected)
 
 
 def failure_of(result: ExecuteInProcessResult) -> str:

@@ -23,3 +23,8 @@ def label(name: str) -> str:
 def recipe_lake(lake: Lake) -> Lake:
     """`lake` as the project's recipe's stages see it (their zones under recipes/)."""
     return RECIPE.lake(lake)
+
+
+def variant(sections: dict, source: str) -> Recipe:
+    """Another version of the project's recipe (same name, so the same assets)."""
+    return Recipe(sections, source, name=RECIPE.prefix)

@@ -26,18 +26,20 @@ from dagster import (
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.loader import LoadingContextForTest
 
+from data_assets.datasets import Dataset
 from data_assets.definitions import build_definitions, lake_resource
-from data_assets.jobs import JOBS
+from data_assets.jobs import job_name
 from data_assets.k8s import K8S_CONFIG, MAX_RUNTIME_TAG, STAGE_TAG, run_tags
 from data_assets.partitions import crawl_units, unit_list_version
+from data_assets.recipe import DEFAULT_RECIPE as RECIPE_FILE
 from data_assets.recipe import Recipe
 from demo.crawl import generate_demo_crawl
 from resources.automation import AlertsResource, DiscoveryResource
 from resources.lake import LakeResource
 from resources.workers import WorkersResource
-from sensors.crawls import crawl_signatures_complete
 from sensors.failures import FAILURES, record_run_failures
 from sensors.landing import landing_zone
+from tests.datasets import key, recipe_lake, variant
 from tokenmill.dedup import CLUSTERS_FILE
 from tokenmill.lake import Lake
 from tokenmill.layout import LANDING, Unit
@@ -188,7 +190,9 @@ def test_units_registered_by_the_cli_meanwhile_are_not_overwritten(lake):
 
 def definitions(lake: Lake, recipe: Recipe | None = None):
     return build_definitions(
-        LakeResource(url=lake.url), workers=WorkersResource(processes=1), recipe=recipe
+        LakeResource(url=lake.url),
+        workers=WorkersResource(processes=1),
+        recipes=[recipe] if recipe else None,
     )
 
 
@@ -200,9 +204,9 @@ def execute_requested(defs, instance: DagsterInstance, result) -> dict[str, set[
         partitions = result.get_requested_partitions(node)
         if not partitions:
             continue
-        name = node.to_user_string()
+        name = node.path[-1]  # the stage's name
         for partition in sorted(partitions, key=str):
-            outcome = defs.resolve_job_def(JOBS[name].name).execute_in_process(
+            outcome = defs.resolve_job_def(job_name(name)).execute_in_process(
                 instance=instance, partition_key=partition
             )
             assert outcome.success
@@ -230,7 +234,7 @@ class Automation:
     def signatures_tick(self) -> list[str]:
         """The crawl_signatures_complete sensor's tick; returns the crawls it observed."""
         context = build_sensor_context(instance=self.instance, cursor=self.signatures_cursor)
-        result = crawl_signatures_complete(context)
+        result = self.defs.resolve_sensor_def("crawl_signatures_complete")(context)
         if isinstance(result, SkipReason):
             return []
         self.signatures_cursor = result.cursor
@@ -258,15 +262,15 @@ def stale_status(defs, instance: DagsterInstance, asset: str, partition: str) ->
     resolver = CachingStaleStatusResolver(
         instance, defs.resolve_asset_graph(), LoadingContextForTest(instance)
     )
-    return resolver.get_status(AssetKey(asset), partition)
+    return resolver.get_status(key(asset), partition)
 
 
 def materialized(instance: DagsterInstance, asset: str) -> set[str]:
-    return set(instance.get_materialized_partitions(AssetKey(asset)))
+    return set(instance.get_materialized_partitions(key(asset)))
 
 
 def observed(instance: DagsterInstance, asset: str) -> set[str]:
-    records = instance.fetch_observations(AssetKey(asset), limit=1000).records
+    records = instance.fetch_observations(key(asset), limit=1000).records
     return {r.partition_key for r in records}
 
 
@@ -317,11 +321,11 @@ def test_each_per_unit_asset_has_exactly_the_registered_units(tmp_path, lake):
 
     units = keys(CRAWL, "00000", "00001", "00002") + keys(OTHER, "00000")
     for name in PER_UNIT:
-        partitions_def = defs.resolve_assets_def(name).partitions_def
+        partitions_def = defs.resolve_assets_def(key(name)).partitions_def
         assert sorted(partitions_def.get_partition_keys(dynamic_partitions_store=instance)) == (
             sorted(units)
         ), name
-    crawls = defs.resolve_assets_def("dedup_clusters").partitions_def
+    crawls = defs.resolve_assets_def(key("dedup_clusters")).partitions_def
     assert sorted(crawls.get_partition_keys(dynamic_partitions_store=instance)) == [CRAWL, OTHER]
 
     # The first stage's on_missing condition (what launches units registered outside the
@@ -329,9 +333,9 @@ def test_each_per_unit_asset_has_exactly_the_registered_units(tmp_path, lake):
     # the same units; nothing per crawl before the crawl_signatures_complete sensor says so.
     result = automation.evaluate()
     requested = {
-        key.to_user_string(): result.get_requested_partitions(key)
-        for key in defs.resolve_asset_graph().toposorted_asset_keys
-        if result.get_requested_partitions(key)
+        asset.path[-1]: result.get_requested_partitions(asset)
+        for asset in defs.resolve_asset_graph().toposorted_asset_keys
+        if result.get_requested_partitions(asset)
     }
     assert requested["raw_crawl"] == set(units)
     assert set(requested) <= set(PER_UNIT)
@@ -349,7 +353,7 @@ def test_landed_files_end_up_tokenized_and_only_what_changed_runs_again(tmp_path
     land_files(lake, OTHER, other_files)
     # The lowest doc id survives: a copy of a landed file under another name (another doc id)
     # takes over some of its clusters, so the removals of that file's unit change.
-    defs = definitions(lake, Recipe({"dedup": {"survivor": "lowest_doc_id"}}, "test"))
+    defs = definitions(lake, variant({"dedup": {"survivor": "lowest_doc_id"}}, "test"))
     instance = DagsterInstance.ephemeral()
     landing = Landing(defs, lake, instance, files_per_unit=1)
 
@@ -378,7 +382,8 @@ def test_landed_files_end_up_tokenized_and_only_what_changed_runs_again(tmp_path
         for partition in first_units
     } == {StaleStatus.FRESH}
     clusters_key = f"dedup_clusters/{CRAWL}/{CLUSTERS_FILE}"
-    before = pq.read_table(lake.open_input(clusters_key)).to_pylist()
+    outputs = recipe_lake(lake)
+    before = pq.read_table(outputs.open_input(clusters_key)).to_pylist()
 
     # A copy of the first file lands as a new unit of the first crawl.
     land_files(lake, CRAWL, files[:1], [f"{CRAWL}-copy.warc.gz"])
@@ -392,7 +397,7 @@ def test_landed_files_end_up_tokenized_and_only_what_changed_runs_again(tmp_path
     def after_round(ran: dict[str, set[str]]) -> None:
         if "dedup_clusters" not in ran:
             return
-        after = pq.read_table(lake.open_input(clusters_key)).to_pylist()
+        after = pq.read_table(outputs.open_input(clusters_key)).to_pylist()
         changed = {
             Unit(CRAWL, row["unit"]).key
             for row in [r for r in before if r not in after] + [r for r in after if r not in before]
@@ -417,7 +422,8 @@ def test_landed_files_end_up_tokenized_and_only_what_changed_runs_again(tmp_path
     assert "tokenizer" not in launched  # built once; retraining it is a deliberate launch
     assert stale_status(defs, instance, "dedup_clusters", CRAWL) == StaleStatus.FRESH
     assert materialized(instance, "tokenized_shards") == set(first_units) | {new_unit}
-    assert lake.exists(f"tokenized_shards/{CRAWL}/00003/_SUCCESS.json")
+    assert outputs.exists(f"tokenized_shards/{CRAWL}/00003/_SUCCESS.json")
+    assert lake.exists(f"recipes/fineweb_en/tokenized_shards/{CRAWL}/00003/_SUCCESS.json")
 
 
 def test_clusters_are_not_held_by_a_crawl_whose_unit_list_was_never_observed(lake):
@@ -428,9 +434,10 @@ def test_clusters_are_not_held_by_a_crawl_whose_unit_list_was_never_observed(lak
     instance.add_dynamic_partitions("units", keys(CRAWL, "00000"))
     automation = Automation(definitions(lake), instance)
     for asset in ("raw_crawl", "extracted", "cleaned", "dedup_signatures"):
-        instance.report_runless_asset_event(AssetMaterialization(asset, partition=f"{CRAWL}/00000"))
+        done = AssetMaterialization(key(asset), partition=f"{CRAWL}/00000")
+        instance.report_runless_asset_event(done)
     assert automation.signatures_tick() == [CRAWL]
-    requested = automation.evaluate().get_requested_partitions(AssetKey("dedup_clusters"))
+    requested = automation.evaluate().get_requested_partitions(key("dedup_clusters"))
     assert requested == {CRAWL}
 
 
@@ -440,8 +447,9 @@ def test_crawl_signatures_are_observed_once_every_unit_of_the_crawl_is_signed(la
     instance.add_dynamic_partitions("units", keys(CRAWL, "00000", "00001") + keys(OTHER, "00000"))
     automation = Automation(definitions(lake), instance)
 
-    def sign(key: str) -> None:
-        instance.report_runless_asset_event(AssetMaterialization("dedup_signatures", partition=key))
+    def sign(unit: str) -> None:
+        signed = AssetMaterialization(key("dedup_signatures"), partition=unit)
+        instance.report_runless_asset_event(signed)
 
     sign(f"{CRAWL}/00000")
     assert automation.signatures_tick() == []  # unit 00001 has no signatures yet
@@ -451,7 +459,7 @@ def test_crawl_signatures_are_observed_once_every_unit_of_the_crawl_is_signed(la
     assert automation.signatures_tick() == []  # nothing new
     sign(f"{CRAWL}/00001")  # a unit signed again: a new version of its crawl only
     assert automation.signatures_tick() == [CRAWL]
-    versions = instance.fetch_observations(AssetKey("crawl_signatures"), limit=10).records
+    versions = instance.fetch_observations(key("crawl_signatures"), limit=10).records
     assert len({r.asset_observation.data_version for r in versions}) == 3
 
 
@@ -474,7 +482,8 @@ def test_an_idle_instance_requests_nothing_and_a_change_keeping_the_documents_st
     # Every partition of cleaned runs again (its code version changed): the same documents
     # (those Gopher's repetition filter dropped here fail a later filter too), other reasons.
     def cleaned_files(name: str) -> dict[str, bytes]:
-        return {k: lake.read_bytes(k) for k in lake.list("cleaned") if k.endswith(name)}
+        outputs = recipe_lake(lake)
+        return {k: outputs.read_bytes(k) for k in outputs.list("cleaned") if k.endswith(name)}
 
     docs, rejected = cleaned_files("docs.parquet"), cleaned_files("rejected.parquet")
     base = Recipe.load()
@@ -482,7 +491,7 @@ def test_an_idle_instance_requests_nothing_and_a_change_keeping_the_documents_st
         **base.sections,
         "clean": {**base.sections["clean"], "skip_filters": ["gopher_repetition"]},
     }
-    automation.defs = definitions(lake, Recipe(skipping, "skipping"))
+    automation.defs = definitions(lake, variant(skipping, "skipping"))
     assert automation.settle() == {"cleaned": units}
     assert cleaned_files("docs.parquet") == docs
     assert cleaned_files("rejected.parquet") != rejected
@@ -490,10 +499,11 @@ def test_an_idle_instance_requests_nothing_and_a_change_keeping_the_documents_st
 
 
 def cleaned_languages(lake: Lake, unit: Unit) -> set[str]:
+    lake = recipe_lake(lake)
     languages = set()
-    for key in lake.list(unit.prefix("cleaned")):
-        if key.endswith("docs.parquet"):
-            table = pq.read_table(lake.open_input(key), columns=["language"])
+    for name in lake.list(unit.prefix("cleaned")):
+        if name.endswith("docs.parquet"):
+            table = pq.read_table(lake.open_input(name), columns=["language"])
             languages |= set(table.column("language").to_pylist())
     return languages
 
@@ -506,53 +516,53 @@ def test_the_recipe_sets_every_run_and_its_changes_rerun_only_its_stages(tmp_pat
     instance = DagsterInstance.ephemeral()
     # Gopher's quality filter knows English stop words only.
     clean = {"min_language_score": 0.5, "skip_filters": ["gopher_quality"]}
-    spanish = Recipe({"clean": clean | {"keep_languages": ["es"]}}, "spanish")
+    spanish = variant({"clean": clean | {"keep_languages": ["es"]}}, "spanish")
     defs = definitions(lake, spanish)
     Landing(defs, lake, instance, files_per_unit=2).tick()
     unit = Unit(CRAWL, "00000")
-    raw = defs.resolve_job_def(JOBS["raw_crawl"].name)
+    raw = defs.resolve_job_def(job_name("raw_crawl"))
     assert raw.execute_in_process(instance=instance, partition_key=unit.key).success
-    extracted = defs.resolve_job_def(JOBS["extracted"].name)
+    extracted = defs.resolve_job_def(job_name("extracted"))
     assert extracted.execute_in_process(instance=instance, partition_key=unit.key).success
-    cleaned = defs.resolve_job_def(JOBS["cleaned"].name)
+    cleaned = defs.resolve_job_def(job_name("cleaned"))
 
     # A run without config (as every automated one) cleans by the recipe...
     assert cleaned.execute_in_process(instance=instance, partition_key=unit.key).success
     assert cleaned_languages(lake, unit) == {"es"}
-    event = instance.get_latest_materialization_event(AssetKey("cleaned"))
+    event = instance.get_latest_materialization_event(key("cleaned"))
     metadata = event.asset_materialization.metadata
     assert metadata["recipe"].value == "spanish" and "recipe_overrides" not in metadata
 
     # ...and a run's own config overrides it for that run, recorded with its materialization.
-    override = {"ops": {"cleaned": {"config": {"keep_languages": ["en"]}}}}
+    override = {"ops": {"fineweb_en__cleaned": {"config": {"keep_languages": ["en"]}}}}
     result = cleaned.execute_in_process(
         instance=instance, partition_key=unit.key, run_config=override
     )
     assert result.success
     assert cleaned_languages(lake, unit) == {"en"}
-    event = instance.get_latest_materialization_event(AssetKey("cleaned"))
+    event = instance.get_latest_materialization_event(key("cleaned"))
     assert event.asset_materialization.metadata["recipe_overrides"].value == {
         "keep_languages": ["en"]
     }
 
     # Changing the recipe's clean section changes the code version of cleaned only (not the
     # extraction: a try of other languages never extracts again)...
-    italian = Recipe({"clean": clean | {"keep_languages": ["it"]}}, "italian")
+    italian = variant({"clean": clean | {"keep_languages": ["it"]}}, "italian")
     new_defs = definitions(lake, italian)
     graphs = defs.resolve_asset_graph(), new_defs.resolve_asset_graph()
     changed = {
-        key.to_user_string()
-        for key in graphs[0].materializable_asset_keys
-        if graphs[0].get(key).code_version != graphs[1].get(key).code_version
+        asset.to_user_string()
+        for asset in graphs[0].materializable_asset_keys
+        if graphs[0].get(asset).code_version != graphs[1].get(asset).code_version
     }
-    assert changed == {"cleaned"}
+    assert changed == {"fineweb_en/cleaned"}
     # ...and the automation, which ticked under the old recipe, cleans again once the code
     # location loads the new one (the cursor holds the code versions it last saw).
     automation = Automation(defs, instance)
-    assert automation.evaluate().get_requested_partitions(AssetKey("cleaned")) == set()
+    assert automation.evaluate().get_requested_partitions(key("cleaned")) == set()
     automation.defs = new_defs
-    assert automation.evaluate().get_requested_partitions(AssetKey("cleaned")) == {unit.key}
-    new_cleaned = new_defs.resolve_job_def(JOBS["cleaned"].name)
+    assert automation.evaluate().get_requested_partitions(key("cleaned")) == {unit.key}
+    new_cleaned = new_defs.resolve_job_def(job_name("cleaned"))
     assert new_cleaned.execute_in_process(instance=instance, partition_key=unit.key).success
     assert cleaned_languages(lake, unit) == {"it"}
 
@@ -581,7 +591,7 @@ def test_failed_runs_are_recorded_in_the_lake_and_posted(lake):
     instance.add_dynamic_partitions("crawls", [CRAWL])
     instance.add_dynamic_partitions("units", keys(CRAWL, "00000"))
     # Deduplicating a unit whose crawl was never clustered fails at once with a clear message.
-    job = JOBS["deduplicated"].name
+    job = job_name("deduplicated")
     result = defs.resolve_job_def(job).execute_in_process(
         instance=instance, partition_key=f"{CRAWL}/00000", raise_on_error=False
     )
@@ -602,7 +612,7 @@ def test_failed_runs_are_recorded_in_the_lake_and_posted(lake):
 
     record = lake.read_json(f"{FAILURES}/{result.run_id}.json")
     assert record["job"] == job and record["partition"] == f"{CRAWL}/00000"
-    assert record["steps"] == ["deduplicated"]
+    assert record["steps"] == ["fineweb_en__deduplicated"]
     assert any(
         "dedup_clusters" in error and "not materialized" in error for error in record["errors"]
     )
@@ -640,8 +650,8 @@ def test_run_config_cannot_repoint_the_deployments_resources(lake, tmp_path, mon
         "discovery": {"files_per_unit": 1},
         "alerts": {"webhook_url": "http://127.0.0.1:9/hook"},
     }
-    for job_name in ("reconcile_landing", "run_raw_crawl", "run_tokenizer"):
-        job = defs.resolve_job_def(job_name)
+    for name in ("reconcile_landing", "run_raw_crawl", "run_tokenizer"):
+        job = defs.resolve_job_def(name)
         for resource, config in overrides.items():
             run_config = {"resources": {resource: {"config": config}}}
             with pytest.raises(DagsterInvalidConfigError, match=f"resources:{resource}:config"):
@@ -678,7 +688,8 @@ def test_every_run_has_a_maximum_runtime(lake):
     assert raw.success
     assert raw.dagster_run.tags[MAX_RUNTIME_TAG] == str(stage_named("raw_crawl").max_runtime_s)
     for stage in STAGES:
-        assert JOBS[stage.name].tags[MAX_RUNTIME_TAG] == str(stage.max_runtime_s)
+        tags = defs.resolve_job_def(job_name(stage.name)).tags
+        assert tags[MAX_RUNTIME_TAG] == str(stage.max_runtime_s)
     assert run_tags("raw_crawl", "cleaned")[MAX_RUNTIME_TAG] == str(
         stage_named("raw_crawl").max_runtime_s + stage_named("cleaned").max_runtime_s
     )
@@ -703,21 +714,22 @@ def test_definitions_wire_the_sensors_and_schedule():
         assert sensor.run_tags[MAX_RUNTIME_TAG] == str(stage.max_runtime_s)
     assert [s.name for s in repository.schedule_defs] == ["reconcile_landing_schedule"]
     for name in ("cleaned", "dedup_clusters", "deduplicated", "tokenized_shards"):
-        assert defs.resolve_assets_def(name).automation_conditions_by_key[AssetKey(name)]
+        assert defs.resolve_assets_def(key(name)).automation_conditions_by_key[key(name)]
     # The bridges across the unit/crawl boundary are external: nothing materializes them.
     graph = defs.resolve_asset_graph()
-    assert {key.to_user_string() for key in graph.external_asset_keys} >= {
+    assert {asset.to_user_string() for asset in graph.external_asset_keys} >= {
         "crawl_units",
-        "crawl_signatures",
-        "unit_duplicates",
+        "fineweb_en/crawl_signatures",
+        "fineweb_en/unit_duplicates",
     }
 
 
-def test_a_crawl_stage_between_unit_stages_needs_only_its_declaration(monkeypatch):
+def test_a_crawl_stage_between_unit_stages_needs_only_its_declaration(monkeypatch, lake):
     """A new crawl-scope stage (say, a classifier's score percentiles over a crawl) between
     per-unit stages: its bridges, dependencies and automation follow from its CrawlBoundary."""
     import tokenmill.stages
     from data_assets.assets import automation_condition, dependencies, stage_asset
+    from data_assets.datasets import Dataset
     from data_assets.partitions import gathered, reported_by
     from tokenmill.stage import CrawlBoundary, Pod, Scope, Stage
 
@@ -730,24 +742,26 @@ def test_a_crawl_stage_between_unit_stages_needs_only_its_declaration(monkeypatc
     top = declared("top_quality", Scope.UNIT, "cleaned", "quality_percentiles")
     monkeypatch.setattr(tokenmill.stages, "STAGES", (*STAGES, percentiles, top))
 
-    assert dependencies(percentiles) == ["crawl_scores", crawl_units.key]
-    assert dependencies(top) == ["cleaned", "unit_percentiles"]
-    scores, shares = gathered(percentiles), reported_by(percentiles)
+    lab = Dataset(variant({}, "lab"), "lab")
+    assert dependencies(percentiles, lab) == [AssetKey(["lab", "crawl_scores"]), crawl_units.key]
+    assert dependencies(top, lab) == [AssetKey(["lab", n]) for n in ("cleaned", "unit_percentiles")]
+    scores, shares = gathered(percentiles, lab), reported_by(percentiles, lab)
     assert scores.partitions_def.name == "crawls" and [d.asset_key for d in scores.deps] == [
-        AssetKey("cleaned")
+        AssetKey(["lab", "cleaned"])
     ]
     assert shares.partitions_def.name == "units" and [d.asset_key for d in shares.deps] == [
-        AssetKey("quality_percentiles")
+        AssetKey(["lab", "quality_percentiles"])
     ]
-    recipe = Recipe({}, "test")
-    assert stage_asset(percentiles, recipe).asset_deps[AssetKey("quality_percentiles")] == {
-        AssetKey("crawl_scores"),
+    assert stage_asset(percentiles, lab).asset_deps[AssetKey(["lab", "quality_percentiles"])] == {
+        AssetKey(["lab", "crawl_scores"]),
         crawl_units.key,
     }
-    assert stage_asset(top, recipe).asset_deps[AssetKey("top_quality")] == {
-        AssetKey("cleaned"),
-        AssetKey("unit_percentiles"),
+    assert stage_asset(top, lab).asset_deps[AssetKey(["lab", "top_quality"])] == {
+        AssetKey(["lab", "cleaned"]),
+        AssetKey(["lab", "unit_percentiles"]),
     }
+    # its output is the recipe's own, as every recipe stage's
+    assert lab.lake(lake).stored_key("top_quality/x") == "recipes/lab/top_quality/x"
     # the unit list marks the crawl stage stale; only its gathered inputs trigger it
     ignoring = automation_condition(top).ignore(AssetSelection.assets(crawl_units.key))
     assert automation_condition(percentiles) == ignoring != automation_condition(top)
@@ -770,6 +784,10 @@ def test_a_stage_added_to_a_deployment_builds_the_units_already_there(lake):
 def test_tokenmill_run_runs_only_what_is_missing_or_stale(tmp_path, lake, monkeypatch):
     from data_assets.runner import materialize_all, register
 
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "fineweb_en.yaml").write_text(RECIPE_FILE.read_text())
+    monkeypatch.setenv("TOKENMILL_RECIPES", str(recipes))
     land_files(lake, CRAWL, demo_files(tmp_path, CRAWL, files=2))
     instance = DagsterInstance.ephemeral()
     units = {u.key for u in register(instance, lake, CRAWL, files_per_unit=1).units}
@@ -777,8 +795,62 @@ def test_tokenmill_run_runs_only_what_is_missing_or_stale(tmp_path, lake, monkey
     assert {run.partition for run in first if run.job == "run_extracted"} == units
     assert materialize_all(instance, lake, workers=1) == []  # nothing changed: nothing runs
     # A threshold change that keeps every document: cleaned again, nothing below it.
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text("clean:\n  skip_filters: [gopher_repetition]\n")
-    monkeypatch.setenv("TOKENMILL_RECIPE", str(recipe))
+    (recipes / "fineweb_en.yaml").write_text("clean:\n  skip_filters: [gopher_repetition]\n")
     again = materialize_all(instance, lake, workers=1)
     assert {(run.job, run.partition) for run in again} == {("run_cleaned", u) for u in units}
+    assert {run.assets for run in again} == {("fineweb_en/cleaned",)}
+
+    # A second recipe beside it: its own stages run, from the shared extraction, and nothing
+    # of the first recipe or of the extraction.
+    project = recipe_lake(lake)
+    words = sorted(len(text.split()) for text in docs_of(project, "cleaned", units).values())
+    (recipes / "strict.yaml").write_text(STRICT.format(min_words=words[len(words) // 2]))
+    added = materialize_all(instance, lake, workers=1)
+    assert {run.job for run in added} == {
+        f"run_{stage}" for stage in ("cleaned", "dedup_signatures", "dedup_clusters")
+    } | {f"run_{stage}" for stage in ("deduplicated", "tokenizer", "tokenized_shards")}
+    assert {asset for run in added for asset in run.assets} == {
+        f"strict/{stage.name}" for stage in STAGES if not stage.shared
+    }
+    assert materialize_all(instance, lake, workers=1) == []
+    strict = Dataset(Recipe.load(recipes / "strict.yaml"), "strict").lake(lake)
+    assert set() < cleaned_doc_ids(strict, units) < cleaned_doc_ids(project, units)
+
+    # ...and it keeps exactly what a lake holding only that recipe keeps.
+    alone = Lake.from_url(str(tmp_path / "alone"))
+    land_files(alone, CRAWL, demo_files(tmp_path, CRAWL, files=2))
+    (recipes / "fineweb_en.yaml").unlink()
+    fresh = DagsterInstance.ephemeral()
+    register(fresh, alone, CRAWL, files_per_unit=1)
+    materialize_all(fresh, alone, workers=1)
+    only = Dataset(Recipe.load(recipes / "strict.yaml"), "strict").lake(alone)
+    for stage in ("cleaned", "deduplicated"):
+        assert docs_of(only, stage, units) == docs_of(strict, stage, units), stage
+
+
+STRICT = """clean:
+  keep_languages: [en]
+  min_language_score: 0.8
+  gopher_quality:
+    min_doc_words: {min_words}
+dedup:
+  ngram: 5
+  bands: 14
+  rows: 8
+tokenizer:
+  vocab_size: 4096
+"""
+
+
+def docs_of(lake: Lake, stage: str, units: set[str]) -> dict[str, str]:
+    docs = {}
+    for unit in sorted(units):
+        for name in lake.list(Unit.from_key(unit).prefix(stage)):
+            if name.endswith("/docs.parquet"):
+                table = pq.read_table(lake.open_input(name), columns=["doc_id", "text"])
+                docs |= dict(zip(*table.to_pydict().values(), strict=True))
+    return docs
+
+
+def cleaned_doc_ids(lake: Lake, units: set[str]) -> set[str]:
+    return set(docs_of(lake, "cleaned", units))

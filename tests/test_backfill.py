@@ -9,7 +9,6 @@ import re
 
 import pytest
 from dagster import (
-    AssetKey,
     DagsterEventType,
     DagsterInstance,
     DagsterRunStatus,
@@ -25,11 +24,13 @@ from dagster._core.storage.tags import (
 
 from data_assets.cli import land_demo_crawl
 from data_assets.definitions import build_definitions
-from data_assets.jobs import JOBS
+from data_assets.jobs import job_name
 from data_assets.runner import QUIET_CONSOLE, register
 from resources.lake import LakeResource
 from resources.workers import WorkersResource
 from tests.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
+from tests.datasets import key as asset_key
+from tests.datasets import recipe_lake
 from tokenmill.lake import Lake
 from tokenmill.layout import MARKER, RAW_CRAWL, Unit
 from tokenmill.stages import raw_crawl
@@ -70,7 +71,7 @@ def land_crawl(dev: DagsterDev, lake: Lake, crawl: str, seed: int, files: int = 
 
 def materialized(dev: DagsterDev, asset: str) -> set[str]:
     with dev.instance() as instance:
-        return set(instance.get_materialized_partitions(AssetKey(asset)))
+        return set(instance.get_materialized_partitions(asset_key(asset)))
 
 
 def run_partition(run) -> str:
@@ -88,7 +89,7 @@ def run_partition(run) -> str:
 def test_asset_backfill_launches_one_run_per_unit(dev: DagsterDev, lake: Lake):
     keys = land_crawl(dev, lake, CRAWL, seed=0)
     params = {
-        "assetSelection": [{"path": [name]} for name in INGEST_ASSETS],
+        "assetSelection": [{"path": asset_key(name).path} for name in INGEST_ASSETS],
         "partitionNames": keys,
         "title": "ingest every unit",
     }
@@ -101,14 +102,14 @@ def test_asset_backfill_launches_one_run_per_unit(dev: DagsterDev, lake: Lake):
     with dev.instance() as instance:
         runs = instance.get_runs(RunsFilter(tags={BACKFILL_ID_TAG: backfill_id}))
         events = {
-            name: instance.fetch_materializations(AssetKey(name), limit=100).records
+            name: instance.fetch_materializations(asset_key(name), limit=100).records
             for name in INGEST_ASSETS
         }
     assert len(runs) == len(keys)
     assert sorted(run_partition(run) for run in runs) == sorted(keys)
     for run in runs:
         assert run.status == DagsterRunStatus.SUCCESS, run.run_id
-        assert sorted(run.asset_selection) == sorted(AssetKey(name) for name in INGEST_ASSETS)
+        assert sorted(run.asset_selection) == sorted(asset_key(name) for name in INGEST_ASSETS)
     for name in INGEST_ASSETS:
         assert materialized(dev, name) >= set(keys), name
     # Each partition's metadata is its own: its row count is its unit's, from its marker.
@@ -116,7 +117,7 @@ def test_asset_backfill_launches_one_run_per_unit(dev: DagsterDev, lake: Lake):
     for record in events["cleaned"]:
         metadata = record.asset_materialization.metadata
         unit = Unit.from_key(record.partition_key)
-        marker = lake.read_json(f"{unit.prefix('cleaned')}/{MARKER}")
+        marker = recipe_lake(lake).read_json(f"{unit.prefix('cleaned')}/{MARKER}")
         assert metadata["dagster/row_count"].value == marker["records_out"], unit
         assert metadata["files"].value == 1
         rows[record.partition_key] = metadata["dagster/row_count"].value
@@ -144,7 +145,7 @@ def test_cli_materializes_one_partition(dev: DagsterDev, lake: Lake):
 
 def test_cli_job_backfills_a_range_and_a_list(dev: DagsterDev, lake: Lake):
     keys = land_crawl(dev, lake, "CC-MAIN-CLI-JOB", seed=2)
-    job = ["job", "backfill", "-w", "workspace.yaml", "-j", JOBS[RAW_CRAWL].name, "--noprompt"]
+    job = ["job", "backfill", "-w", "workspace.yaml", "-j", job_name(RAW_CRAWL), "--noprompt"]
     by_range = dev.cli(*job, "--from", keys[0], "--to", keys[1])
     by_list = dev.cli(*job, "--partitions", keys[2])
     for launched, wanted in ((by_range, keys[0:2]), (by_list, keys[2:3])):
@@ -170,9 +171,9 @@ def test_a_run_records_its_partition_without_an_event_per_file(tmp_path):
     land_demo_crawl(lake, "CC-MAIN-ONE", files=3, pages_per_file=10, seed=3)
     instance = DagsterInstance.ephemeral()
     key = register(instance, lake, "CC-MAIN-ONE", 3).units[0].key
-    assert run_unit(instance, lake, JOBS[RAW_CRAWL].name, key).success
-    assert run_unit(instance, lake, JOBS["extracted"].name, key).success
-    result = run_unit(instance, lake, JOBS["cleaned"].name, key)
+    assert run_unit(instance, lake, job_name(RAW_CRAWL), key).success
+    assert run_unit(instance, lake, job_name("extracted"), key).success
+    result = run_unit(instance, lake, job_name("cleaned"), key)
     assert result.success
 
     events = instance.all_logs(result.run_id)
@@ -181,14 +182,15 @@ def test_a_run_records_its_partition_without_an_event_per_file(tmp_path):
         for e in events
         if e.dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION
     ]
-    assert materialized == [("cleaned", key)]
+    assert materialized == [("fineweb_en/cleaned", key)]
     checks = [
         e.dagster_event.event_specific_data
         for e in events
         if e.dagster_event_type == DagsterEventType.ASSET_CHECK_EVALUATION
     ]
     assert [(c.check_name, c.passed) for c in checks] == [("provenance_resolves", True)]
-    metadata = instance.get_latest_materialization_event(AssetKey("cleaned")).asset_materialization
+    cleaned = instance.get_latest_materialization_event(asset_key("cleaned"))
+    metadata = cleaned.asset_materialization
     assert metadata.metadata["files"].value == 3
     # Every event is a write to the event log: a run writes no log line per file.
     assert [e.user_message for e in events if not e.is_dagster_event] == []
@@ -222,7 +224,7 @@ def test_a_retried_step_resumes_after_its_committed_files(tmp_path, monkeypatch)
         fail_at[:] = fault
         instance = DagsterInstance.ephemeral()
         key = register(instance, lake, "CC-MAIN-RETRY", 3).units[0].key
-        result = run_unit(instance, lake, JOBS[RAW_CRAWL].name, key)
+        result = run_unit(instance, lake, job_name(RAW_CRAWL), key)
         assert result.success
         [event] = result.asset_materializations_for_node(RAW_CRAWL)
         metadata = {k: v.value for k, v in event.metadata.items()}

@@ -6,10 +6,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from dagster import AssetKey, RunsFilter
+from dagster import RunsFilter
 
 from data_assets.cli import land_demo_crawl
 from tests.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
+from tests.datasets import key
 from tokenmill.lake import Lake
 from tokenmill.stages import STAGES
 
@@ -38,7 +39,7 @@ def wait_for_materialization(dev: DagsterDev, asset: str, partition: str, timeou
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with dev.instance() as instance:
-            if partition in instance.get_materialized_partitions(AssetKey(asset)):
+            if partition in instance.get_materialized_partitions(key(asset)):
                 return
             failed = [
                 run
@@ -58,9 +59,9 @@ def test_landed_files_become_tokenized_shards_with_nobody_launching_a_run(dev: D
         for stage in STAGES:
             partition = {"unit": UNIT, "crawl": CRAWL}.get(stage.scope.value)
             if partition is None:
-                assert instance.get_latest_materialization_event(AssetKey(stage.name))
+                assert instance.get_latest_materialization_event(key(stage.name))
             else:
-                materialized = instance.get_materialized_partitions(AssetKey(stage.name))
+                materialized = instance.get_materialized_partitions(key(stage.name))
                 assert materialized == {partition}, stage.name
         # the hourly reconciliation's run, when the test spans the hour, is the schedule's
         runs = [r for r in instance.get_runs() if SCHEDULE_TAG not in r.tags]

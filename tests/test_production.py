@@ -12,13 +12,15 @@ from dagster import AssetKey, DagsterInstance, DagsterRunStatus
 
 from data_assets.cli import land_demo_crawl
 from data_assets.results import OUTAGE_RETRIES
-from data_assets.runner import STAGE_ASSETS, local_instance, materialize_all, register
+from data_assets.runner import local_instance, materialize_all, register
 from resources.lake import LakeResource
 from resources.workers import WorkersResource
 from tests import faults
+from tests.datasets import key, recipe_lake
 from tests.servers import PG_HOST, PG_PORT, PG_USER, free_port, write_production_instance
 from tokenmill.lake import Lake
 from tokenmill.layout import MARKER, Unit
+from tokenmill.stages import STAGES
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 CRAWL, FAILING_CRAWL = "CC-MAIN-DEMO-2026-06", "CC-MAIN-DEMO-2026-07"
@@ -46,8 +48,11 @@ def run_demo(crawl: str) -> PipelineRun:
 
 def snapshot(lake: Lake) -> dict[str, str]:
     """Every stage's outputs (markers without the run that wrote them)."""
+    outputs = recipe_lake(lake)
     return {
-        key: digest for zone in STAGE_ASSETS for key, digest in faults.snapshot(lake, zone).items()
+        name: digest
+        for stage in STAGES
+        for name, digest in faults.snapshot(outputs, stage.name).items()
     }
 
 
@@ -94,12 +99,13 @@ def test_runs_and_materializations_are_in_postgres(production, postgres_database
     assert sorted(r.run_id for r in runs) == sorted(production.run_ids)
     assert {r.status for r in runs} == {DagsterRunStatus.SUCCESS}
     unit = Unit(CRAWL, "00000").key
-    for asset in STAGE_ASSETS:
+    for stage in STAGES:
+        asset = stage.name
         expected = {CRAWL} if asset == "dedup_clusters" else {unit}
         if asset == "tokenizer":
-            assert instance.get_latest_materialization_event(AssetKey(asset)) is not None
+            assert instance.get_latest_materialization_event(key(asset)) is not None
         else:
-            assert instance.get_materialized_partitions(AssetKey(asset)) == expected, asset
+            assert instance.get_materialized_partitions(key(asset)) == expected, asset
     # The same, read straight from the database the instance was pointed at.
     with psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=postgres_database) as db:
         cursor = db.cursor()
@@ -109,8 +115,8 @@ def test_runs_and_materializations_are_in_postgres(production, postgres_database
             "SELECT DISTINCT asset_key FROM event_logs "
             "WHERE dagster_event_type = 'ASSET_MATERIALIZATION'"
         )
-        materialized = {AssetKey.from_db_string(row[0]).path[-1] for row in cursor.fetchall()}
-        assert materialized == set(STAGE_ASSETS)
+        materialized = {AssetKey.from_db_string(row[0]) for row in cursor.fetchall()}
+        assert materialized == {key(stage.name) for stage in STAGES}
         # ... and the unit_duplicates each clustering run reports (observed) for its units.
         cursor.execute(
             "SELECT DISTINCT asset_key FROM event_logs "
@@ -126,11 +132,12 @@ def test_outputs_are_objects_in_the_bucket(production, seaweedfs):
         ("landing", f"{CRAWL}/{CRAWL}-00000.warc.gz"),
         ("raw_crawl", f"{CRAWL}/00000/00001/index.parquet"),
         ("raw_crawl", f"{CRAWL}/00000/{MARKER}"),
-        ("dedup_clusters", f"{CRAWL}/clusters.parquet"),
-        ("tokenized_shards", f"{CRAWL}/00000/00000/tokens.bin"),
-        ("tokenized_shards", f"{CRAWL}/00000/00001/tokens.bin"),
-        ("tokenized_shards", f"{CRAWL}/00000/{MARKER}"),
-        ("tokenizer", "tokenizer.json"),
+        ("extracted", f"{CRAWL}/00000/00001/docs.parquet"),
+        ("recipes/fineweb_en/dedup_clusters", f"{CRAWL}/clusters.parquet"),
+        ("recipes/fineweb_en/tokenized_shards", f"{CRAWL}/00000/00000/tokens.bin"),
+        ("recipes/fineweb_en/tokenized_shards", f"{CRAWL}/00000/00001/tokens.bin"),
+        ("recipes/fineweb_en/tokenized_shards", f"{CRAWL}/00000/{MARKER}"),
+        ("recipes/fineweb_en/tokenizer", "tokenizer.json"),
     ]:
         assert f"lake/{zone}/{name}" in keys
     assert not [k for k in keys if ".tmp-" in k]
