@@ -35,7 +35,8 @@ def shared_assets() -> set[str]:
 
 def recipe_zones(name: str) -> dict[str, str]:
     """Where a recipe's stages keep their output in the lake."""
-    return {stage.name: f"{RECIPES_ZONE}/{name}/{stage.name}" for stage in recipe_stages()}
+    zones = [zone for stage in recipe_stages() for zone in (stage.name, *stage.work_zones)]
+    return {zone: f"{RECIPES_ZONE}/{name}/{zone}" for zone in zones}
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,7 @@ def recipe_problems(problems: tuple[str, ...]) -> SensorDefinition:
     naming each file and key (the UI shows it in red); the other recipes load and run."""
 
     @sensor(
+        name="recipe_problems",
         minimum_interval_seconds=tick_seconds(300),
         default_status=DefaultSensorStatus.RUNNING,
         description="Fails while a recipe file is invalid, naming it: " + " | ".join(problems),

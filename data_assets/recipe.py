@@ -159,7 +159,9 @@ class Recipe:
             )
             raise ValueError(f"recipe {self.source}: {problems}") from None
         except (ValueError, TypeError) as error:
-            raise ValueError(f"recipe {self.source}: {error}") from error
+            where = section(settings)
+            said = str(error) if str(error).startswith(f"{where}.") else f"{where}: {error}"
+            raise ValueError(f"recipe {self.source}: {said}") from error
 
     def version(self, settings: type | None) -> str:
         if settings is None:

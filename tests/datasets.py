@@ -28,3 +28,8 @@ def recipe_lake(lake: Lake) -> Lake:
 def variant(sections: dict, source: str) -> Recipe:
     """Another version of the project's recipe (same name, so the same assets)."""
     return Recipe(sections, source, name=RECIPE.prefix)
+
+
+def node(name: str) -> str:
+    """The name of a stage's op (or graph) in the project's recipe: its key's path, joined."""
+    return "__".join(key(name).path)

@@ -17,12 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from dagster import AssetKey, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from data_assets.partitions import sync_partitions
 from resources.lake import LakeResource
 from resources.workers import WorkersResource
 from tests import faults
+from tests.datasets import key, recipe_lake
 from tests.faults import CRAWL, UNIT, Child
 from tokenmill.lake import Lake, LakeKeyError
 from tokenmill.layout import MARKER, Unit
@@ -84,7 +85,7 @@ def stage_scope(name: str) -> Scope:
 
 def test_killed_dagster_run_is_retried_resuming_per_file(reference, tmp_path):
     _, lake, _ = reference
-    run_lake = Lake.from_url(str(tmp_path / "lake"))
+    run_lake = recipe_lake(Lake.from_url(str(tmp_path / "lake")))  # where Dagster runs write
     env = faults.dagster_env(faults.local_home(tmp_path / "home"), str(tmp_path / "lake"))
     child = faults.start_ingest_run(lake, run_lake, env)
     # Killed as soon as the extraction run committed its first file: midway through the unit.
@@ -121,7 +122,7 @@ def test_killed_dagster_run_is_retried_resuming_per_file(reference, tmp_path):
         with DagsterInstance.get() as instance:
             statuses = {run.run_id: run.status for run in instance.get_runs()}
             retry = instance.get_run_by_id(outcome["run_ids"][0])
-            materialized = instance.get_materialized_partitions(AssetKey("dedup_signatures"))
+            materialized = instance.get_materialized_partitions(key("dedup_signatures"))
     for run_id in outcome["run_ids"]:
         assert statuses.pop(run_id) == DagsterRunStatus.SUCCESS
     assert retry.tags["dagster/root_run_id"] == killed.run_id
@@ -168,7 +169,7 @@ def test_object_store_outage_mid_run_is_ridden_out(reference, own_seaweedfs, tmp
     _, lake, _ = reference
     server = own_seaweedfs
     url = f"s3://{server.bucket}/lake"
-    s3_lake = Lake.from_url(url, endpoint_url=server.endpoint)
+    s3_lake = recipe_lake(Lake.from_url(url, endpoint_url=server.endpoint))
     with pytest.MonkeyPatch.context() as patch:
         for name, value in server.env().items():
             patch.setenv(name, value)
@@ -201,7 +202,7 @@ def own_database():
 def test_instance_database_restart_mid_run(reference, own_database, tmp_path):
     _, lake, _ = reference
     postgres_database = own_database
-    run_lake = Lake.from_url(str(tmp_path / "lake"))
+    run_lake = recipe_lake(Lake.from_url(str(tmp_path / "lake")))
     home, pg_env = faults.postgres_home(tmp_path / "home", postgres_database)
     env = faults.dagster_env(home, str(tmp_path / "lake"), **pg_env)
     try:
@@ -230,9 +231,9 @@ def test_instance_database_restart_mid_run(reference, own_database, tmp_path):
             for asset, run_id in zip(faults.INGEST_STAGES, run_ids, strict=True):
                 run = instance.get_run_by_id(run_id)
                 assert run.status == DagsterRunStatus.SUCCESS
-                event = instance.get_latest_materialization_event(AssetKey(asset))
+                event = instance.get_latest_materialization_event(key(asset))
                 assert event is not None and event.run_id == run.run_id, asset
-                assert UNIT.key in instance.get_materialized_partitions(AssetKey(asset))
+                assert UNIT.key in instance.get_materialized_partitions(key(asset))
 
 
 # Hostile input

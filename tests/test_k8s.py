@@ -43,6 +43,7 @@ from data_assets.definitions import STEP_SERVICE_ACCOUNT, build_definitions
 from data_assets.jobs import stage_jobs
 from data_assets.k8s import K8S_CONFIG, STAGE_RESOURCES, STAGE_TAG, quantity, run_tags
 from resources.lake import LakeResource
+from tests.datasets import node
 from tokenmill.dedup import DedupSettings
 from tokenmill.stages import stage_named
 
@@ -423,6 +424,7 @@ def executor_context(job) -> K8sContainerContext:
 def stage_steps(job, stage: str, shares: int = 1) -> dict[str, dict]:
     """The steps of `stage` in a run of `job`, with their op tags, as the run's execution plan
     lists them once a fanned-out stage's plan step yielded `shares` shares."""
+    stage = node(stage)
     plan_step = f"{stage}.{stage}_plan"
     known = KnownExecutionState(
         dynamic_mappings={plan_step: {"result": list(map(str, range(shares)))}}
@@ -523,14 +525,14 @@ def test_parallel_steps_of_a_fanned_out_stage_each_get_the_stages_pod(
     # A run of dedup_clusters with parallel_steps=2: its plan step yields two shares, and the
     # executor launches each mapped part step as a Job of its own, sized like the stage.
     job = k8s_defs.resolve_job_def("run_dedup_clusters")
-    config = {"ops": {"dedup_clusters": {"config": {"parallel_steps": 2}}}}
+    config = {"ops": {node("dedup_clusters"): {"config": {"parallel_steps": 2}}}}
     ResolvedRunConfig.build(job, config)  # the setting is part of the stage's run config
     run = DagsterRun(job_name=job.name, run_id=str(uuid.uuid4()), tags=job.tags, run_config=config)
     steps = stage_steps(job, "dedup_clusters", shares=2)
     parts = [step for step in steps if "_part[" in step]
     assert parts == [
-        "dedup_clusters.dedup_clusters_part[0]",
-        "dedup_clusters.dedup_clusters_part[1]",
+        "fineweb_en__dedup_clusters.fineweb_en__dedup_clusters_part[0]",
+        "fineweb_en__dedup_clusters.fineweb_en__dedup_clusters_part[1]",
     ]
     names = set()
     for step in parts:
@@ -584,9 +586,8 @@ def test_step_check_catches_a_step_pod_with_the_coordinators_account(
 ):
     job = k8s_defs.resolve_job_def("run_cleaned")
     run = DagsterRun(job_name=job.name, run_id=str(uuid.uuid4()))
-    pod = step_pod(
-        run, job, "cleaned", stage_steps(job, "cleaned")["cleaned"], launcher, user_values
-    )
+    step = node("cleaned")
+    pod = step_pod(run, job, step, stage_steps(job, "cleaned")[step], launcher, user_values)
     pod["spec"]["serviceAccountName"] = COORDINATOR_SERVICE_ACCOUNT
     with pytest.raises(AssertionError):
         check_pod(pod, STAGE_RESOURCES["cleaned"], step=True)

@@ -11,14 +11,15 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from dagster import AssetKey, materialize
+from dagster import materialize
 
 import tokenmill.stages
 from data_assets.assets import stage_asset
+from data_assets.datasets import Dataset
 from data_assets.k8s import K8S_CONFIG
-from data_assets.recipe import Recipe
 from resources.lake import LakeResource
 from resources.workers import WorkersResource
+from tests.datasets import key, recipe_lake, variant
 from tests.demo_pipeline import demo_pipeline
 from tokenmill.layout import DEDUPLICATED, MARKER
 
@@ -45,9 +46,12 @@ def test_the_readme_stage_example_runs_as_an_asset(tmp_path, monkeypatch):
         docs = pipeline.table(DEDUPLICATED, unit, "docs.parquet")
         words = {doc: len(text.split()) for doc, text in docs.select("doc_id", "text").iter_rows()}
         threshold = sorted(words.values())[len(words) // 2]  # the recipe keeps about half
-        recipe = Recipe({"wordcount": {"min_words": threshold}}, "worked-example")
-        asset = stage_asset(stage, recipe)
-        assert asset.asset_deps[AssetKey(stage.name)] == {AssetKey(DEDUPLICATED)}
+        # the line the README adds to tokenmill/stages/__init__.py
+        monkeypatch.setattr(tokenmill.stages, "STAGES", (*tokenmill.stages.STAGES, stage))
+        pipeline.lake = recipe_lake(pipeline.lake)  # the recipe's zones, word_counts' now too
+        recipe = variant({"wordcount": {"min_words": threshold}}, "worked-example")
+        asset = stage_asset(stage, Dataset(recipe, recipe.name))
+        assert asset.asset_deps[key(stage.name)] == {key(DEDUPLICATED)}
         pod = json.loads(asset.op.tags[K8S_CONFIG])
         assert pod == {"container_config": {"resources": stage.pod.resources()}}
         result = materialize(
@@ -61,9 +65,10 @@ def test_the_readme_stage_example_runs_as_an_asset(tmp_path, monkeypatch):
         )
         assert result.success
         counts = pipeline.table(stage.name, unit, "counts.parquet")
-        event = pipeline.instance.get_latest_materialization_event(AssetKey(stage.name))
+        event = pipeline.instance.get_latest_materialization_event(key(stage.name))
         marker = pipeline.lake.read_json(f"{unit.prefix(stage.name)}/{MARKER}")
         first_part = f"{unit.part_prefix(stage.name, 0)}/counts.parquet"
+        assert pipeline.lake.stored_key(first_part).startswith("recipes/fineweb_en/word_counts/")
         assert pq.read_schema(pipeline.lake.open_input(first_part)) == example.SCHEMA
 
     kept = {doc: n for doc, n in words.items() if n >= threshold}

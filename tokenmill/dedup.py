@@ -81,6 +81,12 @@ class DedupSettings:
             raise ValueError(
                 f"short_docs must be one of {SHORT_DOC_RULES}, not {self.short_docs!r}"
             )
+        # (a value of the wrong type is its annotation's to refuse, with the setting's name)
+        for name in ("ngram", "bands", "rows", "cluster_workers"):
+            if isinstance(getattr(self, name), int) and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be 1 or more, not {getattr(self, name)}")
+        if isinstance(self.cluster_memory_gb, int | float) and self.cluster_memory_gb <= 0:
+            raise ValueError(f"cluster_memory_gb must be above 0, not {self.cluster_memory_gb}")
         if self.threshold is not None and not 0 < self.threshold < 1:
             raise ValueError(f"threshold must lie strictly between 0 and 1, not {self.threshold}")
 

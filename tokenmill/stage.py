@@ -145,6 +145,8 @@ class Stage:
     # Empty: every output file.
     data_files: tuple[str, ...] = ()
     boundary: CrawlBoundary | None = None  # a crawl stage between per-unit ones (see there)
+    # Prefixes besides its zone where it keeps work in progress (a recipe's, like its zone).
+    work_zones: tuple[str, ...] = ()
     # Built once for every recipe (reading and extraction); the others are built per recipe,
     # each recipe's in its own zones (`Lake.with_zones`).
     shared: bool = False

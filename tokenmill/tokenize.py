@@ -88,6 +88,14 @@ class TokenizerSettings:
     vocab_size: int = setting(16384, "Vocabulary size when training")
     sample_mb: int = setting(64, "Text to train on, in MB")
 
+    def __post_init__(self):
+        # byte-level BPE: 256 bytes and the special tokens come first; uint16 shards above
+        size = self.vocab_size
+        if isinstance(size, int) and not 257 <= size <= 1 << 20:
+            raise ValueError(f"vocab_size must lie in [257, 1048576], not {size}")
+        if isinstance(self.sample_mb, int) and self.sample_mb < 1:
+            raise ValueError(f"sample_mb must be 1 or more, not {self.sample_mb}")
+
 
 @dataclass(frozen=True)
 class TokenizeSettings:

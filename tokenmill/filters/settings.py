@@ -59,11 +59,36 @@ def plain_value(value: Any) -> Any:
 
 
 def _normalized(self) -> None:
-    """Lists read from YAML or a run config, as the constructor defaults are."""
+    """Lists read from YAML or a run config, as the constructor defaults are; every number in
+    range (see `check_range`)."""
     for field in dataclasses.fields(self):
         value = getattr(self, field.name)
         if isinstance(value, tuple | list):
-            object.__setattr__(self, field.name, plain_value(value))
+            value = plain_value(value)
+            object.__setattr__(self, field.name, value)
+        default = field.default_factory() if field.default is dataclasses.MISSING else field.default
+        check_range(field.name, value, default)
+
+
+def _numbers(value: Any) -> list:
+    if isinstance(value, list):
+        return [n for v in value for n in _numbers(v)]
+    return [value] if isinstance(value, int | float) and not isinstance(value, bool) else []
+
+
+def check_range(name: str, value: Any, default: Any) -> None:
+    """A threshold is never negative, and one whose default (FineWeb's) is a fraction stays in
+    [0, 1]; in pairs such as `top_n_grams` ([[2, 0.2], ...]) the same holds of each number by
+    its position."""
+    if value is None or not _numbers(value):
+        return  # (a value of the wrong type is its annotation's to refuse)
+    numbers, defaults = _numbers(value), _numbers(default)
+    for index, number in enumerate(numbers):
+        like = defaults[index % len(defaults)] if defaults else None
+        fraction = isinstance(like, float) and 0 < like < 1
+        if number < 0 or (fraction and number > 1):
+            bounds = "[0, 1] (a fraction)" if fraction else "0 or more"
+            raise ValueError(f"{name}: {value!r} is out of range: {bounds}")
 
 
 def _values(self) -> dict[str, Any]:
@@ -86,4 +111,7 @@ def from_value(kind: type, value: Any, where: str) -> Any:
     unknown = sorted(set(value) - set(known))
     if unknown:
         raise ValueError(f"{where}: unknown settings {unknown}; known: {known}")
-    return kind(**value)
+    try:
+        return kind(**value)
+    except ValueError as error:
+        raise ValueError(f"{where}.{error}") from None

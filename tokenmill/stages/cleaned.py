@@ -74,6 +74,14 @@ class CleanSettings:
     filters: list[Any] | None = field(default=None, metadata={"internal": True})
 
     def __post_init__(self):
+        score = self.min_language_score
+        if isinstance(score, int | float) and not 0 <= score <= 1:
+            raise ValueError(f"clean.min_language_score: {self.min_language_score} is not in [0, 1]")
+        unknown = sorted(set(self.skip_filters) - set(FILTER_SETTINGS))
+        if unknown and isinstance(self.skip_filters, list):
+            raise ValueError(
+                f"clean.skip_filters: unknown filters {unknown}; built-in: {list(FILTER_SETTINGS)}"
+            )
         for name, kind in FILTER_SETTINGS.items():  # mappings from a recipe or a run's config
             value = from_value(kind, getattr(self, name), f"clean.{name}")
             object.__setattr__(self, name, value)

@@ -90,6 +90,7 @@ STAGE = Stage(
     max_runtime_s=12 * 3600,  # one run clusters a whole crawl
     schema=CLUSTER_SCHEMA,
     fan_out=FanOut(plan=plan, run=run_share, finish=finish),
+    work_zones=(PARTS,),
     boundary=CrawlBoundary(gathered="crawl_signatures", reported="unit_duplicates"),
     description="Duplicate clusters over all units of a crawl: each removed document with its "
     "cluster, its survivor and whether it is an exact or a near duplicate.",
