@@ -76,7 +76,7 @@ class CleanSettings:
     def __post_init__(self):
         score = self.min_language_score
         if isinstance(score, int | float) and not 0 <= score <= 1:
-            raise ValueError(f"clean.min_language_score: {self.min_language_score} is not in [0, 1]")
+            raise ValueError(f"clean.min_language_score: {score} is not in [0, 1]")
         unknown = sorted(set(self.skip_filters) - set(FILTER_SETTINGS))
         if unknown and isinstance(self.skip_filters, list):
             raise ValueError(
