@@ -11,8 +11,9 @@ otherwise; it is left in DIR/home (`DAGSTER_HOME=DIR/home dagster dev -w workspa
 it, with `TOKENMILL_LAKE_URL=DIR/lake`). Measured: registration; a landing-sensor tick that
 registers a landed crawl; automation ticks (the first one sees every unit new, the second has
 nothing new); the UI's partition page through GraphQL; launching a backfill of one whole crawl;
-and how many runs were requested for partitions that are not registered units (phantoms). The
-last line printed is one JSON object.
+and how many runs were requested for partitions that are not registered units (phantoms).
+`--recipes N` serves N recipes side by side (the project's and N-1 variants of it, written to
+DIR/recipes). The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -223,6 +224,7 @@ def main() -> None:
     parser.add_argument("--crawls", type=int, default=100)
     parser.add_argument("--files-per-crawl", type=int, default=90_000)
     parser.add_argument("--files-per-unit", type=int, default=100)
+    parser.add_argument("--recipes", type=int, default=1, help="recipes served side by side")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     out = args.out.resolve()
@@ -231,6 +233,8 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
     (home / "dagster.yaml").write_text(instance_yaml(home))
     os.environ.update(DAGSTER_HOME=str(home), TOKENMILL_LAKE_URL=str(lake_dir))
+    recipes = write_recipes(out / "recipes", args.recipes)
+    os.environ["TOKENMILL_RECIPES"] = str(out / "recipes")
 
     from dagster import DagsterInstance
 
@@ -243,6 +247,7 @@ def main() -> None:
         "instance": storage,
         "crawls": args.crawls + 1,
         "files": args.crawls * args.files_per_crawl,
+        "recipes": len(recipes),
     }
 
     crawls = [f"CC-MAIN-SIM-{i:03d}" for i in range(args.crawls)]
@@ -256,7 +261,7 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     server = start_dagster_dev(os.environ.copy(), port)
     try:
-        measure(args, figures, url, crawls, instance, lake, lake_dir, sources)
+        measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recipes)
     finally:
         stop(server)
     print_table(
@@ -268,7 +273,24 @@ def main() -> None:
     print(json.dumps(figures))
 
 
-def measure(args, figures, url, crawls, instance, lake, lake_dir, sources) -> None:
+def write_recipes(folder: Path, count: int) -> list[str]:
+    """The project's recipe and `count - 1` variants of it (other languages and thresholds)."""
+    from data_assets.recipe import DEFAULT_RECIPE
+
+    folder.mkdir(parents=True, exist_ok=True)
+    names = [DEFAULT_RECIPE.stem]
+    (folder / DEFAULT_RECIPE.name).write_text(DEFAULT_RECIPE.read_text())
+    for index in range(1, count):
+        name = f"variant_{index}"
+        (folder / f"{name}.yaml").write_text(
+            f"clean:\n  keep_languages: [en, de]\n  min_language_score: {0.6 + index / 100}\n"
+            f"  gopher_quality:\n    min_doc_words: {50 + 25 * index}\n"
+        )
+        names.append(name)
+    return names
+
+
+def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recipes) -> None:
     from data_assets.partitions import unit_partitions
     from data_assets.runner import register
     from tokenmill.sources import CrawlSource
@@ -336,7 +358,8 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources) -> No
         1 for key in requested if key and "/" in key and key not in units
     )
     started = time.perf_counter()
-    page = graphql(url, PARTITION_PAGE, {"key": {"path": ["cleaned"]}})["assetNodeOrError"]
+    cleaned = {"path": [recipes[0], "cleaned"]}
+    page = graphql(url, PARTITION_PAGE, {"key": cleaned})["assetNodeOrError"]
     figures["partition_page_s"] = round(time.perf_counter() - started, 2)
     figures["partition_page_keys"] = len(page["partitionKeysByDimension"][0]["partitionKeys"])
     crawl_units = sorted(u for u in units if u.startswith(f"{crawls[0]}/"))

@@ -18,6 +18,7 @@ from dagster import (
 )
 
 from data_assets.assets import stage_assets
+from data_assets.automation_cursor import read_keys_once_per_tick
 from data_assets.datasets import Catalog
 from data_assets.jobs import stage_jobs
 from data_assets.k8s import run_tags
@@ -88,6 +89,8 @@ def automation_sensor(stage, catalog: Catalog) -> AutomationConditionSensorDefin
     return AutomationConditionSensorDefinition(
         f"automation_{stage.name}",
         target=AssetSelection.assets(*catalog.keys(stage)),
+        # evaluated in the code server, where automation_cursor's shortcut is installed
+        use_user_code_server=True,
         run_tags=run_tags(stage.name),
         default_status=DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=tick_seconds(30),
@@ -121,6 +124,7 @@ def build_definitions(
     recipes: list[Recipe] | Catalog | None = None,
 ) -> Definitions:
     """Every recipe of the recipes folder (or of `recipes`) beside the shared stages."""
+    read_keys_once_per_tick()
     if isinstance(recipes, Catalog):
         catalog = recipes
     else:
