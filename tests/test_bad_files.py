@@ -22,6 +22,7 @@ from data_assets.partitions import sync_partitions
 from demo.crawl import generate_demo_crawl
 from resources.lake import LakeResource
 from resources.workers import WorkersResource
+from tests.datasets import node
 from tokenmill.lake import Lake
 from tokenmill.layout import MARKER, Unit
 from tokenmill.parts import run_stage_work
@@ -324,7 +325,9 @@ def test_the_run_fails_with_the_workers_error_and_file_in_its_message(
     sync_partitions(instance, lake)
     defs = build_definitions(LakeResource(url=lake.url), workers=WorkersResource(processes=2))
     config = {
-        "ops": {"cleaned": {"config": {"plugin_filters": [{"path": "lab_errors.explodes_on_b"}]}}}
+        "ops": {
+            node("cleaned"): {"config": {"plugin_filters": [{"path": "lab_errors.explodes_on_b"}]}}
+        }
     }
     result = defs.resolve_job_def("run_cleaned").execute_in_process(
         instance=instance, partition_key=unit.key, raise_on_error=False, run_config=config

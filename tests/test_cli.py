@@ -38,8 +38,8 @@ def landed(tmp_path, monkeypatch) -> Lake:
 
 
 def test_a_failed_run_prints_its_cause_not_only_its_run_id(landed, tmp_path, monkeypatch, capsys):
-    (tmp_path / "recipe.yaml").write_text(DISALLOWED_FILTER)
-    monkeypatch.setenv("TOKENMILL_RECIPE", str(tmp_path / "recipe.yaml"))
+    (tmp_path / "lab.yaml").write_text(DISALLOWED_FILTER)
+    monkeypatch.setenv("TOKENMILL_RECIPES", str(tmp_path / "lab.yaml"))  # its only recipe
     with pytest.raises(SystemExit) as exit_:
         cli(["run", "--crawl", CRAWL, "--files-per-unit", "1"])
     assert exit_.value.code == 1
@@ -48,7 +48,7 @@ def test_a_failed_run_prints_its_cause_not_only_its_run_id(landed, tmp_path, mon
     message = err[err.index("tokenmill run: ") :]
     assert message.startswith("tokenmill run: 1 run failed:\n")
     run_id = re.search(rf"run_cleaned\[{UNIT}\] \(run ([0-9a-f-]{{36}})\)", message)[1]
-    cause = "cleaned: FilterNotAllowedError: module 'os' of 'os.system' is not in the allowed"
+    cause = "lab__cleaned: FilterNotAllowedError: module 'os' of 'os.system' is not in the"
     assert cause in message and f"add its package to {FILTER_MODULES_ENV}" in message
     assert f"while cleaned worked on landing/{CRAWL}/" in message  # which file it was on
     with DagsterInstance.get() as instance:
@@ -63,7 +63,7 @@ def test_a_run_whose_input_is_not_materialized_says_which(landed):
     finally:
         instance.dispose()
     assert not outcome.success
-    assert outcome.error.startswith("cleaned: MissingInputError: extracted")
+    assert outcome.error.startswith("fineweb_en__cleaned: MissingInputError: extracted")
     assert f"{UNIT} file 0 is not materialized" in outcome.error
 
 

@@ -13,6 +13,7 @@ import pytest
 from datasketch import MinHashLSH
 
 from demo import crawl as demo
+from tests.datasets import key, node, recipe_lake
 from tokenmill.dedup import CLUSTERS_FILE, DedupSettings
 from tokenmill.lake import Lake
 from tokenmill.layout import (
@@ -371,7 +372,7 @@ def dagster_defs(lake: Lake):
 
 
 # The earliest copy survives, so a new unit can take a cluster over from an existing one.
-EARLIEST = {"ops": {DEDUP_CLUSTERS: {"config": {"survivor": "earliest_date"}}}}
+EARLIEST = {"ops": {node(DEDUP_CLUSTERS): {"config": {"survivor": "earliest_date"}}}}
 EARLY = "2026-01-01T00:00:00Z"
 
 
@@ -390,14 +391,15 @@ class DagsterLake:
     def report(self, stage: str, unit: Unit) -> None:
         from dagster import AssetMaterialization
 
-        self.instance.report_runless_asset_event(AssetMaterialization(stage, partition=unit.key))
+        done = AssetMaterialization(key(stage), partition=unit.key)
+        self.instance.report_runless_asset_event(done)
 
     def reports(self, partition: str) -> int:
         """How many times `unit_duplicates` of a unit was reported."""
-        from dagster import AssetKey, AssetRecordsFilter
+        from dagster import AssetRecordsFilter
 
         records = self.instance.fetch_observations(
-            AssetRecordsFilter(asset_key=AssetKey("unit_duplicates"), asset_partitions=[partition]),
+            AssetRecordsFilter(asset_key=key("unit_duplicates"), asset_partitions=[partition]),
             limit=100,
         ).records
         return len(records)
@@ -412,9 +414,7 @@ class DagsterLake:
         )
 
     def status(self, asset: str, partition: str):
-        from dagster import AssetKey
-
-        return self.resolver().get_status(AssetKey(asset), partition)
+        return self.resolver().get_status(key(asset), partition)
 
 
 def test_new_unit_makes_its_crawls_dedup_stale_in_dagster(tmp_path, articles):
@@ -423,7 +423,7 @@ def test_new_unit_makes_its_crawls_dedup_stale_in_dagster(tmp_path, articles):
 
     from data_assets.partitions import sync_partitions
 
-    lake = Lake.from_url(str(tmp_path / "lake"))
+    lake = recipe_lake(Lake.from_url(str(tmp_path / "lake")))  # as the recipe's stages see it
     other = "CC-MAIN-TEST-2026-02"
     texts = [a.text for a in articles]
     for crawl, offset in ((CRAWL, 0), (other, 4)):
@@ -483,7 +483,7 @@ def test_parallel_steps_cluster_as_one_step_in_dagster(tmp_path, articles):
     from data_assets.partitions import sync_partitions
     from resources.step_io import STEP_IO, STEPS
 
-    lake = Lake.from_url(str(tmp_path / "lake"))
+    lake = recipe_lake(Lake.from_url(str(tmp_path / "lake")))  # as the recipe's stages see it
     a, b, c = (article.text for article in articles[:3])
     write_crawl(lake, [[doc("a", a), doc("b", b)], [doc("a2", a), doc("c", c), doc("b2", b)]])
     key = f"{crawl_prefix(DEDUP_CLUSTERS, CRAWL)}/{CLUSTERS_FILE}"
@@ -498,18 +498,19 @@ def test_parallel_steps_cluster_as_one_step_in_dagster(tmp_path, articles):
         result = dagster.defs.resolve_job_def(f"run_{DEDUP_CLUSTERS}").execute_in_process(
             instance=instance,
             partition_key=CRAWL,
-            run_config={"ops": {DEDUP_CLUSTERS: {"config": {"parallel_steps": 2}}}},
+            run_config={"ops": {node(DEDUP_CLUSTERS): {"config": {"parallel_steps": 2}}}},
         )
         assert result.success
         steps = {
             e.step_key for e in result.all_events if e.event_type == DagsterEventType.STEP_SUCCESS
         }
+        clusters_node = node(DEDUP_CLUSTERS)
         assert sorted(s for s in steps if "_part[" in s) == [
-            f"{DEDUP_CLUSTERS}.{DEDUP_CLUSTERS}_part[0]",
-            f"{DEDUP_CLUSTERS}.{DEDUP_CLUSTERS}_part[1]",
+            f"{clusters_node}.{clusters_node}_part[0]",
+            f"{clusters_node}.{clusters_node}_part[1]",
         ]
         assert lake.read_bytes(key) == one_step
-        [materialization] = result.asset_materializations_for_node(DEDUP_CLUSTERS)
+        [materialization] = result.asset_materializations_for_node(clusters_node)
         metadata = materialization.metadata
         assert metadata["parallel_steps"].value == 2 and metadata["parts_computed"].value == 15
         assert metadata["records_dropped"].value == 2
@@ -529,7 +530,7 @@ def test_parallel_steps_cluster_as_one_step_in_dagster(tmp_path, articles):
 def test_a_new_unit_makes_a_crawl_of_over_100_units_stale_in_dagster(tmp_path):
     """Dagster's stale-status resolver ignores dedup_signatures for a crawl of 100+ units; the
     crawl's observed unit list (`crawl_units`) still makes its clusters stale."""
-    from dagster import AssetKey, instance_for_test
+    from dagster import instance_for_test
     from dagster._core.definitions.data_version import StaleStatus
 
     from data_assets.partitions import crawl_units, sync_partitions, unit_list_changes
@@ -541,7 +542,7 @@ def test_a_new_unit_makes_a_crawl_of_over_100_units_stale_in_dagster(tmp_path):
 
         return " ".join(f"w{spelled(i)}x{spelled(j)}" for j in range(12))
 
-    lake = Lake.from_url(str(tmp_path / "lake"))
+    lake = recipe_lake(Lake.from_url(str(tmp_path / "lake")))  # as the recipe's stages see it
     other = "CC-MAIN-TEST-2026-02"
     units = write_crawl(lake, [[doc(f"d{i}", words(i))] for i in range(101)])
     units += write_crawl(lake, [[doc("o", words(999))]], crawl=other)
@@ -596,7 +597,7 @@ def test_a_new_unit_makes_a_crawl_of_over_100_units_stale_in_dagster(tmp_path):
         # the 102 signatures partitions. The recomputed clusters make the deduplicated unit
         # whose document is now removed stale, and only that one.
         sign_unit(new)
-        causes = dagster.resolver().get_stale_causes(AssetKey(DEDUP_CLUSTERS), CRAWL)
+        causes = dagster.resolver().get_stale_causes(key(DEDUP_CLUSTERS), CRAWL)
         assert [c.dependency.asset_key for c in causes] == [crawl_units.key]
         dagster.run(DEDUP_CLUSTERS, CRAWL, EARLIEST)
         assert clusters(lake)["d0"]["survivor_doc_id"] == "d0-copy"

@@ -4,6 +4,7 @@ steps, finish; its checks and materialization come from the finish step."""
 from dagster import DagsterEventType, materialize
 
 from data_assets.assets import fan_out_asset
+from data_assets.datasets import Dataset
 from data_assets.recipe import Recipe
 from resources.lake import LakeResource
 from resources.step_io import STEP_IO, STEPS, LakeStepIOManager
@@ -54,7 +55,7 @@ TOY = Stage(
 def test_fanned_out_stage_runs_its_shares_in_steps_and_reports_its_checks(tmp_path):
     lake = LakeResource(url=str(tmp_path / "lake"))
     result = materialize(
-        [fan_out_asset(TOY, Recipe({}, "test"))],
+        [fan_out_asset(TOY, Dataset(Recipe({}, "test")))],  # a stage of no recipe
         resources={
             "lake": lake,
             "workers": WorkersResource(processes=1),

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from data_assets.cli import land_demo_crawl
+from tests.datasets import recipe_lake
 from tokenmill.lake import Lake
 from tokenmill.report import stage_rows
 
@@ -92,7 +93,7 @@ def test_runtime_venv_runs_every_stage(runtime_venv, tmp_path):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "FAILED" not in result.stdout
-    rows = {row["stage"]: row for row in stage_rows(lake)}
+    rows = {row["stage"]: row for row in stage_rows(recipe_lake(lake))}  # the recipe's zones
     assert set(rows) == set(STAGES)
     for stage, row in rows.items():  # every partition of every stage committed, with output
         done, total = row["partitions"].split("/")

@@ -105,7 +105,7 @@ def dismiss_welcome_dialog(page) -> None:
 def test_asset_graph_shows_the_stages(ui, page, tmp_path):
     url, _ = ui
     # The last stage's upstream lineage: every stage, in lineage order, grouped by stage group.
-    page.goto(f"{url}/assets/tokenized_shards?view=lineage&lineageScope=upstream&lineageDepth=10")
+    page.goto(f"{url}/assets/fineweb_en/tokenized_shards?view=lineage&lineageScope=upstream&lineageDepth=10")
     for stage in STAGES:
         page.get_by_text(stage, exact=True).first.wait_for(state="visible")
     dismiss_welcome_dialog(page)
@@ -114,7 +114,7 @@ def test_asset_graph_shows_the_stages(ui, page, tmp_path):
 
 def test_partition_status_is_visible(ui, page, tmp_path):
     url, units = ui
-    page.goto(f"{url}/assets/tokenized_shards?view=partitions")
+    page.goto(f"{url}/assets/fineweb_en/tokenized_shards?view=partitions")
     dismiss_welcome_dialog(page)
     # The partitions tab counts partitions by status: every demo unit is materialized, and
     # there is no other partition (no crawl x unit cross product).
