@@ -295,8 +295,13 @@ def fan_out_asset(stage: Stage, dataset: Dataset):
         result = stage_output(context, stage, dataset, data, report, overrides)
         yield Output(None, "result", metadata=result.metadata, data_version=result.data_version)
         yield from result.check_results
-        try:  # the values the steps handed each other are spent
-            lake.get_lake().delete_prefix(f"{STEPS}/{context.run_id}")
+        try:  # the values this graph's steps handed each other are spent (a run may hold
+            # the same stage of other recipes: theirs may not be)
+            data, run_steps = lake.get_lake(), f"{STEPS}/{context.run_id}"
+            graph = "__".join(key.path)  # the graph's node: its steps are "<node>.<op>"
+            for step in data.list_dirs(run_steps):
+                if step.startswith(f"{graph}."):
+                    data.delete_prefix(f"{run_steps}/{step}")
         except (LakeAccessError, OSError) as error:
             context.log.warning(f"step values of run {context.run_id} not deleted: {error}")
 

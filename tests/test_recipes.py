@@ -56,7 +56,7 @@ def recipes(tmp_path, monkeypatch):
     folder = tmp_path / "recipes"
     folder.mkdir()
     (folder / "fineweb_en.yaml").write_text(GOOD)
-    (folder / "german.yaml").write_text("clean:\n  keep_languages: [de]\n")
+    (folder / "any_language.yaml").write_text("clean:\n  keep_languages: []\n")
     for name, (text, _) in BAD.items():
         (folder / name).write_text(text)
     (folder / "twin.yaml").write_text("clean: {}\n")
@@ -68,7 +68,7 @@ def recipes(tmp_path, monkeypatch):
 
 def test_a_bad_recipe_file_is_reported_naming_the_file_and_key(recipes):
     catalog = Catalog.load()
-    assert [d.prefix for d in catalog.recipes] == ["fineweb_en", "german"]
+    assert [d.prefix for d in catalog.recipes] == ["any_language", "fineweb_en"]
     problems = catalog.problems
     assert len(problems) == len(BAD) + 1
     for name, (_, key) in BAD.items():
@@ -83,20 +83,20 @@ def test_the_other_recipes_load_and_the_bad_ones_show_in_the_ui(recipes, tmp_pat
         LakeResource(url=str(tmp_path / "lake")), workers=WorkersResource(processes=1)
     )
     keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
-    assert {"raw_crawl", "extracted", "fineweb_en/cleaned", "german/tokenized_shards"} <= keys
+    assert {"raw_crawl", "extracted", "fineweb_en/cleaned", "any_language/tokenized_shards"} <= keys
     assert not [k for k in keys if k.split("/")[0] in ("twin", "unknown_key", "Capitals")]
     # one job and one automation sensor per stage, whatever the number of recipes
     cleaned = defs.resolve_job_def("run_cleaned")
     assert {k.to_user_string() for k in cleaned.asset_layer.selected_asset_keys} == {
         "fineweb_en/cleaned",
-        "german/cleaned",
+        "any_language/cleaned",
     }
     sensor = defs.resolve_sensor_def("recipe_problems")
     with pytest.raises(Exception, match="recipe file") as failed:
         sensor.evaluate_tick(build_sensor_context())
     assert "min_words" in str(failed.value) and "out_of_range.yaml" in str(failed.value)
-    german = defs.resolve_assets_def(AssetKey(["german", "cleaned"]))
-    assert german.group_names_by_key[AssetKey(["german", "cleaned"])] == "german"
+    any_language = defs.resolve_assets_def(AssetKey(["any_language", "cleaned"]))
+    assert any_language.group_names_by_key[AssetKey(["any_language", "cleaned"])] == "any_language"
 
 
 def test_valid_recipes_make_no_problem_sensor(tmp_path):
@@ -114,21 +114,39 @@ def test_recipes_command_lists_problems_and_removes_only_deleted_recipes(
 ):
     monkeypatch.setenv("TOKENMILL_LAKE_URL", str(tmp_path / "lake"))
     lake = Lake.from_url(str(tmp_path / "lake"))
-    for name in ("german", "gone"):
+    for name in ("any_language", "gone"):
         Dataset(Recipe({}, name), name).lake(lake).write_bytes("cleaned/C/x", b"kept")
     with pytest.raises(SystemExit) as exit_:
         cli(["recipes"])
     assert exit_.value.code == 1
     out, err = capsys.readouterr()
-    assert "german" in out and f"{recipes / 'german.yaml'}" in out
+    assert "any_language" in out and f"{recipes / 'any_language.yaml'}" in out
     assert "gone" in out and "tokenmill recipes --remove gone" in out
     assert "recipe files left out" in err and "min_words" in err
 
     with pytest.raises(SystemExit):  # its file is still there
-        cli(["recipes", "--remove", "german"])
+        cli(["recipes", "--remove", "any_language"])
     assert "delete its file first" in capsys.readouterr().err
     cli(["recipes", "--remove", "gone"])
-    assert lake.list("recipes/gone") == [] and lake.list("recipes/german") != []
+    assert lake.list("recipes/gone") == [] and lake.list("recipes/any_language") != []
     with pytest.raises(SystemExit):
         cli(["recipes", "--remove", "gone"])
     assert "no outputs of a recipe named 'gone'" in capsys.readouterr().err
+
+
+def test_tokenmill_run_builds_the_valid_recipes_beside_a_bad_one(recipes, tmp_path, monkeypatch):
+    from data_assets.cli import land_demo_crawl
+
+    crawl = "CC-MAIN-RECIPES-2026-01"
+    for name in [*BAD, "twin.yaml", "twin.yml"]:
+        (recipes / name).unlink()
+    (recipes / "broken.yaml").write_text("dedup:\n  bands: many\n")
+    monkeypatch.setenv("TOKENMILL_LAKE_URL", str(tmp_path / "lake"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    land_demo_crawl(lake, crawl, files=1, pages_per_file=20, seed=0)
+    cli(["run", "--crawl", crawl, "--files-per-unit", "1"])  # exits 0
+    for recipe in ("fineweb_en", "any_language"):
+        shards = Dataset(Recipe({}, recipe), recipe).lake(lake)
+        assert shards.exists(f"tokenized_shards/{crawl}/00000/_SUCCESS.json"), recipe
+    assert lake.list_dirs("recipes") == ["any_language", "fineweb_en"]

@@ -105,7 +105,9 @@ def dismiss_welcome_dialog(page) -> None:
 def test_asset_graph_shows_the_stages(ui, page, tmp_path):
     url, _ = ui
     # The last stage's upstream lineage: every stage, in lineage order, grouped by stage group.
-    page.goto(f"{url}/assets/fineweb_en/tokenized_shards?view=lineage&lineageScope=upstream&lineageDepth=10")
+    page.goto(
+        f"{url}/assets/fineweb_en/tokenized_shards?view=lineage&lineageScope=upstream&lineageDepth=10"
+    )
     for stage in STAGES:
         page.get_by_text(stage, exact=True).first.wait_for(state="visible")
     dismiss_welcome_dialog(page)
