@@ -64,8 +64,14 @@ def column_schema(schema) -> TableSchema:
 def automation_condition(stage: Stage) -> AutomationCondition:
     if stage.name == STAGES[0].name:
         # Every new unit, whoever registered it (landing sensor, reconciliation job,
-        # `tokenmill register`), is a newly missing partition: launched once.
-        return AutomationCondition.on_missing() | AutomationCondition.code_version_changed()
+        # `tokenmill register`), is a newly missing partition: launched once. Units registered
+        # before the condition's first evaluation (a new deployment, a sensor that starts after
+        # the registration) are not newly missing then: launched once at that evaluation.
+        return (
+            AutomationCondition.on_missing()
+            | first_seen_missing()
+            | AutomationCondition.code_version_changed()
+        )
     if stage.scope is Scope.LAKE:
         # Built once, when there is text to train on; changing it re-tokenizes everything,
         # so that is a deliberate launch.
@@ -87,6 +93,12 @@ def automation_condition(stage: Stage) -> AutomationCondition:
     return condition
 
 
+def first_seen_missing() -> AutomationCondition:
+    return (AutomationCondition.initial_evaluation() & AutomationCondition.missing()).with_label(
+        "missing when first evaluated"
+    )
+
+
 def follows_changed_inputs() -> AutomationCondition:
     """Dagster's `eager`, on inputs whose data changed: an input materialized again with the
     same data version (the same bytes where the stages below read) requests nothing. Not on
@@ -97,13 +109,10 @@ def follows_changed_inputs() -> AutomationCondition:
     ).with_label("any_deps_data_changed")
     # A stage added to a deployment (or first evaluated by a new cursor) builds the missing
     # partitions whose inputs exist, once; the others wait for their inputs as usual.
-    first_seen_missing = (
-        AutomationCondition.initial_evaluation() & AutomationCondition.missing()
-    ).with_label("missing when first evaluated")
     return (
         (
             (AutomationCondition.newly_missing() | input_changed).since_last_handled()
-            | first_seen_missing
+            | first_seen_missing()
         )
         & ~AutomationCondition.any_deps_missing()
         & ~AutomationCondition.any_deps_in_progress()
