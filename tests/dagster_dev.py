@@ -124,11 +124,34 @@ class DagsterDev:
                 if schedule["scheduleState"]["status"] == "RUNNING":
                     answer = self.graphql(STOP_SCHEDULE, {"id": schedule["scheduleState"]["id"]})
                     assert answer["stopRunningSchedule"]["__typename"] != "PythonError", answer
-        time.sleep(1)  # a tick that was under way when its sensor stopped submits its runs
+        time.sleep(1)
+        self.wait_for_ticks_under_way()  # a tick under way when its sensor stopped completes
         with self.instance() as instance:
             unfinished = instance.get_runs(RunsFilter(statuses=UNFINISHED))
         for run in unfinished:
             self.graphql(TERMINATE_RUN, {"runId": run.run_id})
+
+    def wait_for_ticks_under_way(self, timeout: float = 120) -> None:
+        """Until no sensor tick is under way (the code server evaluates the automation sensors
+        too, so a landing tick that started before its sensor stopped may end seconds later)."""
+        from dagster._core.scheduler.instigation import InstigatorType, TickStatus
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.instance() as instance:
+                states = instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
+                under_way = [
+                    state.name
+                    for state in states
+                    for tick in instance.get_ticks(
+                        state.instigator_origin_id, state.selector_id, limit=1
+                    )
+                    if tick.status == TickStatus.STARTED
+                ]
+            if not under_way:
+                return
+            time.sleep(1)
+        raise TimeoutError(f"sensor ticks still under way after {timeout} s: {under_way}")
 
     def launch_backfill(self, params: dict) -> str:
         """Launch a backfill as the UI does (LaunchBackfillParams); returns its id."""
