@@ -124,27 +124,28 @@ def _register_and_run(
         sync_partitions,
     )
 
-    for problem in Catalog.load().problems:  # the other recipes run
+    catalog = Catalog.load()  # read once for the whole command
+    for problem in catalog.problems:  # the other recipes run
         print(f"recipe left out: {problem}", file=sys.stderr)
     instance = local_instance()
     for crawl in crawls:
         for line in register(instance, lake, crawl, files_per_unit).describe_refused():
             print(f"refused: {line}", file=sys.stderr)
     sync_partitions(instance, lake)
-    outcomes = materialize_all(instance, lake, force=force)
+    outcomes = materialize_all(instance, lake, force=force, catalog=catalog)
     print(f"{len(outcomes)} runs succeeded on the instance at {instance.root_directory}")
-    materialized = materialized_partitions(instance)
-    rows = summary_rows(lake)
+    materialized = materialized_partitions(instance, catalog)
+    rows = summary_rows(lake, catalog)
     for row in rows:
         row["dagster"] = len(materialized.get(row["stage"], ()))
     print(format_table(rows))
 
 
-def summary_rows(lake: Lake) -> list[dict]:
+def summary_rows(lake: Lake, catalog=None) -> list[dict]:
     """The shared stages, then each recipe's (`<recipe>/<stage>`, as its asset key)."""
     from data_assets.datasets import Catalog
 
-    catalog = Catalog.load()
+    catalog = catalog or Catalog.load()
     rows = stage_rows(lake, catalog.shared.stages)
     for dataset in catalog.recipes:
         rows += stage_rows(dataset.lake(lake), dataset.stages, f"{dataset.prefix}/")

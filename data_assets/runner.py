@@ -88,16 +88,16 @@ class RunsFailedError(RuntimeError):
         super().__init__("\n".join(lines))
 
 
-def definitions_for(lake: Lake, workers: int | None = None):
+def definitions_for(lake: Lake, workers: int | None = None, catalog: Catalog | None = None):
     """The code location's definitions, on `lake` and with `workers` processes per run (one
-    per CPU if unset)."""
+    per CPU if unset), for `catalog`'s recipes (by default the recipes folder's)."""
     from data_assets.definitions import alerts_resource, build_definitions
     from resources.lake import LakeResource
     from resources.workers import WorkersResource
 
     resource = LakeResource(url=lake.url, endpoint_url=lake.endpoint_url, region=lake.region)
     return build_definitions(
-        resource, alerts_resource(), workers=WorkersResource(processes=workers)
+        resource, alerts_resource(), workers=WorkersResource(processes=workers), recipes=catalog
     )
 
 
@@ -177,7 +177,11 @@ def _headline(error: SerializableErrorInfo) -> str:
 
 
 def materialize_all(
-    instance: DagsterInstance, lake: Lake, workers: int | None = None, force: bool = False
+    instance: DagsterInstance,
+    lake: Lake,
+    workers: int | None = None,
+    force: bool = False,
+    catalog: Catalog | None = None,
 ) -> list[RunOutcome]:
     """Every stage for every partition of `lake` that is missing or stale (all of them with
     `force`), in lineage order, one run per partition, as the automation would: a recipe
@@ -185,8 +189,8 @@ def materialize_all(
     Each run works on its unit's files in `workers` parallel processes (one per CPU if
     unset). Raises RunsFailedError, naming each failed run's cause, after the first stage
     with failed runs."""
-    defs = definitions_for(lake, workers)
-    catalog = Catalog.load()
+    catalog = catalog or Catalog.load()
+    defs = definitions_for(lake, workers, catalog)
     partitions = {
         Scope.UNIT: instance.get_dynamic_partitions(unit_partitions.name),
         Scope.CRAWL: instance.get_dynamic_partitions(crawl_partitions.name),
@@ -255,27 +259,13 @@ def _out_of_date(
     return todo
 
 
-def stage_asset_keys(catalog: Catalog | None = None) -> list[AssetKey]:
-    """Every stage asset of every recipe, in lineage order."""
+def materialized_partitions(
+    instance: DagsterInstance, catalog: Catalog | None = None
+) -> dict[str, set[str]]:
+    """The materialized partitions of every stage asset of every recipe."""
     catalog = catalog or Catalog.load()
-    return [key for stage in STAGES for key in catalog.keys(stage)]
-
-
-def materialized_partitions(instance: DagsterInstance) -> dict[str, set[str]]:
     return {
         key.to_user_string(): set(instance.get_materialized_partitions(key))
-        for key in stage_asset_keys()
-    }
-
-
-def partition_counts(instance: DagsterInstance) -> dict[str, int]:
-    """How many partitions each stage asset has on the instance."""
-    counts = {
-        Scope.UNIT: len(instance.get_dynamic_partitions(unit_partitions.name)),
-        Scope.CRAWL: len(instance.get_dynamic_partitions(crawl_partitions.name)),
-        Scope.LAKE: 1,
-    }
-    catalog = Catalog.load()
-    return {
-        key.to_user_string(): counts[stage.scope] for stage in STAGES for key in catalog.keys(stage)
+        for stage in STAGES
+        for key in catalog.keys(stage)
     }
