@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from dagster import AssetKey, DagsterInstance
+from dagster import DagsterInstance
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.loader import LoadingContextForTest
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -19,6 +19,7 @@ from data_assets.cli import main as cli
 from data_assets.definitions import build_definitions
 from resources.lake import LakeResource
 from resources.workers import WorkersResource
+from tests.datasets import key, node
 from tests.demo_pipeline import demo_pipeline
 from tests.formats import read_indexed_dataset, warc_headers_at
 from tokenmill.lake import Lake
@@ -281,7 +282,7 @@ def stale_status(instance: DagsterInstance, defs, asset: str, partition: str) ->
     resolver = CachingStaleStatusResolver(
         instance, defs.resolve_asset_graph(), LoadingContextForTest(instance)
     )
-    return resolver.get_status(AssetKey(asset), partition)
+    return resolver.get_status(key(asset), partition)
 
 
 def test_changing_the_tokenizer_makes_tokenized_shards_stale(small_pipeline, shared, monkeypatch):
@@ -298,7 +299,7 @@ def test_changing_the_tokenizer_makes_tokenized_shards_stale(small_pipeline, sha
     assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.FRESH
 
     # A launchpad run config cannot read a file outside the lake and the allow-list.
-    config = {"ops": {"tokenizer": {"config": {"path": "/etc/passwd"}}}}
+    config = {"ops": {node("tokenizer"): {"config": {"path": "/etc/passwd"}}}}
     result = build.execute_in_process(
         run_config=config, instance=pipeline.instance, raise_on_error=False
     )
@@ -310,6 +311,6 @@ def test_changing_the_tokenizer_makes_tokenized_shards_stale(small_pipeline, sha
 
     neox = shared / "tokenizers" / "gpt-neox-style-50k.tokenizer.json"
     monkeypatch.setenv(TOKENIZER_PATHS_ENV, str(neox.parent))
-    config = {"ops": {"tokenizer": {"config": {"path": str(neox)}}}}
+    config = {"ops": {node("tokenizer"): {"config": {"path": str(neox)}}}}
     assert build.execute_in_process(run_config=config, instance=pipeline.instance).success
     assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.STALE
