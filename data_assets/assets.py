@@ -213,6 +213,8 @@ def stage_asset(stage: Stage, dataset: Dataset):
 def stage_output(context, stage, dataset: Dataset, lake, report, overrides) -> MaterializeResult:
     """The materialization of a stage's partition: its report, checks and recipe."""
     unit, crawl = partition_of(stage, context)
+    if unit:  # a unit's histograms stay in its marker, to be drawn per crawl
+        report.histograms = {}
     if stage.boundary and stage.boundary.reported:
         versions = report.counts.pop("unit_versions")
         reported = dataset.key(stage.boundary.reported)

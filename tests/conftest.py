@@ -31,3 +31,16 @@ def postgres_database():
 
     with fresh_database("tokenmill_test") as name:
         yield name
+
+
+# The suite runs in two processes (pytest-xdist, `-n 2 --dist loadgroup` in pyproject.toml): a
+# module's tests share a process, so its module fixtures (demo pipelines, `dagster dev`) are set
+# up once. The modules using the PostgreSQL server share one, since test_faults restarts it.
+SHARES_POSTGRES = {"test_faults", "test_production"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        group = "postgres" if module in SHARES_POSTGRES else module
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -38,3 +38,33 @@ def warc_headers_at(warc_gz: bytes, offset: int) -> dict[str, str]:
     lines = head.split("\r\n")
     assert lines[0].startswith("WARC/")
     return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+
+
+def read_png(data: bytes) -> np.ndarray:
+    """PNG (RFC 2083): signature, chunks with CRCs, IHDR, zlib-compressed IDAT scanlines; only
+    8-bit truecolour, non-interlaced, every scanline of filter type None or Sub."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, chunks = 8, []
+    while pos < len(data):
+        (length,) = struct.unpack_from(">I", data, pos)
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        (crc,) = struct.unpack_from(">I", data, pos + 8 + length)
+        assert crc == zlib.crc32(kind + body) & 0xFFFFFFFF, kind
+        chunks.append((kind, body))
+        pos += 12 + length
+    assert chunks[0][0] == b"IHDR" and chunks[-1][0] == b"IEND"
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
+    assert (depth, colour, interlace) == (8, 2, 0)
+    raw = zlib.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT"))
+    stride = 1 + 3 * width
+    assert len(raw) == stride * height
+    rows = []
+    for y in range(height):
+        kind, line = raw[y * stride], np.frombuffer(raw[y * stride + 1 : (y + 1) * stride], "u1")
+        assert kind in (0, 1), kind
+        if kind == 1:  # Sub: each byte adds the byte 3 to its left
+            line = line.astype(np.int64)
+            for x in range(3, len(line)):
+                line[x] = (line[x] + line[x - 3]) % 256
+        rows.append(line.astype("u1").reshape(width, 3))
+    return np.stack(rows)

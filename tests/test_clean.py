@@ -91,6 +91,21 @@ def test_every_response_is_kept_or_rejected_once(landed, default_run):
     assert report.records_out == docs.height
 
 
+def test_the_unit_marker_holds_the_distribution_of_every_rule_over_every_document(
+    landed, default_run
+):
+    report = default_run[0]
+    lake, unit, _ = landed
+    marker = lake.read_json(f"{unit.prefix(CLEANED)}/{MARKER}")
+    parts = [lake.read_json(f"{unit.part_prefix(CLEANED, p)}/{MARKER}") for p in range(2)]
+    words = "gopher_quality/n_words"
+    assert sum(marker["histograms"][words]["bins"].values()) == report.records_in
+    assert {key.split("/")[0] for key in marker["histograms"]} == set(BUILTIN) - {"url"}
+    for key, histogram in marker["histograms"].items():
+        for index, count in histogram["bins"].items():
+            assert count == sum(p["histograms"][key]["bins"].get(index, 0) for p in parts)
+
+
 def test_decisions_match_the_ground_truth(default_run):
     _, docs, rejected, truth = default_run
     kept_kinds = Counter(kind(truth[r]) for r in docs["record_id"])
@@ -365,8 +380,14 @@ def test_preview_counts_what_materializing_the_recipe_then_gives(landed, tmp_pat
     assert ("gopher_quality", "n_words") in result.newly_dropped
     assert all(len(c.samples) <= 2 for c in result.newly_dropped.values())
     assert "newly dropped" in text_report(result)
+    # every document read is in each rule's histogram, both recipes' thresholds marked
+    words = result.histograms["gopher_quality/n_words"]
+    assert sum(words["bins"].values()) == result.documents
+    assert result.thresholds["current"]["gopher_quality/n_words"] == ["<50", ">100000"]
+    assert result.thresholds["proposed"]["gopher_quality/n_words"] == ["<150", ">100000"]
     page = html_report(result)
-    assert page.count("<svg") >= 10 and "min_doc_words" not in page  # rules by their labels
+    assert page.count("<img") >= 10 and "min_doc_words" not in page  # rules by their labels
+    assert "current &lt;50 &gt;100000; proposed &lt;150 &gt;100000" in page
     # A plug-in measures the text: the text is read, the counts still match.
     with_plugin = CleanSettings(plugin_filters=[{"path": "tokenmill.filters.PIIMasker"}])
     assert "text" in preview(lake, [unit], current, with_plugin).columns_read

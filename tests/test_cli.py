@@ -157,7 +157,7 @@ def test_preview_prints_what_a_recipe_would_flip_and_draws_the_distributions(
     out = capsys.readouterr().out
     assert "signals only (no text)" in out
     assert re.search(r"gopher_quality / n_words: \d+ documents", out)
-    assert "<svg" in (tmp_path / "p.html").read_text()
+    assert "src='data:image/png;base64," in (tmp_path / "p.html").read_text()
     proposed.write_text("clean:\n  gopher_quality:\n    min_words: 200\n")
     with pytest.raises(SystemExit):
         cli(["preview", str(proposed)])

@@ -3,7 +3,9 @@ on a real (temporary) Dagster instance, and checked against the demo's ground tr
 
 from __future__ import annotations
 
+import base64
 import random
+import re
 import subprocess
 import sys
 import unicodedata
@@ -19,7 +21,7 @@ from tokenizers import Tokenizer
 from data_assets.runner import materialize_all, materialized_partitions
 from tests.datasets import key, label
 from tests.demo_pipeline import Pipeline, demo_pipeline
-from tests.formats import read_indexed_dataset, warc_headers_at
+from tests.formats import read_indexed_dataset, read_png, warc_headers_at
 from tokenmill.lake import Lake
 from tokenmill.report import trace_token
 from tokenmill.stages import STAGES
@@ -87,6 +89,25 @@ def test_materialization_metadata_counts_records_and_broken_ones(pipeline):
         event = pipeline.instance.get_latest_materialization_event(key(stage.name))
         cpu = event.asset_materialization.metadata["cpu_s"].value
         assert cpu > 0, stage.name
+
+
+def test_the_crawl_shows_each_rules_distribution_over_its_documents(pipeline):
+    """The recipe's crawl-wide materialization draws each rule's histogram over every extracted
+    document of the crawl, the recipe's thresholds marked; unit materializations draw none."""
+    instance = pipeline.instance
+    clusters = instance.get_latest_materialization_event(key("dedup_clusters"))
+    text = clusters.asset_materialization.metadata["rule_distributions"].value
+    extracted = sum(
+        pipeline.lake.read_json(f"{unit.prefix('extracted')}/_SUCCESS.json")["records_out"]
+        for unit in pipeline.units
+    )
+    assert f"**gopher_quality/n_words** ({extracted:,} documents;" in text
+    assert "current <50 >100000" in text
+    uris = re.findall(r"\]\(data:image/png;base64,([^)]+)\)", text)
+    assert len(uris) >= 10
+    assert all(read_png(base64.b64decode(uri)).size for uri in uris)
+    cleaned = instance.get_latest_materialization_event(key("cleaned"))
+    assert "rule_distributions" not in cleaned.asset_materialization.metadata
 
 
 def test_spam_and_foreign_pages_are_filtered_and_good_pages_kept(pipeline):

@@ -123,3 +123,15 @@ def test_partition_status_is_visible(ui, page, tmp_path):
     for status in (f"Materialized ({units})", "Missing (0)", "Failed (0)"):
         page.get_by_text(status, exact=True).first.wait_for(state="visible")
     assert screenshot(page, tmp_path, "partitions").stat().st_size > 10_000
+
+
+def test_a_crawls_rule_distributions_are_pictures(ui, page, tmp_path):
+    url, _ = ui
+    page.goto(f"{url}/assets/fineweb_en/dedup_clusters?view=events&partition=CC-MAIN-UI-2026-01")
+    dismiss_welcome_dialog(page)
+    page.get_by_text("[Show Markdown]").first.click()
+    picture = page.locator("img[alt='gopher_quality/n_words']").first
+    picture.wait_for(state="visible")
+    # decoded by the browser: the PNG drawn for the metadata is a real picture
+    assert picture.evaluate("img => img.complete && img.naturalWidth") > 0
+    assert screenshot(page, tmp_path, "rule-distributions").stat().st_size > 10_000

@@ -37,6 +37,7 @@ SUMMARY_FIELDS = (
     "dropped",
     "counts",
     "outputs",
+    "histograms",
 )
 
 
@@ -56,6 +57,8 @@ class StageReport:
     counts: dict[str, Any] = field(default_factory=dict)
     preview: list[dict[str, Any]] = field(default_factory=list)
     outputs: dict[str, dict[str, int]] = field(default_factory=dict)
+    # rule value distributions (`tokenmill.histograms`): kept in markers, summed per unit
+    histograms: dict[str, dict] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
     seconds: float = 0.0
     # CPU seconds of every process that did this work (not kept in markers: a resumed part's
@@ -95,7 +98,7 @@ class StageReport:
     def from_summary(cls, summary: dict[str, Any]) -> StageReport:
         """The report ``summary()`` was taken from, less its timing (a resumed part's preview is
         its values as text, which is how the metadata shows them)."""
-        fields = {k: summary[k] for k in SUMMARY_FIELDS if k != "dropped"}
+        fields = {k: summary[k] for k in SUMMARY_FIELDS if k != "dropped" and k in summary}
         preview = [dict(pairs) for pairs in summary.get("preview", [])]
         return cls(**fields, dropped=Counter(summary["dropped"]), preview=preview)
 
@@ -108,6 +111,7 @@ class StageReport:
             "dropped": dict(sorted(self.dropped.items())),
             "counts": self.counts,
             "outputs": self.outputs,
+            **({"histograms": self.histograms} if self.histograms else {}),
             # kept (as pairs: the marker's keys are sorted) so a resumed unit shows the same
             # preview as one run in one go
             "preview": json.loads(
@@ -131,6 +135,7 @@ def combine(reports: dict[str, StageReport]) -> StageReport:
         total.cpu_s += report.cpu_s
         total.add_preview(report.preview)
         total.counts = merge_counts(total.counts, report.counts)
+        total.histograms = merge_counts(total.histograms, report.histograms)
         total.outputs.update({f"{label}/{name}": entry for name, entry in report.outputs.items()})
     return total
 

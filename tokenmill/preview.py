@@ -11,22 +11,21 @@ counts are what materializing the recipe gives.
 from __future__ import annotations
 
 import html
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import polars as pl
 
-from tokenmill.filters import FilterChain
+from tokenmill.histograms import pictures as rule_pictures
+from tokenmill.histograms import rule_histograms, rule_thresholds
 from tokenmill.lake import Lake
 from tokenmill.layout import EXTRACTED, MARKER, Unit
-from tokenmill.outputs import read_batches
+from tokenmill.outputs import merge_counts, read_batches
 from tokenmill.stages.extracted import EXTRACTED_SCHEMA, SIGNALS
 
 KEPT = "kept"
 WORDS = "gopher_quality.n_words"  # every document's word count, a stored signal
-# Values kept per rule for its picture: enough for a smooth histogram, bounded memory.
-PICTURE_VALUES = 200_000
 
 
 @dataclass
@@ -49,8 +48,9 @@ class Preview:
         default_factory=lambda: {"current": Counter(), "proposed": Counter()}
     )
     columns_read: list[str] = field(default_factory=list)
-    values: dict[tuple[str, str], list[float]] = field(default_factory=lambda: defaultdict(list))
-    thresholds: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    # the distribution of each rule's value (`tokenmill.histograms`), both recipes' thresholds
+    histograms: dict[str, dict] = field(default_factory=dict)
+    thresholds: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
 
 def preview(lake: Lake, units: Iterable[Unit], current, proposed, samples: int = 3) -> Preview:
@@ -58,7 +58,7 @@ def preview(lake: Lake, units: Iterable[Unit], current, proposed, samples: int =
     settings (`CleanSettings`)."""
     chains = {"current": current.chain(), "proposed": proposed.chain()}
     result = Preview(columns_read=_columns(chains.values()))
-    _note_thresholds(result, chains)
+    result.thresholds = {name: rule_thresholds(chain) for name, chain in chains.items()}
     for unit in units:
         marker = lake.read_json(f"{unit.prefix(EXTRACTED)}/{MARKER}")
         for part in range(marker["counts"]["files"]):
@@ -94,7 +94,9 @@ def _judge(result: Preview, docs: pl.DataFrame, chains: dict, samples: int) -> N
         )
         verdicts[name] = verdict
         result.kept[name] += kept.height
-        result.words[name] += int(docs.filter(pl.col("doc_id").is_in(kept["doc_id"]))[WORDS].sum())
+        result.words[name] += int(
+            docs.filter(pl.col("doc_id").is_in(kept["doc_id"].implode()))[WORDS].sum()
+        )
         result.dropped_by[name].update(dict(rejected.group_by("filter").len().iter_rows()))
     result.documents += docs.height
     both = (
@@ -116,7 +118,7 @@ def _judge(result: Preview, docs: pl.DataFrame, chains: dict, samples: int) -> N
         "reason",
         samples,
     )
-    _collect_values(result, docs, chains["proposed"])
+    result.histograms = merge_counts(result.histograms, rule_histograms(docs, chains["proposed"]))
 
 
 def _count(changes: dict, flipped: pl.DataFrame, by: str, reason: str, samples: int) -> None:
@@ -130,29 +132,6 @@ def _count(changes: dict, flipped: pl.DataFrame, by: str, reason: str, samples: 
             change.samples += (
                 group.sort("doc_id").head(room).select("url", reason=pl.col(reason)).to_dicts()
             )
-
-
-def _note_thresholds(result: Preview, chains: dict) -> None:
-    for name, chain in chains.items():
-        for flt in chain.filters:
-            for rule in getattr(flt, "_rules", list)():
-                key = (flt.name, rule.label)
-                if rule.threshold:
-                    result.thresholds.setdefault(key, {})[name] = f"{rule.op}{rule.threshold}"
-
-
-def _collect_values(result: Preview, docs: pl.DataFrame, chain: FilterChain) -> None:
-    """The proposed recipe's rule values of every document, for the pictures."""
-    for flt in chain.filters:
-        if flt.name not in chain.stored:
-            continue
-        stats = docs.select(pl.col(f"{flt.name}.{s}").alias(s) for s in flt.signals)
-        for rule in flt._rules():
-            values = result.values[(flt.name, rule.label)]
-            room = PICTURE_VALUES - len(values)
-            if room > 0:
-                column = stats.select(rule.value.cast(pl.Float64).fill_nan(None)).to_series()
-                values += column.drop_nulls().head(room).to_list()
 
 
 def text_report(result: Preview) -> str:
@@ -181,46 +160,17 @@ def text_report(result: Preview) -> str:
 def html_report(result: Preview) -> str:
     """The text report and, per rule, its values' histogram with both thresholds marked."""
     pictures = [
-        _histogram(f"{name} / {label}", values, result.thresholds.get((name, label), {}))
-        for (name, label), values in sorted(result.values.items())
-        if values
+        f"<h4>{html.escape(key)}</h4><p>{html.escape(caption)}</p>"
+        f"<img alt='{html.escape(key)}' src='{uri}' style='border:1px solid #ccc'>"
+        for key, caption, uri in rule_pictures(result.histograms, result.thresholds)
     ]
     return (
         "<!doctype html><meta charset=utf-8><title>tokenmill preview</title>"
         "<body style='font-family:sans-serif'>"
         f"<pre>{html.escape(text_report(result))}</pre>"
-        "<p>Distributions of the proposed recipe's rule values (up to "
-        f"{PICTURE_VALUES:,} documents per rule): <span style='color:#1f77b4'>current</span> "
-        "and <span style='color:#d62728'>proposed</span> thresholds.</p>"
+        "<p>Distributions of each rule's value over every document read (bins 0.01 wide in "
+        "[0, 1], 10 per decade above 1): <span style='color:#1f77b4'>current</span> and "
+        "<span style='color:#d62728'>proposed</span> thresholds.</p>"
         + "".join(pictures)
         + "</body>"
-    )
-
-
-def _histogram(title: str, values: list[float], thresholds: dict[str, str], bins: int = 40):
-    marks = {name: float(t.lstrip("<>")) for name, t in thresholds.items() if t.lstrip("<>")}
-    ordered = sorted(values)
-    low = min(ordered[len(ordered) // 100], *marks.values())
-    high = max(ordered[len(ordered) * 99 // 100], *marks.values())
-    width = (high - low) / bins or 1.0
-    counts = [0] * bins
-    for value in ordered:
-        counts[min(bins - 1, max(0, int((value - low) / width)))] += 1
-    top = max(counts) or 1
-    w, h = 480, 140
-    bars = "".join(
-        f"<rect x='{i * w / bins:.1f}' y='{h - c * h / top:.1f}' width='{w / bins - 1:.1f}' "
-        f"height='{c * h / top:.1f}' fill='#999'/>"
-        for i, c in enumerate(counts)
-    )
-    colors = {"current": "#1f77b4", "proposed": "#d62728"}
-    lines = "".join(
-        f"<line x1='{x:.1f}' x2='{x:.1f}' y1='0' y2='{h}' stroke='{colors[name]}' "
-        f"stroke-width='2'><title>{name} {html.escape(thresholds[name])}</title></line>"
-        for name, mark in marks.items()
-        for x in [(mark - low) / (high - low or 1) * w]
-    )
-    return (
-        f"<h4>{html.escape(title)} ({len(values):,} documents; {low:.4g} to {high:.4g})</h4>"
-        f"<svg width='{w}' height='{h}' style='border:1px solid #ccc'>{bars}{lines}</svg>"
     )

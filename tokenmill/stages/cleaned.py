@@ -29,8 +29,9 @@ from tokenmill.filters import (
     load_filter,
 )
 from tokenmill.filters.settings import filter_field, filter_settings, from_value
+from tokenmill.histograms import rule_histograms
 from tokenmill.layout import CLEANED, DOC_SCHEMA, EXTRACTED, REJECTED_SCHEMA, UNUSABLE_FILES
-from tokenmill.outputs import StageReport, read_batches, require_committed
+from tokenmill.outputs import StageReport, merge_counts, read_batches, require_committed
 from tokenmill.stage import Pod, Scope, Stage, Work, setting
 from tokenmill.stages.extracted import SIGNALS, preview_of, provenance_resolves
 
@@ -119,6 +120,7 @@ def run(work: Work) -> StageReport:
             frame = pl.from_arrow(batch)
             report.records_in += frame.height
             report.bytes_in += batch.nbytes
+            report.histograms = merge_counts(report.histograms, rule_histograms(frame, chain))
             kept, dropped = chain.apply(frame)
             for name, count in dropped.group_by("filter").len().iter_rows():
                 report.drop(f"filter:{name}", count)

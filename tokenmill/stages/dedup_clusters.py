@@ -15,7 +15,15 @@ from tokenmill.dedup_parts import (
     prepare_parts,
     run_parts,
 )
-from tokenmill.layout import CLUSTER_SCHEMA, DEDUP_CLUSTERS, DEDUP_SIGNATURES, crawl_prefix
+from tokenmill.histograms import gathered
+from tokenmill.layout import (
+    CLEANED,
+    CLUSTER_SCHEMA,
+    DEDUP_CLUSTERS,
+    DEDUP_SIGNATURES,
+    MARKER,
+    crawl_prefix,
+)
 from tokenmill.outputs import StageReport
 from tokenmill.stage import CrawlBoundary, FanOut, Pod, Scope, Stage, Work
 from tokenmill.units import registered_units
@@ -71,6 +79,12 @@ def finish(work: Work, shares: list[dict]) -> StageReport:
 
 def _finish(work: Work, units, planned: list[str] | None = None, files=None) -> StageReport:
     report = StageReport()
+    # The recipe's one crawl-wide materialization also shows the crawl's distribution of each
+    # rule's value, with the recipe's thresholds: the sum of its cleaned units' histograms.
+    markers = [f"{unit.prefix(CLEANED)}/{MARKER}" for unit in units]
+    report.histograms, without = gathered(work.lake, markers)
+    if without:
+        report.counts["units_without_histograms"] = without
     with work.writer(report) as out:
         cluster_crawl(work.lake, units, _settings(work), out, planned=planned, files=files)
     work.lake.delete_prefix(crawl_prefix(PARTS, work.crawl))  # committed: parts are spent
