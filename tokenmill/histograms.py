@@ -64,12 +64,12 @@ def rule_histograms(docs: pl.DataFrame, chain) -> dict[str, dict]:
         if flt.name not in chain.stored:
             continue
         stats = docs.select(pl.col(f"{flt.name}.{s}").alias(s) for s in flt.signals)
+        rules = {}  # a rule with two thresholds (too few, too many words) is one picture
         for rule in flt._rules():
-            key = f"{flt.name}/{rule.label}"
-            if key in histograms:  # a rule with two thresholds (too few, too many words)
-                continue
-            values = stats.select(rule.value.cast(pl.Float64).fill_nan(None)).to_series()
-            counts = np.bincount(bin_of(values.drop_nulls().to_numpy()), minlength=BINS)
+            rules.setdefault(f"{flt.name}/{rule.label}", rule.value)
+        values = stats.select(v.cast(pl.Float64).fill_nan(None).alias(k) for k, v in rules.items())
+        for key in rules:
+            counts = np.bincount(bin_of(values[key].drop_nulls().to_numpy()), minlength=BINS)
             bins = {str(i): int(c) for i, c in enumerate(counts) if c}
             histograms[key] = {"bins": bins, THRESHOLDS: thresholds[key]}
     return histograms
