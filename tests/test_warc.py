@@ -93,7 +93,10 @@ def test_plain_uncompressed_warc():
     "data, reason",
     [
         (b"PK\x03\x04\x14\x00\x00\x00\x08\x00", "not a WARC file, nor ARC"),
-        (gzip.compress(b"<html><body>gzipped page</body></html>"), "not a WARC file, nor ARC"),
+        (
+            gzip.compress(b"<html><body>gzipped page</body></html>", mtime=0),
+            "not a WARC file, nor ARC",
+        ),
         (b"<html><body>not a warc</body></html>", "not a WARC file, nor ARC"),
     ],
 )
