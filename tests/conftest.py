@@ -37,10 +37,17 @@ def postgres_database():
 # module's tests share a process, so its module fixtures (demo pipelines, `dagster dev`) are set
 # up once. The modules using the PostgreSQL server share one, since test_faults restarts it.
 SHARES_POSTGRES = {"test_faults", "test_production"}
+# The longest groups start first, so neither process is left with one at the end.
+LONGEST_FIRST = ["postgres", "test_daemon", "test_backfill", "test_automation", "test_webui"]
+
+
+def _group(item) -> str:
+    module = item.module.__name__.rsplit(".", 1)[-1]
+    return "postgres" if module in SHARES_POSTGRES else module
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1]
-        group = "postgres" if module in SHARES_POSTGRES else module
-        item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    rank = {group: index for index, group in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(_group(item), len(rank)))

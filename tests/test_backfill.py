@@ -87,7 +87,7 @@ def run_partition(run) -> str:
 
 
 def test_asset_backfill_launches_one_run_per_unit(dev: DagsterDev, lake: Lake):
-    keys = land_crawl(dev, lake, CRAWL, seed=0)
+    keys = land_crawl(dev, lake, CRAWL, seed=0, files=2)
     params = {
         "assetSelection": [{"path": asset_key(name).path} for name in INGEST_ASSETS],
         "partitionNames": keys,

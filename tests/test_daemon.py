@@ -28,7 +28,7 @@ def dev(tmp_path_factory):
     lake = Lake.from_url(str(root / "lake"))
     # Landed before the daemon starts, as files already waiting in a bucket would be.
     land_demo_crawl(lake, CRAWL, files=2, pages_per_file=15, seed=3)
-    server = start_dagster_dev(root, TOKENMILL_TICK_SECONDS="5")
+    server = start_dagster_dev(root, TOKENMILL_TICK_SECONDS="2")
     try:
         yield server
     finally:

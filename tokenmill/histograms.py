@@ -76,16 +76,23 @@ def rule_histograms(docs: pl.DataFrame, chain) -> dict[str, dict]:
 
 
 def gathered(lake, markers: Iterable[str], threads: int = 16) -> tuple[dict[str, dict], int]:
-    """The sum of the histograms in these unit markers (read in parallel: a crawl has hundreds
-    of units) and how many markers had none (written before histograms were kept)."""
+    """The sum of the histograms in these markers (read in parallel: a crawl has hundreds of
+    units) and how many had none (absent, or written before histograms were kept)."""
+
+    def histograms_in(marker: str) -> dict | None:
+        try:
+            return lake.read_json(marker).get("histograms")
+        except FileNotFoundError:
+            return None
+
     total: dict[str, dict] = {}
     without = 0
     with ThreadPoolExecutor(threads) as pool:
-        for marker in pool.map(lake.read_json, markers):
-            if "histograms" in marker:
-                total = merge_counts(total, marker["histograms"])
-            else:
+        for histograms in pool.map(histograms_in, markers):
+            if histograms is None:
                 without += 1
+            else:
+                total = merge_counts(total, histograms)
     return total, without
 
 
