@@ -114,22 +114,39 @@ class DagsterDev:
 
     def stop_automation(self) -> None:
         """Stop every sensor and schedule and cancel the runs they launched before that (the
-        automation sensor's first tick races the webserver), so only a test's runs happen."""
+        automation sensor's first tick races the webserver), so only a test's runs happen.
+        Stopped until two looks find nothing running: a tick that began before its sensor's
+        stop may write the sensor's state back as declared in code (running) when it ends."""
+        still_stopped = 0
+        for _ in range(30):
+            stopped = self._stop_running_instigators()
+            time.sleep(1)
+            self.wait_for_ticks_under_way()  # a tick under way when its sensor stopped ends
+            still_stopped = 0 if stopped else still_stopped + 1
+            if still_stopped == 2:
+                break
+        else:
+            raise TimeoutError("sensors or schedules kept running after 30 stops")
+        with self.instance() as instance:
+            unfinished = instance.get_runs(RunsFilter(statuses=UNFINISHED))
+        for run in unfinished:
+            self.graphql(TERMINATE_RUN, {"runId": run.run_id})
+
+    def _stop_running_instigators(self) -> bool:
+        """Stop what runs; whether anything did."""
+        stopped = False
         for repository in self.graphql(INSTIGATORS_QUERY)["repositoriesOrError"]["nodes"]:
             for sensor in repository["sensors"]:
                 if sensor["sensorState"]["status"] == "RUNNING":
                     answer = self.graphql(STOP_SENSOR, {"id": sensor["sensorState"]["id"]})
                     assert answer["stopSensor"]["__typename"] != "PythonError", answer
+                    stopped = True
             for schedule in repository["schedules"]:
                 if schedule["scheduleState"]["status"] == "RUNNING":
                     answer = self.graphql(STOP_SCHEDULE, {"id": schedule["scheduleState"]["id"]})
                     assert answer["stopRunningSchedule"]["__typename"] != "PythonError", answer
-        time.sleep(1)
-        self.wait_for_ticks_under_way()  # a tick under way when its sensor stopped completes
-        with self.instance() as instance:
-            unfinished = instance.get_runs(RunsFilter(statuses=UNFINISHED))
-        for run in unfinished:
-            self.graphql(TERMINATE_RUN, {"runId": run.run_id})
+                    stopped = True
+        return stopped
 
     def wait_for_ticks_under_way(self, timeout: float = 120) -> None:
         """Until no sensor tick is under way (the code server evaluates the automation sensors
