@@ -369,6 +369,20 @@ def check_hardened(pod: dict) -> None:
         assert mounts[ca_dir].get("readOnly") is True
 
 
+RECIPES_DIR = "/etc/tokenmill/recipes"
+
+
+def check_recipes_mounted(pod: dict, env: dict) -> None:
+    """The recipes ConfigMap, read-only where TOKENMILL_RECIPES points: every pod that loads
+    the code location reads the same recipe files."""
+    assert env["TOKENMILL_RECIPES"]["value"] == RECIPES_DIR
+    volumes = {volume["name"]: volume for volume in pod["spec"]["volumes"]}
+    (container,) = pod["spec"]["containers"]
+    (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == RECIPES_DIR]
+    assert mount.get("readOnly") is True
+    assert volumes[mount["name"]]["configMap"]["name"] == "tokenmill-recipes"
+
+
 def check_pod(pod: dict, expected_resources: dict, step: bool) -> None:
     """A run pod (the run's coordinator, which starts its steps as Jobs: a service account with
     a Role and its token) or a step pod (no Role, no token)."""
@@ -382,6 +396,7 @@ def check_pod(pod: dict, expected_resources: dict, step: bool) -> None:
     }
     assert env["TOKENMILL_LAKE_URL"]["value"].startswith("s3://")
     assert env["TOKENMILL_EXECUTOR"]["value"] == "k8s"
+    check_recipes_mounted(pod, env)
     if step:
         assert pod["spec"]["serviceAccountName"] == RUN_SERVICE_ACCOUNT
         assert pod["spec"]["automountServiceAccountToken"] is False
@@ -671,6 +686,12 @@ def test_webserver_daemon_and_code_server_are_hardened(values, user_values):
             check_hardened(pod)
         except (AssertionError, KeyError) as failure:
             raise AssertionError(f"{name}: {failure!r}") from failure
+
+
+def test_the_code_server_reads_the_recipes_configmap(values, user_values):
+    code_server = chart_pods(values, user_values)["code server"]
+    env = user_values["deployments"][0]["env"]
+    check_recipes_mounted(code_server, {name: {"value": v} for name, v in env.items()})
 
 
 def test_hardening_check_catches_a_writable_root_filesystem(values, user_values):
