@@ -46,6 +46,7 @@ def _group(item) -> str:
     return "postgres" if module in SHARES_POSTGRES else module
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the group marks
 def pytest_collection_modifyitems(items):
     for item in items:
         item.add_marker(pytest.mark.xdist_group(_group(item)))
