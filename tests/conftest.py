@@ -33,22 +33,29 @@ def postgres_database():
         yield name
 
 
-# The suite runs in two processes (pytest-xdist, `-n 2 --dist loadgroup` in pyproject.toml): a
-# module's tests share a process, so its module fixtures (demo pipelines, `dagster dev`) are set
-# up once. The modules using the PostgreSQL server share one, since test_faults restarts it.
+# The suite runs in two processes (pytest-xdist, `-n 2 --dist loadscope` in pyproject.toml), a
+# module's tests in one of them, so its module fixtures (demo pipelines, `dagster dev`) are set
+# up once; the modules using the PostgreSQL server share one, since test_faults restarts it.
 SHARES_POSTGRES = {"test_faults", "test_production"}
-# The longest groups start first, so neither process is left with one at the end.
-LONGEST_FIRST = ["postgres", "test_daemon", "test_backfill", "test_automation", "test_webui"]
+# The longest start first, so neither process is left with one at the end.
+LONGEST_FIRST = ["postgres", "test_daemon", "test_backfill", "test_webui", "test_automation"]
 
 
-def _group(item) -> str:
-    module = item.module.__name__.rsplit(".", 1)[-1]
+def _scope(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
     return "postgres" if module in SHARES_POSTGRES else module
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the group marks
 def pytest_collection_modifyitems(items):
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
-    rank = {group: index for index, group in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(_group(item), len(rank)))
+    rank = {scope: index for index, scope in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(_scope(item.nodeid), len(rank)))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    return ByModule(config, log)
