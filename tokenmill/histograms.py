@@ -59,20 +59,32 @@ def rule_histograms(docs: pl.DataFrame, chain) -> dict[str, dict]:
     """The histogram of each rule's value over `docs`, for the chain's filters judged from
     stored signals (`<filter>.<signal>` columns); a rule's thresholds as the chain sets them."""
     thresholds = rule_thresholds(chain)
-    histograms: dict[str, dict] = {}
+    rules: dict[str, pl.Expr] = {}  # one picture per label: n_words has two thresholds
+    frames = []
     for flt in chain.filters:
         if flt.name not in chain.stored:
             continue
-        stats = docs.select(pl.col(f"{flt.name}.{s}").alias(s) for s in flt.signals)
-        rules = {}  # a rule with two thresholds (too few, too many words) is one picture
+        mine = {}
         for rule in flt._rules():
-            rules.setdefault(f"{flt.name}/{rule.label}", rule.value)
-        values = stats.select(v.cast(pl.Float64).fill_nan(None).alias(k) for k, v in rules.items())
-        for key in rules:
-            counts = np.bincount(bin_of(values[key].drop_nulls().to_numpy()), minlength=BINS)
-            bins = {str(i): int(c) for i, c in enumerate(counts) if c}
-            histograms[key] = {"bins": bins, THRESHOLDS: thresholds[key]}
-    return histograms
+            mine.setdefault(f"{flt.name}/{rule.label}", rule.value.cast(pl.Float64))
+        stats = docs.lazy().select(pl.col(f"{flt.name}.{s}").alias(s) for s in flt.signals)
+        frames.append(stats.select(value.alias(key) for key, value in mine.items()))
+        rules.update(mine)
+    if not frames:
+        return {}
+    # one (documents x rules) array: a bin per value, NaN and null in none
+    values = pl.concat(pl.collect_all(frames), how="horizontal").fill_null(np.nan).to_numpy()
+    present = ~np.isnan(values)
+    offsets = np.arange(values.shape[1]) * BINS
+    cells = (bin_of(np.where(present, values, 0.0)) + offsets)[present]
+    counts = np.bincount(cells, minlength=BINS * len(rules)).reshape(len(rules), BINS)
+    return {
+        key: {
+            "bins": {str(i): int(row[i]) for i in np.flatnonzero(row)},
+            THRESHOLDS: thresholds[key],
+        }
+        for key, row in zip(rules, counts, strict=True)
+    }
 
 
 def gathered(lake, markers: Iterable[str], threads: int = 16) -> tuple[dict[str, dict], int]:
