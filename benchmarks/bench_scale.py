@@ -10,7 +10,8 @@ The instance is PostgreSQL when a server answers on 127.0.0.1:5432 (a new databa
 otherwise; it is left in DIR/home (`DAGSTER_HOME=DIR/home dagster dev -w workspace.yaml` opens
 it, with `TOKENMILL_LAKE_URL=DIR/lake`). Measured: registration; a landing-sensor tick that
 registers a landed crawl; automation ticks (the first one sees every unit new, the second has
-nothing new); the UI's partition page through GraphQL; launching a backfill of one whole crawl;
+nothing new), and the CPU the code server and the daemon spend per automation interval
+while nothing happens; the UI's partition page through GraphQL; launching a backfill of one whole crawl;
 and how many runs were requested for partitions that are not registered units (phantoms).
 `--recipes N` serves N recipes side by side (the project's and N-1 variants of it, written to
 DIR/recipes). The last line printed is one JSON object.
@@ -43,6 +44,7 @@ QUEUE = (
     "  config:\n    max_concurrent_runs: 0\n"
 )
 REAL_CRAWL = "CC-MAIN-SIM-REAL"
+IDLE_INTERVALS = 3
 LANDED_CRAWL = "CC-MAIN-SIM-LANDED"
 PARTITION_PAGE = """
 query ($key: AssetKeyInput!) {
@@ -208,6 +210,35 @@ def wait_for_tick(
     raise TimeoutError(f"no {count} ticks of {sensor} after {after}")
 
 
+def idle_cpu(server: subprocess.Popen, intervals: int) -> dict:
+    """CPU seconds per automation interval (30 s) of the code server, where the automation
+    sensors are evaluated (their ticks run in parallel threads: the sum of their durations
+    counts a tick waiting for another's turn at the interpreter too), and of the daemon,
+    measured over `intervals` idle intervals."""
+    import psutil
+
+    def roles() -> dict[str, list]:
+        found: dict[str, list] = {"code_server": [], "daemon": []}
+        for process in psutil.Process(server.pid).children(recursive=True):
+            command = " ".join(process.cmdline())
+            if "grpc" in command or "code-server" in command:
+                found["code_server"].append(process)
+            elif "dagster-daemon" in command or "daemon run" in command:
+                found["daemon"].append(process)
+        return found
+
+    def cpu(processes) -> float:
+        return sum(sum(p.cpu_times()[:2]) for p in processes)
+
+    processes = roles()
+    before = {role: cpu(found) for role, found in processes.items()}
+    time.sleep(30 * intervals)
+    return {
+        f"{role}_idle_cpu_s_per_interval": round((cpu(found) - before[role]) / intervals, 2)
+        for role, found in processes.items()
+    }
+
+
 def requested_keys(instance) -> list[str | None]:
     """The partitions of every backfill and run on the instance."""
     keys = [
@@ -261,7 +292,7 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     server = start_dagster_dev(os.environ.copy(), port)
     try:
-        measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recipes)
+        measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recipes, server)
     finally:
         stop(server)
     print_table(
@@ -290,7 +321,7 @@ def write_recipes(folder: Path, count: int) -> list[str]:
     return names
 
 
-def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recipes) -> None:
+def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recipes, server) -> None:
     from data_assets.partitions import unit_partitions
     from data_assets.runner import register
     from tokenmill.sources import CrawlSource
@@ -351,6 +382,10 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recip
     idle = [ticks[name][-1]["seconds"] for name in names]
     figures["automation_idle_tick_max_s"] = max(idle)
     figures["automation_idle_ticks_sum_s"] = round(sum(idle), 1)
+    figures["automation_idle_ticks_s"] = {
+        name.removeprefix("automation_"): ticks[name][-1]["seconds"] for name in names
+    }
+    figures.update(idle_cpu(server, IDLE_INTERVALS))
     units = set(instance.get_dynamic_partitions(unit_partitions.name))
     requested = requested_keys(instance)
     figures["requested_partitions"] = len(requested)

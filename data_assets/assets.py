@@ -10,8 +10,6 @@ from dagster import (
     AssetExecutionContext,
     AssetIn,
     AssetKey,
-    AssetSelection,
-    AutomationCondition,
     BackfillPolicy,
     Config,
     DynamicOut,
@@ -31,6 +29,7 @@ from dagster import (
 )
 from pydantic import Field, create_model
 
+from data_assets.conditions import automation_condition
 from data_assets.datasets import Catalog, Dataset
 from data_assets.k8s import op_tags
 from data_assets.partitions import crawl_partitions, crawl_units, unit_partitions, versioned
@@ -59,65 +58,6 @@ PARTITIONS = {Scope.UNIT: unit_partitions, Scope.CRAWL: crawl_partitions, Scope.
 
 def column_schema(schema) -> TableSchema:
     return TableSchema(columns=[TableColumn(f.name, str(f.type)) for f in schema])
-
-
-def automation_condition(stage: Stage) -> AutomationCondition:
-    if stage.name == STAGES[0].name:
-        # Every new unit, whoever registered it (landing sensor, reconciliation job,
-        # `tokenmill register`), is a newly missing partition: launched once. Units registered
-        # before the condition's first evaluation (a new deployment, a sensor that starts after
-        # the registration) are not newly missing then: launched once at that evaluation.
-        return (
-            AutomationCondition.on_missing()
-            | first_seen_missing()
-            | AutomationCondition.code_version_changed()
-        )
-    if stage.scope is Scope.LAKE:
-        # Built once, when there is text to train on; changing it re-tokenizes everything,
-        # so that is a deliberate launch.
-        return (
-            AutomationCondition.missing()
-            & AutomationCondition.any_deps_match(~AutomationCondition.missing())
-            & ~AutomationCondition.any_deps_missing()
-            & ~AutomationCondition.any_deps_in_progress()
-            & ~AutomationCondition.in_progress()
-        )
-    # Each stage follows its inputs' data, and re-runs when its recipe section changes.
-    condition = follows_changed_inputs() | (
-        AutomationCondition.code_version_changed() & ~AutomationCondition.missing()
-    )
-    if stage.boundary:
-        # The unit list tells Dagster when the crawl stage is stale; its inputs on every unit
-        # (the gathered observation) trigger the recomputation.
-        return condition.ignore(AssetSelection.assets(crawl_units.key))
-    return condition
-
-
-def first_seen_missing() -> AutomationCondition:
-    return (AutomationCondition.initial_evaluation() & AutomationCondition.missing()).with_label(
-        "missing when first evaluated"
-    )
-
-
-def follows_changed_inputs() -> AutomationCondition:
-    """Dagster's `eager`, on inputs whose data changed: an input materialized again with the
-    same data version (the same bytes where the stages below read) requests nothing. Not on
-    inputs requested in the same tick, as `eager` is: each stage runs in runs of its own, after
-    its inputs committed."""
-    input_changed = AutomationCondition.any_deps_match(
-        AutomationCondition.data_version_changed()
-    ).with_label("any_deps_data_changed")
-    # A stage added to a deployment (or first evaluated by a new cursor) builds the missing
-    # partitions whose inputs exist, once; the others wait for their inputs as usual.
-    return (
-        (
-            (AutomationCondition.newly_missing() | input_changed).since_last_handled()
-            | first_seen_missing()
-        )
-        & ~AutomationCondition.any_deps_missing()
-        & ~AutomationCondition.any_deps_in_progress()
-        & ~AutomationCondition.in_progress()
-    ).with_label("follows changed inputs")
 
 
 def dependencies(stage: Stage, dataset: Dataset) -> list[AssetKey]:
