@@ -11,8 +11,9 @@ otherwise; it is left in DIR/home (`DAGSTER_HOME=DIR/home dagster dev -w workspa
 it, with `TOKENMILL_LAKE_URL=DIR/lake`). Measured: registration; a landing-sensor tick that
 registers a landed crawl; automation ticks (the first one sees every unit new, the second has
 nothing new), and the CPU the code server and the daemon spend per automation interval
-while nothing happens; the UI's partition page through GraphQL; launching a backfill of one whole crawl;
-and how many runs were requested for partitions that are not registered units (phantoms).
+while nothing happens; the UI's partition page through GraphQL; launching a backfill of one
+whole crawl; and how many runs were requested for partitions that are not registered units
+(phantoms).
 `--recipes N` serves N recipes side by side (the project's and N-1 variants of it, written to
 DIR/recipes). The last line printed is one JSON object.
 """
@@ -220,10 +221,10 @@ def idle_cpu(server: subprocess.Popen, intervals: int) -> dict:
     def roles() -> dict[str, list]:
         found: dict[str, list] = {"code_server": [], "daemon": []}
         for process in psutil.Process(server.pid).children(recursive=True):
-            command = " ".join(process.cmdline())
-            if "grpc" in command or "code-server" in command:
+            argv = process.cmdline()[:5]  # the daemon's later arguments name the code server
+            if "code-server" in argv or ("api" in argv and "grpc" in argv):
                 found["code_server"].append(process)
-            elif "dagster-daemon" in command or "daemon run" in command:
+            elif "dagster._daemon" in argv:
                 found["daemon"].append(process)
         return found
 

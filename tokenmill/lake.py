@@ -276,6 +276,35 @@ class Lake:
         view.zones = {**self.zones, **zones}
         return view
 
+    def siblings(self, zone: str) -> list[Lake]:
+        """The views of the other datasets stored beside this view's `zone`: with `cleaned`
+        at `recipes/a/cleaned`, one view per other folder `recipes/b/`, with every zone this
+        view keeps under `recipes/a/` kept under `recipes/b/` instead. Sorted by folder."""
+        target = self.zones.get(zone, "")
+        if target.count("/") < 2:
+            return []
+        parent, name, _ = target.rsplit("/", 2)
+        own = f"{parent}/{name}/"
+        views = []
+        for other in self.list_dirs_stored(parent):
+            if other != name:
+                views.append(
+                    self.with_zones(
+                        {
+                            z: f"{parent}/{other}/{t[len(own) :]}"
+                            for z, t in self.zones.items()
+                            if t.startswith(own)
+                        }
+                    )
+                )
+        return views
+
+    def list_dirs_stored(self, stored_prefix: str) -> list[str]:
+        """`list_dirs` of a prefix as stored, past every zone mapping."""
+        base = copy.copy(self)
+        base.zones = {}
+        return base.list_dirs(stored_prefix)
+
     def stored_key(self, key: str) -> str:
         zone, slash, rest = key.partition("/")
         target = self.zones.get(zone)

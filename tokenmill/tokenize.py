@@ -32,6 +32,7 @@ from tokenmill.outputs import (
     require_committed,
 )
 from tokenmill.stage import Work, setting
+from tokenmill.token_reuse import Donor, DonorChanged, reused_or_encoded
 from tokenmill.units import registered_crawls, registered_units
 
 TOKENIZER_FILE = TOKENIZER_KEY.rsplit("/", 1)[1]
@@ -201,27 +202,47 @@ def load_tokenizer(lake: Lake) -> tuple[Tokenizer, str]:
 
 
 def tokenize_part(work: Work, batch_docs: int = 1024) -> StageReport:
-    lake, settings = work.lake, work.settings or TokenizeSettings()
-    source = work.input(DEDUPLICATED)
-    require_committed(lake, source, f"deduplicated {work.unit} file {work.part}")
+    """The file's documents as a Megatron indexed dataset and its provenance sidecar; tokens a
+    sibling recipe already made for the same text are copied (see token_reuse)."""
+    lake = work.lake
+    require_committed(lake, work.input(DEDUPLICATED), f"deduplicated {work.unit} file {work.part}")
     tokenizer, tokenizer_sha = load_tokenizer(lake)
+    settings = work.settings or TokenizeSettings()
     eod_id = _eod_id(tokenizer) if settings.append_eod else None
+    dtype = token_dtype(tokenizer.get_vocab_size())
+    donor = Donor.find(lake, work.output, tokenizer, tokenizer_sha, eod_id, dtype)
+    try:
+        return _tokenize(work, tokenizer, tokenizer_sha, eod_id, donor, batch_docs)
+    except DonorChanged:
+        return _tokenize(work, tokenizer, tokenizer_sha, eod_id, None, batch_docs)
+
+
+def _tokenize(
+    work: Work, tokenizer: Tokenizer, tokenizer_sha: str, eod_id, donor, batch_docs: int
+) -> StageReport:
     eod = [eod_id] if eod_id is not None else []
     report = StageReport()
+    reused = 0
     with work.writer(report) as out:
         dtype = token_dtype(tokenizer.get_vocab_size())
         writer = IndexedDatasetWriter(out.open("tokens.bin"), dtype)
         sidecar = out.parquet("provenance.parquet", SIDECAR_SCHEMA)
         batches = read_batches(
-            lake, f"{source}/docs.parquet", [*SIDECAR_SOURCE_COLUMNS, "text"], batch_docs
+            work.lake,
+            f"{work.input(DEDUPLICATED)}/docs.parquet",
+            [*SIDECAR_SOURCE_COLUMNS, "text"],
+            batch_docs,
         )
-        for batch, encodings in _encoded(tokenizer, batches):
+        for batch, (documents, from_donor) in _encoded(tokenizer, batches, donor):
+            reused += from_donor
             tokens = array(ARRAY_TYPECODES[dtype])
-            lengths = np.empty(len(encodings), np.int64)
-            for index, encoding in enumerate(encodings):
-                ids = encoding.ids
+            lengths = np.empty(len(documents), np.int64)
+            for index, ids in enumerate(documents):
                 lengths[index] = len(ids)
-                tokens.extend(ids)  # a C loop, unlike numpy's conversion of Python lists
+                if isinstance(ids, np.ndarray):
+                    tokens.frombytes(ids.tobytes())
+                else:
+                    tokens.extend(ids)  # a C loop, unlike numpy's conversion of Python lists
                 tokens.extend(eod)
             doc_lengths = lengths + len(eod)
             first_doc = len(writer.lengths)
@@ -238,26 +259,28 @@ def tokenize_part(work: Work, batch_docs: int = 1024) -> StageReport:
             report.records_in += batch.num_rows
             report.bytes_in += pc.sum(pc.binary_length(batch.column("text"))).as_py() or 0
         writer.write_index(out.open("tokens.idx"))
+        if donor is not None:
+            donor.check_unchanged()  # before the commit: a torn read is never committed
         report.records_out = len(writer.lengths)
         report.counts.update(
             tokens=writer.tokens,
             tokenizer_sha256=tokenizer_sha,
             dtype=str(writer.dtype),
             eod_id=eod_id,
+            documents_reused=reused,
         )
     return report
 
 
 def _encoded(
-    tokenizer: Tokenizer, batches: Iterator[pa.RecordBatch]
-) -> Iterator[tuple[pa.RecordBatch, list]]:
-    """Batches with their encodings; the next batch is encoded (GIL released, all cores) while
-    the caller writes the current one."""
+    tokenizer: Tokenizer, batches: Iterator[pa.RecordBatch], donor: Donor | None
+) -> Iterator[tuple[pa.RecordBatch, tuple[list, int]]]:
+    """Batches with their documents' token ids; the next batch is tokenized (GIL released, all
+    cores) while the caller writes the current one."""
 
-    def encode(batch: pa.RecordBatch) -> list:
-        return tokenizer.encode_batch_fast(
-            batch.column("text").to_pylist(), add_special_tokens=False
-        )
+    def encode(batch: pa.RecordBatch) -> tuple[list, int]:
+        texts = batch.column("text").to_pylist()
+        return reused_or_encoded(tokenizer, batch.column("doc_id").to_pylist(), texts, donor)
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = None
