@@ -36,9 +36,10 @@ from benchmarks.bench_clean import (  # noqa: E402
     warc_folder_lake,
 )
 from benchmarks.measure import print_table, shared_path  # noqa: E402
+from data_assets.datasets import recipe_zones  # noqa: E402
 from data_assets.recipe import Recipe  # noqa: E402
 from tokenmill.budget import cpu_time, enable_watchdog  # noqa: E402
-from tokenmill.layout import DEDUPLICATED, EXTRACTED, MARKER, Unit  # noqa: E402
+from tokenmill.layout import DEDUPLICATED, EXTRACTED, MARKER, TOKENIZED_SHARDS, Unit  # noqa: E402
 from tokenmill.parts import run_stage_work  # noqa: E402
 from tokenmill.stage import Scope  # noqa: E402
 from tokenmill.stages import STAGES  # noqa: E402
@@ -46,6 +47,11 @@ from tokenmill.stages.cleaned import CleanSettings  # noqa: E402
 
 TOKENIZER = ("tokenizers", "gpt-neox-style-50k.tokenizer.json")
 TARGET = 0.30
+
+
+def recipe_view(lake, name: str):
+    """The lake as recipe `name`'s stages see it, as in a deployment (recipes side by side)."""
+    return lake.with_zones(recipe_zones(name))
 
 
 def run_stages(lake, unit: Unit, recipe: Recipe, stages, clean: CleanSettings) -> None:
@@ -83,18 +89,34 @@ def main() -> None:
     enable_watchdog()
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        if arguments.warcs is not None:
-            lake, unit = warc_folder_lake(root, arguments.warcs)
-        elif arguments.pages is not None:
-            lake, unit = html_folder_lake(root, arguments.pages, arguments.sample)
-        else:
-            lake, unit = real_warc_lake(root)
-        after_extraction = STAGES[[s.name for s in STAGES].index(EXTRACTED) + 1 :]
+
+        def source(folder: Path):
+            folder.mkdir()
+            if arguments.warcs is not None:
+                return warc_folder_lake(folder, arguments.warcs)
+            if arguments.pages is not None:
+                return html_folder_lake(folder, arguments.pages, arguments.sample)
+            return real_warc_lake(folder)
+
+        # From scratch: a lake of its own, where no other recipe left anything to reuse.
+        fresh, unit = source(root / "scratch")
+        # A new recipe beside the project's, whose outputs are there (built once, unmeasured).
+        existing, _ = source(root / "existing")
+        split = [s.name for s in STAGES].index(EXTRACTED) + 1
+        shared, per_recipe = STAGES[:split], STAGES[split:]
+        run_stages(existing, unit, recipe, shared, CleanSettings())
+        run_stages(recipe_view(existing, "default"), unit, recipe, per_recipe, CleanSettings())
+
+        def from_scratch() -> None:
+            run_stages(fresh, unit, recipe, shared, CleanSettings())
+            run_stages(recipe_view(fresh, "default"), unit, recipe, per_recipe, CleanSettings())
+
+        new_recipe = recipe_view(existing, "stricter")
         runs = {
             # everything, the default recipe
-            "scratch": lambda: run_stages(lake, unit, recipe, STAGES, CleanSettings()),
+            "scratch": from_scratch,
             # a new recipe on the stored extraction: other thresholds, everything below
-            "recipe": lambda: run_stages(lake, unit, recipe, after_extraction, STRICTER),
+            "recipe": lambda: run_stages(new_recipe, unit, recipe, per_recipe, STRICTER),
         }
         for work in runs.values():
             work()  # warm-up: models loaded, caches filled
@@ -107,13 +129,22 @@ def main() -> None:
                 cpu[name].append(cpu_time() - started)
             rows.append([number, cpu["scratch"][-1], cpu["recipe"][-1]])
             rows[-1].append(rows[-1][2] / rows[-1][1])
-        kept = lake.read_json(f"{unit.prefix(DEDUPLICATED)}/{MARKER}")["records_out"]
-        files = len(list((root / "warc").iterdir()))
+        kept = new_recipe.read_json(f"{unit.prefix(DEDUPLICATED)}/{MARKER}")["records_out"]
+        reused = sum(
+            new_recipe.read_json(f"{unit.part_prefix(TOKENIZED_SHARDS, part)}/{MARKER}")["counts"][
+                "documents_reused"
+            ]
+            for part in range(
+                new_recipe.read_json(f"{unit.prefix(TOKENIZED_SHARDS)}/{MARKER}")["counts"]["files"]
+            )
+        )
+        files = len(list((root / "scratch" / "warc").iterdir()))
     shares = [row[-1] for row in rows]
     share = statistics.median(shares)
     print_table(
         f"A new recipe on the stored extraction vs the pipeline from scratch ({files} WARC "
-        f"files, {kept} documents after deduplication in the new recipe), CPU seconds per round",
+        f"files, {kept} documents after deduplication in the new recipe, the tokens of "
+        f"{reused} of them copied from the project's recipe), CPU seconds per round",
         ["round", "from scratch CPU s", "new recipe CPU s", "new / scratch"],
         [
             *rows,
@@ -135,6 +166,8 @@ def main() -> None:
                 "recipe_cpu_s": cpu["recipe"],
                 "new_recipe_share": share,
                 "new_recipe_share_rounds": shares,
+                "documents_kept": kept,
+                "documents_reused": reused,
             }
         )
     )
