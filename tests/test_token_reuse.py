@@ -108,9 +108,10 @@ def test_another_tokenizer_or_end_of_document_setting_gives_no_tokens(tmp_path):
     assert tokenize_unit(views["b"]).counts["documents_reused"] == 0  # another tokenizer
     from tokenmill.tokenize import TokenizeSettings
 
-    assert tokenize_unit(views["c"], TokenizeSettings(append_eod=False)).counts[
-        "documents_reused"
-    ] == 0
+    assert (
+        tokenize_unit(views["c"], TokenizeSettings(append_eod=False)).counts["documents_reused"]
+        == 0
+    )
     assert tokenize_unit(views["c"]).counts["documents_reused"] == len(A_DOCS)  # b's
 
 
