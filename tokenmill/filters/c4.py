@@ -114,6 +114,14 @@ class C4QualityFilter:
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         """Per document: ``sentences`` in the kept lines, ``fatal`` (a kept line's reason to
         drop the whole document, or null) and ``new_text`` (the kept lines)."""
+        return self._per_document(docs, judging=True)
+
+    def rewrite(self, docs: pl.DataFrame) -> pl.Series:
+        """The kept lines of each document (``measure``'s ``new_text``), when its signals are
+        stored: no sentence counting (most of the cost) and no fatal line."""
+        return self._per_document(docs, judging=False)["new_text"]
+
+    def _per_document(self, docs: pl.DataFrame, judging: bool) -> pl.DataFrame:
         text = docs["text"].fill_null("")
         lines = explode(split_lines(text))
         lines = pl.DataFrame({"doc": lines.doc, "line": lines.values.str.strip_chars()})
@@ -124,13 +132,13 @@ class C4QualityFilter:
         if self.remove_citations:
             lines = lines.with_columns(pl.col("line").str.replace_all(CITATION_PATTERN, ""))
         lines = lines.with_columns(lower=pl.col("line").str.to_lowercase())
-        lines = lines.with_columns(self._line_flags()).with_columns(
-            sentences=pl.when("kept").then(count_sentences(pl.col("line"))).otherwise(0)
-        )
+        lines = lines.with_columns(self._line_flags())
+        kept = pl.col("line").filter("kept")
         per_doc = lines.group_by("doc", maintain_order=True).agg(
-            new_text=pl.col("line").filter("kept").str.join("\n").str.strip_chars(),
-            sentences=pl.col("sentences").sum(),
-            fatal=pl.col("fatal").drop_nulls().first(),
+            new_text=kept.str.join("\n").str.strip_chars(),
+            # counted on the kept lines only (a when/then would count every line)
+            sentences=count_sentences(kept).sum() if judging else pl.lit(0),
+            fatal=pl.col("fatal").drop_nulls().first() if judging else pl.lit(None, pl.Utf8),
         )
         stats = pl.DataFrame([doc_index(len(text))]).join(per_doc, on="doc", how="left")
         return stats.sort("doc").select(

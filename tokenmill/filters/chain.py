@@ -114,7 +114,9 @@ def _transformed(docs: pl.DataFrame, pending: list) -> pl.DataFrame:
         if not docs.height:
             break
         if getattr(transform, "rewrites", False):
-            docs = rewritten(docs, transform.measure(docs)["new_text"])
+            rewrite = getattr(transform, "rewrite", None)
+            new_text = rewrite(docs) if rewrite else transform.measure(docs)["new_text"]
+            docs = rewritten(docs, new_text)
         else:
             docs = rewritten(docs, transform(docs).alias("text"))
     return docs
