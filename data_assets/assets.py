@@ -38,11 +38,13 @@ from resources.lake import LakeResource
 from resources.step_io import STEP_IO, STEPS
 from resources.workers import WorkersResource
 from tokenmill.budget import cpu_time
+from tokenmill.histograms import gathered
 from tokenmill.lake import LakeAccessError
-from tokenmill.layout import Unit, check_name, crawl_prefix
+from tokenmill.layout import MARKER, Unit, check_name, crawl_prefix
 from tokenmill.parts import run_stage_work
 from tokenmill.stage import Scope, Stage, Work
 from tokenmill.stages import STAGES, stage_named
+from tokenmill.units import registered_units
 
 # Who answers for the dataset's assets (shown in the UI; TOKENMILL_OWNERS, comma-separated).
 OWNERS = [o for o in os.environ.get("TOKENMILL_OWNERS", "team:pretraining-data").split(",") if o]
@@ -153,7 +155,14 @@ def stage_asset(stage: Stage, dataset: Dataset):
 def stage_output(context, stage, dataset: Dataset, lake, report, overrides) -> MaterializeResult:
     """The materialization of a stage's partition: its report, checks and recipe."""
     unit, crawl = partition_of(stage, context)
-    if unit:  # a unit's histograms stay in its marker, to be drawn per crawl
+    if stage.distributions_of and crawl:
+        markers = [
+            f"{u.prefix(stage.distributions_of)}/{MARKER}" for u in registered_units(lake, crawl)
+        ]
+        report.histograms, without = gathered(lake, markers)
+        if without:
+            report.counts["units_without_histograms"] = without
+    else:  # kept in the units' markers, drawn by the crawl stage that declares them
         report.histograms = {}
     if stage.boundary and stage.boundary.reported:
         versions = report.counts.pop("unit_versions")

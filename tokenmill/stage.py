@@ -145,6 +145,9 @@ class Stage:
     # Empty: every output file.
     data_files: tuple[str, ...] = ()
     boundary: CrawlBoundary | None = None  # a crawl stage between per-unit ones (see there)
+    # A crawl stage: the unit stage whose rule histograms (`tokenmill.histograms`, kept in its
+    # units' markers) its materialization sums and draws, the crawl's distributions.
+    distributions_of: str | None = None
     # Prefixes besides its zone where it keeps work in progress (a recipe's, like its zone).
     work_zones: tuple[str, ...] = ()
     # Built once for every recipe (reading and extraction); the others are built per recipe,

@@ -15,13 +15,11 @@ from tokenmill.dedup_parts import (
     prepare_parts,
     run_parts,
 )
-from tokenmill.histograms import gathered
 from tokenmill.layout import (
     CLEANED,
     CLUSTER_SCHEMA,
     DEDUP_CLUSTERS,
     DEDUP_SIGNATURES,
-    MARKER,
     crawl_prefix,
 )
 from tokenmill.outputs import StageReport
@@ -79,12 +77,6 @@ def finish(work: Work, shares: list[dict]) -> StageReport:
 
 def _finish(work: Work, units, planned: list[str] | None = None, files=None) -> StageReport:
     report = StageReport()
-    # The recipe's one crawl-wide materialization also shows the crawl's distribution of each
-    # rule's value, with the recipe's thresholds: the sum of its cleaned units' histograms.
-    markers = [f"{unit.prefix(CLEANED)}/{MARKER}" for unit in units]
-    report.histograms, without = gathered(work.lake, markers)
-    if without:
-        report.counts["units_without_histograms"] = without
     with work.writer(report) as out:
         cluster_crawl(work.lake, units, _settings(work), out, planned=planned, files=files)
     work.lake.delete_prefix(crawl_prefix(PARTS, work.crawl))  # committed: parts are spent
@@ -98,6 +90,9 @@ STAGE = Stage(
     settings=DedupSettings,
     upstream=(DEDUP_SIGNATURES,),
     group="dedup",
+    # the recipe's one crawl-wide materialization: it shows the crawl's distribution of each
+    # rule's value, with the recipe's thresholds
+    distributions_of=CLEANED,
     kinds=("parquet",),
     # each process holds one part of one key column: bounded by cluster_memory_gb (4 GiB)
     pod=Pod("2", "6Gi", "2", "8Gi"),
