@@ -3,16 +3,21 @@ document gives, so a recipe's shards are byte for byte those of a lake without t
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from data_assets.datasets import recipe_zones
-from tests.test_tokenize import SOURCE, TEXTS, UNIT, build_tokenizer, tokenize_unit
+from tests.test_tokenize import (
+    SOURCE,
+    TEXTS,
+    UNIT,
+    build_tokenizer,
+    deduplicated_part,
+    tokenize_unit,
+)
 from tokenmill import token_reuse
 from tokenmill.lake import Lake
-from tokenmill.layout import DEDUPLICATED, DOC_SCHEMA, MARKER, TOKENIZED_SHARDS
-from tokenmill.outputs import PartitionWriter, StageReport, combine
+from tokenmill.layout import MARKER, TOKENIZED_SHARDS
 from tokenmill.tokenize import TokenizerSettings, train_byte_level_bpe
 from tokenmill.units import write_batch
 
@@ -28,34 +33,6 @@ B_DOCS = [
     ("doc0009", "A document only recipe b keeps, with its own words."),
     A_DOCS[5],
 ]
-
-
-def deduplicated_part(lake: Lake, docs: list[tuple[str, str]]) -> None:
-    rows = [
-        {
-            "doc_id": doc_id,
-            "crawl": UNIT.crawl,
-            "unit": UNIT.name,
-            "part": 0,
-            "source_file": SOURCE,
-            "record_id": f"<urn:uuid:{doc_id}>",
-            "record_offset": 1000 * index,
-            "record_length": 999,
-            "url": f"https://example.com/{doc_id}",
-            "warc_date": "2026-01-01T00:00:00Z",
-            "charset": "utf-8",
-            "language": "en",
-            "language_score": 0.99,
-            "text": text,
-        }
-        for index, (doc_id, text) in enumerate(docs)
-    ]
-    report = StageReport()
-    with PartitionWriter(lake, UNIT.part_prefix(DEDUPLICATED, 0), report) as out:
-        out.parquet("docs.parquet", DOC_SCHEMA).write_table(pa.Table.from_pylist(rows, DOC_SCHEMA))
-    total = combine({"00000": report})
-    total.counts["files"] = 1
-    lake.write_json(f"{UNIT.prefix(DEDUPLICATED)}/{MARKER}", total.summary())
 
 
 def byte_level(texts=TEXTS) -> Tokenizer:

@@ -61,26 +61,31 @@ TEXTS = [
 
 def deduplicated_unit(lake: Lake, texts: list[str]) -> None:
     """A registered unit of one file whose deduplicated part holds ``texts``."""
+    assert write_batch(lake, UNIT.crawl, 0, [[SOURCE]]) == [UNIT]
+    deduplicated_part(lake, [(f"doc{i:04d}", text) for i, text in enumerate(texts)])
+
+
+def deduplicated_part(lake: Lake, docs: list[tuple[str, str]]) -> None:
+    """The unit's deduplicated part, committed, holding these (doc id, text) documents."""
     rows = [
         {
-            "doc_id": f"doc{i:04d}",
+            "doc_id": doc_id,
             "crawl": UNIT.crawl,
             "unit": UNIT.name,
             "part": 0,
             "source_file": SOURCE,
-            "record_id": f"<urn:uuid:{i}>",
-            "record_offset": 1000 * i,
+            "record_id": f"<urn:uuid:{index}>",
+            "record_offset": 1000 * index,
             "record_length": 999,
-            "url": f"https://example.com/{i}",
+            "url": f"https://example.com/{index}",
             "warc_date": "2026-01-01T00:00:00Z",
             "charset": "utf-8",
             "language": "en",
             "language_score": 0.99,
             "text": text,
         }
-        for i, text in enumerate(texts)
+        for index, (doc_id, text) in enumerate(docs)
     ]
-    assert write_batch(lake, UNIT.crawl, 0, [[SOURCE]]) == [UNIT]
     report = StageReport()
     with PartitionWriter(lake, UNIT.part_prefix(DEDUPLICATED, 0), report) as out:
         out.parquet("docs.parquet", DOC_SCHEMA).write_table(pa.Table.from_pylist(rows, DOC_SCHEMA))
