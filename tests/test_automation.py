@@ -746,7 +746,8 @@ def test_a_crawl_stage_between_unit_stages_needs_only_its_declaration(monkeypatc
     """A new crawl-scope stage (say, a classifier's score percentiles over a crawl) between
     per-unit stages: its bridges, dependencies and automation follow from its CrawlBoundary."""
     import tokenmill.stages
-    from data_assets.assets import automation_condition, dependencies, stage_asset
+    from data_assets.assets import dependencies, stage_asset
+    from data_assets.conditions import automation_condition
     from data_assets.datasets import Dataset
     from data_assets.partitions import gathered, reported_by
     from tokenmill.stage import CrawlBoundary, Pod, Scope, Stage
