@@ -319,3 +319,20 @@ def test_changing_the_tokenizer_makes_tokenized_shards_stale(small_pipeline, sha
     config = {"ops": {node("tokenizer"): {"config": {"path": str(neox)}}}}
     assert build.execute_in_process(run_config=config, instance=pipeline.instance).success
     assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.STALE
+
+
+def test_a_trained_vocabulary_short_of_its_target_is_reported(lake):
+    from tokenmill.tokenize import train_byte_level_bpe, vocabulary_reaches_target
+
+    deduplicated_unit(lake, TEXTS * 20)
+    report = build_tokenizer(lake, TokenizerSettings(vocab_size=5000, sample_mb=1))
+    assert report.counts["vocab_target"] == 5000 > report.counts["vocab_size"]
+    verdict = vocabulary_reaches_target(lake)
+    assert not verdict.passed
+    assert f"trained {report.counts['vocab_size']:,} tokens of the 5,000" in verdict.description
+    build_tokenizer(lake, TokenizerSettings(vocab_size=270, sample_mb=1))
+    assert vocabulary_reaches_target(lake).passed
+    given = in_the_lake(lake, train_byte_level_bpe(iter(TEXTS * 20), 5000), "given.json")
+    build_tokenizer(lake, TokenizerSettings(path=given))
+    verdict = vocabulary_reaches_target(lake)
+    assert verdict.passed and "given" in verdict.description

@@ -31,7 +31,7 @@ from tokenmill.outputs import (
     read_batches,
     require_committed,
 )
-from tokenmill.stage import Work, setting
+from tokenmill.stage import Verdict, Work, setting
 from tokenmill.token_reuse import Donor, DonorChanged, reused_or_encoded
 from tokenmill.units import registered_crawls, registered_units
 
@@ -121,6 +121,8 @@ def build_tokenizer(work: Work) -> StageReport:
             )
         tokenizer = train_byte_level_bpe(iter(texts), vocab_size)
         data = tokenizer.to_str().encode()
+        # BPE stops merging when no pair occurs twice: a small sample gives fewer tokens
+        report.counts["vocab_target"] = vocab_size
         report.records_in = len(texts)
         report.bytes_in = sum(len(t.encode()) for t in texts)
         report.counts["source"] = "trained byte-level BPE on deduplicated sample"
@@ -189,6 +191,29 @@ def read_uri(lake: Lake, uri: str) -> bytes:
     filesystem, path = pafs.FileSystem.from_uri(location)
     with filesystem.open_input_stream(path) as f:
         return f.read()
+
+
+# A trained vocabulary under this share of its target is reported by the tokenizer's check.
+VOCAB_SHORTFALL = 0.9
+
+
+def vocabulary_reaches_target(lake: Lake, _partition=None) -> Verdict:
+    """A trained tokenizer's vocabulary is at least VOCAB_SHORTFALL of the `vocab_size` asked
+    for (BPE stops merging when no pair occurs twice: too little text to train on)."""
+    counts = require_committed(lake, TOKENIZER, "tokenizer")["counts"]
+    target, size = counts.get("vocab_target"), counts["vocab_size"]
+    if target is None:
+        return Verdict(True, f"a given tokenizer of {size:,} tokens", {"vocab_size": size})
+    figures = {"vocab_size": size, "vocab_target": target}
+    if size < VOCAB_SHORTFALL * target:
+        return Verdict(
+            False,
+            f"trained {size:,} tokens of the {target:,} asked for: the sample of "
+            f"deduplicated text is too small (raise sample_mb, deduplicate more text, or "
+            f"lower vocab_size)",
+            figures,
+        )
+    return Verdict(True, f"trained {size:,} tokens of the {target:,} asked for", figures)
 
 
 def eod_token(tokenizer: Tokenizer) -> str | None:

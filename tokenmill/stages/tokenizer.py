@@ -1,8 +1,8 @@
 """tokenizer: the tokenizer every unit is tokenized with, configured or trained."""
 
 from tokenmill.layout import DEDUPLICATED, TOKENIZER
-from tokenmill.stage import Pod, Scope, Stage
-from tokenmill.tokenize import TokenizerSettings, build_tokenizer
+from tokenmill.stage import Check, Pod, Scope, Stage
+from tokenmill.tokenize import TokenizerSettings, build_tokenizer, vocabulary_reaches_target
 
 STAGE = Stage(
     name=TOKENIZER,
@@ -13,6 +13,7 @@ STAGE = Stage(
     group="tokenize",
     kinds=("huggingface",),
     pod=Pod("2", "4Gi", "4", "8Gi"),
+    checks=(Check("vocabulary_reaches_target", vocabulary_reaches_target, warn_only=True),),
     description="The HuggingFace tokenizer every unit is tokenized with: a configured "
     "tokenizer.json, or a byte-level BPE trained on a sample of deduplicated text.",
 )
