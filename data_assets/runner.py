@@ -69,6 +69,7 @@ class RunOutcome:
     success: bool
     error: str | None = None  # a failed run's cause: each failed step and its error
     assets: tuple[str, ...] = ()  # the assets it materialized, when not all of the job's
+    failed_checks: tuple[str, ...] = ()  # "asset check: description" of each failed check
 
     @property
     def name(self) -> str:
@@ -122,7 +123,14 @@ def execute(
     )
     error = None if result.success else failure_of(result)
     selected = tuple(a.to_user_string() for a in assets or ())
-    return RunOutcome(name, partition_key, result.run_id, result.success, error, selected)
+    failed_checks = tuple(
+        f"{check.asset_key.to_user_string()} {check.check_name}: {check.description}"
+        for check in result.get_asset_check_evaluations()
+        if not check.passed
+    )
+    return RunOutcome(
+        name, partition_key, result.run_id, result.success, error, selected, failed_checks
+    )
 
 
 def failure_of(result: ExecuteInProcessResult) -> str:
@@ -213,6 +221,8 @@ def materialize_all(
             state = "ok" if outcome.success else "FAILED"
             names = label if stale == assets else ", ".join(a.to_user_string() for a in stale)
             print(f"  {names:18} {key or '-':40} {state}", flush=True)
+            for failed in outcome.failed_checks:
+                print(f"    check failed: {failed}", flush=True)
             results.append(outcome)
         if len(todo) < len(keys) and assets:
             print(f"  {label:18} {len(keys) - len(todo)} partitions up to date", flush=True)

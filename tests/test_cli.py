@@ -162,3 +162,12 @@ def test_preview_prints_what_a_recipe_would_flip_and_draws_the_distributions(
     with pytest.raises(SystemExit):
         cli(["preview", str(proposed)])
     assert re.search(r"long-docs\.yaml.*min_words", capsys.readouterr().err)
+
+
+def test_run_prints_the_checks_that_failed(landed, capsys):
+    # 20 pages hold far too little text for the default 16,384-token vocabulary
+    cli(["run", "--crawl", CRAWL, "--files-per-unit", "1"])
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if "check failed:" in line)
+    assert "fineweb_en/tokenizer vocabulary_reaches_target: trained " in line
+    assert "of the 16,384 asked for" in line
