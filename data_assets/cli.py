@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from data_assets.runner import RunsFailedError
+from tokenmill.classifiers import TrainingSettings
 from tokenmill.lake import Lake, LakeAccessError
 from tokenmill.layout import LANDING, Unit
 from tokenmill.report import NoSuchTokenError, format_table, stage_rows, trace_token
@@ -211,6 +212,30 @@ def cmd_preview(args: argparse.Namespace) -> None:
         print(f"\ndistributions with both thresholds: {args.html}")
 
 
+def cmd_train_classifier(args: argparse.Namespace) -> None:
+    from tokenmill.classifiers import train_classifier
+
+    lake = default_lake()
+    card = train_classifier(
+        lake,
+        args.name,
+        Path(args.positives),
+        crawls=args.crawl,
+        negatives=args.negatives,
+        settings=TrainingSettings(
+            epoch=args.epoch, lr=args.lr, dim=args.dim, bucket=args.bucket, seed=args.seed
+        ),
+    )
+    held = card["held_out"]
+    print(
+        f"classifier {args.name}: {card['positives']['documents']} positives, "
+        f"{card['negatives']['documents']} negatives from {', '.join(card['negatives']['crawls'])}"
+        f"; held out {held['documents']}: precision {held['precision']}, recall {held['recall']}"
+    )
+    print(f"  model {lake.uri(f'classifiers/{args.name}/model.bin')} ({card['model_bytes']:,} B)")
+    print(f"  card  {lake.uri(f'classifiers/{args.name}/card.json')}")
+
+
 def cmd_recipes(args: argparse.Namespace) -> None:
     """The recipes, where their outputs are, recipe files left out and why, and outputs whose
     recipe file is gone; `--remove NAME` deletes such outputs."""
@@ -325,6 +350,27 @@ def main(argv: list[str] | None = None) -> None:
     preview.add_argument("--sample", type=int, default=3, help="sample URLs per rule")
     preview.add_argument("--html", help="write the distributions, thresholds marked, here")
     preview.set_defaults(func=cmd_preview)
+
+    train = commands.add_parser(
+        "train-classifier",
+        help="train a fastText quality classifier: your documents against the crawl's",
+    )
+    train.add_argument("name", help="the classifier's name (classifiers/<name>/ in the lake)")
+    train.add_argument(
+        "--positives", required=True, help="good documents: .txt (one a line), .jsonl, .parquet"
+    )
+    train.add_argument(
+        "--crawl", action="append", help="sample negatives from this crawl (default: every one)"
+    )
+    train.add_argument(
+        "--negatives", type=int, help="how many extracted documents (default: as many as positives)"
+    )
+    defaults = TrainingSettings()
+    for field in ("epoch", "lr", "dim", "bucket", "seed"):
+        train.add_argument(
+            f"--{field}", type=type(getattr(defaults, field)), default=getattr(defaults, field)
+        )
+    train.set_defaults(func=cmd_train_classifier)
 
     recipes = commands.add_parser(
         "recipes", help="the recipes, their outputs, and recipe files that fail validation"

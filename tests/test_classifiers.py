@@ -1,0 +1,141 @@
+"""Quality classifiers trained from a lab's own examples against a sample of the crawl: fastText
+for real (no mock), reproducible bytes, held-out figures, and inputs refused by name."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import fasttext
+import polars as pl
+import pytest
+
+from data_assets.cli import main as cli
+from demo.crawl import generate_demo_crawl, sample_articles
+from tokenmill.classifiers import (
+    ClassifierInputError,
+    TrainingSettings,
+    positive_score,
+    train_classifier,
+)
+from tokenmill.lake import Lake
+from tokenmill.layout import EXTRACTED, LANDING, RAW_CRAWL
+from tokenmill.parts import run_stage_work
+from tokenmill.stages import stage_named
+from tokenmill.units import register_new_files
+
+CRAWL = "CC-MAIN-CLASSIFY-2026-01"
+# a few hundred examples: more epochs, a higher rate, a small model
+SMALL = TrainingSettings(dim=16, epoch=25, lr=1.0, bucket=100_000)
+
+
+@pytest.fixture(scope="module")
+def extracted(tmp_path_factory):
+    """A lake with a demo crawl extracted (good pages, spam, foreign, duplicates) and the
+    kind of each extracted document, by its URL."""
+    root = tmp_path_factory.mktemp("classify")
+    generate_demo_crawl(
+        root / "warc", root / "truth.json", crawl=CRAWL, files=2, pages_per_file=150, seed=5
+    )
+    lake = Lake.from_url(str(root / "lake"))
+    for path in sorted((root / "warc").iterdir()):
+        lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
+    (unit,) = register_new_files(lake, CRAWL, files_per_unit=2).units
+    run_stage_work(stage_named(RAW_CRAWL), lake, unit=unit, workers=1)
+    run_stage_work(stage_named(EXTRACTED), lake, unit=unit, workers=1)
+    truth = json.loads((root / "truth.json").read_text())
+    kinds = {page["url"]: page["kind"] for page in truth["pages"]}
+    docs = pl.read_parquet(lake.path(f"{unit.part_prefix(EXTRACTED, 0)}/docs.parquet"))
+    return lake, [
+        (kinds.get(url, ""), text) for url, text in zip(docs["url"], docs["text"], strict=True)
+    ]
+
+
+@pytest.fixture
+def positives(tmp_path) -> Path:
+    path = tmp_path / "good.jsonl"
+    articles = sample_articles("en", 120, seed=8)
+    path.write_text("".join(json.dumps({"text": text}) + "\n" for text in articles))
+    return path
+
+
+def test_a_classifier_learns_the_positives_from_the_crawl_and_reports_held_out_figures(
+    extracted, positives
+):
+    lake, docs = extracted
+    card = train_classifier(lake, "good_articles", positives, negatives=120, settings=SMALL)
+    assert card["positives"]["documents"] == 120 and card["negatives"]["documents"] == 120
+    assert card["negatives"]["crawls"] == [CRAWL]
+    assert card["held_out"]["documents"] > 0
+    assert card["trained_on"] + card["held_out"]["documents"] == 240
+    assert set(card["held_out"]) == {"documents", "precision", "recall"}
+    stored = json.loads(lake.read_bytes("classifiers/good_articles/card.json"))
+    assert stored == card
+    model = fasttext.load_model(lake.path("classifiers/good_articles/model.bin"))
+    fresh = sample_articles("en", 20, seed=99)  # articles it never saw
+    spam = [text for kind, text in docs if kind.startswith("spam")]
+    assert spam, "the demo crawl has spam pages"
+    mean = lambda texts: sum(positive_score(model, t) for t in texts) / len(texts)  # noqa: E731
+    assert mean(fresh) > 0.5 > mean(spam)
+
+
+def test_the_same_inputs_and_seed_give_the_same_model_bytes(extracted, positives):
+    lake, _ = extracted
+    first = train_classifier(lake, "again", positives, negatives=60, settings=SMALL)
+    data = lake.read_bytes("classifiers/again/model.bin")
+    second = train_classifier(lake, "again", positives, negatives=60, settings=SMALL)
+    assert second == first and lake.read_bytes("classifiers/again/model.bin") == data
+    other = train_classifier(
+        lake, "again", positives, negatives=60, settings=replace(SMALL, seed=1)
+    )
+    assert other["negatives"]["sample_sha256"] != first["negatives"]["sample_sha256"]
+
+
+@pytest.mark.parametrize(
+    ("content", "name", "message"),
+    [
+        (None, "absent.jsonl", "does not exist"),
+        ("", "empty.txt", "holds no document with text"),
+        ("\n  \n", "blank.txt", "holds no document with text"),
+        ("a,b\n", "table.csv", "expected .txt, .jsonl[.gz] or .parquet"),
+        ("{not json\n", "broken.jsonl", "is unreadable"),
+    ],
+)
+def test_unusable_positives_fail_naming_the_file_before_anything_is_written(
+    extracted, tmp_path, content, name, message
+):
+    lake, _ = extracted
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ClassifierInputError, match=re.escape(message)) as error:
+        train_classifier(lake, "refused", path)
+    assert str(path) in str(error.value)
+    assert not lake.exists("classifiers/refused/card.json")
+
+
+def test_an_unknown_crawl_is_named(extracted, positives):
+    lake, _ = extracted
+    with pytest.raises(ClassifierInputError, match="CC-MAIN-NOPE"):
+        train_classifier(lake, "refused", positives, crawls=["CC-MAIN-NOPE"])
+
+
+def test_the_command_prints_the_figures_and_where_the_model_is(
+    extracted, positives, monkeypatch, capsys
+):
+    lake, _ = extracted
+    monkeypatch.setenv("TOKENMILL_LAKE_URL", lake.url)
+    small = ["--dim", "16", "--epoch", "25", "--lr", "1.0", "--bucket", "100000"]
+    cli(
+        ["train-classifier", "from_cli", "--positives", str(positives), "--negatives", "50", *small]
+    )
+    out = capsys.readouterr().out
+    assert out.startswith("classifier from_cli: 120 positives, 50 negatives from " + CRAWL)
+    assert "classifiers/from_cli/model.bin" in out
+    with pytest.raises(SystemExit) as exit_:
+        cli(["train-classifier", "x", "--positives", str(positives.parent / "none.txt")])
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "none.txt does not exist" in err
