@@ -18,6 +18,7 @@ from tokenmill.classifiers import (
     ClassifierInputError,
     TrainingSettings,
     positive_score,
+    positive_scores,
     train_classifier,
 )
 from tokenmill.lake import Lake
@@ -79,6 +80,8 @@ def test_a_classifier_learns_the_positives_from_the_crawl_and_reports_held_out_f
     assert spam, "the demo crawl has spam pages"
     mean = lambda texts: sum(positive_score(model, t) for t in texts) / len(texts)  # noqa: E731
     assert mean(fresh) > 0.5 > mean(spam)
+    # nothing to score: null, never a crash
+    assert positive_scores(model, ["", " \n ", fresh[0]])[:2] == [None, None]
 
 
 def test_the_same_inputs_and_seed_give_the_same_model_bytes(extracted, positives):

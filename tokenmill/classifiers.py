@@ -190,7 +190,7 @@ def judged(model, examples: list[tuple[str, str]]) -> dict:
     """Precision and recall of the positive label on ``examples`` (a score of 0.5 or more)."""
     if not examples:
         return {"precision": None, "recall": None}
-    found = [positive_score(model, text) >= 0.5 for _, text in examples]
+    found = [score >= 0.5 for score in positive_scores(model, [text for _, text in examples])]
     truth = [label == POSITIVE for label, _ in examples]
     hits = sum(f and t for f, t in zip(found, truth, strict=True))
     return {
@@ -199,9 +199,23 @@ def judged(model, examples: list[tuple[str, str]]) -> dict:
     }
 
 
-def positive_score(model, text: str) -> float:
-    labels, scores = model.predict(one_line(text), k=-1)
-    return float(dict(zip(labels, scores, strict=True)).get(POSITIVE, 0.0))
+def positive_scores(model, texts: list[str]) -> list[float | None]:
+    """The positive label's probability for each text, one fastText call for all; None for a
+    text with nothing to score (empty or blank)."""
+    lines = [one_line(t or "") for t in texts]
+    scored = [index for index, line in enumerate(lines) if line]
+    result: list[float | None] = [None] * len(lines)
+    if scored:
+        labels, probabilities = model.predict([lines[i] for i in scored], k=-1)
+        for index, names, values in zip(scored, labels, probabilities, strict=True):
+            result[index] = next(
+                (float(v) for n, v in zip(names, values, strict=True) if n == POSITIVE), 0.0
+            )
+    return result
+
+
+def positive_score(model, text: str) -> float | None:
+    return positive_scores(model, [text])[0]
 
 
 def _digest(texts: list[str]) -> str:
