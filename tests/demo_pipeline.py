@@ -87,3 +87,29 @@ def demo_pipeline(root: Path, crawl: str, files: int, pages_per_file: int, seed:
             yield Pipeline(recipe_lake(lake), instance, truth, runs)
         finally:
             instance.dispose()
+
+
+def extracted_demo_unit(root: Path, crawl: str, files: int, pages_per_file: int, seed: int):
+    """A lake under `root` with one unit of a demo crawl read and extracted (no Dagster), and
+    the crawl's truth: (lake, unit, truth)."""
+    from demo.crawl import generate_demo_crawl
+    from tokenmill.layout import EXTRACTED, LANDING, RAW_CRAWL
+    from tokenmill.parts import run_stage_work
+    from tokenmill.stages import stage_named
+    from tokenmill.units import register_new_files
+
+    generate_demo_crawl(
+        root / "warc",
+        root / "truth.json",
+        crawl=crawl,
+        files=files,
+        pages_per_file=pages_per_file,
+        seed=seed,
+    )
+    lake = Lake.from_url(str(root / "lake"))
+    for path in sorted((root / "warc").iterdir()):
+        lake.put_file(f"{LANDING}/{crawl}/{path.name}", path)
+    (unit,) = register_new_files(lake, crawl, files_per_unit=files).units
+    run_stage_work(stage_named(RAW_CRAWL), lake, unit=unit, workers=1)
+    run_stage_work(stage_named(EXTRACTED), lake, unit=unit, workers=1)
+    return lake, unit, json.loads((root / "truth.json").read_text())

@@ -13,7 +13,8 @@ import polars as pl
 import pytest
 
 from data_assets.cli import main as cli
-from demo.crawl import generate_demo_crawl, sample_articles
+from demo.crawl import sample_articles
+from tests.demo_pipeline import extracted_demo_unit
 from tokenmill.classifiers import (
     ClassifierInputError,
     TrainingSettings,
@@ -21,11 +22,7 @@ from tokenmill.classifiers import (
     positive_scores,
     train_classifier,
 )
-from tokenmill.lake import Lake
-from tokenmill.layout import EXTRACTED, LANDING, RAW_CRAWL
-from tokenmill.parts import run_stage_work
-from tokenmill.stages import stage_named
-from tokenmill.units import register_new_files
+from tokenmill.layout import EXTRACTED
 
 CRAWL = "CC-MAIN-CLASSIFY-2026-01"
 # a few hundred examples: more epochs, a higher rate, a small model
@@ -37,16 +34,7 @@ def extracted(tmp_path_factory):
     """A lake with a demo crawl extracted (good pages, spam, foreign, duplicates) and the
     kind of each extracted document, by its URL."""
     root = tmp_path_factory.mktemp("classify")
-    generate_demo_crawl(
-        root / "warc", root / "truth.json", crawl=CRAWL, files=2, pages_per_file=150, seed=5
-    )
-    lake = Lake.from_url(str(root / "lake"))
-    for path in sorted((root / "warc").iterdir()):
-        lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
-    (unit,) = register_new_files(lake, CRAWL, files_per_unit=2).units
-    run_stage_work(stage_named(RAW_CRAWL), lake, unit=unit, workers=1)
-    run_stage_work(stage_named(EXTRACTED), lake, unit=unit, workers=1)
-    truth = json.loads((root / "truth.json").read_text())
+    lake, unit, truth = extracted_demo_unit(root, CRAWL, files=2, pages_per_file=150, seed=5)
     kinds = {page["url"]: page["kind"] for page in truth["pages"]}
     docs = pl.read_parquet(lake.path(f"{unit.part_prefix(EXTRACTED, 0)}/docs.parquet"))
     return lake, [

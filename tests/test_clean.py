@@ -14,17 +14,16 @@ import pytest
 
 from data_assets.recipe import PluginFilter, Recipe
 from data_assets.results import stage_result
-from demo.crawl import generate_demo_crawl
 from tests.conftest import SHARED
+from tests.demo_pipeline import extracted_demo_unit
 from tokenmill.filters import FilterChain
 from tokenmill.lake import Lake
-from tokenmill.layout import CLEANED, DOC_SCHEMA, EXTRACTED, LANDING, MANIFESTS, MARKER, RAW_CRAWL
+from tokenmill.layout import CLEANED, DOC_SCHEMA, EXTRACTED, MANIFESTS, MARKER
 from tokenmill.outputs import StageReport
 from tokenmill.parts import run_stage_work
 from tokenmill.stages import stage_named
 from tokenmill.stages.cleaned import CleanSettings
 from tokenmill.stages.extracted import SIGNALS, ExtractSettings
-from tokenmill.units import register_new_files
 
 CRAWL = "CC-MAIN-TEST-2026-02"
 BUILTIN = ["url", "gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality"]
@@ -34,16 +33,7 @@ BUILTIN = ["url", "gopher_repetition", "gopher_quality", "c4_quality", "fineweb_
 def landed(tmp_path_factory):
     """A lake with one indexed unit of a 2 x 100-page demo crawl, and the crawl's truth."""
     root = tmp_path_factory.mktemp("clean")
-    generate_demo_crawl(
-        root / "warc", root / "truth.json", crawl=CRAWL, files=2, pages_per_file=100, seed=11
-    )
-    lake = Lake.from_url(str(root / "lake"))
-    for path in sorted((root / "warc").iterdir()):
-        lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
-    (unit,) = register_new_files(lake, CRAWL, files_per_unit=2).units
-    run_stage_work(stage_named(RAW_CRAWL), lake, unit=unit, workers=1)
-    run_stage_work(stage_named(EXTRACTED), lake, unit=unit, workers=1)
-    truth = json.loads((root / "truth.json").read_text())
+    lake, unit, truth = extracted_demo_unit(root, CRAWL, files=2, pages_per_file=100, seed=11)
     return lake, unit, {page["record_id"]: page for page in truth["pages"]}
 
 
