@@ -212,6 +212,43 @@ def cmd_preview(args: argparse.Namespace) -> None:
         print(f"\ndistributions with both thresholds: {args.html}")
 
 
+RETRAINED_TAG = "tokenmill/retrained"
+
+
+def cmd_retrain_tokenizer(args: argparse.Namespace) -> None:
+    """The recipe's tokenizer built again on purpose (trained anew, or read again from its
+    path): a run tagged `tokenmill/retrained`, so the UI shows who changed the vocabulary; the
+    tokenized shards are then stale and the automation (or `tokenmill run`) re-tokenizes."""
+    from data_assets.jobs import job_name
+    from data_assets.runner import definitions_for, execute, local_instance
+    from tokenmill.layout import TOKENIZER
+
+    dataset = chosen_recipe(args.recipe)
+    lake = default_lake()
+    before = _tokenizer_sha(dataset.lake(lake))
+    instance = local_instance()
+    outcome = execute(
+        job_name(TOKENIZER),
+        None,
+        instance,
+        definitions_for(lake),
+        [dataset.key(TOKENIZER)],
+        tags={RETRAINED_TAG: f"tokenmill retrain-tokenizer by {os.environ.get('USER', '?')}"},
+    )
+    if not outcome.success:
+        raise RunsFailedError([outcome])
+    after = _tokenizer_sha(dataset.lake(lake))
+    change = "unchanged" if after == before else f"{before or 'none'} -> {after}"
+    print(f"{dataset.key(TOKENIZER).to_user_string()}: run {outcome.run_id}, sha256 {change}")
+
+
+def _tokenizer_sha(lake: Lake) -> str | None:
+    from tokenmill.layout import MARKER, TOKENIZER
+
+    key = f"{TOKENIZER}/{MARKER}"
+    return lake.read_json(key)["counts"]["sha256"][:16] if lake.exists(key) else None
+
+
 def cmd_train_classifier(args: argparse.Namespace) -> None:
     from tokenmill.classifiers import train_classifier
 
@@ -350,6 +387,12 @@ def main(argv: list[str] | None = None) -> None:
     preview.add_argument("--sample", type=int, default=3, help="sample URLs per rule")
     preview.add_argument("--html", help="write the distributions, thresholds marked, here")
     preview.set_defaults(func=cmd_preview)
+
+    retrain = commands.add_parser(
+        "retrain-tokenizer", help="build a recipe's tokenizer again, on purpose (a tagged run)"
+    )
+    retrain.add_argument("--recipe", help="whose tokenizer (default: the only recipe)")
+    retrain.set_defaults(func=cmd_retrain_tokenizer)
 
     train = commands.add_parser(
         "train-classifier",

@@ -108,6 +108,7 @@ def execute(
     instance: DagsterInstance,
     defs=None,
     assets: list[AssetKey] | None = None,
+    tags: dict[str, str] | None = None,
 ) -> RunOutcome:
     """Run job `name` for a partition: all its assets, or those of `assets`."""
     if defs is None:
@@ -120,6 +121,7 @@ def execute(
         run_config=SILENT_CONSOLE,
         raise_on_error=False,
         asset_selection=assets,
+        tags=tags,
     )
     error = None if result.success else failure_of(result)
     selected = tuple(a.to_user_string() for a in assets or ())

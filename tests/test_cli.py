@@ -171,3 +171,18 @@ def test_run_prints_the_checks_that_failed(landed, capsys):
     line = next(line for line in out.splitlines() if "check failed:" in line)
     assert "fineweb_en/tokenizer vocabulary_reaches_target: trained " in line
     assert "of the 16,384 asked for" in line
+
+
+def test_retraining_the_tokenizer_is_a_tagged_run_and_says_what_changed(landed, capsys):
+    cli(["run", "--crawl", CRAWL, "--files-per-unit", "1"])
+    capsys.readouterr()
+    cli(["retrain-tokenizer"])
+    line = capsys.readouterr().out.strip()
+    match = re.fullmatch(r"fineweb_en/tokenizer: run ([0-9a-f-]{36}), sha256 (.+)", line)
+    assert match, line
+    # the same deduplicated text trains the same vocabulary
+    assert match[2] == "unchanged"
+    with DagsterInstance.get() as instance:
+        run = instance.get_run_by_id(match[1])
+        assert run.is_success
+        assert run.tags["tokenmill/retrained"].startswith("tokenmill retrain-tokenizer by ")
