@@ -36,7 +36,7 @@ from benchmarks.bench_clean import (  # noqa: E402
 from benchmarks.measure import print_table, shared_path  # noqa: E402
 from tokenmill.classifiers import TrainingSettings, positive_scores, train_classifier  # noqa: E402
 from tokenmill.layout import EXTRACTED  # noqa: E402
-from tokenmill.outputs import read_batches  # noqa: E402
+from tokenmill.outputs import part_files, read_batches  # noqa: E402
 from tokenmill.stages.extracted import DEFAULT_EXTRACTOR  # noqa: E402
 
 SIZES = {
@@ -50,10 +50,7 @@ TARGET = 2000  # documents per second per core
 def extracted_docs(lake, unit) -> list[tuple[str, str]]:
     """(language, text) of every extracted document of the unit."""
     docs = []
-    for part in range(len(lake.list(unit.prefix(EXTRACTED)))):
-        key = f"{unit.part_prefix(EXTRACTED, part)}/docs.parquet"
-        if not lake.exists(key):
-            continue
+    for key in part_files(lake, unit, EXTRACTED):
         for batch in read_batches(lake, key, ["language", "text"]):
             docs += zip(*batch.to_pydict().values(), strict=True)
     return docs

@@ -18,7 +18,6 @@ from tests.demo_pipeline import extracted_demo_unit
 from tokenmill.classifiers import (
     ClassifierInputError,
     TrainingSettings,
-    positive_score,
     positive_scores,
     train_classifier,
 )
@@ -66,7 +65,7 @@ def test_a_classifier_learns_the_positives_from_the_crawl_and_reports_held_out_f
     fresh = sample_articles("en", 20, seed=99)  # articles it never saw
     spam = [text for kind, text in docs if kind.startswith("spam")]
     assert spam, "the demo crawl has spam pages"
-    mean = lambda texts: sum(positive_score(model, t) for t in texts) / len(texts)  # noqa: E731
+    mean = lambda texts: sum(positive_scores(model, texts)) / len(texts)  # noqa: E731
     assert mean(fresh) > 0.5 > mean(spam)
     # nothing to score: null, never a crash
     assert positive_scores(model, ["", " \n ", fresh[0]])[:2] == [None, None]

@@ -25,8 +25,8 @@ import pyarrow.parquet as pq
 import xxhash
 
 from tokenmill.lake import Lake
-from tokenmill.layout import EXTRACTED, MARKER, check_name
-from tokenmill.outputs import is_committed, read_batches
+from tokenmill.layout import EXTRACTED, check_name
+from tokenmill.outputs import part_files, read_batches
 from tokenmill.units import registered_crawls, registered_units
 
 CLASSIFIERS = "classifiers"
@@ -99,12 +99,7 @@ def sample_negatives(lake: Lake, crawls: list[str], count: int, seed: int) -> li
     heap: list[tuple[int, str, str]] = []  # (-hash, doc id, text): the largest on top
     for crawl in crawls:
         for unit in registered_units(lake, crawl):
-            prefix = unit.prefix(EXTRACTED)
-            if not is_committed(lake, prefix):
-                continue
-            files = lake.read_json(f"{prefix}/{MARKER}")["counts"]["files"]
-            for part in range(files):
-                key = f"{unit.part_prefix(EXTRACTED, part)}/docs.parquet"
+            for key in part_files(lake, unit, EXTRACTED):
                 for batch in read_batches(lake, key, ["doc_id", "text"]):
                     for doc_id, text in zip(*batch.to_pydict().values(), strict=True):
                         if not text:
@@ -212,10 +207,6 @@ def positive_scores(model, texts: list[str]) -> list[float | None]:
                 (float(v) for n, v in zip(names, values, strict=True) if n == POSITIVE), 0.0
             )
     return result
-
-
-def positive_score(model, text: str) -> float | None:
-    return positive_scores(model, [text])[0]
 
 
 def _digest(texts: list[str]) -> str:

@@ -285,8 +285,10 @@ class Lake:
             return []
         parent, name, _ = target.rsplit("/", 2)
         own = f"{parent}/{name}/"
+        stored = copy.copy(self)  # its folders as stored, past every zone mapping
+        stored.zones = {}
         views = []
-        for other in self.list_dirs_stored(parent):
+        for other in stored.list_dirs(parent):
             if other != name:
                 views.append(
                     self.with_zones(
@@ -298,12 +300,6 @@ class Lake:
                     )
                 )
         return views
-
-    def list_dirs_stored(self, stored_prefix: str) -> list[str]:
-        """`list_dirs` of a prefix as stored, past every zone mapping."""
-        base = copy.copy(self)
-        base.zones = {}
-        return base.list_dirs(stored_prefix)
 
     def stored_key(self, key: str) -> str:
         zone, slash, rest = key.partition("/")

@@ -298,6 +298,16 @@ def require_committed(lake: Lake, prefix: str, what: str) -> dict[str, Any]:
     return lake.read_json(marker)
 
 
+def part_files(lake: Lake, unit, zone: str, name: str = "docs.parquet") -> list[str]:
+    """The key of `name` in each part (file) of the unit's committed output in `zone`; none
+    while it is not committed."""
+    prefix = unit.prefix(zone)
+    if not is_committed(lake, prefix):
+        return []
+    parts = lake.read_json(f"{prefix}/{MARKER}")["counts"]["files"]
+    return [f"{unit.part_prefix(zone, part)}/{name}" for part in range(parts)]
+
+
 def read_batches(
     lake: Lake, key: str, columns: list[str] | None = None, batch_size: int = ROWS_PER_BATCH
 ) -> Iterator[pa.RecordBatch]:
@@ -305,6 +315,10 @@ def read_batches(
         yield from pq.ParquetFile(f).iter_batches(batch_size=batch_size, columns=columns)
 
 
-def read_column(lake: Lake, key: str, column: str) -> pa.ChunkedArray:
+def read_table(lake: Lake, key: str, columns: list[str]) -> pa.Table:
     with lake.open_input(key) as f:
-        return pq.read_table(f, columns=[column]).column(column)
+        return pq.read_table(f, columns=columns)
+
+
+def read_column(lake: Lake, key: str, column: str) -> pa.ChunkedArray:
+    return read_table(lake, key, [column]).column(column)

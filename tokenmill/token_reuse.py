@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 
 from tokenmill.lake import Lake
 from tokenmill.layout import MARKER, TOKENIZED_SHARDS
-from tokenmill.outputs import is_committed, read_batches, read_column
+from tokenmill.outputs import is_committed, read_table
 
 # Texts a reusable tokenizer must give back exactly (NFC: the extraction's normal form).
 ROUND_TRIP_PROBES = (
@@ -29,6 +29,9 @@ ROUND_TRIP_PROBES = (
     "x",
     " trailing ",
 )
+
+
+SPANS = ["doc_id", "token_start", "token_end"]
 
 
 class DonorChanged(Exception):
@@ -49,10 +52,12 @@ class Donor:
 
     def __init__(self, lake: Lake, prefix: str, marker: dict, dtype: np.dtype):
         self.lake, self.prefix, self.marker, self.dtype = lake, prefix, marker, dtype
-        self._documents = self._stream()
+        # one row per document (tens of thousands per file): read once, the tokens streamed
+        spans = read_table(lake, f"{prefix}/provenance.parquet", SPANS).to_pydict()
+        self.ids = set(spans["doc_id"])
+        self._documents = self._stream(spans)
         self._next: tuple[str, np.ndarray] | None = None
-        self.exhausted = False
-        self.ids = set(read_column(lake, f"{prefix}/provenance.parquet", "doc_id").to_pylist())
+        self._exhausted = False
 
     @classmethod
     def find(
@@ -75,35 +80,27 @@ class Donor:
                 return cls(sibling, prefix, marker, np.dtype(dtype))
         return None
 
-    def _stream(self) -> Iterator[tuple[str, np.ndarray]]:
+    def _stream(self, spans: dict) -> Iterator[tuple[str, np.ndarray]]:
         itemsize = self.dtype.itemsize
         with self.lake.open_stream(f"{self.prefix}/tokens.bin") as tokens:
             position = 0
-            for batch in read_batches(
-                self.lake,
-                f"{self.prefix}/provenance.parquet",
-                ["doc_id", "token_start", "token_end"],
-            ):
-                columns = batch.to_pydict()
-                for doc_id, start, end in zip(
-                    columns["doc_id"], columns["token_start"], columns["token_end"], strict=True
-                ):
-                    if start > position:  # the previous document's end-of-document token
-                        tokens.read((start - position) * itemsize)
-                    data = tokens.read((end - start) * itemsize)
-                    position = end
-                    yield doc_id, np.frombuffer(data, self.dtype)
+            for doc_id, start, end in zip(*(spans[c] for c in SPANS), strict=True):
+                if start > position:  # the previous document's end-of-document token
+                    tokens.read((start - position) * itemsize)
+                data = tokens.read((end - start) * itemsize)
+                position = end
+                yield doc_id, np.frombuffer(data, self.dtype)
 
     def tokens(self, doc_id: str) -> np.ndarray | None:
         """The donor's tokens of `doc_id`, if it comes next in the donor's order (documents
         the donor has before it are passed over; one it does not have leaves it in place)."""
         if doc_id not in self.ids:
             return None
-        while not self.exhausted:
+        while not self._exhausted:
             if self._next is None:
                 self._next = next(self._documents, None)
                 if self._next is None:
-                    self.exhausted = True
+                    self._exhausted = True
                     return None
             donor_id, ids = self._next
             if donor_id == doc_id:

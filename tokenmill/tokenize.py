@@ -27,7 +27,7 @@ from tokenmill.megatron import IndexedDatasetWriter, token_dtype
 from tokenmill.outputs import (
     PartitionWriter,
     StageReport,
-    is_committed,
+    part_files,
     read_batches,
     require_committed,
 )
@@ -65,11 +65,7 @@ def sample_texts(lake: Lake, max_bytes: int) -> Iterator[str]:
     taken = 0
     for crawl in registered_crawls(lake):
         for unit in registered_units(lake, crawl):
-            prefix = unit.prefix(DEDUPLICATED)
-            if not is_committed(lake, prefix):
-                continue
-            for part in range(lake.read_json(f"{prefix}/_SUCCESS.json")["counts"]["files"]):
-                key = f"{unit.part_prefix(DEDUPLICATED, part)}/docs.parquet"
+            for key in part_files(lake, unit, DEDUPLICATED):
                 for batch in read_batches(lake, key, columns=["text"]):
                     for text in batch.column("text").to_pylist():
                         yield text
@@ -237,19 +233,18 @@ def tokenize_part(work: Work, batch_docs: int = 1024) -> StageReport:
     dtype = token_dtype(tokenizer.get_vocab_size())
     donor = Donor.find(lake, work.output, tokenizer, tokenizer_sha, eod_id, dtype)
     try:
-        return _tokenize(work, tokenizer, tokenizer_sha, eod_id, donor, batch_docs)
+        return _tokenize(work, tokenizer, tokenizer_sha, eod_id, dtype, donor, batch_docs)
     except DonorChanged:
-        return _tokenize(work, tokenizer, tokenizer_sha, eod_id, None, batch_docs)
+        return _tokenize(work, tokenizer, tokenizer_sha, eod_id, dtype, None, batch_docs)
 
 
 def _tokenize(
-    work: Work, tokenizer: Tokenizer, tokenizer_sha: str, eod_id, donor, batch_docs: int
+    work: Work, tokenizer: Tokenizer, tokenizer_sha: str, eod_id, dtype, donor, batch_docs: int
 ) -> StageReport:
     eod = [eod_id] if eod_id is not None else []
     report = StageReport()
     reused = 0
     with work.writer(report) as out:
-        dtype = token_dtype(tokenizer.get_vocab_size())
         writer = IndexedDatasetWriter(out.open("tokens.bin"), dtype)
         sidecar = out.parquet("provenance.parquet", SIDECAR_SCHEMA)
         batches = read_batches(
