@@ -66,7 +66,8 @@ def dependencies(stage: Stage, dataset: Dataset) -> list[AssetKey]:
     """The stage's inputs; across the unit/crawl boundary, the bridges a crawl stage declares
     (see data_assets/partitions.py) instead of the stages themselves."""
     deps = []
-    for name in stage.upstream:
+    read = stage.reads(dataset.recipe.settings(stage.settings)) if stage.reads else ()
+    for name in (*stage.upstream, *read):
         upstream = stage_named(name)
         if stage.scope is Scope.CRAWL and upstream.scope is Scope.UNIT and stage.boundary:
             deps += [dataset.key(stage.boundary.gathered), crawl_units.key]

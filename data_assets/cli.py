@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from data_assets.runner import RunsFailedError
-from tokenmill.classifiers import TrainingSettings
+from tokenmill.classifiers import CLASSIFIERS, TrainingSettings
 from tokenmill.lake import Lake, LakeAccessError
 from tokenmill.layout import LANDING, Unit
 from tokenmill.report import NoSuchTokenError, format_table, stage_rows, trace_token
@@ -20,6 +20,9 @@ from tokenmill.report import NoSuchTokenError, format_table, stage_rows, trace_t
 # crawl holds.
 DEMO_CRAWLS = {"CC-MAIN-DEMO-2026-01": (8, 0), "CC-MAIN-DEMO-2026-02": (4, 1)}  # files, seed
 PROJECT_DIR = Path(__file__).resolve().parents[1]
+DEMO_CLASSIFIER = "demo_quality"
+# fastText's defaults need thousands of examples; the demo has hundreds
+DEMO_TRAINING = TrainingSettings(dim=16, epoch=25, lr=1.0, bucket=100_000)
 # What a user can fix (an argument, a setting, a missing input, a run that failed naming its
 # cause) is said in one message on stderr; anything else keeps its traceback. ValueError
 # covers LakeKeyError, FileNotFoundError covers MissingInputError.
@@ -71,8 +74,87 @@ def cmd_demo(args: argparse.Namespace) -> None:
             f"demo crawl {crawl}: {len(truth['pages'])} pages in {len(truth['files'])} "
             f"WARC files at {lake.uri(f'{LANDING}/{crawl}')}"
         )
-    _register_and_run(lake, list(DEMO_CRAWLS), args.files_per_unit)
+    crawls = list(DEMO_CRAWLS)
+    if not use_demo_settings(lake) and not any(os.environ.get(k) for k in demo_settings()):
+        # first the project's settings; then a classifier trained on the extracted pages
+        # scores them, and the demo's second recipe keeps the best scored
+        _register_and_run(lake, crawls, args.files_per_unit)
+        train_demo_classifier(lake, crawls)
+        use_demo_settings(lake)
+        print("\nwith the demo's classifier declared and its recipe added:")
+    _register_and_run(lake, crawls, args.files_per_unit)
     print(f"\nfinished in {time.perf_counter() - started:.0f} s")
+
+
+def demo_settings() -> dict[str, str]:
+    from data_assets.recipe import RECIPES_DIR, RECIPES_ENV, SHARED_ENV
+
+    demo = PROJECT_DIR / "demo"
+    return {
+        SHARED_ENV: str(demo / "extraction.yaml"),
+        RECIPES_ENV: f"{RECIPES_DIR}{os.pathsep}{demo / 'recipes'}",
+    }
+
+
+def use_demo_settings(lake: Lake) -> bool:
+    """Once the demo has trained its classifier in the lake, the commands use the demo's
+    settings (its classifier declared, its second recipe), unless the environment names
+    settings of its own."""
+    settings = demo_settings()
+    if any(os.environ.get(k) for k in settings):
+        return False
+    try:
+        trained = lake.exists(f"{CLASSIFIERS}/{DEMO_CLASSIFIER}/card.json")
+    except LakeAccessError:
+        return False
+    if trained:
+        os.environ.update(settings)
+    return trained
+
+
+def train_demo_classifier(lake: Lake, crawls: list[str]) -> None:
+    """demo_quality: the demo crawls' extracted good pages (by their ground truth) against a
+    random sample of the crawls' extracted documents, at a size that learns from hundreds."""
+    from tokenmill.classifiers import train_classifier
+    from tokenmill.layout import EXTRACTED
+    from tokenmill.outputs import part_files, read_batches
+    from tokenmill.units import registered_units
+
+    kinds = {}
+    for crawl in crawls:
+        truth = lake.read_json(f"demo/{crawl}/truth.json")
+        kinds |= {page["url"]: page["kind"].partition(":")[0] for page in truth["pages"]}
+    with tempfile.TemporaryDirectory() as scratch:
+        examples = {kind: Path(scratch) / f"{kind}.jsonl" for kind in ("good", "spam")}
+        with examples["good"].open("w") as good, examples["spam"].open("w") as spam:
+            files = {"good": good, "spam": spam, "broken": spam}
+            for crawl in crawls:
+                for unit in registered_units(lake, crawl):
+                    for key in part_files(lake, unit, EXTRACTED):
+                        for batch in read_batches(lake, key, ["url", "text"]):
+                            for url, text in zip(*batch.to_pydict().values(), strict=True):
+                                if out := files.get(kinds.get(url)):
+                                    out.write(json.dumps({"text": text}) + "\n")
+        card = train_classifier(
+            lake,
+            DEMO_CLASSIFIER,
+            examples["good"],
+            settings=DEMO_TRAINING,
+            negatives_file=examples["spam"],
+        )
+    describe_card(lake, card)
+
+
+def describe_card(lake: Lake, card: dict) -> None:
+    name, held, negatives = card["name"], card["held_out"], card["negatives"]
+    source = negatives.get("file") or ", ".join(negatives["crawls"])
+    print(
+        f"classifier {name}: {card['positives']['documents']} positives, "
+        f"{negatives['documents']} negatives from {source}; held out {held['documents']}: "
+        f"precision {held['precision']}, recall {held['recall']}"
+    )
+    print(f"  model {lake.uri(f'{CLASSIFIERS}/{name}/model.bin')} ({card['model_bytes']:,} B)")
+    print(f"  card  {lake.uri(f'{CLASSIFIERS}/{name}/card.json')}")
 
 
 def cmd_register(args: argparse.Namespace) -> None:
@@ -259,18 +341,12 @@ def cmd_train_classifier(args: argparse.Namespace) -> None:
         Path(args.positives),
         crawls=args.crawl,
         negatives=args.negatives,
+        negatives_file=Path(args.negatives_from) if args.negatives_from else None,
         settings=TrainingSettings(
             epoch=args.epoch, lr=args.lr, dim=args.dim, bucket=args.bucket, seed=args.seed
         ),
     )
-    held = card["held_out"]
-    print(
-        f"classifier {args.name}: {card['positives']['documents']} positives, "
-        f"{card['negatives']['documents']} negatives from {', '.join(card['negatives']['crawls'])}"
-        f"; held out {held['documents']}: precision {held['precision']}, recall {held['recall']}"
-    )
-    print(f"  model {lake.uri(f'classifiers/{args.name}/model.bin')} ({card['model_bytes']:,} B)")
-    print(f"  card  {lake.uri(f'classifiers/{args.name}/card.json')}")
+    describe_card(lake, card)
 
 
 def cmd_recipes(args: argparse.Namespace) -> None:
@@ -396,7 +472,7 @@ def main(argv: list[str] | None = None) -> None:
 
     train = commands.add_parser(
         "train-classifier",
-        help="train a fastText quality classifier: your documents against the crawl's",
+        help="train a fastText quality classifier: your documents against the crawl's (or yours)",
     )
     train.add_argument("name", help="the classifier's name (classifiers/<name>/ in the lake)")
     train.add_argument(
@@ -407,6 +483,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     train.add_argument(
         "--negatives", type=int, help="how many extracted documents (default: as many as positives)"
+    )
+    train.add_argument(
+        "--negatives-from",
+        metavar="PATH",
+        help="bad documents from a file (as --positives) instead of a sample of the crawl",
     )
     defaults = TrainingSettings()
     for field in ("epoch", "lr", "dim", "bucket", "seed"):
@@ -430,6 +511,8 @@ def main(argv: list[str] | None = None) -> None:
 
     args = parser.parse_args(argv)
     try:
+        if args.command != "demo":
+            use_demo_settings(default_lake())
         args.func(args)
     except EXPECTED_ERRORS as error:
         print(f"tokenmill {args.command}: {error}", file=sys.stderr)

@@ -29,8 +29,14 @@ def recipe_stages() -> list[Stage]:
 
 
 def shared_assets() -> set[str]:
-    """Assets built once for all recipes: the shared stages and the crawls' unit lists."""
-    return {stage.name for stage in shared_stages()} | {"crawl_units"}
+    """Assets built once for all recipes: the shared stages, their crawl boundaries' bridges
+    and the crawls' unit lists."""
+    names = {"crawl_units"}
+    for stage in shared_stages():
+        names.add(stage.name)
+        if stage.boundary:
+            names |= {stage.boundary.gathered, stage.boundary.reported} - {None}
+    return names
 
 
 def recipe_zones(name: str) -> dict[str, str]:
@@ -74,7 +80,14 @@ class Catalog:
     @classmethod
     def of(cls, recipes: list[Recipe], shared: Recipe | None = None, problems=()) -> Catalog:
         shared = shared or load_shared(_shared_settings())
-        return cls(Dataset(shared), tuple(Dataset(r, r.name) for r in recipes), tuple(problems))
+        problems = list(problems)
+        valid = []
+        for recipe in recipes:
+            try:
+                valid.append(_check_classifiers(recipe, shared))
+            except ValueError as error:
+                problems.append(str(error))
+        return cls(Dataset(shared), tuple(Dataset(r, r.name) for r in valid), tuple(problems))
 
     @classmethod
     def load(cls, recipes: str | Path | None = None, shared: str | Path | None = None) -> Catalog:
@@ -98,6 +111,32 @@ class Catalog:
             if dataset.prefix == name:
                 return dataset
         raise KeyError(f"no recipe named {name!r}; recipes: {[d.prefix for d in self.recipes]}")
+
+
+def _check_classifiers(recipe: Recipe, shared: Recipe) -> Recipe:
+    """A recipe whose classifier rules name classifiers (and labels) the shared score section
+    declares."""
+    from tokenmill.scoring import short_label
+    from tokenmill.stages.cleaned import CleanSettings
+    from tokenmill.stages.scored import ScoreSettings
+
+    declared = {c.name: c for c in shared.settings(ScoreSettings).declared()}
+    rules = recipe.settings(CleanSettings).score_rules()
+    for index, rule in enumerate(rules):
+        where = f"recipe {recipe.source}: clean.classifier_rules[{index}]"
+        classifier = declared.get(rule.classifier)
+        if classifier is None:
+            raise ValueError(
+                f"{where}: classifier {rule.classifier!r} is not declared in the shared "
+                f"settings' score section ({shared.source}); declared: {sorted(declared)}"
+            )
+        labels = [short_label(label) for label in classifier.labels]
+        if labels and rule.label not in labels:
+            raise ValueError(
+                f"{where}: classifier {rule.classifier} stores no label {rule.label!r}; "
+                f"declared labels: {labels}"
+            )
+    return recipe
 
 
 def _recipe_settings() -> list[type]:

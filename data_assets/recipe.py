@@ -57,8 +57,32 @@ class PluginFilter(Config):
     )
 
 
+class ClassifierDeclaration(Config):
+    name: str = Field(description="The classifier's name: its scores are <name>.<label>")
+    model: str | None = Field(
+        default=None, description="fastText model: a lake key, or a path or URI allowed"
+    )
+    scorer: str | None = Field(default=None, description="Dotted path of a plug-in scorer")
+    labels: list[str] = Field(default_factory=list, description="Labels to store (default all)")
+    params: dict[str, str] = Field(default_factory=dict, description="A scorer's arguments")
+    sha256: str | None = Field(default=None, description="The model's SHA-256, pinned")
+
+
+class ClassifierRule(Config):
+    classifier: str = Field(description="A declared classifier")
+    label: str = Field(description="The label whose probability is judged")
+    min: float | None = Field(default=None, description="Keep at this probability or more")
+    keep_top: float | None = Field(
+        default=None, description="Keep this share of the crawl's documents, the best scored"
+    )
+
+
 # Settings whose core type (plain data) needs a typed form in Dagster's config schema.
-CONFIG_TYPES = {"plugin_filters": list[PluginFilter]}
+CONFIG_TYPES = {
+    "plugin_filters": list[PluginFilter],
+    "classifiers": list[ClassifierDeclaration],
+    "classifier_rules": list[ClassifierRule],
+}
 
 
 def config_model(name: str, settings: type, hints: dict, defaults: dict) -> type[Config]:
@@ -181,20 +205,42 @@ class Recipe:
     def overrides(self, settings: type, config: Config) -> dict[str, Any]:
         """The settings a run's config changes from the recipe (other config fields, such as
         how many steps run the stage, are not settings)."""
-        given = config.model_dump()
-        recipe = dataclasses.asdict(self.settings(settings))
+        given = _without_nulls(config.model_dump())
+        recipe = _without_nulls(dataclasses.asdict(self.settings(settings)))
         return {name: given[name] for name in recipe.keys() & given if recipe[name] != given[name]}
 
 
+def _without_nulls(value: Any) -> Any:
+    """Values as a recipe writes them: a config form's unset optional keys (None) left out of
+    the mappings in lists (a classifier rule gives min or keep_top, not both)."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [
+            {k: _without_nulls(v) for k, v in item.items() if v is not None}
+            if isinstance(item, dict)
+            else _without_nulls(item)
+            for item in value
+        ]
+    return value
+
+
 def recipe_files(location: str | Path | None = None) -> list[Path]:
-    """The recipe files of a folder (or the one file) named by `location`, TOKENMILL_RECIPES or
-    the project's recipes folder."""
-    path = Path(location or os.environ.get(RECIPES_ENV) or RECIPES_DIR)
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
-        raise ValueError(f"recipes: {path} is neither a recipe file nor a folder of them")
-    return sorted(p for p in path.iterdir() if p.suffix in RECIPE_FILE_SUFFIXES and p.is_file())
+    """The recipe files of the folders (or files) named by `location`, TOKENMILL_RECIPES or
+    the project's recipes folder; several are separated by os.pathsep (':')."""
+    given = str(location or os.environ.get(RECIPES_ENV) or RECIPES_DIR)
+    files = []
+    for entry in filter(None, given.split(os.pathsep)):
+        path = Path(entry)
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            files += sorted(
+                p for p in path.iterdir() if p.suffix in RECIPE_FILE_SUFFIXES and p.is_file()
+            )
+        else:
+            raise ValueError(f"recipes: {path} is neither a recipe file nor a folder of them")
+    return files
 
 
 def load_recipes(

@@ -222,12 +222,12 @@ def materialize_all(
             outcome = execute(job_name(stage.name), key, instance, defs, stale)
             state = "ok" if outcome.success else "FAILED"
             names = label if stale == assets else ", ".join(a.to_user_string() for a in stale)
-            print(f"  {names:18} {key or '-':40} {state}", flush=True)
+            print(f"  {names:34} {key or '-':40} {state}", flush=True)
             for failed in outcome.failed_checks:
                 print(f"    check failed: {failed}", flush=True)
             results.append(outcome)
         if len(todo) < len(keys) and assets:
-            print(f"  {label:18} {len(keys) - len(todo)} partitions up to date", flush=True)
+            print(f"  {label:34} {len(keys) - len(todo)} partitions up to date", flush=True)
         outcomes += results
         failed = [r for r in results if not r.success]
         if failed:

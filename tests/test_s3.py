@@ -105,11 +105,11 @@ def test_bounded_listing_pages_through_the_bucket(seaweedfs, s3_env):
 def test_tokenizer_is_read_from_an_s3_uri_with_the_lakes_settings(
     seaweedfs, s3_env, shared, monkeypatch
 ):
+    from tokenmill.locations import PathNotAllowedError
     from tokenmill.stage import Work
     from tokenmill.tokenize import (
         TOKENIZER_KEY,
         TOKENIZER_PATHS_ENV,
-        TokenizerPathError,
         TokenizerSettings,
         build_tokenizer,
     )
@@ -119,7 +119,7 @@ def test_tokenizer_is_read_from_an_s3_uri_with_the_lakes_settings(
     lake = s3_lake(seaweedfs, "tok")
     settings = TokenizerSettings(path=f"s3://{seaweedfs.bucket}/models/llama.json")
     # Outside the lake (s3://bucket/tok): only from a prefix the deployment allows.
-    with pytest.raises(TokenizerPathError, match="outside the lake"):
+    with pytest.raises(PathNotAllowedError, match="outside the lake"):
         build_tokenizer(Work(lake, "tokenizer", settings))
     monkeypatch.setenv(TOKENIZER_PATHS_ENV, f"s3://{seaweedfs.bucket}/models")
     report = build_tokenizer(Work(lake, "tokenizer", settings))

@@ -32,13 +32,13 @@ from tokenmill.layout import (
     TOKENIZER,
     Unit,
 )
+from tokenmill.locations import PathNotAllowedError
 from tokenmill.outputs import PartitionWriter, StageReport, combine, read_batches
 from tokenmill.parts import run_stage_work
 from tokenmill.stage import Work
 from tokenmill.stages import stage_named
 from tokenmill.tokenize import (
     TOKENIZER_PATHS_ENV,
-    TokenizerPathError,
     TokenizerSettings,
     TokenizeSettings,
     read_uri,
@@ -192,7 +192,7 @@ def test_tokenizer_paths_outside_the_lake_and_the_allow_list_are_refused(
         "s3://some-bucket/lake/../model.json",
     ]
     for path in refused:
-        with pytest.raises(TokenizerPathError) as error:
+        with pytest.raises(PathNotAllowedError) as error:
             read_uri(lake, path)
         assert repr(path) in str(error.value)
         assert str(allowed) in str(error.value) and lake.real_root in str(error.value)

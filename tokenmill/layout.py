@@ -28,6 +28,8 @@ MARKER = "_SUCCESS.json"
 
 RAW_CRAWL = "raw_crawl"
 EXTRACTED = "extracted"
+SCORED = "scored"
+SCORE_DISTRIBUTION = "score_distribution"
 CLEANED = "cleaned"
 DEDUP_SIGNATURES = "dedup_signatures"
 DEDUP_CLUSTERS = "dedup_clusters"

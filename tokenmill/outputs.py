@@ -141,7 +141,9 @@ def combine(reports: dict[str, StageReport]) -> StageReport:
 
 
 # Counts that say how a part was made, not what it holds: the same for every part of a unit.
-SETTINGS_COUNTS = frozenset({"params", "readable", "tokenizer_sha256", "dtype", "eod_id", "source"})
+SETTINGS_COUNTS = frozenset(
+    {"params", "readable", "tokenizer_sha256", "dtype", "eod_id", "source", "classifier_thresholds"}
+)
 
 
 def merge_counts(into: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:

@@ -132,6 +132,9 @@ class Stage:
     group: str
     pod: Pod
     upstream: tuple[str, ...] = ()
+    # Inputs only some settings read: (settings) -> more stage names (a recipe's classifier
+    # rules read the scores; a recipe without them does not wait for them).
+    reads: Callable[[Any], tuple[str, ...]] | None = None
     settings: type | None = None
     checks: tuple[Check, ...] = ()
     kinds: tuple[str, ...] = ()

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import posixpath
 from array import array
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +11,6 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from tokenmill.lake import Lake
@@ -23,6 +20,7 @@ from tokenmill.layout import (
     TOKENIZER,
     TOKENIZER_KEY,
 )
+from tokenmill.locations import open_location
 from tokenmill.megatron import IndexedDatasetWriter, token_dtype
 from tokenmill.outputs import (
     PartitionWriter,
@@ -135,57 +133,9 @@ def build_tokenizer(work: Work) -> StageReport:
 TOKENIZER_PATHS_ENV = "TOKENMILL_TOKENIZER_PATHS"
 
 
-class TokenizerPathError(ValueError):
-    """A tokenizer path outside the lake and the deployment's allowed locations."""
-
-
-def allowed_tokenizer_locations(lake: Lake) -> list[str]:
-    """The lake's root and the directories or URI prefixes listed (comma-separated) in
-    ``TOKENMILL_TOKENIZER_PATHS``: a run config cannot make the pipeline read any other file
-    (``/etc/passwd``, a service-account token, another bucket) with the pods' credentials."""
-    lake_root = lake.real_root if lake.is_local else f"s3://{lake.root}"
-    listed = os.environ.get(TOKENIZER_PATHS_ENV, "").split(",")
-    entries = [_location(entry.strip()) for entry in listed if entry.strip()]
-    return [lake_root, *(entry for entry in entries if entry)]
-
-
-def _location(uri: str) -> str | None:
-    """A local path as its real absolute path (symlinks resolved), a URI with its scheme; None
-    for a URI with "..", "." or empty segments (object stores do not resolve them)."""
-    if "://" not in uri:
-        return os.path.realpath(uri)
-    if uri.startswith("file://"):
-        return os.path.realpath(uri.removeprefix("file://"))
-    scheme, path = uri.split("://", 1)
-    if posixpath.normpath("/" + path) != "/" + path.rstrip("/"):
-        return None
-    return f"{scheme}://{path.rstrip('/')}"
-
-
-def check_tokenizer_path(lake: Lake, uri: str) -> str:
-    """``uri``'s location if it is inside the lake or an allowed location, else a clear error."""
-    location = _location(uri)
-    allowed = allowed_tokenizer_locations(lake)
-    if not location or not any(
-        location == root or location.startswith(root.rstrip("/") + "/") for root in allowed
-    ):
-        raise TokenizerPathError(
-            f"tokenizer path {uri!r} is outside the lake and the allowed tokenizer locations "
-            f"{allowed}; put the file in the lake, or add its directory to {TOKENIZER_PATHS_ENV} "
-            "(comma-separated directories or URI prefixes, set by the deployment)"
-        )
-    return location
-
-
 def read_uri(lake: Lake, uri: str) -> bytes:
-    """A file in the lake or an allowed location (see ``check_tokenizer_path``): a local path,
-    or an s3:// URI read with the lake's own S3 settings (endpoint, keys)."""
-    location = check_tokenizer_path(lake, uri)
-    if location.startswith("s3://") and not lake.is_local:
-        with lake.fs.open_input_stream(location.removeprefix("s3://")) as f:
-            return f.read()
-    filesystem, path = pafs.FileSystem.from_uri(location)
-    with filesystem.open_input_stream(path) as f:
+    """A tokenizer file in the lake or a location TOKENMILL_TOKENIZER_PATHS allows."""
+    with open_location(lake, uri, TOKENIZER_PATHS_ENV, "tokenizer") as f:
         return f.read()
 
 

@@ -166,3 +166,18 @@ def load_filter(
     name = getattr(target, "name", default_name)
     wrapper = BatchFunctionFilter if _takes_dataframe(target) else DocumentFunctionFilter
     return wrapper(target, name, params)
+
+
+def load_scorer_class(path: str, params: dict | None = None) -> Any:
+    """A plug-in scorer (``tokenmill.scoring``) from a dotted path in the allowed modules: a
+    class whose instances have ``labels``, ``version`` and ``__call__(texts)``."""
+    allowed = allowed_filter_modules()
+    target = _import(path, allowed)
+    _check_filter_object(path, target, allowed)
+    if not inspect.isclass(target):
+        raise TypeError(f"{path} is a function; a scorer is a class with labels and version")
+    scorer = target(**config_params(params or {}))
+    for attribute in ("labels", "version"):
+        if not getattr(scorer, attribute, None):
+            raise TypeError(f"scorer {path} has no {attribute!r}")
+    return scorer

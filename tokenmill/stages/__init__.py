@@ -9,6 +9,8 @@ from tokenmill.stages import (
     deduplicated,
     extracted,
     raw_crawl,
+    score_distribution,
+    scored,
     tokenized_shards,
     tokenizer,
 )
@@ -16,6 +18,8 @@ from tokenmill.stages import (
 STAGES: tuple[Stage, ...] = (
     raw_crawl.STAGE,
     extracted.STAGE,
+    scored.STAGE,
+    score_distribution.STAGE,
     cleaned.STAGE,
     dedup_signatures.STAGE,
     dedup_clusters.STAGE,

@@ -11,7 +11,7 @@ reason). It never reads a WARC file.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
@@ -28,12 +28,24 @@ from tokenmill.filters import (
     config_params,
     load_filter,
 )
+from tokenmill.filters.classifier import COMBINES, ClassifierFilter, ScoreRule
 from tokenmill.filters.settings import filter_field, filter_settings, from_value
 from tokenmill.histograms import rule_histograms
-from tokenmill.layout import CLEANED, DOC_SCHEMA, EXTRACTED, REJECTED_SCHEMA, UNUSABLE_FILES
+from tokenmill.lake import Lake
+from tokenmill.layout import (
+    CLEANED,
+    DOC_SCHEMA,
+    EXTRACTED,
+    REJECTED_SCHEMA,
+    SCORE_DISTRIBUTION,
+    SCORED,
+    UNUSABLE_FILES,
+)
 from tokenmill.outputs import StageReport, merge_counts, read_batches, require_committed
+from tokenmill.scoring import part_scores, with_scores
 from tokenmill.stage import Pod, Scope, Stage, Work, setting
 from tokenmill.stages.extracted import SIGNALS, preview_of, provenance_resolves
+from tokenmill.stages.score_distribution import crawl_top_share
 
 REJECTED_TEXT_CHARS = 2000
 
@@ -66,6 +78,17 @@ class CleanSettings:
     fineweb_quality: FineWebQualityFilterSettings = filter_field(
         FineWebQualityFilterSettings, "FineWeb quality filter"
     )
+    classifier_rules: list[dict] = setting(
+        [],
+        "Keep documents by a declared classifier's scores (the scored stage), after the "
+        "built-in filters: {classifier, label, min: a probability} or {classifier, label, "
+        "keep_top: the share of the crawl's documents it scores highest, e.g. 0.1 as DCLM}",
+    )
+    classifier_combine: Literal[COMBINES] = setting(
+        "all",
+        "all: a document passes every classifier rule; any: one rule suffices (the best of "
+        "an ensemble, as Nemotron-CC)",
+    )
     plugin_filters: list[dict] = setting(
         [],
         "Your own filters, applied after the built-in ones: {path: dotted path of a filter "
@@ -83,11 +106,27 @@ class CleanSettings:
             raise ValueError(
                 f"clean.skip_filters: unknown filters {unknown}; built-in: {list(FILTER_SETTINGS)}"
             )
+        if self.classifier_combine not in COMBINES:
+            raise ValueError(
+                f"clean.classifier_combine must be one of {COMBINES}, not "
+                f"{self.classifier_combine!r}"
+            )
+        self.score_rules()
         for name, kind in FILTER_SETTINGS.items():  # mappings from a recipe or a run's config
             value = from_value(kind, getattr(self, name), f"clean.{name}")
             object.__setattr__(self, name, value)
 
-    def chain(self) -> FilterChain:
+    def score_rules(self) -> list[ScoreRule]:
+        if not isinstance(self.classifier_rules, list):
+            return []
+        return [
+            ScoreRule.parse(value, f"clean.classifier_rules[{index}]")
+            for index, value in enumerate(self.classifier_rules)
+        ]
+
+    def chain(self, lake: Lake | None = None) -> FilterChain:
+        """The recipe's filters; ``lake``: where keep_top rules find their crawl's score
+        distribution."""
         language = LanguageFilter(self.keep_languages, self.min_language_score)
         formatters = [PIIMasker()] if self.mask_pii else []
         if self.filters is not None:
@@ -95,10 +134,41 @@ class CleanSettings:
         else:
             filters = [getattr(self, cls.name).build() for cls in BUILTIN_FILTERS]
         filters = [f for f in filters if f.name not in self.skip_filters]
+        if rules := self.score_rules():
+            cuts = (lambda crawl, rule: _top_share(lake, crawl, rule)) if lake else None
+            filters.append(ClassifierFilter(rules, self.classifier_combine, cuts))
         filters += [
             load_filter(p["path"], config_params(p.get("params", {}))) for p in self.plugin_filters
         ]
         return FilterChain([language, *filters], formatters, signals=SIGNALS)
+
+
+def _top_share(lake: Lake, crawl: str, rule: ScoreRule):
+    return crawl_top_share(lake, crawl, rule.classifier, rule.label, rule.keep_top)
+
+
+def inputs_read(settings: CleanSettings) -> tuple[str, ...]:
+    """The stages a recipe's classifier rules read besides the extracted documents."""
+    rules = settings.score_rules()
+    if any(rule.keep_top is not None for rule in rules):
+        return (SCORED, SCORE_DISTRIBUTION)
+    return (SCORED,) if rules else ()
+
+
+def score_columns(chain: FilterChain) -> list[str]:
+    return [c for f in chain.filters if isinstance(f, ClassifierFilter) for c in f.columns]
+
+
+def classifier_cuts(chain: FilterChain) -> dict:
+    """The thresholds keep_top rules were cut at, per score column and crawl."""
+    cuts: dict = {}
+    for flt in chain.filters:
+        for (crawl, column), cut in getattr(flt, "cuts", {}).items():
+            cuts.setdefault(column, {})[crawl] = {
+                "threshold": round(cut.threshold, 6),
+                "crawl_kept_share": round(cut.kept_share, 6),
+            }
+    return cuts
 
 
 def run(work: Work) -> StageReport:
@@ -106,7 +176,10 @@ def run(work: Work) -> StageReport:
     extracted = require_committed(
         work.lake, work.input(EXTRACTED), f"extracted {work.unit} file {work.part}"
     )
-    chain = settings.chain()
+    chain = settings.chain(work.lake)
+    columns = score_columns(chain)
+    scores = part_scores(work.lake, work.unit, work.part, columns) if columns else None
+    offset = 0
     mask = PIIMasker() if settings.mask_pii else None
     report = StageReport()
     for name, reason in extracted["counts"].get(UNUSABLE_FILES, {}).items():
@@ -118,6 +191,9 @@ def run(work: Work) -> StageReport:
         rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA)
         for batch in read_batches(work.lake, f"{work.input(EXTRACTED)}/docs.parquet"):
             frame = pl.from_arrow(batch)
+            if scores is not None:
+                frame = with_scores(frame, scores, offset)
+                offset += frame.height
             report.records_in += frame.height
             report.bytes_in += batch.nbytes
             report.histograms = merge_counts(report.histograms, rule_histograms(frame, chain))
@@ -133,6 +209,8 @@ def run(work: Work) -> StageReport:
             rejected.write_table(dropped.to_arrow())
             report.records_out += kept.height
             report.add_preview(preview_of(kept))
+    if cuts := classifier_cuts(chain):
+        report.counts["classifier_thresholds"] = cuts
     return report
 
 
@@ -142,6 +220,7 @@ STAGE = Stage(
     run=run,
     settings=CleanSettings,
     upstream=(EXTRACTED,),
+    reads=inputs_read,
     group="clean",
     kinds=("parquet",),
     # a scan of stored columns and text: far lighter than extraction

@@ -1,0 +1,93 @@
+"""score_distribution: each classifier label's score histogram over every unit of a crawl, from
+which a recipe's `keep_top` share becomes a threshold (`tokenmill.scoring.top_share`).
+
+It sums the histograms the units' `scored` markers hold (no document is read) and commits
+`distribution.json`: per classifier its version and per label its histogram. Every unit of the
+crawl must be scored by the same version of each classifier; a unit scored by another fails the
+run, naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from tokenmill.layout import SCORE_DISTRIBUTION, SCORED, crawl_prefix
+from tokenmill.outputs import MissingInputError, StageReport, merge_counts, require_committed
+from tokenmill.scoring import TopShare, top_share
+from tokenmill.stage import CrawlBoundary, Pod, Scope, Stage, Work
+from tokenmill.units import registered_units
+
+DISTRIBUTION_FILE = "distribution.json"
+
+
+def run(work: Work) -> StageReport:
+    units = registered_units(work.lake, work.crawl)
+    report = StageReport()
+    histograms: dict = {}
+    versions: dict[str, dict[str, list[str]]] = {}
+    for unit in units:
+        counts = require_committed(work.lake, unit.prefix(SCORED), f"scored {unit}")["counts"]
+        histograms = merge_counts(histograms, counts.get("score_histograms", {}))
+        for name, info in counts.get("classifiers", {}).items():
+            versions.setdefault(name, {}).setdefault(info["version"], []).append(unit.name)
+        report.records_in += 1
+    mixed = {name: found for name, found in versions.items() if len(found) > 1}
+    if mixed:
+        name, found = next(iter(mixed.items()))
+        fewest = min(found.values(), key=len)
+        raise MissingInputError(
+            f"crawl {work.crawl}: classifier {name} scored units with {len(found)} model "
+            f"versions (e.g. unit {fewest[0]}); rematerialize scored for the crawl first"
+        )
+    distribution = {
+        "crawl": work.crawl,
+        "units": len(units),
+        "classifiers": {
+            name: {"version": next(iter(found)), "histograms": histograms.get(name, {})}
+            for name, found in sorted(versions.items())
+        },
+    }
+    data = json.dumps(distribution, sort_keys=True).encode()
+    version = hashlib.sha256(data).hexdigest()
+    report.counts["scored"] = {
+        f"{name}.{label}": sum(counts.values())
+        for name, entry in distribution["classifiers"].items()
+        for label, counts in entry["histograms"].items()
+    }
+    # a new distribution moves every unit's thresholds
+    report.counts["unit_versions"] = {unit.name: version for unit in units}
+    report.records_out = report.records_in
+    with work.writer(report) as out:
+        out.open(DISTRIBUTION_FILE).write(data)
+    return report
+
+
+def crawl_top_share(lake, crawl: str, classifier: str, label: str, share: float) -> TopShare:
+    """Where `share` of the crawl's documents scored highest by a classifier's label start."""
+    prefix = crawl_prefix(SCORE_DISTRIBUTION, crawl)
+    require_committed(lake, prefix, f"score_distribution of crawl {crawl}")
+    distribution = lake.read_json(f"{prefix}/{DISTRIBUTION_FILE}")
+    entry = distribution["classifiers"].get(classifier)
+    if entry is None or label not in entry["histograms"]:
+        raise MissingInputError(
+            f"the score_distribution of crawl {crawl} has no scores of {classifier}.{label}: "
+            "materialize scored and score_distribution with the classifier declared"
+        )
+    return top_share(entry["histograms"][label], share)
+
+
+STAGE = Stage(
+    name=SCORE_DISTRIBUTION,
+    scope=Scope.CRAWL,
+    run=run,
+    upstream=(SCORED,),
+    group="clean",
+    kinds=("json",),
+    pod=Pod("1", "1Gi", "1", "2Gi"),
+    data_files=(DISTRIBUTION_FILE,),
+    shared=True,
+    boundary=CrawlBoundary(gathered="crawl_scores", reported="unit_score_cuts"),
+    description="Each classifier label's score distribution over every unit of the crawl, "
+    "summed from the units' scored histograms: what a recipe's keep_top share is cut from.",
+)

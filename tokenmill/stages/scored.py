@@ -1,0 +1,159 @@
+"""scored: every declared classifier's scores of every extracted document, per unit file —
+shared by all recipes, read from the stored text, never from the WARC.
+
+Each part commits one `<classifier>.parquet` per classifier (`doc_id` and a float column per
+label, in the order of `extracted`'s documents; null for a document with nothing to score) and
+counts, per classifier, its version (a fastText model's SHA-256), the documents scored and not,
+and each label's score histogram (`tokenmill.scoring`), which `score_distribution` sums per
+crawl. A re-run scores again only the classifiers whose version or extracted input changed: the
+others' committed files are carried over as they are. Recipes threshold the scores in
+`cleaned`, so a recipe change never re-scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from tokenmill.layout import EXTRACTED, MARKER, SCORED
+from tokenmill.outputs import StageReport, read_batches, require_committed
+from tokenmill.scoring import (
+    Classifier,
+    histogram,
+    load_scorer,
+    model_file,
+    score_file,
+    short_label,
+)
+from tokenmill.stage import Pod, Scope, Stage, Work, setting
+
+DOCS_FILE = "docs.parquet"
+
+
+@dataclass(frozen=True)
+class ScoreSettings:
+    classifiers: list[dict] = setting(
+        [],
+        "Classifiers scoring every extracted document: {name, model: a fastText .bin/.ftz (a "
+        "lake key, or a path or URI under TOKENMILL_CLASSIFIER_PATHS), labels: the labels to "
+        "store (default: all), sha256: the model's, pinned (optional)}, or {name, scorer: "
+        "dotted path of a plug-in scorer class in the allowed filter modules, params}",
+    )
+
+    def __post_init__(self):
+        declared = self.declared()
+        names = [c.name for c in declared]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"score.classifiers: names declared twice: {repeated}")
+
+    def declared(self) -> list[Classifier]:
+        if not isinstance(self.classifiers, list):
+            return []
+        return [
+            Classifier.parse(value, f"score.classifiers[{index}]")
+            for index, value in enumerate(self.classifiers)
+        ]
+
+
+def run(work: Work) -> StageReport:
+    settings = work.settings or ScoreSettings()
+    lake = work.lake
+    extracted = require_committed(
+        lake, work.input(EXTRACTED), f"extracted {work.unit} file {work.part}"
+    )
+    source = extracted["outputs"][DOCS_FILE]["sha256"]
+    previous = _previous(work)
+    report = StageReport()
+    report.counts["classifiers"] = {}
+    todo, carried = [], {}
+    for classifier in settings.declared():
+        version = _version(lake, classifier)
+        before = previous.get("counts", {}).get("classifiers", {}).get(classifier.name, {})
+        name = score_file(classifier.name)
+        if before.get("version") == version and before.get("extracted") == source:
+            histograms = previous["counts"].get("score_histograms", {}).get(classifier.name, {})
+            carried[classifier.name] = (
+                lake.read_bytes(f"{work.output}/{name}"),
+                before,
+                histograms,
+            )
+        else:
+            todo.append(classifier)
+    scorers = [load_scorer(lake, c) for c in todo]  # all checked before anything is written
+    with work.writer(report) as out:
+        for classifier_name, (data, before, histograms) in carried.items():
+            out.open(score_file(classifier_name)).write(data)
+            report.counts["classifiers"][classifier_name] = before | {"carried_over": 1}
+            for label, counts in histograms.items():
+                _add_histogram(report, classifier_name, label, counts)
+        if todo:
+            _score(work, todo, scorers, source, report, out)
+    report.records_in = report.records_out = extracted["records_out"]
+    return report
+
+
+def _score(work: Work, todo, scorers, source: str, report: StageReport, out) -> None:
+    sinks = {
+        c.name: out.parquet(
+            score_file(c.name),
+            pa.schema(
+                [("doc_id", pa.string())]
+                + [(short_label(label), pa.float32()) for label in scorer.labels]
+            ),
+        )
+        for c, scorer in zip(todo, scorers, strict=True)
+    }
+    info = {
+        c.name: {"version": s.version, "extracted": source, "scored": 0, "unscored": 0}
+        for c, s in zip(todo, scorers, strict=True)
+    }
+    docs = f"{work.input(EXTRACTED)}/{DOCS_FILE}"
+    for batch in read_batches(work.lake, docs, ["doc_id", "text"]):
+        texts = batch.column("text").to_pylist()
+        for classifier, scorer in zip(todo, scorers, strict=True):
+            scores = scorer(texts)
+            columns = {"doc_id": batch.column("doc_id")}
+            for label in scorer.labels:
+                columns[short_label(label)] = pa.array(scores[label], pa.float32())
+                _add_histogram(report, classifier.name, label, histogram(scores[label]))
+            sinks[classifier.name].write_table(pa.table(columns))
+            blank = sum(value is None for value in scores[scorer.labels[0]])
+            info[classifier.name]["scored"] += batch.num_rows - blank
+            info[classifier.name]["unscored"] += blank
+    report.counts["classifiers"].update(info)
+
+
+def _add_histogram(report: StageReport, classifier: str, label: str, counts: dict) -> None:
+    into = report.counts.setdefault("score_histograms", {}).setdefault(classifier, {})
+    into = into.setdefault(short_label(label), {})
+    for key, count in counts.items():
+        into[key] = into.get(key, 0) + count
+
+
+def _version(lake, classifier: Classifier) -> str:
+    if classifier.model:
+        return model_file(lake, classifier)[1]
+    return str(load_scorer(lake, classifier).version)
+
+
+def _previous(work: Work) -> dict:
+    marker = f"{work.output}/{MARKER}"
+    return work.lake.read_json(marker) if work.lake.exists(marker) else {}
+
+
+STAGE = Stage(
+    name=SCORED,
+    scope=Scope.UNIT,
+    run=run,
+    settings=ScoreSettings,
+    upstream=(EXTRACTED,),
+    group="clean",
+    kinds=("parquet",),
+    # each worker holds the models (a fastText model at DCLM's size is ~1 GB)
+    pod=Pod("2", "6Gi", "2", "8Gi"),
+    shared=True,
+    description="Every declared classifier's scores of every extracted document (one Parquet "
+    "file per classifier, by doc_id): the model-based quality signals recipes threshold.",
+)
