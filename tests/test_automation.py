@@ -371,6 +371,8 @@ def test_landed_files_end_up_tokenized_and_only_what_changed_runs_again(tmp_path
     assert launched == {
         "raw_crawl": set(first_units),
         "extracted": set(first_units),
+        "scored": set(first_units),
+        "score_distribution": {CRAWL, OTHER},
         "cleaned": set(first_units),
         "dedup_signatures": set(first_units),
         "dedup_clusters": {CRAWL, OTHER},
@@ -421,6 +423,7 @@ def test_landed_files_end_up_tokenized_and_only_what_changed_runs_again(tmp_path
     launched = automation.settle(after_round=after_round)
     assert checked, "the clusters were not recomputed"
     assert launched["raw_crawl"] == {new_unit}
+    assert launched["score_distribution"] == {CRAWL}
     assert launched["dedup_clusters"] == {CRAWL}
     assert launched["deduplicated"] == checked[0]
     assert launched["tokenized_shards"] == checked[0]
@@ -756,13 +759,13 @@ def test_a_crawl_stage_between_unit_stages_needs_only_its_declaration(monkeypatc
         pod = Pod("1", "1Gi", "1", "1Gi")
         return Stage(name, scope, lambda work: None, name, "quality", pod, upstream, **more)
 
-    boundary = CrawlBoundary(gathered="crawl_scores", reported="unit_percentiles")
+    boundary = CrawlBoundary(gathered="crawl_quality", reported="unit_percentiles")
     percentiles = declared("quality_percentiles", Scope.CRAWL, "cleaned", boundary=boundary)
     top = declared("top_quality", Scope.UNIT, "cleaned", "quality_percentiles")
     monkeypatch.setattr(tokenmill.stages, "STAGES", (*STAGES, percentiles, top))
 
     lab = Dataset(variant({}, "lab"), "lab")
-    assert dependencies(percentiles, lab) == [AssetKey(["lab", "crawl_scores"]), crawl_units.key]
+    assert dependencies(percentiles, lab) == [AssetKey(["lab", "crawl_quality"]), crawl_units.key]
     assert dependencies(top, lab) == [AssetKey(["lab", n]) for n in ("cleaned", "unit_percentiles")]
     scores, shares = gathered(percentiles, lab), reported_by(percentiles, lab)
     assert scores.partitions_def.name == "crawls" and [d.asset_key for d in scores.deps] == [
@@ -772,7 +775,7 @@ def test_a_crawl_stage_between_unit_stages_needs_only_its_declaration(monkeypatc
         AssetKey(["lab", "quality_percentiles"])
     ]
     assert stage_asset(percentiles, lab).asset_deps[AssetKey(["lab", "quality_percentiles"])] == {
-        AssetKey(["lab", "crawl_scores"]),
+        AssetKey(["lab", "crawl_quality"]),
         crawl_units.key,
     }
     assert stage_asset(top, lab).asset_deps[AssetKey(["lab", "top_quality"])] == {

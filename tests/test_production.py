@@ -20,6 +20,7 @@ from tests.datasets import key, recipe_lake
 from tests.servers import PG_HOST, PG_PORT, PG_USER, free_port, write_production_instance
 from tokenmill.lake import Lake
 from tokenmill.layout import MARKER, Unit
+from tokenmill.stage import Scope
 from tokenmill.stages import STAGES
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -101,7 +102,7 @@ def test_runs_and_materializations_are_in_postgres(production, postgres_database
     unit = Unit(CRAWL, "00000").key
     for stage in STAGES:
         asset = stage.name
-        expected = {CRAWL} if asset == "dedup_clusters" else {unit}
+        expected = {CRAWL} if stage.scope is Scope.CRAWL else {unit}
         if asset == "tokenizer":
             assert instance.get_latest_materialization_event(key(asset)) is not None
         else:

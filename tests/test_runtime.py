@@ -1,6 +1,6 @@
 """The runtime environment the image installs (`uv sync --locked --no-dev`, helm/Dockerfile) runs
 every stage: a separate venv without the dev dependencies materializes a small demo crawl end to
-end with the default settings."""
+end with the default settings, then trains a fastText classifier and scores and filters by it."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from data_assets.cli import land_demo_crawl
+from demo.crawl import sample_articles
 from tests.datasets import recipe_lake
 from tokenmill.lake import Lake
 from tokenmill.report import stage_rows
@@ -21,6 +22,8 @@ CRAWL = "CC-MAIN-RUNTIME-2026-01"
 STAGES = (
     "raw_crawl",
     "extracted",
+    "scored",
+    "score_distribution",
     "cleaned",
     "dedup_signatures",
     "dedup_clusters",
@@ -101,3 +104,35 @@ def test_runtime_venv_runs_every_stage(runtime_venv, tmp_path):
     assert rows["raw_crawl"]["docs_out"] >= len(truth["pages"])
     assert 0 < rows["tokenized_shards"]["docs_out"] < len(truth["pages"])
     assert rows["tokenized_shards"]["tokens"] > 0
+
+
+def test_runtime_venv_trains_a_classifier_and_a_recipe_keeps_by_its_scores(runtime_venv, tmp_path):
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    land_demo_crawl(lake, CRAWL, files=2, pages_per_file=60, seed=3)
+    env = clean_env(TOKENMILL_LAKE_URL=str(tmp_path / "lake"), DAGSTER_HOME=str(tmp_path / "h"))
+    tokenmill = [runtime_venv / "bin" / "tokenmill"]
+    run = [*tokenmill, "run", "--crawl", CRAWL, "--files-per-unit", "2"]
+    done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    positives = tmp_path / "good.txt"
+    positives.write_text("\n".join(sample_articles("en", 60, seed=2)))
+    small = ["--epoch", "25", "--lr", "1.0", "--dim", "16", "--bucket", "100000"]
+    train = [*tokenmill, "train-classifier", "good", "--positives", str(positives), *small]
+    trained = subprocess.run(train, env=env, capture_output=True, text=True, timeout=300)
+    assert trained.returncode == 0 and "held out" in trained.stdout, trained.stderr[-3000:]
+    shared = tmp_path / "extraction.yaml"
+    shared.write_text(
+        "score:\n  classifiers:\n    - {name: good, model: classifiers/good/model.bin}\n"
+    )
+    recipe = tmp_path / "picky.yaml"
+    recipe.write_text(
+        "clean:\n  classifier_rules: [{classifier: good, label: hq, keep_top: 0.5}]\n"
+    )
+    settings = {"TOKENMILL_EXTRACTION": str(shared), "TOKENMILL_RECIPES": str(recipe)}
+    done = subprocess.run(run, env=env | settings, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    scored = lake.read_json(f"scored/{CRAWL}/00000/_SUCCESS.json")["counts"]["classifiers"]
+    assert scored["good"]["scored"] > 0
+    cleaned = lake.read_json(f"recipes/picky/cleaned/{CRAWL}/00000/_SUCCESS.json")
+    assert cleaned["dropped"]["filter:classifiers"] > 0
+    assert cleaned["counts"]["classifier_thresholds"]["good.hq"][CRAWL]["crawl_kept_share"] > 0

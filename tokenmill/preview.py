@@ -22,6 +22,8 @@ from tokenmill.histograms import rule_histograms, rule_thresholds
 from tokenmill.lake import Lake
 from tokenmill.layout import EXTRACTED, MARKER, Unit
 from tokenmill.outputs import merge_counts, read_batches
+from tokenmill.scoring import part_scores, with_scores
+from tokenmill.stages.cleaned import score_columns
 from tokenmill.stages.extracted import EXTRACTED_SCHEMA, SIGNALS
 
 KEPT = "kept"
@@ -56,15 +58,22 @@ class Preview:
 def preview(lake: Lake, units: Iterable[Unit], current, proposed, samples: int = 3) -> Preview:
     """Judge every extracted document of `units` by the `current` and `proposed` clean
     settings (`CleanSettings`)."""
-    chains = {"current": current.chain(), "proposed": proposed.chain()}
+    chains = {"current": current.chain(lake), "proposed": proposed.chain(lake)}
     result = Preview(columns_read=_columns(chains.values()))
     result.thresholds = {name: rule_thresholds(chain) for name, chain in chains.items()}
+    scored = sorted({c for chain in chains.values() for c in score_columns(chain)})
     for unit in units:
         marker = lake.read_json(f"{unit.prefix(EXTRACTED)}/{MARKER}")
         for part in range(marker["counts"]["files"]):
             key = f"{unit.part_prefix(EXTRACTED, part)}/docs.parquet"
+            scores = part_scores(lake, unit, part, scored) if scored else None
+            offset = 0
             for batch in read_batches(lake, key, result.columns_read):
-                _judge(result, pl.from_arrow(batch), chains, samples)
+                docs = pl.from_arrow(batch)
+                if scores is not None:
+                    docs = with_scores(docs, scores, offset)
+                    offset += docs.height
+                _judge(result, docs, chains, samples)
     return result
 
 
@@ -77,7 +86,7 @@ def _columns(chains) -> list[str]:
     )
     if needs_text:
         return EXTRACTED_SCHEMA.names
-    return ["doc_id", "url", "language", "language_score", *SIGNALS.columns()]
+    return ["doc_id", "crawl", "url", "language", "language_score", *SIGNALS.columns()]
 
 
 def _judge(result: Preview, docs: pl.DataFrame, chains: dict, samples: int) -> None:

@@ -66,13 +66,15 @@ def run(work: Work) -> StageReport:
     source = extracted["outputs"][DOCS_FILE]["sha256"]
     previous = _previous(work)
     report = StageReport()
+    report.records_in = report.records_out = extracted["records_out"]
     report.counts["classifiers"] = {}
     todo, carried = [], {}
     for classifier in settings.declared():
         version = _version(lake, classifier)
         before = previous.get("counts", {}).get("classifiers", {}).get(classifier.name, {})
         name = score_file(classifier.name)
-        if before.get("version") == version and before.get("extracted") == source:
+        same_labels = before.get("declared_labels") == list(classifier.labels)
+        if before.get("version") == version and before.get("extracted") == source and same_labels:
             histograms = previous["counts"].get("score_histograms", {}).get(classifier.name, {})
             carried[classifier.name] = (
                 lake.read_bytes(f"{work.output}/{name}"),
@@ -90,7 +92,6 @@ def run(work: Work) -> StageReport:
                 _add_histogram(report, classifier_name, label, counts)
         if todo:
             _score(work, todo, scorers, source, report, out)
-    report.records_in = report.records_out = extracted["records_out"]
     return report
 
 
@@ -106,7 +107,13 @@ def _score(work: Work, todo, scorers, source: str, report: StageReport, out) -> 
         for c, scorer in zip(todo, scorers, strict=True)
     }
     info = {
-        c.name: {"version": s.version, "extracted": source, "scored": 0, "unscored": 0}
+        c.name: {
+            "version": s.version,
+            "extracted": source,
+            "declared_labels": list(c.labels),
+            "scored": 0,
+            "unscored": 0,
+        }
         for c, s in zip(todo, scorers, strict=True)
     }
     docs = f"{work.input(EXTRACTED)}/{DOCS_FILE}"
