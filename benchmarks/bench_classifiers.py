@@ -9,7 +9,11 @@ The pages are extracted (the `extracted` stage, bare); a classifier is trained w
 negatives: a sample of the crawl; what it learns does not matter here), once with fastText's
 default size (dim 100, 2,000,000 bigram buckets) and once small (dim 16, 100,000 buckets). Every
 extracted document is then scored ``BENCH_ROUNDS`` times (3) in this process, one thread, in
-batches of 1,000 (`positive_scores`); CPU seconds, medians. The last line is one JSON object.
+batches of 1,000 (`positive_scores`); CPU seconds, medians. Then the `scored` stage itself runs
+the unit with each model declared, in a child process of its own (one worker): its documents
+per CPU second include reading the text and writing the scores and histograms, and its peak
+RSS is what the model and one batch take, whatever the unit's size. The last line is one JSON
+object.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,6 +59,37 @@ def extracted_docs(lake, unit) -> list[tuple[str, str]]:
         for batch in read_batches(lake, key, ["language", "text"]):
             docs += zip(*batch.to_pydict().values(), strict=True)
     return docs
+
+
+STAGE_RUN = """
+import json, resource, sys, time
+from tokenmill.lake import Lake
+from tokenmill.layout import Unit
+from tokenmill.parts import run_stage_work
+from tokenmill.stages import stage_named
+from tokenmill.stages.scored import ScoreSettings
+
+lake_url, crawl, unit, name = sys.argv[1:]
+settings = ScoreSettings(classifiers=[{"name": name, "model": f"classifiers/{name}/model.bin"}])
+cpu, wall = time.process_time(), time.perf_counter()
+report = run_stage_work(stage_named("scored"), Lake.from_url(lake_url), settings,
+                        unit=Unit(crawl, unit), workers=1)
+print(json.dumps({"cpu_s": time.process_time() - cpu, "wall_s": time.perf_counter() - wall,
+                  "docs": report.records_in,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def scored_stage(lake, unit, name: str) -> dict:
+    """The scored stage over the unit with one classifier, in a process of its own."""
+    done = subprocess.run(
+        [sys.executable, "-c", STAGE_RUN, lake.url, unit.crawl, unit.name, name],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def main() -> None:
@@ -94,20 +130,34 @@ def main() -> None:
                 seconds.append(time.process_time() - started)
             cpu = statistics.median(seconds)
             rate = len(texts) / cpu
-            rows.append([label, card["model_bytes"] / 1e6, cpu, rate, text_mb / cpu])
+            stage = scored_stage(lake, unit, name)
+            stage_rate = stage["docs"] / stage["cpu_s"]
+            rows.append(
+                [label, card["model_bytes"] / 1e6, cpu, rate, text_mb / cpu]
+                + [stage_rate, stage["peak_rss_mb"]]
+            )
             figures[name] = {
                 "model_bytes": card["model_bytes"],
                 "cpu_s": seconds,
                 "docs_per_cpu_s": rate,
+                "scored_stage": stage,
             }
         figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print_table(
         f"Scoring {len(texts):,} extracted documents ({text_mb:.1f} MB of text), one thread, "
         f"CPU seconds per pass, median of {rounds}",
-        ["model", "model MB", "CPU s", "docs per CPU s", "MB of text per CPU s"],
+        [
+            "model",
+            "model MB",
+            "CPU s",
+            "docs per CPU s",
+            "MB of text per CPU s",
+            "scored stage docs per CPU s",
+            "stage peak RSS MB",
+        ],
         rows,
     )
-    verdict = "met" if all(r[3] >= TARGET for r in rows) else "NOT met"
+    verdict = "met" if all(min(r[3], r[5]) >= TARGET for r in rows) else "NOT met"
     print(f"target: >= {TARGET:,} documents per second per core: {verdict}")
     print(json.dumps(figures))
 

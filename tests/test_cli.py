@@ -186,3 +186,43 @@ def test_retraining_the_tokenizer_is_a_tagged_run_and_says_what_changed(landed, 
         run = instance.get_run_by_id(match[1])
         assert run.is_success
         assert run.tags["tokenmill/retrained"].startswith("tokenmill retrain-tokenizer by ")
+
+
+def test_the_demo_trains_a_classifier_and_builds_a_second_recipe_that_keeps_by_it(tmp_path):
+    """`tokenmill demo` end to end, as the README's first command runs it (smaller pages):
+    the project's recipe, then demo_quality trained from the crawls' good pages and the
+    demo_top_quality recipe; `tokenmill summary` shows both datasets; run again, nothing runs."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TOKENMILL_EXTRACTION", "TOKENMILL_RECIPES", "TOKENMILL_LAKE_URL")
+    }
+    env |= {"TOKENMILL_LAKE_URL": str(tmp_path / "lake"), "DAGSTER_HOME": str(tmp_path / "h")}
+
+    def tokenmill(*args: str) -> str:
+        command = [sys.executable, "-m", "data_assets.cli", *args]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return done.stdout
+
+    out = tokenmill("demo", "--pages-per-file", "40")
+    assert re.search(r"classifier demo_quality: \d+ positives, \d+ negatives", out)
+    assert "with the demo's classifier declared and its recipe added:" in out
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    card = lake.read_json("classifiers/demo_quality/card.json")
+    assert card["held_out"]["recall"] and card["held_out"]["precision"]
+    rows = {}
+    for line in tokenmill("summary").splitlines()[2:]:
+        cells = [c.strip() for c in line.split("|")]
+        rows[cells[0]] = {"partitions": cells[1], "docs_out": int(cells[3])}
+    for recipe in ("fineweb_en", "demo_top_quality"):
+        shards = rows[f"{recipe}/tokenized_shards"]
+        assert shards["partitions"] == "3/3" and shards["docs_out"] > 0, rows
+    # the classifier keeps a share of what FineWeb's filters keep
+    assert 0 < rows["demo_top_quality/cleaned"]["docs_out"] < rows["fineweb_en/cleaned"]["docs_out"]
+    assert rows["scored"]["docs_out"] == rows["extracted"]["docs_out"]
+    assert "\n0 runs succeeded" in "\n" + tokenmill("demo", "--pages-per-file", "40")
