@@ -62,12 +62,17 @@ def extracted_docs(lake, unit) -> list[tuple[str, str]]:
 
 
 STAGE_RUN = """
-import json, resource, sys, time
+import json, sys, time
 from tokenmill.lake import Lake
 from tokenmill.layout import Unit
 from tokenmill.parts import run_stage_work
 from tokenmill.stages import stage_named
 from tokenmill.stages.scored import ScoreSettings
+
+def peak_rss_mb():  # VmHWM: ru_maxrss would include the parent's peak (kept across exec)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
 
 lake_url, crawl, unit, name = sys.argv[1:]
 settings = ScoreSettings(classifiers=[{"name": name, "model": f"classifiers/{name}/model.bin"}])
@@ -76,7 +81,7 @@ report = run_stage_work(stage_named("scored"), Lake.from_url(lake_url), settings
                         unit=Unit(crawl, unit), workers=1)
 print(json.dumps({"cpu_s": time.process_time() - cpu, "wall_s": time.perf_counter() - wall,
                   "docs": report.records_in,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": peak_rss_mb()}))
 """
 
 
