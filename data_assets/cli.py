@@ -14,7 +14,13 @@ from data_assets.runner import RunsFailedError
 from tokenmill.classifiers import CLASSIFIERS, TrainingSettings
 from tokenmill.lake import Lake, LakeAccessError
 from tokenmill.layout import LANDING, Unit
-from tokenmill.report import NoSuchTokenError, format_table, stage_rows, trace_token
+from tokenmill.report import (
+    NoSuchTokenError,
+    format_table,
+    stage_rows,
+    trace_release_token,
+    trace_token,
+)
 
 # Two crawls of different sizes: every partition of every asset has data, whatever the other
 # crawl holds.
@@ -254,7 +260,17 @@ def chosen_recipe(name: str | None, what: str = "--recipe"):
 
 def cmd_trace(args: argparse.Namespace) -> None:
     lake = chosen_recipe(args.recipe).lake(default_lake())
-    found = trace_token(lake, Unit.from_key(args.unit), args.part, args.position)
+    print_trace(trace_token(lake, Unit.from_key(args.unit), args.part, args.position))
+
+
+def cmd_trace_release(args: argparse.Namespace) -> None:
+    lake = chosen_recipe(args.recipe).lake(default_lake())
+    found = trace_release_token(lake, args.shard, args.position, args.version)
+    print_trace(found)
+    print(f"  {'copied from':14} {found['source']} document {found['source_doc_index']}")
+
+
+def print_trace(found: dict) -> None:
     print(
         f"token {found['position']} = {found['token']!r} (id {found['token_id']})"
         + (" [end of document]" if found["is_end_of_document"] else "")
@@ -447,6 +463,13 @@ def main(argv: list[str] | None = None) -> None:
     trace.add_argument("position", type=int)
     trace.add_argument("--recipe", help="whose shards (default: the only recipe)")
     trace.set_defaults(func=cmd_trace)
+
+    traced = commands.add_parser("trace-release", help="where a token of a release shard came from")
+    traced.add_argument("shard", help="the shard's name, e.g. train-00000")
+    traced.add_argument("position", type=int)
+    traced.add_argument("--version", help="the release version (default: the latest)")
+    traced.add_argument("--recipe", help="whose release (default: the only recipe)")
+    traced.set_defaults(func=cmd_trace_release)
 
     preview = commands.add_parser(
         "preview",

@@ -102,7 +102,9 @@ def follows_changed_inputs() -> AutomationCondition:
     ).with_label("follows changed inputs")
 
 
-def automation_condition(stage: Stage) -> AutomationCondition:
+def automation_condition(stage: Stage) -> AutomationCondition | None:
+    if not stage.automatic:
+        return None
     if stage.name == STAGES[0].name:
         # Every new unit, whoever registered it (landing sensor, reconciliation job,
         # `tokenmill register`), is launched once. Units registered before the condition's

@@ -36,6 +36,7 @@ DEDUP_CLUSTERS = "dedup_clusters"
 DEDUPLICATED = "deduplicated"
 TOKENIZER = "tokenizer"
 TOKENIZED_SHARDS = "tokenized_shards"
+RELEASE = "release"
 TOKENIZER_KEY = f"{TOKENIZER}/tokenizer.json"
 
 # Crawl and unit names become lake keys, partition keys and run tags: letters, digits, and
@@ -196,7 +197,10 @@ TOKEN_PROVENANCE_SCHEMA = pa.schema(
         ("record_id", pa.string()),
         ("record_offset", pa.int64()),
         ("url", pa.string()),
+        ("language", pa.string()),
         ("token_start", pa.int64()),
         ("token_end", pa.int64()),
+        # xxh3-64 of the document's text: equal texts, equal hashes (a release's split key)
+        ("text_hash", pa.uint64()),
     ]
 )

@@ -7,7 +7,7 @@ import bisect
 import pyarrow.parquet as pq
 
 from tokenmill.lake import Lake
-from tokenmill.layout import MARKER, TOKENIZED_SHARDS, Unit, crawl_prefix
+from tokenmill.layout import MARKER, RELEASE, TOKENIZED_SHARDS, Unit, crawl_prefix
 from tokenmill.megatron import IndexedDataset
 from tokenmill.outputs import is_committed, require_committed
 from tokenmill.stage import Scope
@@ -84,22 +84,47 @@ def trace_token(lake: Lake, unit: Unit, part: int, position: int, window: int = 
     """Where the token at `position` of a unit's tokenized file came from, and the text around
     it. Raises MissingInputError if the unit has no tokenized shards and NoSuchTokenError for a
     part or position outside them."""
+    prefix = _tokenized_part(lake, unit, part)
+    keys = (f"{prefix}/tokens.bin", f"{prefix}/tokens.idx", f"{prefix}/provenance.parquet")
+    return _trace(lake, *keys, position, lake.uri(prefix), window)
+
+
+def trace_release_token(
+    lake: Lake, shard: str, position: int, version: str | None = None, window: int = 24
+) -> dict:
+    """Where the token at `position` of a release shard (`train-00000`) came from: the
+    release's provenance sidecar names its tokenized file and document, and their source."""
+    from tokenmill.release import release_report
+
+    marker = release_report(lake, version)
+    prefix = f"{RELEASE}/{marker['counts']['version']}"
+    if f"{shard}.bin" not in marker["outputs"]:
+        shards = sorted(k[:-4] for k in marker["outputs"] if k.endswith(".bin"))
+        raise NoSuchTokenError(f"release {prefix} has no shard {shard!r}; shards: {shards[:10]}")
+    keys = (
+        f"{prefix}/{shard}.bin",
+        f"{prefix}/{shard}.idx",
+        f"{prefix}/{shard}.provenance.parquet",
+    )
+    return _trace(lake, *keys, position, lake.uri(f"{prefix}/{shard}"), window)
+
+
+def _trace(lake, bin_key, idx_key, sidecar_key, position: int, where: str, window: int) -> dict:
     from tokenmill.tokenize import load_tokenizer
 
     if position < 0:
         raise NoSuchTokenError(f"token position must be 0 or more, not {position}")
-    prefix = _tokenized_part(lake, unit, part)
-    with lake.open_input(f"{prefix}/provenance.parquet") as f:
+    with lake.open_input(sidecar_key) as f:
         sidecar = pq.read_table(f).to_pylist()
     starts = [row["token_start"] for row in sidecar]
     doc = bisect.bisect_right(starts, position) - 1
-    with lake.open_input(f"{prefix}/tokens.bin") as bin_file:
-        dataset = IndexedDataset(lake.read_bytes(f"{prefix}/tokens.idx"), bin_file)
+    with lake.open_input(bin_key) as bin_file:
+        dataset = IndexedDataset(lake.read_bytes(idx_key), bin_file)
         if doc < 0 or doc >= len(dataset) or position >= starts[doc] + dataset.lengths[doc]:
             total = int(sum(dataset.lengths))
             held = f"tokens 0 to {total - 1}" if total else "no tokens"
             raise NoSuchTokenError(
-                f"token {position} is past the end of {lake.uri(prefix)}, which holds {held}"
+                f"token {position} is past the end of {where}, which holds {held}"
             )
         tokens = dataset.document(doc)
     row = sidecar[doc]

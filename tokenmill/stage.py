@@ -153,6 +153,8 @@ class Stage:
     distributions_of: str | None = None
     # Prefixes besides its zone where it keeps work in progress (a recipe's, like its zone).
     work_zones: tuple[str, ...] = ()
+    # False: the automation never launches it (a release is made on purpose).
+    automatic: bool = True
     # Built once for every recipe (reading and extraction); the others are built per recipe,
     # each recipe's in its own zones (`Lake.with_zones`).
     shared: bool = False

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import xxhash
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from tokenmill.lake import Lake
@@ -38,7 +39,15 @@ EOD_TOKEN = "<|endoftext|>"
 EOD_CANDIDATES = (EOD_TOKEN, "</s>", "<|end_of_text|>", "<eos>", "<|eos|>")
 SIDECAR_SCHEMA = TOKEN_PROVENANCE_SCHEMA
 ARRAY_TYPECODES = {np.dtype(np.uint16): "H", np.dtype(np.int32): "i"}
-SIDECAR_SOURCE_COLUMNS = ["doc_id", "crawl", "source_file", "record_id", "record_offset", "url"]
+SIDECAR_SOURCE_COLUMNS = [
+    "doc_id",
+    "crawl",
+    "source_file",
+    "record_id",
+    "record_offset",
+    "url",
+    "language",
+]
 
 
 def train_byte_level_bpe(texts: Iterator[str], vocab_size: int) -> Tokenizer:
@@ -172,6 +181,13 @@ def load_tokenizer(lake: Lake) -> tuple[Tokenizer, str]:
     return Tokenizer.from_str(data.decode()), hashlib.sha256(data).hexdigest()
 
 
+def text_hashes(texts: pa.Array) -> pa.Array:
+    """xxh3-64 of each text's UTF-8 bytes."""
+    return pa.array(
+        [xxhash.xxh3_64_intdigest(text.encode()) for text in texts.to_pylist()], pa.uint64()
+    )
+
+
 def tokenize_part(work: Work, batch_docs: int = 1024) -> StageReport:
     """The file's documents as a Megatron indexed dataset and its provenance sidecar; tokens a
     sibling recipe already made for the same text are copied (see token_reuse)."""
@@ -225,6 +241,7 @@ def _tokenize(
                 )
                 .append_column("token_start", pa.array(starts, pa.int64()))
                 .append_column("token_end", pa.array(starts + lengths, pa.int64()))
+                .append_column("text_hash", text_hashes(batch.column("text")))
             )
             report.records_in += batch.num_rows
             report.bytes_in += pc.sum(pc.binary_length(batch.column("text"))).as_py() or 0

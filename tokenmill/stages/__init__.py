@@ -9,6 +9,7 @@ from tokenmill.stages import (
     deduplicated,
     extracted,
     raw_crawl,
+    release,
     score_distribution,
     scored,
     tokenized_shards,
@@ -26,6 +27,7 @@ STAGES: tuple[Stage, ...] = (
     deduplicated.STAGE,
     tokenizer.STAGE,
     tokenized_shards.STAGE,
+    release.STAGE,
 )
 
 

@@ -1,0 +1,496 @@
+"""Releases: a recipe's tokenized files of some crawls as training-ready Megatron datasets —
+shards of about `shard_tokens` tokens, documents shuffled across the whole release, a validation
+split by a hash of each document's text, a blend, every token traceable to its WARC record.
+
+A release is planned from the tokenized units' markers alone (documents and tokens per file):
+its version is a hash of the settings, the tokenizer and every input file's SHA-256. Documents
+are numbered across the input files in lake order; position p of a group's shuffled order holds
+document `Permutation(N, seed)(p)`, found by a binary search of the files' document prefix sums
+(no permutation array, no per-document table: memory is 8 bytes per input file). Train shard k
+of a group is positions [k*D, (k+1)*D) (D documents make about `shard_tokens` train tokens),
+without the validation documents met there; those are collected per shard and concatenated, in
+shuffled order, into the validation shards by the finishing step. Shards are written by
+independent pieces (parallel steps), each committed with a done file; the release is published
+by its `_SUCCESS.json`, written last: a reader sees a complete release or none.
+
+Without `weights`, the crawls are one group shuffled together; with them, each weighted crawl
+is a group of its own (`train-<crawl>-NNNNN`) and `blend.txt` weights its shards by the crawl's
+weight, split by tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import Counter, OrderedDict
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokenmill.lake import Lake
+from tokenmill.layout import MARKER, RELEASE, TOKEN_PROVENANCE_SCHEMA, TOKENIZED_SHARDS
+from tokenmill.megatron import IndexedDataset, IndexedDatasetWriter
+from tokenmill.outputs import (
+    HashingFile,
+    MissingInputError,
+    ParquetSink,
+    StageReport,
+    require_committed,
+)
+from tokenmill.permutation import Permutation, mix64
+from tokenmill.stage import setting
+from tokenmill.units import registered_crawls, registered_units
+
+ALL = "all"  # the group of every crawl, without weights
+SPLITS = ("train", "valid")
+MAX_DOCUMENTS = 2**31 - 2  # Megatron's document index is int32
+CHUNK = 1 << 16  # positions resolved and read at a time
+SIDECAR_CACHE = 64  # input files whose index and sidecar a piece keeps
+SOURCE_FIELDS = [
+    f for f in TOKEN_PROVENANCE_SCHEMA if f.name not in ("doc_index", "token_start", "token_end")
+]
+# A release shard's provenance: a row per document, its token span in the shard, the tokenized
+# file and document it was copied from, and that document's provenance.
+RELEASE_SIDECAR = pa.schema(
+    [
+        ("doc_index", pa.int64()),
+        ("token_start", pa.int64()),
+        ("token_end", pa.int64()),
+        ("source", pa.string()),
+        ("source_doc_index", pa.int64()),
+        *SOURCE_FIELDS,
+    ]
+)
+
+
+class ReleaseError(ValueError):
+    """A release that cannot be made from its inputs or settings: the message names them."""
+
+
+@dataclass(frozen=True)
+class ReleaseSettings:
+    crawls: list[str] = setting([], "Crawls to release (default: every crawl)")
+    seed: int = setting(0, "Seed of the documents' shuffle")
+    shard_tokens: int = setting(
+        1_000_000_000, "Tokens per shard, about (the last shard of a split may hold fewer)"
+    )
+    validation: float = setting(
+        0.001, "Share of documents in the validation split (by a hash of their text)"
+    )
+    split_seed: int = setting(
+        0, "Seed of the split's hash: the same in every release keeps each document's side"
+    )
+    weights: dict[str, float] = setting(
+        {},
+        "Blend weight per crawl (each weighted crawl shuffled into shards of its own); empty: "
+        "every crawl shuffled together, weighted by tokens",
+    )
+
+    def __post_init__(self):
+        if isinstance(self.shard_tokens, int) and self.shard_tokens < 1:
+            raise ValueError(f"release.shard_tokens must be 1 or more, not {self.shard_tokens}")
+        if isinstance(self.validation, int | float) and not 0 <= self.validation < 1:
+            raise ValueError(f"release.validation {self.validation} is not a share in [0, 1)")
+        for crawl, weight in (self.weights or {}).items():
+            if not isinstance(weight, int | float) or isinstance(weight, bool) or weight <= 0:
+                raise ValueError(f"release.weights.{crawl}: {weight!r} is not a positive number")
+
+
+def is_valid(text_hashes: np.ndarray, share: float, split_seed: int) -> np.ndarray:
+    """Which documents are in the validation split: a seeded hash of their text's hash below
+    the share (equal texts, one side; another crawl added later moves no document)."""
+    with np.errstate(over="ignore"):
+        key = np.asarray(text_hashes, dtype=np.uint64) ^ mix64(np.uint64(split_seed + 1))
+    draws = mix64(key) >> np.uint64(11)  # 53 bits: exact as a float64
+    return draws.astype(np.float64) / float(1 << 53) < share
+
+
+# -- planning ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    version: str
+    groups: dict[str, dict]  # name -> {sources, documents (list), tokens, seed, per_shard, shards}
+    tokenizer_sha256: str
+    dtype: str
+    settings: dict
+
+    @property
+    def prefix(self) -> str:
+        return f"{RELEASE}/{self.version}"
+
+    def pieces(self) -> list[str]:
+        return [f"{g}/{k}" for g, group in self.groups.items() for k in range(group["shards"])]
+
+
+def plan_release(lake: Lake, settings: ReleaseSettings) -> Plan:
+    """The release's inputs, version and shards; fails naming a crawl or setting that cannot
+    be released, before anything is written."""
+    crawls = list(settings.crawls) or registered_crawls(lake)
+    unknown = sorted(set(settings.weights) - set(crawls))
+    if unknown:
+        raise ReleaseError(f"release.weights names crawl(s) {unknown} not in the release {crawls}")
+    files: dict[str, list[tuple[str, int, int, str]]] = {}
+    tokenizers: dict[str, set[str]] = {}
+    dtypes = set()
+    for crawl in crawls:
+        rows = []
+        for unit in registered_units(lake, crawl):
+            marker = require_committed(
+                lake, unit.prefix(TOKENIZED_SHARDS), f"tokenized_shards of {unit}"
+            )
+            tokenizers.setdefault(marker["counts"]["tokenizer_sha256"], set()).add(crawl)
+            dtypes.add(marker["counts"]["dtype"])
+            itemsize = np.dtype(marker["counts"]["dtype"]).itemsize
+            for part in range(marker["counts"]["files"]):
+                name = f"{part:05d}"
+                tokens = marker["outputs"][f"{name}/tokens.bin"]
+                documents = marker["outputs"][f"{name}/provenance.parquet"]["rows"]
+                source = unit.part_prefix(TOKENIZED_SHARDS, part)
+                rows.append((source, documents, tokens["bytes"] // itemsize, tokens["sha256"]))
+        if not any(documents for _, documents, _, _ in rows):
+            raise ReleaseError(f"crawl {crawl} has no tokenized documents to release")
+        files[crawl] = rows
+    if len(tokenizers) > 1:
+        named = "; ".join(f"{sha[:12]}: {sorted(c)}" for sha, c in tokenizers.items())
+        raise ReleaseError(f"the crawls were tokenized with different tokenizers ({named})")
+    names = {c: c if settings.weights else ALL for c in crawls}
+    groups: dict[str, dict] = {}
+    for crawl in crawls:
+        group = groups.setdefault(names[crawl], {"sources": [], "documents": [], "tokens": 0})
+        for source, documents, tokens, _ in files[crawl]:
+            group["sources"].append(source)
+            group["documents"].append(documents)
+            group["tokens"] += tokens
+    identity = {
+        "settings": asdict(settings),
+        "tokenizer_sha256": next(iter(tokenizers)),
+        "inputs": {c: [(s, sha) for s, _, _, sha in rows] for c, rows in files.items()},
+    }
+    for index, (name, group) in enumerate(groups.items()):
+        total = sum(group["documents"])
+        per_doc = group["tokens"] / total
+        train_share = 1 - settings.validation
+        if settings.shard_tokens < per_doc:
+            raise ReleaseError(
+                f"release.shard_tokens {settings.shard_tokens} is smaller than one document "
+                f"({per_doc:.0f} tokens on average in {name})"
+            )
+        per_shard = min(MAX_DOCUMENTS, max(1, round(settings.shard_tokens / per_doc / train_share)))
+        group |= {
+            "seed": settings.seed * 1_000_003 + index,
+            "per_shard": per_shard,
+            "shards": math.ceil(total / per_shard),
+            "weight": settings.weights.get(name, 1.0),
+        }
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    return Plan(digest[:16], groups, identity["tokenizer_sha256"], dtypes.pop(), asdict(settings))
+
+
+# -- writing a shard --------------------------------------------------------------------------
+
+
+class _Sources:
+    """The input files a piece reads, their indexes and sidecars kept for the last few."""
+
+    def __init__(self, lake: Lake):
+        self.lake = lake
+        self.cache: OrderedDict[str, tuple[IndexedDataset, pa.Table]] = OrderedDict()
+
+    def get(self, source: str) -> tuple[IndexedDataset, pa.Table]:
+        if source in self.cache:
+            self.cache.move_to_end(source)
+            return self.cache[source]
+        index = IndexedDataset(self.lake.read_bytes(f"{source}/tokens.idx"), None)
+        with self.lake.open_input(f"{source}/provenance.parquet") as f:
+            sidecar = pq.read_table(f)
+        if "text_hash" not in sidecar.column_names:
+            raise MissingInputError(
+                f"{source} was tokenized before documents carried a text hash: "
+                "rematerialize tokenized_shards"
+            )
+        self.cache[source] = (index, sidecar)
+        if len(self.cache) > SIDECAR_CACHE:
+            self.cache.popitem(last=False)
+        return index, sidecar
+
+
+def _documents(lake: Lake, group: dict, positions: np.ndarray, sources: _Sources):
+    """Yield (tokens bytes, sidecar row, text hash) of the documents at `positions` of the
+    group's shuffled order, in that order, reading them grouped by input file."""
+    starts = np.zeros(len(group["documents"]) + 1, np.int64)
+    np.cumsum(group["documents"], out=starts[1:])
+    shuffle = Permutation(int(starts[-1]), group["seed"])
+    for first in range(0, len(positions), CHUNK):
+        chunk = shuffle(positions[first : first + CHUNK])
+        files = np.searchsorted(starts, chunk, side="right") - 1
+        within = chunk - starts[files]
+        found: list = [None] * len(chunk)
+        for file in np.unique(files):
+            rows = np.flatnonzero(files == file)
+            source = group["sources"][file]
+            index, sidecar = sources.get(source)
+            picked = sidecar.take(pa.array(within[rows])).to_pylist()
+            with lake.open_input(f"{source}/tokens.bin") as data:
+                for row, doc, entry in sorted(
+                    zip(rows, within[rows], picked, strict=True), key=lambda r: r[1]
+                ):
+                    data.seek(int(index.pointers[doc]))
+                    size = int(index.lengths[doc]) * index.dtype.itemsize
+                    found[row] = (data.read(size), source, int(doc), entry)
+        yield from found
+
+
+def shard_name(split: str, group: str, number: int) -> str:
+    return f"{split}-{number:05d}" if group == ALL else f"{split}-{group}-{number:05d}"
+
+
+class _Dataset:
+    """A Megatron dataset (`<key>.bin`, `<key>.idx`) and its provenance sidecar
+    (`<key>.provenance.parquet`), each file committed atomically when the block ends without
+    an error, discarded otherwise."""
+
+    def __init__(self, lake: Lake, key: str, dtype: str):
+        self.lake, self.key, self.dtype = lake, key, np.dtype(dtype)
+        self.stack = ExitStack()
+        self.outputs: dict[str, dict] = {}
+
+    def _file(self, suffix: str) -> HashingFile:
+        return HashingFile(self.stack.enter_context(self.lake.writing(self.key + suffix)))
+
+    def __enter__(self) -> _Dataset:
+        self.stack.__enter__()
+        self.files = {suffix: self._file(suffix) for suffix in (".bin", ".provenance.parquet")}
+        self.writer = IndexedDatasetWriter(self.files[".bin"], self.dtype)
+        self.sidecar = ParquetSink(self.files[".provenance.parquet"], RELEASE_SIDECAR)
+        return self
+
+    def add(self, data: bytes, source: str, doc: int, row: dict) -> None:
+        start = self.writer.tokens
+        self.writer.add_encoded(data)
+        text_tokens = row["token_end"] - row["token_start"]
+        self.sidecar.write(
+            {
+                "doc_index": len(self.writer.lengths) - 1,
+                "token_start": start,
+                "token_end": start + text_tokens,
+                "source": source,
+                "source_doc_index": doc,
+                **{f.name: row[f.name] for f in SOURCE_FIELDS},
+            }
+        )
+
+    @property
+    def documents(self) -> int:
+        return len(self.writer.lengths)
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self.sidecar.close()
+            self.files[".idx"] = self._file(".idx")
+            self.writer.write_index(self.files[".idx"])
+        self.stack.__exit__(exc_type, exc, tb)
+        if exc_type is None:
+            name = self.key.rsplit("/", 1)[1]
+            for suffix, file in self.files.items():
+                digest = file.sha256.hexdigest()
+                self.outputs[name + suffix] = {"bytes": file.size, "sha256": digest}
+        return False
+
+    def counts(self) -> dict:
+        return {"documents": self.documents, "tokens": self.writer.tokens}
+
+
+def write_piece(lake: Lake, plan: Plan, piece: str, settings: ReleaseSettings) -> dict:
+    """Train shard `piece` (`<group>/<k>`) and the validation documents met there; committed
+    by its done file, skipped when that exists (a resumed step)."""
+    done_key = _done_key(plan, piece)
+    if lake.exists(done_key):
+        return lake.read_json(done_key)
+    name, number = piece.split("/")
+    group, number = plan.groups[name], int(number)
+    first = number * group["per_shard"]
+    positions = np.arange(first, min(first + group["per_shard"], sum(group["documents"])))
+    train_name = shard_name("train", name, number)
+    train = _Dataset(lake, f"{plan.prefix}/{train_name}", plan.dtype)
+    valid = _Dataset(lake, f"{plan.prefix}/_valid/{name}-{number:05d}", plan.dtype)
+    counted = {split: {"crawls": Counter(), "languages": Counter()} for split in SPLITS}
+    with train, valid:
+        for data, source, doc, row in _documents(lake, group, positions, _Sources(lake)):
+            held_out = is_valid([row["text_hash"]], settings.validation, settings.split_seed)[0]
+            (valid if held_out else train).add(data, source, doc, row)
+            counts = counted["valid" if held_out else "train"]
+            counts["crawls"][row["crawl"]] += 1
+            counts["languages"][row["language"] or "unknown"] += 1
+    summary = {
+        "piece": piece,
+        "train": {"name": train_name, **train.counts(), **counted["train"]},
+        "valid": {**valid.counts(), **counted["valid"]},
+        "outputs": train.outputs,
+    }
+    lake.write_json(done_key, summary)
+    return summary
+
+
+# -- publishing -------------------------------------------------------------------------------
+
+
+def finish_release(lake: Lake, plan: Plan, settings: ReleaseSettings) -> StageReport:
+    """The validation shards, `manifest.json`, `blend.txt` (train) and `blend-valid.txt`, then
+    `_SUCCESS.json`, which publishes the release; a published version is returned as it is."""
+    published = f"{plan.prefix}/{MARKER}"
+    if lake.exists(published):
+        return StageReport.from_summary(lake.read_json(published))
+    missing = [p for p in plan.pieces() if not lake.exists(_done_key(plan, p))]
+    if missing:
+        raise MissingInputError(f"release {plan.version}: pieces not written: {missing[:5]}")
+    shards, outputs = [], {}
+    totals = {
+        split: {"documents": 0, "tokens": 0, "crawls": Counter(), "languages": Counter()}
+        for split in SPLITS
+    }
+    for name, group in plan.groups.items():
+        for number in range(group["shards"]):
+            done = lake.read_json(_done_key(plan, f"{name}/{number}"))
+            train = done["train"]
+            shards.append(_shard("train", name, train["name"], train, done["outputs"]))
+            outputs |= done["outputs"]
+            for split in SPLITS:
+                for key in ("documents", "tokens"):
+                    totals[split][key] += done[split][key]
+                for key in ("crawls", "languages"):
+                    totals[split][key].update(done[split][key])
+        for shard, written in _valid_shards(lake, plan, name, group, settings.shard_tokens):
+            shards.append(_shard("valid", name, shard["name"], shard, written))
+            outputs |= written
+    manifest = {
+        "version": plan.version,
+        "settings": plan.settings,
+        "tokenizer_sha256": plan.tokenizer_sha256,
+        "dtype": plan.dtype,
+        "groups": {
+            name: {
+                "weight": group["weight"],
+                "seed": group["seed"],
+                "documents_per_train_shard": group["per_shard"],
+                "input_files": len(group["sources"]),
+            }
+            for name, group in plan.groups.items()
+        },
+        "splits": {
+            split: {k: dict(v) if isinstance(v, Counter) else v for k, v in totals[split].items()}
+            for split in SPLITS
+        },
+        "shards": shards,
+    }
+    extra = {
+        "manifest.json": json.dumps(manifest, indent=1, sort_keys=True).encode(),
+        "blend.txt": blend(shards, plan, "train").encode(),
+        "blend-valid.txt": blend(shards, plan, "valid").encode(),
+    }
+    for name, data in extra.items():
+        lake.write_bytes(f"{plan.prefix}/{name}", data)
+        outputs[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    report = StageReport(
+        records_in=totals["train"]["documents"] + totals["valid"]["documents"],
+        records_out=totals["train"]["documents"] + totals["valid"]["documents"],
+    )
+    report.outputs = dict(sorted(outputs.items()))
+    report.bytes_out = sum(entry["bytes"] for entry in outputs.values())
+    report.counts.update(
+        version=plan.version,
+        tokenizer_sha256=plan.tokenizer_sha256,
+        train_shards=sum(s["split"] == "train" for s in shards),
+        valid_shards=sum(s["split"] == "valid" for s in shards),
+        train_tokens=totals["train"]["tokens"],
+        valid_tokens=totals["valid"]["tokens"],
+        valid_documents=totals["valid"]["documents"],
+    )
+    report.finish()
+    lake.write_json(published, report.summary())  # published: readers see it whole from here
+    lake.write_json(f"{RELEASE}/latest.json", {"version": plan.version})
+    lake.delete_prefix(f"{plan.prefix}/_valid")
+    lake.delete_prefix(f"{plan.prefix}/_pieces")
+    return report
+
+
+def _done_key(plan: Plan, piece: str) -> str:
+    return f"{plan.prefix}/_pieces/{piece.replace('/', '-')}.json"
+
+
+def _shard(split: str, group: str, name: str, counts: dict, outputs: dict) -> dict:
+    return {
+        "name": name,
+        "split": split,
+        "group": group,
+        "documents": counts["documents"],
+        "tokens": counts["tokens"],
+        "bytes": sum(e["bytes"] for k, e in outputs.items() if k.startswith(name + ".")),
+    }
+
+
+def _valid_shards(lake: Lake, plan: Plan, name: str, group: dict, shard_tokens: int):
+    """The validation documents the group's pieces met, in shuffled order, concatenated into
+    shards of about `shard_tokens`; yields (counts, outputs) per shard."""
+    number, current = 0, None
+    try:
+        for piece in range(group["shards"]):
+            key = f"{plan.prefix}/_valid/{name}-{piece:05d}"
+            index = IndexedDataset(lake.read_bytes(f"{key}.idx"), None)
+            with lake.open_input(f"{key}.provenance.parquet") as f:
+                rows = pq.read_table(f).to_pylist()
+            with lake.open_input(f"{key}.bin") as data:
+                for doc, row in enumerate(rows):
+                    size = int(index.lengths[doc]) * index.dtype.itemsize
+                    tokens = data.read(size)
+                    if (
+                        current is not None
+                        and current.writer.tokens + size // index.dtype.itemsize > shard_tokens
+                    ):
+                        current.__exit__(None, None, None)
+                        yield (
+                            {"name": current.key.rsplit("/", 1)[1], **current.counts()},
+                            current.outputs,
+                        )
+                        number, current = number + 1, None
+                    if current is None:
+                        shard = shard_name("valid", name, number)
+                        current = _Dataset(lake, f"{plan.prefix}/{shard}", plan.dtype).__enter__()
+                    current.add(tokens, row["source"], row["source_doc_index"], row)
+        if current is not None:
+            current.__exit__(None, None, None)
+            yield {"name": current.key.rsplit("/", 1)[1], **current.counts()}, current.outputs
+            current = None
+    finally:
+        if current is not None:  # an error: its temporary files are discarded
+            current.__exit__(RuntimeError, RuntimeError("release failed"), None)
+
+
+def blend(shards: list[dict], plan: Plan, split: str) -> str:
+    """Megatron-LM's data path: `weight prefix` pairs, a group's weight split over its shards
+    by tokens, the weights summing to 1."""
+    chosen = [s for s in shards if s["split"] == split and s["tokens"]]
+    group_tokens = Counter()
+    for shard in chosen:
+        group_tokens[shard["group"]] += shard["tokens"]
+    weights = {g: plan.groups[g]["weight"] for g in group_tokens}
+    total = sum(weights.values())
+    pairs = [
+        (weights[s["group"]] / total * s["tokens"] / group_tokens[s["group"]], s["name"])
+        for s in chosen
+    ]
+    return " ".join(f"{weight:.10g} {name}" for weight, name in pairs) + "\n"
+
+
+def release_report(lake: Lake, version: str | None = None) -> dict:
+    """A published release's marker (the latest when `version` is None)."""
+    if version is None:
+        if not lake.exists(f"{RELEASE}/latest.json"):
+            raise MissingInputError("no release is published: materialize release first")
+        version = lake.read_json(f"{RELEASE}/latest.json")["version"]
+    return require_committed(lake, f"{RELEASE}/{version}", f"release {version}")
