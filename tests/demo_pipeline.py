@@ -113,3 +113,30 @@ def extracted_demo_unit(root: Path, crawl: str, files: int, pages_per_file: int,
     run_stage_work(stage_named(RAW_CRAWL), lake, unit=unit, workers=1)
     run_stage_work(stage_named(EXTRACTED), lake, unit=unit, workers=1)
     return lake, unit, json.loads((root / "truth.json").read_text())
+
+
+def tokenized_demo_crawls(root: Path, crawls: dict[str, int], files: int, pages_per_file: int):
+    """A lake under `root` with demo crawls (name -> seed: one seed twice gives the same pages
+    under two crawls) run through every stage up to tokenized_shards in this process, with the
+    stages' default settings (no Dagster)."""
+    from tokenmill.parts import run_stage_work
+    from tokenmill.stages import stage_named
+    from tokenmill.units import register_new_files
+
+    lake = Lake.from_url(str(root / "lake"))
+    units = {}
+    for crawl, seed in crawls.items():
+        land_demo_crawl(lake, crawl, files, pages_per_file, seed)
+        units[crawl] = register_new_files(lake, crawl, files_per_unit=2).units
+    every = [unit for found in units.values() for unit in found]
+    for name in ("raw_crawl", "extracted", "cleaned", "dedup_signatures"):
+        for unit in every:
+            run_stage_work(stage_named(name), lake, unit=unit, workers=1)
+    for crawl in crawls:
+        run_stage_work(stage_named("dedup_clusters"), lake, crawl=crawl)
+    for unit in every:
+        run_stage_work(stage_named("deduplicated"), lake, unit=unit, workers=1)
+    run_stage_work(stage_named("tokenizer"), lake)
+    for unit in every:
+        run_stage_work(stage_named("tokenized_shards"), lake, unit=unit, workers=1)
+    return lake

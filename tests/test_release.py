@@ -1,0 +1,234 @@
+"""Training-ready releases: a Feistel permutation that is a bijection at every size, shards
+read back by the tests' own Megatron reader holding every released document once, shuffled
+without locality, a validation split by text that never moves a document, byte-identical
+releases, resumed pieces, provenance through the merge, and bad settings named before
+anything is written."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import replace
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from tests.demo_pipeline import tokenized_demo_crawls
+from tests.formats import read_indexed_dataset
+from tokenmill.layout import MARKER, TOKENIZED_SHARDS
+from tokenmill.outputs import read_batches
+from tokenmill.parts import run_stage_work
+from tokenmill.permutation import Permutation
+from tokenmill.release import ReleaseError, ReleaseSettings, plan_release, release_report
+from tokenmill.report import trace_release_token
+from tokenmill.stages import stage_named
+from tokenmill.units import registered_units
+
+FIRST, SECOND, COPY = "CC-MAIN-REL-2026-01", "CC-MAIN-REL-2026-02", "CC-MAIN-REL-2026-03"
+SMALL = ReleaseSettings(shard_tokens=20_000, validation=0.1, seed=3)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 255, 256, 257, 2**16 - 1, 2**16, 2**16 + 1])
+def test_the_permutation_is_a_bijection_at_boundary_sizes(size):
+    values = Permutation(size, seed=11)(np.arange(size))
+    assert np.array_equal(np.sort(values), np.arange(size))
+
+
+def test_the_permutation_depends_on_the_seed_and_only_on_it():
+    first = Permutation(100_000, seed=1)(np.arange(100_000))
+    assert np.array_equal(first, Permutation(100_000, seed=1)(np.arange(100_000)))
+    assert not np.array_equal(first, Permutation(100_000, seed=2)(np.arange(100_000)))
+    # computed per position: a slice is the same as the whole's slice
+    assert np.array_equal(first[777:999], Permutation(100_000, seed=1)(np.arange(777, 999)))
+    # no fixed structure: neighbours are far apart, as for a random permutation
+    assert np.median(np.abs(np.diff(first))) > 100_000 / 5
+    with pytest.raises(IndexError):
+        Permutation(10, seed=1)([10])
+
+
+def test_adjacent_positions_come_from_one_file_as_often_as_chance():
+    sizes = np.random.default_rng(5).integers(1, 400, size=300)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    order = Permutation(int(starts[-1]), seed=9)(np.arange(starts[-1]))
+    files = np.searchsorted(starts, order, side="right") - 1
+    observed = np.mean(files[1:] == files[:-1])
+    chance = float(np.sum((sizes / starts[-1]) ** 2))
+    assert 0.7 * chance < observed < 1.3 * chance
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory):
+    # COPY has FIRST's pages (the same seed) under another crawl: exact duplicates across crawls
+    root = tmp_path_factory.mktemp("release")
+    return tokenized_demo_crawls(root, {FIRST: 1, SECOND: 2, COPY: 1}, files=4, pages_per_file=40)
+
+
+def release(lake, settings: ReleaseSettings):
+    return run_stage_work(stage_named("release"), lake, settings)
+
+
+def shards(lake, version: str) -> dict[str, dict]:
+    """Each shard of a release read by the tests' own reader, with its sidecar rows."""
+    marker = lake.read_json(f"release/{version}/{MARKER}")
+    found = {}
+    for name in sorted(k[:-4] for k in marker["outputs"] if k.endswith(".bin")):
+        prefix = f"release/{version}/{name}"
+        documents = read_indexed_dataset(
+            lake.read_bytes(f"{prefix}.idx"), lake.read_bytes(f"{prefix}.bin")
+        )
+        with lake.open_input(f"{prefix}.provenance.parquet") as f:
+            rows = pq.read_table(f).to_pylist()
+        found[name] = {"documents": documents, "rows": rows}
+    return found
+
+
+def source_documents(lake, crawls) -> dict[str, list[int]]:
+    """doc_id -> tokens of every tokenized document of the crawls."""
+    found = {}
+    for crawl in crawls:
+        for unit in registered_units(lake, crawl):
+            marker = lake.read_json(f"{unit.prefix(TOKENIZED_SHARDS)}/{MARKER}")
+            for part in range(marker["counts"]["files"]):
+                prefix = unit.part_prefix(TOKENIZED_SHARDS, part)
+                documents = read_indexed_dataset(
+                    lake.read_bytes(f"{prefix}/tokens.idx"), lake.read_bytes(f"{prefix}/tokens.bin")
+                )
+                ids = [
+                    doc_id
+                    for b in read_batches(lake, f"{prefix}/provenance.parquet", ["doc_id"])
+                    for doc_id in b.column("doc_id").to_pylist()
+                ]
+                found |= dict(zip(ids, documents, strict=True))
+    return found
+
+
+def test_a_release_holds_every_document_once_shuffled_in_fixed_size_shards(lake):
+    settings = replace(SMALL, crawls=[FIRST, SECOND])
+    report = release(lake, settings)
+    version = report.counts["version"]
+    found = shards(lake, version)
+    sources = source_documents(lake, [FIRST, SECOND])
+    released = {}
+    for shard in found.values():
+        assert len(shard["documents"]) == len(shard["rows"])
+        for tokens, row in zip(shard["documents"], shard["rows"], strict=True):
+            assert row["doc_id"] not in released
+            released[row["doc_id"]] = tokens
+    assert released == sources  # every document once, its tokens as tokenized
+    train = [n for n in found if n.startswith("train-")]
+    valid = [n for n in found if n.startswith("valid-")]
+    assert len(train) >= 3 and valid
+    sizes = [sum(map(len, found[n]["documents"])) for n in train]
+    assert all(0.6 * 20_000 < s < 1.4 * 20_000 for s in sizes[:-1]), sizes
+    # shuffled across files and crawls: neighbours from one input file about as often as chance
+    sources_in_order = [r["source"] for n in train for r in found[n]["rows"]]
+    counts = Counter(sources_in_order)
+    chance = sum((c / len(sources_in_order)) ** 2 for c in counts.values())
+    neighbours = np.mean(
+        [a == b for a, b in zip(sources_in_order, sources_in_order[1:], strict=False)]
+    )
+    assert neighbours < 2 * chance + 0.02
+    assert {r["crawl"] for n in train[:1] for r in found[n]["rows"]} == {FIRST, SECOND}
+    manifest = json.loads(lake.read_bytes(f"release/{version}/manifest.json"))
+    assert manifest["splits"]["train"]["documents"] + manifest["splits"]["valid"][
+        "documents"
+    ] == len(sources)
+    assert manifest["tokenizer_sha256"] == lake.read_json(f"tokenizer/{MARKER}")["counts"]["sha256"]
+    blend = lake.read_bytes(f"release/{version}/blend.txt").decode().split()
+    weights, names = [float(w) for w in blend[::2]], blend[1::2]
+    assert names == train and abs(sum(weights) - 1) < 1e-9
+
+
+def test_the_same_inputs_and_seed_give_the_same_bytes_and_a_published_release_stays(lake):
+    settings = replace(SMALL, crawls=[FIRST])
+    version = release(lake, settings).counts["version"]
+    before = {k: lake.read_bytes(k) for k in lake.list(f"release/{version}")}
+    assert release(lake, settings).counts["version"] == version  # published: left as it is
+    lake.delete_prefix(f"release/{version}")
+    release(lake, settings)
+    assert {k: lake.read_bytes(k) for k in lake.list(f"release/{version}")} == before
+    other = release(lake, replace(settings, seed=4)).counts["version"]
+    assert other != version
+
+
+def test_a_killed_release_resumes_its_pieces_to_the_same_bytes(lake):
+    from tokenmill.release import write_piece
+
+    settings = replace(SMALL, crawls=[SECOND], seed=8)
+    plan = plan_release(lake, settings)
+    assert len(plan.pieces()) >= 2
+    write_piece(lake, plan, plan.pieces()[0], settings)  # a step that died after one piece
+    assert not lake.exists(f"{plan.prefix}/{MARKER}")  # not published: readers see none
+    with pytest.raises(FileNotFoundError):
+        release_report(lake, plan.version)
+    release(lake, settings)
+    resumed = {k: lake.read_bytes(k) for k in lake.list(plan.prefix)}
+    lake.delete_prefix(plan.prefix)
+    release(lake, settings)
+    assert {k: lake.read_bytes(k) for k in lake.list(plan.prefix)} == resumed
+
+
+def test_the_split_goes_by_text_and_never_moves_a_document(lake):
+    alone = release(lake, replace(SMALL, crawls=[FIRST])).counts["version"]
+    together = release(lake, replace(SMALL, crawls=[FIRST, SECOND, COPY])).counts["version"]
+
+    def valid_ids(version):
+        return {
+            (r["doc_id"], r["crawl"], r["text_hash"])
+            for name, shard in shards(lake, version).items()
+            if name.startswith("valid")
+            for r in shard["rows"]
+        }
+
+    first_alone = {v[0] for v in valid_ids(alone)}
+    with_others = valid_ids(together)
+    assert first_alone == {v[0] for v in with_others if v[1] == FIRST}
+    # COPY repeats FIRST's texts under other ids: each text on one side only
+    copies = {v[2] for v in with_others if v[1] == COPY}
+    assert copies and copies == {v[2] for v in with_others if v[1] == FIRST}
+
+
+def test_weights_make_a_group_per_crawl_and_weight_the_blend(lake):
+    settings = replace(SMALL, crawls=[FIRST, SECOND], weights={FIRST: 3.0, SECOND: 1.0})
+    version = release(lake, settings).counts["version"]
+    blend = lake.read_bytes(f"release/{version}/blend.txt").decode().split()
+    pairs = list(zip(map(float, blend[::2]), blend[1::2], strict=True))
+    by_crawl = Counter()
+    for weight, name in pairs:
+        by_crawl[FIRST if FIRST in name else SECOND] += weight
+    assert abs(by_crawl[FIRST] - 0.75) < 1e-9 and abs(by_crawl[SECOND] - 0.25) < 1e-9
+    for name, shard in shards(lake, version).items():
+        crawl = FIRST if FIRST in name else SECOND
+        assert {r["crawl"] for r in shard["rows"]} == {crawl}
+
+
+def test_trace_follows_a_release_token_to_its_warc_record(lake):
+    version = release(lake, replace(SMALL, crawls=[FIRST])).counts["version"]
+    found = trace_release_token(lake, "train-00001", 500, version)
+    assert found["crawl"] == FIRST and found["source_file"].endswith(".warc.gz")
+    tokens = source_documents(lake, [FIRST])[found["doc_id"]]
+    assert tokens[500 - found["token_start"]] == found["token_id"]
+    assert found["source"].startswith(f"{TOKENIZED_SHARDS}/{FIRST}/")
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (replace(SMALL, crawls=["CC-MAIN-NONE"]), "crawl CC-MAIN-NONE has no tokenized documents"),
+        (replace(SMALL, shard_tokens=3), "smaller than one document"),
+        (replace(SMALL, crawls=[FIRST], weights={SECOND: 1.0}), "not in the release"),
+    ],
+)
+def test_a_release_that_cannot_be_made_fails_naming_why_before_writing(lake, settings, message):
+    before = set(lake.list("release"))
+    with pytest.raises(ReleaseError, match=message):
+        release(lake, settings)
+    assert set(lake.list("release")) == before
+
+
+def test_bad_settings_are_refused_when_read():
+    with pytest.raises(ValueError, match="weights.x: 0 is not a positive number"):
+        ReleaseSettings(weights={"x": 0})
+    with pytest.raises(ValueError, match="validation 1.5"):
+        ReleaseSettings(validation=1.5)
