@@ -834,7 +834,7 @@ def test_tokenmill_run_runs_only_what_is_missing_or_stale(tmp_path, lake, monkey
     added = materialize_all(instance, lake, workers=1)
     assert {run.job for run in added} == {
         f"run_{stage}" for stage in ("cleaned", "dedup_signatures", "dedup_clusters")
-    } | {f"run_{stage}" for stage in ("deduplicated", "tokenizer", "tokenized_shards")}
+    } | {f"run_{stage}" for stage in ("deduplicated", "tokenizer", "tokenized_shards", "release")}
     assert {asset for run in added for asset in run.assets} == {
         f"strict/{stage.name}" for stage in STAGES if not stage.shared
     }

@@ -50,10 +50,8 @@ def test_every_stage_is_materialized_for_every_partition(pipeline):
     assert set(materialized) == {label(stage.name) for stage in STAGES}
     for stage in STAGES:
         asset = stage.name
-        expected = (
-            {CRAWL} if stage.scope is Scope.CRAWL else set() if asset == "tokenizer" else unit_keys
-        )
-        if asset == "tokenizer":
+        expected = {CRAWL} if stage.scope is Scope.CRAWL else unit_keys
+        if stage.scope is Scope.LAKE:
             assert pipeline.instance.get_latest_materialization_event(key(asset))
         else:
             assert materialized[label(asset)] == expected, asset
@@ -216,7 +214,7 @@ def test_asset_graph_has_the_stages_in_lineage_order():
     assert stages[:3] == ["raw_crawl", "extracted", "fineweb_en/cleaned"]
     assert [name for name in order if name in stages] == stages
     for stage in STAGES:
-        if stage.name != "tokenizer":
+        if stage.scope is not Scope.LAKE:
             assert graph.get(key(stage.name)).is_partitioned, stage.name
     assert AssetKey("raw_crawl") in graph.get(AssetKey("extracted")).parent_keys
     assert AssetKey("extracted") in graph.get(key("cleaned")).parent_keys

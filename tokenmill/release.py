@@ -23,16 +23,17 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from array import array
 from collections import Counter, OrderedDict
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.lake import Lake
-from tokenmill.layout import MARKER, RELEASE, TOKEN_PROVENANCE_SCHEMA, TOKENIZED_SHARDS
+from tokenmill.layout import MARKER, RELEASE, TOKEN_PROVENANCE_SCHEMA, TOKENIZED_SHARDS, Unit
 from tokenmill.megatron import IndexedDataset, IndexedDatasetWriter
 from tokenmill.outputs import (
     HashingFile,
@@ -112,10 +113,48 @@ def is_valid(text_hashes: np.ndarray, share: float, split_seed: int) -> np.ndarr
 # -- planning ---------------------------------------------------------------------------------
 
 
+@dataclass
+class InputFiles:
+    """A group's tokenized files in lake order: 8 bytes per file for the documents' prefix
+    sums, 8 for where it is (its unit's number, its part), whatever the corpus's size."""
+
+    units: list[str] = field(default_factory=list)
+    unit_of: array = field(default_factory=lambda: array("i"))
+    part: array = field(default_factory=lambda: array("i"))
+    documents: array = field(default_factory=lambda: array("q"))
+    tokens: int = 0
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def starts(self) -> np.ndarray:
+        """Each file's first document number in the group, and the total at the end."""
+        starts = np.zeros(len(self.documents) + 1, np.int64)
+        np.cumsum(np.frombuffer(self.documents, np.int64), out=starts[1:])
+        return starts
+
+    def source(self, file: int) -> str:
+        unit = Unit.from_key(self.units[self.unit_of[file]])
+        return unit.part_prefix(TOKENIZED_SHARDS, self.part[file])
+
+
+@dataclass
+class Group:
+    files: InputFiles
+    seed: int = 0
+    per_shard: int = 1  # documents per train shard, validation documents included
+    shards: int = 0
+    weight: float = 1.0
+
+    @property
+    def documents(self) -> int:
+        return int(sum(self.files.documents))
+
+
 @dataclass(frozen=True)
 class Plan:
     version: str
-    groups: dict[str, dict]  # name -> {sources, documents (list), tokens, seed, per_shard, shards}
+    groups: dict[str, Group]
     tokenizer_sha256: str
     dtype: str
     settings: dict
@@ -125,21 +164,24 @@ class Plan:
         return f"{RELEASE}/{self.version}"
 
     def pieces(self) -> list[str]:
-        return [f"{g}/{k}" for g, group in self.groups.items() for k in range(group["shards"])]
+        return [f"{g}/{k}" for g, group in self.groups.items() for k in range(group.shards)]
 
 
 def plan_release(lake: Lake, settings: ReleaseSettings) -> Plan:
-    """The release's inputs, version and shards; fails naming a crawl or setting that cannot
-    be released, before anything is written."""
+    """The release's inputs, version and shards, from the tokenized units' markers; fails
+    naming a crawl or setting that cannot be released, before anything is written."""
     crawls = list(settings.crawls) or registered_crawls(lake)
     unknown = sorted(set(settings.weights) - set(crawls))
     if unknown:
         raise ReleaseError(f"release.weights names crawl(s) {unknown} not in the release {crawls}")
-    files: dict[str, list[tuple[str, int, int, str]]] = {}
     tokenizers: dict[str, set[str]] = {}
     dtypes = set()
+    identity = hashlib.sha256(json.dumps(asdict(settings), sort_keys=True).encode())
+    groups: dict[str, Group] = {}
     for crawl in crawls:
-        rows = []
+        name = crawl if settings.weights else ALL
+        files = groups.setdefault(name, Group(InputFiles())).files
+        before = files.tokens
         for unit in registered_units(lake, crawl):
             marker = require_committed(
                 lake, unit.prefix(TOKENIZED_SHARDS), f"tokenized_shards of {unit}"
@@ -147,49 +189,42 @@ def plan_release(lake: Lake, settings: ReleaseSettings) -> Plan:
             tokenizers.setdefault(marker["counts"]["tokenizer_sha256"], set()).add(crawl)
             dtypes.add(marker["counts"]["dtype"])
             itemsize = np.dtype(marker["counts"]["dtype"]).itemsize
+            files.units.append(unit.key)
             for part in range(marker["counts"]["files"]):
-                name = f"{part:05d}"
-                tokens = marker["outputs"][f"{name}/tokens.bin"]
-                documents = marker["outputs"][f"{name}/provenance.parquet"]["rows"]
-                source = unit.part_prefix(TOKENIZED_SHARDS, part)
-                rows.append((source, documents, tokens["bytes"] // itemsize, tokens["sha256"]))
-        if not any(documents for _, documents, _, _ in rows):
+                tokens = marker["outputs"][f"{part:05d}/tokens.bin"]
+                files.unit_of.append(len(files.units) - 1)
+                files.part.append(part)
+                files.documents.append(marker["outputs"][f"{part:05d}/provenance.parquet"]["rows"])
+                files.tokens += tokens["bytes"] // itemsize
+                identity.update(f"{unit.key}/{part}={tokens['sha256']}\n".encode())
+        if files.tokens == before:
             raise ReleaseError(f"crawl {crawl} has no tokenized documents to release")
-        files[crawl] = rows
     if len(tokenizers) > 1:
         named = "; ".join(f"{sha[:12]}: {sorted(c)}" for sha, c in tokenizers.items())
         raise ReleaseError(f"the crawls were tokenized with different tokenizers ({named})")
-    names = {c: c if settings.weights else ALL for c in crawls}
-    groups: dict[str, dict] = {}
-    for crawl in crawls:
-        group = groups.setdefault(names[crawl], {"sources": [], "documents": [], "tokens": 0})
-        for source, documents, tokens, _ in files[crawl]:
-            group["sources"].append(source)
-            group["documents"].append(documents)
-            group["tokens"] += tokens
-    identity = {
-        "settings": asdict(settings),
-        "tokenizer_sha256": next(iter(tokenizers)),
-        "inputs": {c: [(s, sha) for s, _, _, sha in rows] for c, rows in files.items()},
-    }
+    tokenizer = next(iter(tokenizers))
+    identity.update(tokenizer.encode())
     for index, (name, group) in enumerate(groups.items()):
-        total = sum(group["documents"])
-        per_doc = group["tokens"] / total
-        train_share = 1 - settings.validation
-        if settings.shard_tokens < per_doc:
-            raise ReleaseError(
-                f"release.shard_tokens {settings.shard_tokens} is smaller than one document "
-                f"({per_doc:.0f} tokens on average in {name})"
-            )
-        per_shard = min(MAX_DOCUMENTS, max(1, round(settings.shard_tokens / per_doc / train_share)))
-        group |= {
-            "seed": settings.seed * 1_000_003 + index,
-            "per_shard": per_shard,
-            "shards": math.ceil(total / per_shard),
-            "weight": settings.weights.get(name, 1.0),
-        }
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
-    return Plan(digest[:16], groups, identity["tokenizer_sha256"], dtypes.pop(), asdict(settings))
+        shape_group(group, name, index, settings)
+    version = identity.hexdigest()[:16]
+    return Plan(version, groups, tokenizer, dtypes.pop(), asdict(settings))
+
+
+def shape_group(group: Group, name: str, index: int, settings: ReleaseSettings) -> None:
+    """How many documents a train shard spans, so that its train tokens are about
+    `shard_tokens`, and how many shards that makes."""
+    total = group.documents
+    per_doc = group.files.tokens / total
+    if settings.shard_tokens < per_doc:
+        raise ReleaseError(
+            f"release.shard_tokens {settings.shard_tokens} is smaller than one document "
+            f"({per_doc:.0f} tokens on average in {name})"
+        )
+    per_shard = round(settings.shard_tokens / per_doc / (1 - settings.validation))
+    group.seed = settings.seed * 1_000_003 + index
+    group.per_shard = min(MAX_DOCUMENTS, max(1, per_shard))
+    group.shards = math.ceil(total / group.per_shard)
+    group.weight = settings.weights.get(name, 1.0)
 
 
 # -- writing a shard --------------------------------------------------------------------------
@@ -220,12 +255,11 @@ class _Sources:
         return index, sidecar
 
 
-def _documents(lake: Lake, group: dict, positions: np.ndarray, sources: _Sources):
-    """Yield (tokens bytes, sidecar row, text hash) of the documents at `positions` of the
-    group's shuffled order, in that order, reading them grouped by input file."""
-    starts = np.zeros(len(group["documents"]) + 1, np.int64)
-    np.cumsum(group["documents"], out=starts[1:])
-    shuffle = Permutation(int(starts[-1]), group["seed"])
+def _documents(lake: Lake, group: Group, positions: np.ndarray, sources: _Sources):
+    """Yield (tokens bytes, source, its document number, its sidecar row) of the documents at
+    `positions` of the group's shuffled order, in that order, reading them by input file."""
+    starts = group.files.starts()
+    shuffle = Permutation(int(starts[-1]), group.seed)
     for first in range(0, len(positions), CHUNK):
         chunk = shuffle(positions[first : first + CHUNK])
         files = np.searchsorted(starts, chunk, side="right") - 1
@@ -233,7 +267,7 @@ def _documents(lake: Lake, group: dict, positions: np.ndarray, sources: _Sources
         found: list = [None] * len(chunk)
         for file in np.unique(files):
             rows = np.flatnonzero(files == file)
-            source = group["sources"][file]
+            source = group.files.source(int(file))
             index, sidecar = sources.get(source)
             picked = sidecar.take(pa.array(within[rows])).to_pylist()
             with lake.open_input(f"{source}/tokens.bin") as data:
@@ -314,8 +348,8 @@ def write_piece(lake: Lake, plan: Plan, piece: str, settings: ReleaseSettings) -
         return lake.read_json(done_key)
     name, number = piece.split("/")
     group, number = plan.groups[name], int(number)
-    first = number * group["per_shard"]
-    positions = np.arange(first, min(first + group["per_shard"], sum(group["documents"])))
+    first = number * group.per_shard
+    positions = np.arange(first, min(first + group.per_shard, group.documents))
     train_name = shard_name("train", name, number)
     train = _Dataset(lake, f"{plan.prefix}/{train_name}", plan.dtype)
     valid = _Dataset(lake, f"{plan.prefix}/_valid/{name}-{number:05d}", plan.dtype)
@@ -340,11 +374,15 @@ def write_piece(lake: Lake, plan: Plan, piece: str, settings: ReleaseSettings) -
 # -- publishing -------------------------------------------------------------------------------
 
 
+def is_published(lake: Lake, plan: Plan) -> bool:
+    return lake.exists(f"{plan.prefix}/{MARKER}")
+
+
 def finish_release(lake: Lake, plan: Plan, settings: ReleaseSettings) -> StageReport:
     """The validation shards, `manifest.json`, `blend.txt` (train) and `blend-valid.txt`, then
     `_SUCCESS.json`, which publishes the release; a published version is returned as it is."""
     published = f"{plan.prefix}/{MARKER}"
-    if lake.exists(published):
+    if is_published(lake, plan):
         return StageReport.from_summary(lake.read_json(published))
     missing = [p for p in plan.pieces() if not lake.exists(_done_key(plan, p))]
     if missing:
@@ -355,7 +393,7 @@ def finish_release(lake: Lake, plan: Plan, settings: ReleaseSettings) -> StageRe
         for split in SPLITS
     }
     for name, group in plan.groups.items():
-        for number in range(group["shards"]):
+        for number in range(group.shards):
             done = lake.read_json(_done_key(plan, f"{name}/{number}"))
             train = done["train"]
             shards.append(_shard("train", name, train["name"], train, done["outputs"]))
@@ -375,10 +413,10 @@ def finish_release(lake: Lake, plan: Plan, settings: ReleaseSettings) -> StageRe
         "dtype": plan.dtype,
         "groups": {
             name: {
-                "weight": group["weight"],
-                "seed": group["seed"],
-                "documents_per_train_shard": group["per_shard"],
-                "input_files": len(group["sources"]),
+                "weight": group.weight,
+                "seed": group.seed,
+                "documents_per_train_shard": group.per_shard,
+                "input_files": len(group.files),
             }
             for name, group in plan.groups.items()
         },
@@ -439,7 +477,7 @@ def _valid_shards(lake: Lake, plan: Plan, name: str, group: dict, shard_tokens: 
     shards of about `shard_tokens`; yields (counts, outputs) per shard."""
     number, current = 0, None
     try:
-        for piece in range(group["shards"]):
+        for piece in range(group.shards):
             key = f"{plan.prefix}/_valid/{name}-{piece:05d}"
             index = IndexedDataset(lake.read_bytes(f"{key}.idx"), None)
             with lake.open_input(f"{key}.provenance.parquet") as f:
@@ -478,7 +516,7 @@ def blend(shards: list[dict], plan: Plan, split: str) -> str:
     group_tokens = Counter()
     for shard in chosen:
         group_tokens[shard["group"]] += shard["tokens"]
-    weights = {g: plan.groups[g]["weight"] for g in group_tokens}
+    weights = {g: plan.groups[g].weight for g in group_tokens}
     total = sum(weights.values())
     pairs = [
         (weights[s["group"]] / total * s["tokens"] / group_tokens[s["group"]], s["name"])

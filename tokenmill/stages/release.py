@@ -4,7 +4,6 @@ fixed-size, globally shuffled Megatron shards, a validation split, a blend, prov
 from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
-from itertools import repeat
 
 from tokenmill.layout import RELEASE, TOKENIZED_SHARDS
 from tokenmill.outputs import StageReport
@@ -12,6 +11,7 @@ from tokenmill.release import (
     RELEASE_SIDECAR,
     ReleaseSettings,
     finish_release,
+    is_published,
     plan_release,
     write_piece,
 )
@@ -23,8 +23,9 @@ def _settings(work: Work) -> ReleaseSettings:
 
 
 def plan(work: Work) -> list[str]:
+    """The train shards to write; none when this version is published already (immutable)."""
     release = plan_release(work.lake, _settings(work))
-    return release.pieces()
+    return [] if is_published(work.lake, release) else release.pieces()
 
 
 def run_pieces(work: Work, pieces: list[str], workers: int) -> dict:
@@ -32,13 +33,29 @@ def run_pieces(work: Work, pieces: list[str], workers: int) -> dict:
     processes at most; pieces already committed are skipped."""
     settings = _settings(work)
     release = plan_release(work.lake, settings)
+    if is_published(work.lake, release):
+        return {"pieces": 0, "documents": 0}
     if workers <= 1 or len(pieces) <= 1:
         done = [write_piece(work.lake, release, piece, settings) for piece in pieces]
-    else:
-        with ProcessPoolExecutor(min(workers, len(pieces))) as pool:
-            arguments = (repeat(work.lake), repeat(release), pieces, repeat(settings))
-            done = list(pool.map(write_piece, *arguments))
+    else:  # the plan (16 bytes per input file) handed to each process once, not per piece
+        context = (work.lake, release, settings)
+        workers = min(workers, len(pieces))
+        with ProcessPoolExecutor(workers, initializer=_hold, initargs=context) as pool:
+            done = list(pool.map(_write, pieces))
     return {"pieces": len(done), "documents": sum(d["train"]["documents"] for d in done)}
+
+
+_held: tuple = ()
+
+
+def _hold(*context) -> None:
+    global _held
+    _held = context
+
+
+def _write(piece: str) -> dict:
+    lake, release, settings = _held
+    return write_piece(lake, release, piece, settings)
 
 
 def finish(work: Work, summaries: list[dict]) -> StageReport:
