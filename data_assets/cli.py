@@ -228,6 +228,29 @@ def _register_and_run(
     for row in rows:
         row["dagster"] = len(materialized.get(row["stage"], ()))
     print(format_table(rows))
+    for line in release_lines(lake, catalog):
+        print(line)
+
+
+def release_lines(lake: Lake, catalog) -> list[str]:
+    """Each recipe's latest release: where it is and what it holds."""
+    from tokenmill.outputs import MissingInputError
+    from tokenmill.release import release_report
+
+    lines = []
+    for dataset in catalog.recipes:
+        recipe_lake = dataset.lake(lake)
+        try:
+            counts = release_report(recipe_lake)["counts"]
+        except MissingInputError:
+            continue
+        where = recipe_lake.uri(f"release/{counts['version']}")
+        lines.append(
+            f"release {dataset.prefix}: {counts['train_shards']} train shards "
+            f"({counts['train_tokens']:,} tokens), {counts['valid_shards']} valid "
+            f"({counts['valid_tokens']:,} tokens) at {where}"
+        )
+    return lines
 
 
 def summary_rows(lake: Lake, catalog=None) -> list[dict]:
@@ -242,7 +265,12 @@ def summary_rows(lake: Lake, catalog=None) -> list[dict]:
 
 
 def cmd_summary(args: argparse.Namespace) -> None:
-    print(format_table(summary_rows(default_lake())))
+    from data_assets.datasets import Catalog
+
+    lake, catalog = default_lake(), Catalog.load()
+    print(format_table(summary_rows(lake, catalog)))
+    for line in release_lines(lake, catalog):
+        print(line)
 
 
 def chosen_recipe(name: str | None, what: str = "--recipe"):

@@ -215,10 +215,16 @@ def test_the_demo_trains_a_classifier_and_builds_a_second_recipe_that_keeps_by_i
     lake = Lake.from_url(str(tmp_path / "lake"))
     card = lake.read_json("classifiers/demo_quality/card.json")
     assert card["held_out"]["recall"] and card["held_out"]["precision"]
-    rows = {}
-    for line in tokenmill("summary").splitlines()[2:]:
+    rows, summary = {}, tokenmill("summary").splitlines()
+    for line in summary[2:]:
         cells = [c.strip() for c in line.split("|")]
-        rows[cells[0]] = {"partitions": cells[1], "docs_out": int(cells[3])}
+        if len(cells) > 3:
+            rows[cells[0]] = {"partitions": cells[1], "docs_out": int(cells[3])}
+    # and each recipe's release, as the demo ends with
+    assert [line.split(":")[0] for line in summary if line.startswith("release ")] == [
+        "release fineweb_en",
+        "release demo_top_quality",
+    ]
     for recipe in ("fineweb_en", "demo_top_quality"):
         shards = rows[f"{recipe}/tokenized_shards"]
         assert shards["partitions"] == "3/3" and shards["docs_out"] > 0, rows

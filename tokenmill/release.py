@@ -51,7 +51,7 @@ SPLITS = ("train", "valid")
 MAX_DOCUMENTS = 2**31 - 2  # Megatron's document index is int32
 CHUNK = 1 << 16  # positions resolved and read at a time
 SIDECAR_CACHE = 64  # input files whose index and sidecar a piece keeps
-SOURCE_FIELDS = [
+COPIED_FIELDS = [
     f for f in TOKEN_PROVENANCE_SCHEMA if f.name not in ("doc_index", "token_start", "token_end")
 ]
 # A release shard's provenance: a row per document, its token span in the shard, the tokenized
@@ -63,7 +63,7 @@ RELEASE_SIDECAR = pa.schema(
         ("token_end", pa.int64()),
         ("source", pa.string()),
         ("source_doc_index", pa.int64()),
-        *SOURCE_FIELDS,
+        *COPIED_FIELDS,
     ]
 )
 
@@ -255,29 +255,52 @@ class _Sources:
         return index, sidecar
 
 
-def _documents(lake: Lake, group: Group, positions: np.ndarray, sources: _Sources):
-    """Yield (tokens bytes, source, its document number, its sidecar row) of the documents at
-    `positions` of the group's shuffled order, in that order, reading them by input file."""
+@dataclass
+class Chunk:
+    """Documents in release order: their token bytes and their provenance (the tokenized
+    sidecar's columns, `source`, `source_doc_index` and the text's token count)."""
+
+    data: list[bytes]
+    rows: pa.Table
+
+    def take(self, keep: np.ndarray) -> Chunk:
+        chosen = np.flatnonzero(keep)
+        return Chunk([self.data[i] for i in chosen], self.rows.take(pa.array(chosen)))
+
+
+def _chunks(lake: Lake, group: Group, positions: np.ndarray, sources: _Sources):
+    """The documents at `positions` of the group's shuffled order, in that order, CHUNK at a
+    time, each read from its input file (the files a chunk needs, one at a time)."""
     starts = group.files.starts()
     shuffle = Permutation(int(starts[-1]), group.seed)
     for first in range(0, len(positions), CHUNK):
         chunk = shuffle(positions[first : first + CHUNK])
         files = np.searchsorted(starts, chunk, side="right") - 1
         within = chunk - starts[files]
-        found: list = [None] * len(chunk)
+        data: list = [b""] * len(chunk)
+        tables, order = [], []
         for file in np.unique(files):
             rows = np.flatnonzero(files == file)
+            docs = within[rows]
             source = group.files.source(int(file))
             index, sidecar = sources.get(source)
-            picked = sidecar.take(pa.array(within[rows])).to_pylist()
-            with lake.open_input(f"{source}/tokens.bin") as data:
-                for row, doc, entry in sorted(
-                    zip(rows, within[rows], picked, strict=True), key=lambda r: r[1]
-                ):
-                    data.seek(int(index.pointers[doc]))
-                    size = int(index.lengths[doc]) * index.dtype.itemsize
-                    found[row] = (data.read(size), source, int(doc), entry)
-        yield from found
+            picked = sidecar.take(pa.array(docs)).select([f.name for f in COPIED_FIELDS])
+            spans = sidecar.take(pa.array(docs)).select(["token_start", "token_end"])
+            text_tokens = spans.column(1).to_numpy() - spans.column(0).to_numpy()
+            tables.append(
+                picked.append_column("source", pa.array([source] * len(rows), pa.string()))
+                .append_column("source_doc_index", pa.array(docs, pa.int64()))
+                .append_column("text_tokens", pa.array(text_tokens, pa.int64()))
+            )
+            order.append(rows)
+            itemsize = index.dtype.itemsize
+            with lake.open_input(f"{source}/tokens.bin") as tokens:
+                for row in rows[np.argsort(index.pointers[docs], kind="stable")]:
+                    tokens.seek(int(index.pointers[within[row]]))
+                    data[row] = tokens.read(int(index.lengths[within[row]]) * itemsize)
+        placed = np.empty(len(chunk), np.int64)
+        placed[np.concatenate(order)] = np.arange(len(chunk))
+        yield Chunk(data, pa.concat_tables(tables).take(pa.array(placed)))
 
 
 def shard_name(split: str, group: str, number: int) -> str:
@@ -304,20 +327,27 @@ class _Dataset:
         self.sidecar = ParquetSink(self.files[".provenance.parquet"], RELEASE_SIDECAR)
         return self
 
-    def add(self, data: bytes, source: str, doc: int, row: dict) -> None:
-        start = self.writer.tokens
-        self.writer.add_encoded(data)
-        text_tokens = row["token_end"] - row["token_start"]
-        self.sidecar.write(
-            {
-                "doc_index": len(self.writer.lengths) - 1,
-                "token_start": start,
-                "token_end": start + text_tokens,
-                "source": source,
-                "source_doc_index": doc,
-                **{f.name: row[f.name] for f in SOURCE_FIELDS},
-            }
+    def add(self, chunk: Chunk) -> None:
+        """Append documents: their token bytes and provenance, their spans in this dataset."""
+        if not chunk.data:
+            return
+        lengths = np.fromiter((len(d) for d in chunk.data), np.int64, len(chunk.data))
+        lengths //= self.dtype.itemsize
+        first_doc, first_token = len(self.writer.lengths), self.writer.tokens
+        self.writer.add_documents(np.frombuffer(b"".join(chunk.data), self.dtype), lengths)
+        starts = first_token + np.cumsum(lengths) - lengths
+        spans = chunk.rows.column("text_tokens").to_numpy()
+        numbers = np.arange(first_doc, first_doc + len(lengths))
+        self.sidecar.write_table(
+            chunk.rows.drop_columns(["text_tokens"])
+            .append_column("doc_index", pa.array(numbers, pa.int64()))
+            .append_column("token_start", pa.array(starts, pa.int64()))
+            .append_column("token_end", pa.array(starts + spans, pa.int64()))
         )
+
+    @property
+    def name(self) -> str:
+        return self.key.rsplit("/", 1)[1]
 
     @property
     def documents(self) -> int:
@@ -330,10 +360,9 @@ class _Dataset:
             self.writer.write_index(self.files[".idx"])
         self.stack.__exit__(exc_type, exc, tb)
         if exc_type is None:
-            name = self.key.rsplit("/", 1)[1]
             for suffix, file in self.files.items():
                 digest = file.sha256.hexdigest()
-                self.outputs[name + suffix] = {"bytes": file.size, "sha256": digest}
+                self.outputs[self.name + suffix] = {"bytes": file.size, "sha256": digest}
         return False
 
     def counts(self) -> dict:
@@ -355,12 +384,16 @@ def write_piece(lake: Lake, plan: Plan, piece: str, settings: ReleaseSettings) -
     valid = _Dataset(lake, f"{plan.prefix}/_valid/{name}-{number:05d}", plan.dtype)
     counted = {split: {"crawls": Counter(), "languages": Counter()} for split in SPLITS}
     with train, valid:
-        for data, source, doc, row in _documents(lake, group, positions, _Sources(lake)):
-            held_out = is_valid([row["text_hash"]], settings.validation, settings.split_seed)[0]
-            (valid if held_out else train).add(data, source, doc, row)
-            counts = counted["valid" if held_out else "train"]
-            counts["crawls"][row["crawl"]] += 1
-            counts["languages"][row["language"] or "unknown"] += 1
+        for chunk in _chunks(lake, group, positions, _Sources(lake)):
+            hashes = chunk.rows.column("text_hash").to_numpy()
+            held_out = is_valid(hashes, settings.validation, settings.split_seed)
+            for split, keep, dataset in (("train", ~held_out, train), ("valid", held_out, valid)):
+                part = chunk.take(keep)
+                dataset.add(part)
+                counted[split]["crawls"].update(part.rows.column("crawl").to_pylist())
+                languages = part.rows.column("language").fill_null("unknown")
+                counted[split]["languages"].update(languages.to_pylist())
+
     summary = {
         "piece": piece,
         "train": {"name": train_name, **train.counts(), **counted["train"]},
@@ -472,7 +505,7 @@ def _shard(split: str, group: str, name: str, counts: dict, outputs: dict) -> di
     }
 
 
-def _valid_shards(lake: Lake, plan: Plan, name: str, group: dict, shard_tokens: int):
+def _valid_shards(lake: Lake, plan: Plan, name: str, group: Group, shard_tokens: int):
     """The validation documents the group's pieces met, in shuffled order, concatenated into
     shards of about `shard_tokens`; yields (counts, outputs) per shard."""
     number, current = 0, None
@@ -481,28 +514,27 @@ def _valid_shards(lake: Lake, plan: Plan, name: str, group: dict, shard_tokens: 
             key = f"{plan.prefix}/_valid/{name}-{piece:05d}"
             index = IndexedDataset(lake.read_bytes(f"{key}.idx"), None)
             with lake.open_input(f"{key}.provenance.parquet") as f:
-                rows = pq.read_table(f).to_pylist()
-            with lake.open_input(f"{key}.bin") as data:
-                for doc, row in enumerate(rows):
-                    size = int(index.lengths[doc]) * index.dtype.itemsize
-                    tokens = data.read(size)
-                    if (
-                        current is not None
-                        and current.writer.tokens + size // index.dtype.itemsize > shard_tokens
-                    ):
-                        current.__exit__(None, None, None)
-                        yield (
-                            {"name": current.key.rsplit("/", 1)[1], **current.counts()},
-                            current.outputs,
-                        )
-                        number, current = number + 1, None
-                    if current is None:
-                        shard = shard_name("valid", name, number)
-                        current = _Dataset(lake, f"{plan.prefix}/{shard}", plan.dtype).__enter__()
-                    current.add(tokens, row["source"], row["source_doc_index"], row)
+                rows = pq.read_table(f)
+            spans = rows.column("token_end").to_numpy() - rows.column("token_start").to_numpy()
+            rows = rows.drop_columns(["doc_index", "token_start", "token_end"]).append_column(
+                "text_tokens", pa.array(spans, pa.int64())
+            )
+            data = lake.read_bytes(f"{key}.bin")
+            itemsize = index.dtype.itemsize
+            for doc in range(len(index)):
+                size = int(index.lengths[doc])
+                if current is not None and current.writer.tokens + size > shard_tokens:
+                    current.__exit__(None, None, None)
+                    yield {"name": current.name, **current.counts()}, current.outputs
+                    number, current = number + 1, None
+                if current is None:
+                    shard = shard_name("valid", name, number)
+                    current = _Dataset(lake, f"{plan.prefix}/{shard}", plan.dtype).__enter__()
+                start = int(index.pointers[doc])
+                current.add(Chunk([data[start : start + size * itemsize]], rows.slice(doc, 1)))
         if current is not None:
             current.__exit__(None, None, None)
-            yield {"name": current.key.rsplit("/", 1)[1], **current.counts()}, current.outputs
+            yield {"name": current.name, **current.counts()}, current.outputs
             current = None
     finally:
         if current is not None:  # an error: its temporary files are discarded

@@ -1,0 +1,195 @@
+"""A release at corpus scale (issue "Training-ready release"): planning 10^10 documents in
+9,000,000 input files in bounded memory, and writing real shards against a plain copy of the
+same bytes.
+
+    uv run python benchmarks/bench_release.py [--files 9000000] [--documents 1e10]
+
+Planning: the input files' document counts are simulated (a spread around the mean, summing to
+``--documents``), held as a release holds them (`tokenmill.release.InputFiles`: 16 bytes per
+file); a group is shaped for 1,000,000,000-token shards at 1,000 tokens per document, and the
+positions of ``SHARDS`` shards spread over the release are resolved to (file, document) — the
+permutation, the binary search and the grouping by file a shard's writer does before reading.
+In a process of its own; its peak RSS is its VmHWM.
+
+Writing: a demo corpus (2 crawls x 8 files x 400 pages) is tokenized and released in shards of
+100,000 tokens, one process (`release` stage, one worker), against reading every input
+`tokens.bin` and writing its bytes to a new file (a plain copy). Wall seconds, one run each,
+interleaved, ``BENCH_ROUNDS`` times (3): medians. The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from array import array
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.measure import in_fresh_process, print_table  # noqa: E402
+
+SHARDS = 8  # shards resolved in the planning benchmark
+TOKENS_PER_DOCUMENT = 1000
+SHARD_TOKENS = 1_000_000_000
+
+
+def peak_rss_bytes() -> int:
+    """This process's VmHWM (ru_maxrss would count a parent's peak, kept across exec)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def plan_at_scale(files: int, documents: int) -> dict:
+    from tokenmill.permutation import Permutation
+    from tokenmill.release import Group, InputFiles, ReleaseSettings, shape_group
+
+    started = time.perf_counter()
+    rng = np.random.default_rng(0)
+    counts = rng.integers(1, 2 * documents // files, size=files, dtype=np.int64)
+    counts[-1] = max(1, counts[-1] + documents - int(counts.sum()))  # the total, about
+    units = files // 100
+    inputs = InputFiles(
+        units=[f"CC-MAIN-SIM-{u // 900:03d}/{u:06d}" for u in range(units)],
+        unit_of=array("i", (np.arange(files) // 100).astype(np.int32).tobytes()),
+        part=array("i", (np.arange(files) % 100).astype(np.int32).tobytes()),
+        documents=array("q", counts.tobytes()),
+        tokens=documents * TOKENS_PER_DOCUMENT,
+    )
+    group = Group(inputs)
+    shape_group(group, "all", 0, ReleaseSettings(shard_tokens=SHARD_TOKENS))
+    planned = time.perf_counter() - started
+    starts = inputs.starts()
+    shuffle = Permutation(int(starts[-1]), group.seed)
+    per_shard = []
+    for shard in np.linspace(0, group.shards - 1, SHARDS).astype(np.int64):
+        began = time.perf_counter()
+        first = int(shard) * group.per_shard
+        positions = np.arange(first, min(first + group.per_shard, int(starts[-1])))
+        documents_at = shuffle(positions)
+        file_of = np.searchsorted(starts, documents_at, side="right") - 1
+        within = documents_at - starts[file_of]
+        touched = np.unique(file_of)
+        assert within.min() >= 0
+        per_shard.append((time.perf_counter() - began, len(touched)))
+    return {
+        "files": files,
+        "documents": int(starts[-1]),
+        "shards": group.shards,
+        "documents_per_shard": group.per_shard,
+        "plan_s": planned,
+        "shard_resolve_s": [round(s, 3) for s, _ in per_shard],
+        "files_touched_per_shard": int(statistics.median(t for _, t in per_shard)),
+        "peak_rss_bytes": peak_rss_bytes(),
+    }
+
+
+def demo_corpus(root: Path):
+    from tests.demo_pipeline import tokenized_demo_crawls
+
+    crawls = {"CC-MAIN-BENCH-2026-01": 1, "CC-MAIN-BENCH-2026-02": 2}
+    return tokenized_demo_crawls(root, crawls, files=8, pages_per_file=400)
+
+
+def release_once(lake_url: str) -> float:
+    from tokenmill.lake import Lake
+    from tokenmill.parts import run_stage_work
+    from tokenmill.release import ReleaseSettings
+    from tokenmill.stages import stage_named
+
+    lake = Lake.from_url(lake_url)
+    lake.delete_prefix("release")
+    started = time.perf_counter()
+    run_stage_work(stage_named("release"), lake, ReleaseSettings(shard_tokens=100_000, seed=1))
+    return time.perf_counter() - started
+
+
+def copy_once(lake_url: str, target: Path) -> tuple[float, int]:
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    sources = sorted(Path(lake_url).glob("tokenized_shards/*/*/*/tokens.bin"))
+    started = time.perf_counter()
+    copied = 0
+    for number, source in enumerate(sources):
+        with open(source, "rb") as f, open(target / f"{number}.bin", "wb") as out:
+            data = f.read()
+            out.write(data)
+            copied += len(data)
+    return time.perf_counter() - started, copied
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=9_000_000)
+    parser.add_argument("--documents", type=float, default=1e10)
+    arguments = parser.parse_args()
+    rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
+    figures: dict = {"bench": "release"}
+    work = functools.partial(plan_at_scale, arguments.files, int(arguments.documents))
+    scale, _, _ = in_fresh_process(work)
+    figures["planning"] = scale
+    print_table(
+        f"Planning a release of {scale['documents']:,} documents in {scale['files']:,} files "
+        f"({SHARD_TOKENS:,}-token shards), in a process of its own",
+        [
+            "shards",
+            "documents per shard",
+            "plan s",
+            "median s per shard resolved",
+            "input files a shard reads",
+            "peak RSS MiB",
+        ],
+        [
+            [
+                scale["shards"],
+                scale["documents_per_shard"],
+                scale["plan_s"],
+                statistics.median(scale["shard_resolve_s"]),
+                scale["files_touched_per_shard"],
+                scale["peak_rss_bytes"] / 2**20,
+            ]
+        ],
+    )
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        lake = demo_corpus(root)
+        url = lake.url
+        releases, copies, copied = [], [], 0
+        for _ in range(rounds):
+            releases.append(release_once(url))
+            took, copied = copy_once(url, root / "copy")
+            copies.append(took)
+        marker = json.loads(next(Path(url).glob("release/*/_SUCCESS.json")).read_text())
+    release_s, copy_s = statistics.median(releases), statistics.median(copies)
+    figures["writing"] = {
+        "input_bytes": copied,
+        "release_s": releases,
+        "copy_s": copies,
+        "ratio": release_s / copy_s,
+        "train_shards": marker["counts"]["train_shards"],
+        "documents": marker["records_out"],
+    }
+    print_table(
+        f"Writing a release of {marker['records_out']:,} documents ({copied / 1e6:.1f} MB of "
+        f"tokens) in {marker['counts']['train_shards']} train shards, median of {rounds}",
+        ["release s", "plain copy s", "release / copy", "release MB/s"],
+        [[release_s, copy_s, release_s / copy_s, copied / 1e6 / release_s]],
+    )
+    limit = scale["peak_rss_bytes"] <= 2 * 2**30
+    print(f"planning peak RSS <= 2 GiB: {'met' if limit else 'NOT met'}")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
