@@ -12,7 +12,7 @@ permutation, the binary search and the grouping by file a shard's writer does be
 In a process of its own; its peak RSS is its VmHWM.
 
 Writing: a demo corpus (2 crawls x 8 files x 400 pages) is tokenized and released in shards of
-100,000 tokens, one process (`release` stage, one worker), against reading every input
+1,000,000 tokens, one process (`release` stage, one worker), against reading every input
 `tokens.bin` and writing its bytes to a new file (a plain copy). Wall seconds, one run each,
 interleaved, ``BENCH_ROUNDS`` times (3): medians. The last line is one JSON object.
 """
@@ -111,7 +111,7 @@ def release_once(lake_url: str) -> float:
     lake = Lake.from_url(lake_url)
     lake.delete_prefix("release")
     started = time.perf_counter()
-    run_stage_work(stage_named("release"), lake, ReleaseSettings(shard_tokens=100_000, seed=1))
+    run_stage_work(stage_named("release"), lake, ReleaseSettings(shard_tokens=1_000_000, seed=1))
     return time.perf_counter() - started
 
 

@@ -179,3 +179,11 @@ def setting(default: Any, description: str) -> Any:
             default_factory=lambda: type(default)(default), metadata={"description": description}
         )
     return field(default=default, metadata={"description": description})
+
+
+def parsed_items(values: Any, parse: Callable[[Any, str], Any], where: str) -> list:
+    """Each item of a list setting parsed (``parse(item, "<where>[i]")``, which raises naming
+    it); none while the value is not a list yet (a type error the annotations report)."""
+    if not isinstance(values, list):
+        return []
+    return [parse(value, f"{where}[{index}]") for index, value in enumerate(values)]

@@ -43,7 +43,7 @@ from tokenmill.layout import (
 )
 from tokenmill.outputs import StageReport, merge_counts, read_batches, require_committed
 from tokenmill.scoring import part_scores, with_scores
-from tokenmill.stage import Pod, Scope, Stage, Work, setting
+from tokenmill.stage import Pod, Scope, Stage, Work, parsed_items, setting
 from tokenmill.stages.extracted import SIGNALS, preview_of, provenance_resolves
 from tokenmill.stages.score_distribution import crawl_top_share
 
@@ -117,12 +117,7 @@ class CleanSettings:
             object.__setattr__(self, name, value)
 
     def score_rules(self) -> list[ScoreRule]:
-        if not isinstance(self.classifier_rules, list):
-            return []
-        return [
-            ScoreRule.parse(value, f"clean.classifier_rules[{index}]")
-            for index, value in enumerate(self.classifier_rules)
-        ]
+        return parsed_items(self.classifier_rules, ScoreRule.parse, "clean.classifier_rules")
 
     def chain(self, lake: Lake | None = None) -> FilterChain:
         """The recipe's filters; ``lake``: where keep_top rules find their crawl's score

@@ -26,7 +26,7 @@ from tokenmill.scoring import (
     score_file,
     short_label,
 )
-from tokenmill.stage import Pod, Scope, Stage, Work, setting
+from tokenmill.stage import Pod, Scope, Stage, Work, parsed_items, setting
 
 DOCS_FILE = "docs.parquet"
 
@@ -49,12 +49,7 @@ class ScoreSettings:
             raise ValueError(f"score.classifiers: names declared twice: {repeated}")
 
     def declared(self) -> list[Classifier]:
-        if not isinstance(self.classifiers, list):
-            return []
-        return [
-            Classifier.parse(value, f"score.classifiers[{index}]")
-            for index, value in enumerate(self.classifiers)
-        ]
+        return parsed_items(self.classifiers, Classifier.parse, "score.classifiers")
 
 
 def run(work: Work) -> StageReport:
