@@ -372,7 +372,7 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recip
     figures["landed_to_requested_s"] = round(requested_at - landed, 1) if requested_at else None
     # The daemon's own automation ticks (one sensor per stage) from the registration on: the
     # ones that saw the new units, then idle ones.
-    names = [f"automation_{stage.name}" for stage in STAGES]
+    names = [f"automation_{stage.name}" for stage in STAGES if stage.automatic]
     for name in names:
         wait_for_tick(url, name, landing_tick["endTimestamp"], 2)
     ticks = {name: wait_for_tick(url, name, registering, 100, at_least=False) for name in names}

@@ -137,7 +137,8 @@ def build_definitions(
         landing_zone,
         crawl_signatures_complete(catalog),
         record_run_failures,
-        *(automation_sensor(stage, catalog) for stage in served),
+        # none for a stage the automation never launches (a release)
+        *(automation_sensor(stage, catalog) for stage in served if stage.automatic),
     ]
     if catalog.problems:
         sensors.append(recipe_problems(catalog.problems))
