@@ -232,3 +232,15 @@ def test_bad_settings_are_refused_when_read():
         ReleaseSettings(weights={"x": 0})
     with pytest.raises(ValueError, match="validation 1.5"):
         ReleaseSettings(validation=1.5)
+
+
+def test_megatron_cores_own_reader_reads_the_release(lake):
+    """Megatron-Core's IndexedDataset, where it is installed (it needs torch; not in the
+    project's environment): every shard reads back document by document."""
+    indexed = pytest.importorskip("megatron.core.datasets.indexed_dataset")
+    version = release(lake, replace(SMALL, crawls=[FIRST])).counts["version"]
+    for name, shard in shards(lake, version).items():
+        dataset = indexed.IndexedDataset(lake.path(f"release/{version}/{name}"), mmap=True)
+        assert len(dataset) == len(shard["documents"])
+        for index, tokens in enumerate(shard["documents"]):
+            assert dataset[index].tolist() == tokens
