@@ -83,6 +83,11 @@ def describe(error: BaseException) -> str:
     return "".join(traceback.format_exception_only(error)).strip()
 
 
+# Counts kept in the lake's markers only: thousands of histogram bins per unit would weigh on
+# the event log (every unit's materialization) for nothing the UI shows.
+MARKER_ONLY_COUNTS = frozenset({"score_histograms"})
+
+
 def stage_result(
     report: StageReport,
     lake: Lake,
@@ -108,6 +113,8 @@ def stage_result(
         metadata[f"dropped {reason}"] = count
         metadata[f"drop_rate {reason}"] = round(count / max(report.records_in, 1), 4)
     for name, value in report.counts.items():
+        if name in MARKER_ONLY_COUNTS:
+            continue
         metadata[name] = MetadataValue.json(value) if isinstance(value, dict | list) else value
     if report.preview:
         metadata["preview"] = _preview_table(report.preview)

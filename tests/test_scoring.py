@@ -308,3 +308,19 @@ def test_only_recipes_with_classifier_rules_wait_for_the_scores(tmp_path):
         "top": {"extracted", "scored", "unit_score_cuts"},
     }
     assert Recipe.load(recipes / "top.yaml").settings(CleanSettings).score_rules()[0].keep_top
+
+
+def test_the_crawl_distribution_shows_where_shares_cut_and_metadata_stays_small(scored_lake):
+    from data_assets.results import stage_result
+    from tokenmill.stages.score_distribution import crawl_top_share
+
+    lake, unit, _ = scored_lake
+    report = run_stage_work(stage_named("score_distribution"), lake, crawl=CRAWL)
+    shown = report.counts["keep_top_thresholds"]["alpha.hq"]
+    assert shown["0.1"] == round(crawl_top_share(lake, CRAWL, "alpha", "hq", 0.1).threshold, 6)
+    assert shown["0.01"] >= shown["0.1"] >= shown["0.5"]
+    # the units' histograms stay in the lake's markers, out of Dagster's event log
+    scored = run_stage_work(stage_named(SCORED), lake, declared("alpha", "beta"), unit=unit)
+    assert scored.counts["score_histograms"]
+    metadata = stage_result(scored, lake, unit.prefix(SCORED)).metadata
+    assert "score_histograms" not in metadata and "classifiers" in metadata

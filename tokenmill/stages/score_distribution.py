@@ -19,6 +19,7 @@ from tokenmill.stage import CrawlBoundary, Pod, Scope, Stage, Work
 from tokenmill.units import registered_units
 
 DISTRIBUTION_FILE = "distribution.json"
+SHOWN_SHARES = (0.01, 0.1, 0.3, 0.5)
 
 
 def run(work: Work) -> StageReport:
@@ -52,6 +53,14 @@ def run(work: Work) -> StageReport:
     version = hashlib.sha256(data).hexdigest()
     report.counts["scored"] = {
         f"{name}.{label}": sum(counts.values())
+        for name, entry in distribution["classifiers"].items()
+        for label, counts in entry["histograms"].items()
+    }
+    # where a recipe's keep_top would cut, for a few shares: what a researcher picks from
+    report.counts["keep_top_thresholds"] = {
+        f"{name}.{label}": {
+            str(share): round(top_share(counts, share).threshold, 6) for share in SHOWN_SHARES
+        }
         for name, entry in distribution["classifiers"].items()
         for label, counts in entry["histograms"].items()
     }
