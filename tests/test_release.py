@@ -244,3 +244,35 @@ def test_megatron_cores_own_reader_reads_the_release(lake):
         assert len(dataset) == len(shard["documents"])
         for index, tokens in enumerate(shard["documents"]):
             assert dataset[index].tolist() == tokens
+
+
+def test_parallel_steps_and_workers_make_the_same_release(lake):
+    from tokenmill.stage import Work
+
+    settings = replace(SMALL, crawls=[FIRST, SECOND], seed=21)
+    version = release(lake, settings).counts["version"]
+    alone = {k: lake.read_bytes(k) for k in lake.list(f"release/{version}")}
+    lake.delete_prefix(f"release/{version}")
+    fan_out = stage_named("release").fan_out
+    work = Work(lake, "release", settings)
+    pieces = fan_out.plan(work)
+    shares = [fan_out.run(work, pieces[step::2], 2) for step in range(2)]  # 2 steps, 2 workers
+    assert sum(share["pieces"] for share in shares) == len(pieces) >= 3
+    assert fan_out.finish(work, shares).counts["version"] == version
+    assert {k: lake.read_bytes(k) for k in lake.list(f"release/{version}")} == alone
+    assert fan_out.plan(work) == []  # published: nothing left to write
+
+
+def test_crawls_tokenized_with_different_tokenizers_are_refused(lake, tmp_path):
+    import shutil
+
+    from tokenmill.lake import Lake
+    from tokenmill.tokenize import TokenizerSettings
+
+    copy = Lake.from_url(str(shutil.copytree(lake.real_root, tmp_path / "lake")))
+    run_stage_work(stage_named("tokenizer"), copy, TokenizerSettings(vocab_size=300))
+    for unit in registered_units(copy, SECOND):
+        run_stage_work(stage_named("tokenized_shards"), copy, unit=unit, workers=1)
+    with pytest.raises(ReleaseError, match="different tokenizers") as error:
+        plan_release(copy, replace(SMALL, crawls=[FIRST, SECOND]))
+    assert FIRST in str(error.value) and SECOND in str(error.value)
