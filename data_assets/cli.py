@@ -339,6 +339,7 @@ def cmd_preview(args: argparse.Namespace) -> None:
 
 
 RETRAINED_TAG = "tokenmill/retrained"
+RELEASED_TAG = "tokenmill/released"
 
 
 def cmd_retrain_tokenizer(args: argparse.Namespace) -> None:
@@ -366,6 +367,37 @@ def cmd_retrain_tokenizer(args: argparse.Namespace) -> None:
     after = _tokenizer_sha(dataset.lake(lake))
     change = "unchanged" if after == before else f"{before or 'none'} -> {after}"
     print(f"{dataset.key(TOKENIZER).to_user_string()}: run {outcome.run_id}, sha256 {change}")
+
+
+def cmd_release(args: argparse.Namespace) -> None:
+    """A release of the recipe as its `release:` section says, made on purpose: a recorded
+    Dagster run of the recipe's release asset; a version published already is left as it is."""
+    from data_assets.jobs import job_name
+    from data_assets.runner import definitions_for, execute, local_instance
+    from tokenmill.layout import RELEASE
+
+    dataset = chosen_recipe(args.recipe)
+    lake = default_lake()
+    outcome = execute(
+        job_name(RELEASE),
+        None,
+        local_instance(),
+        definitions_for(lake),
+        [dataset.key(RELEASE)],
+        tags={RELEASED_TAG: f"tokenmill release by {os.environ.get('USER', '?')}"},
+    )
+    if not outcome.success:
+        raise RunsFailedError([outcome])
+    print(f"{dataset.key(RELEASE).to_user_string()}: run {outcome.run_id}")
+    for line in release_lines(lake, _only(dataset)):
+        print(line)
+
+
+def _only(dataset):
+    from data_assets.datasets import Catalog
+
+    catalog = Catalog.load()
+    return Catalog(catalog.shared, (dataset,))
 
 
 def _tokenizer_sha(lake: Lake) -> str | None:
@@ -520,6 +552,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     retrain.add_argument("--recipe", help="whose tokenizer (default: the only recipe)")
     retrain.set_defaults(func=cmd_retrain_tokenizer)
+
+    released = commands.add_parser(
+        "release", help="make a recipe's training release now (a recorded run)"
+    )
+    released.add_argument("--recipe", help="whose release (default: the only recipe)")
+    released.set_defaults(func=cmd_release)
 
     train = commands.add_parser(
         "train-classifier",

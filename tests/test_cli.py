@@ -232,3 +232,7 @@ def test_the_demo_trains_a_classifier_and_builds_a_second_recipe_that_keeps_by_i
     assert 0 < rows["demo_top_quality/cleaned"]["docs_out"] < rows["fineweb_en/cleaned"]["docs_out"]
     assert rows["scored"]["docs_out"] == rows["extracted"]["docs_out"]
     assert "\n0 runs succeeded" in "\n" + tokenmill("demo", "--pages-per-file", "40")
+    # a release made on purpose: a recorded run; the same inputs and settings, the same version
+    released = [line for line in summary if line.startswith("release demo_top_quality")]
+    again = tokenmill("release", "--recipe", "demo_top_quality")
+    assert "demo_top_quality/release: run " in again and released[0] in again
