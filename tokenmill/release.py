@@ -23,13 +23,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import tempfile
 from array import array
-from collections import Counter, OrderedDict
+from collections import Counter
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tokenmill.lake import Lake
@@ -50,7 +52,6 @@ ALL = "all"  # the group of every crawl, without weights
 SPLITS = ("train", "valid")
 MAX_DOCUMENTS = 2**31 - 2  # Megatron's document index is int32
 CHUNK = 1 << 16  # positions resolved and read at a time
-SIDECAR_CACHE = 64  # input files whose index and sidecar a piece keeps
 COPIED_FIELDS = [
     f for f in TOKEN_PROVENANCE_SCHEMA if f.name not in ("doc_index", "token_start", "token_end")
 ]
@@ -230,29 +231,17 @@ def shape_group(group: Group, name: str, index: int, settings: ReleaseSettings) 
 # -- writing a shard --------------------------------------------------------------------------
 
 
-class _Sources:
-    """The input files a piece reads, their indexes and sidecars kept for the last few."""
-
-    def __init__(self, lake: Lake):
-        self.lake = lake
-        self.cache: OrderedDict[str, tuple[IndexedDataset, pa.Table]] = OrderedDict()
-
-    def get(self, source: str) -> tuple[IndexedDataset, pa.Table]:
-        if source in self.cache:
-            self.cache.move_to_end(source)
-            return self.cache[source]
-        index = IndexedDataset(self.lake.read_bytes(f"{source}/tokens.idx"), None)
-        with self.lake.open_input(f"{source}/provenance.parquet") as f:
-            sidecar = pq.read_table(f)
-        if "text_hash" not in sidecar.column_names:
-            raise MissingInputError(
-                f"{source} was tokenized before documents carried a text hash: "
-                "rematerialize tokenized_shards"
-            )
-        self.cache[source] = (index, sidecar)
-        if len(self.cache) > SIDECAR_CACHE:
-            self.cache.popitem(last=False)
-        return index, sidecar
+def _sources(lake: Lake, source: str) -> tuple[IndexedDataset, pa.Table]:
+    """An input file's index and its sidecar's rows."""
+    index = IndexedDataset(lake.read_bytes(f"{source}/tokens.idx"), None)
+    with lake.open_input(f"{source}/provenance.parquet") as f:
+        sidecar = pq.read_table(f)
+    if "text_hash" not in sidecar.column_names:
+        raise MissingInputError(
+            f"{source} was tokenized before documents carried a text hash: "
+            "rematerialize tokenized_shards"
+        )
+    return index, sidecar
 
 
 @dataclass
@@ -268,39 +257,52 @@ class Chunk:
         return Chunk([self.data[i] for i in chosen], self.rows.take(pa.array(chosen)))
 
 
-def _chunks(lake: Lake, group: Group, positions: np.ndarray, sources: _Sources):
+def _chunks(lake: Lake, group: Group, positions: np.ndarray, scratch):
     """The documents at `positions` of the group's shuffled order, in that order, CHUNK at a
-    time, each read from its input file (the files a chunk needs, one at a time)."""
+    time. Each input file is read once, in file order (its index, its sidecar, then its
+    documents' tokens in file order), the tokens spilled to the local `scratch` file: a
+    shard draws from up to a million files at corpus scale, and reading them in release
+    order would read each many times."""
     starts = group.files.starts()
-    shuffle = Permutation(int(starts[-1]), group.seed)
+    documents = Permutation(int(starts[-1]), group.seed)(positions)
+    files = np.searchsorted(starts, documents, side="right") - 1
+    within = documents - starts[files]
+    by_file = np.lexsort((within, files))
+    offsets = np.zeros(len(positions), np.int64)
+    sizes = np.zeros(len(positions), np.int64)
+    tables = []
+    bounds = np.flatnonzero(np.diff(files[by_file])) + 1
+    for rows in np.split(by_file, bounds) if len(by_file) else []:
+        file, docs = int(files[rows[0]]), within[rows]
+        source = group.files.source(file)
+        index, sidecar = _sources(lake, source)
+        taken = sidecar.take(pa.array(docs))
+        text_tokens = taken.column("token_end").to_numpy() - taken.column("token_start").to_numpy()
+        tables.append(
+            taken.select([f.name for f in COPIED_FIELDS])
+            .append_column("source", pa.array([source] * len(rows), pa.string()))
+            .append_column("source_doc_index", pa.array(docs, pa.int64()))
+            .append_column("text_tokens", pa.array(text_tokens, pa.int64()))
+            .append_column("position", pa.array(rows, pa.int64()))
+        )
+        itemsize = index.dtype.itemsize
+        with lake.open_input(f"{source}/tokens.bin") as tokens:
+            for row, doc in zip(rows, docs, strict=True):  # docs ascending: pointers too
+                tokens.seek(int(index.pointers[doc]))
+                data = tokens.read(int(index.lengths[doc]) * itemsize)
+                offsets[row], sizes[row] = scratch.tell(), len(data)
+                scratch.write(data)
+    if not tables:
+        return
+    rows = pa.concat_tables(tables)
+    rows = rows.take(pc.sort_indices(rows.column("position"))).drop_columns(["position"])
     for first in range(0, len(positions), CHUNK):
-        chunk = shuffle(positions[first : first + CHUNK])
-        files = np.searchsorted(starts, chunk, side="right") - 1
-        within = chunk - starts[files]
-        data: list = [b""] * len(chunk)
-        tables, order = [], []
-        for file in np.unique(files):
-            rows = np.flatnonzero(files == file)
-            docs = within[rows]
-            source = group.files.source(int(file))
-            index, sidecar = sources.get(source)
-            picked = sidecar.take(pa.array(docs)).select([f.name for f in COPIED_FIELDS])
-            spans = sidecar.take(pa.array(docs)).select(["token_start", "token_end"])
-            text_tokens = spans.column(1).to_numpy() - spans.column(0).to_numpy()
-            tables.append(
-                picked.append_column("source", pa.array([source] * len(rows), pa.string()))
-                .append_column("source_doc_index", pa.array(docs, pa.int64()))
-                .append_column("text_tokens", pa.array(text_tokens, pa.int64()))
-            )
-            order.append(rows)
-            itemsize = index.dtype.itemsize
-            with lake.open_input(f"{source}/tokens.bin") as tokens:
-                for row in rows[np.argsort(index.pointers[docs], kind="stable")]:
-                    tokens.seek(int(index.pointers[within[row]]))
-                    data[row] = tokens.read(int(index.lengths[within[row]]) * itemsize)
-        placed = np.empty(len(chunk), np.int64)
-        placed[np.concatenate(order)] = np.arange(len(chunk))
-        yield Chunk(data, pa.concat_tables(tables).take(pa.array(placed)))
+        data = []
+        for row in range(first, min(first + CHUNK, len(positions))):
+            scratch.seek(int(offsets[row]))
+            data.append(scratch.read(int(sizes[row])))
+        scratch.seek(0, 2)
+        yield Chunk(data, rows.slice(first, len(data)))
 
 
 def shard_name(split: str, group: str, number: int) -> str:
@@ -383,8 +385,8 @@ def write_piece(lake: Lake, plan: Plan, piece: str, settings: ReleaseSettings) -
     train = _Dataset(lake, f"{plan.prefix}/{train_name}", plan.dtype)
     valid = _Dataset(lake, f"{plan.prefix}/_valid/{name}-{number:05d}", plan.dtype)
     counted = {split: {"crawls": Counter(), "languages": Counter()} for split in SPLITS}
-    with train, valid:
-        for chunk in _chunks(lake, group, positions, _Sources(lake)):
+    with train, valid, tempfile.TemporaryFile() as scratch:
+        for chunk in _chunks(lake, group, positions, scratch):
             hashes = chunk.rows.column("text_hash").to_numpy()
             held_out = is_valid(hashes, settings.validation, settings.split_seed)
             for split, keep, dataset in (("train", ~held_out, train), ("valid", held_out, valid)):
