@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import struct
 import tempfile
 from array import array
 from collections import Counter
@@ -36,7 +37,7 @@ import pyarrow.parquet as pq
 
 from tokenmill.lake import Lake
 from tokenmill.layout import MARKER, RELEASE, TOKEN_PROVENANCE_SCHEMA, TOKENIZED_SHARDS, Unit
-from tokenmill.megatron import IndexedDataset, IndexedDatasetWriter
+from tokenmill.megatron import CODE_DTYPES, IndexedDataset, IndexedDatasetWriter
 from tokenmill.outputs import (
     HashingFile,
     MissingInputError,
@@ -51,7 +52,9 @@ from tokenmill.units import registered_crawls, registered_units
 ALL = "all"  # the group of every crawl, without weights
 SPLITS = ("train", "valid")
 MAX_DOCUMENTS = 2**31 - 2  # Megatron's document index is int32
-CHUNK = 1 << 16  # positions resolved and read at a time
+CHUNK = 1 << 16  # documents handed to the shard writer at a time
+HEADER_BYTES = 9 + 8 + 1 + 8 + 8  # a Megatron index's magic, version, dtype and two counts
+WHOLE_INDEX_SHARE = 64  # an index is read whole when a 64th of its documents are needed
 COPIED_FIELDS = [
     f for f in TOKEN_PROVENANCE_SCHEMA if f.name not in ("doc_index", "token_start", "token_end")
 ]
@@ -231,17 +234,42 @@ def shape_group(group: Group, name: str, index: int, settings: ReleaseSettings) 
 # -- writing a shard --------------------------------------------------------------------------
 
 
-def _sources(lake: Lake, source: str) -> tuple[IndexedDataset, pa.Table]:
-    """An input file's index and its sidecar's rows."""
-    index = IndexedDataset(lake.read_bytes(f"{source}/tokens.idx"), None)
+def _sidecar_rows(lake: Lake, source: str, docs: np.ndarray) -> pa.Table:
+    """The sidecar rows of `docs` (ascending) of an input file, reading only the row groups
+    that hold them (a shard needs about one document of each file it draws from)."""
     with lake.open_input(f"{source}/provenance.parquet") as f:
-        sidecar = pq.read_table(f)
-    if "text_hash" not in sidecar.column_names:
-        raise MissingInputError(
-            f"{source} was tokenized before documents carried a text hash: "
-            "rematerialize tokenized_shards"
-        )
-    return index, sidecar
+        parquet = pq.ParquetFile(f)
+        if "text_hash" not in parquet.schema_arrow.names:
+            raise MissingInputError(
+                f"{source} was tokenized before documents carried a text hash: "
+                "rematerialize tokenized_shards"
+            )
+        sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
+        firsts = np.concatenate([[0], np.cumsum(sizes)])
+        groups = np.unique(np.searchsorted(firsts, docs, side="right") - 1)
+        table = parquet.read_row_groups(groups.tolist())
+    held = np.concatenate([np.arange(firsts[g], firsts[g + 1]) for g in groups])
+    return table.take(pa.array(np.searchsorted(held, docs)))
+
+
+def _pointers(lake: Lake, source: str, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(byte offsets, token counts, token size) of `docs` in an input file's `.bin`, from its
+    `.idx`: read whole when many are needed, else entry by entry."""
+    key = f"{source}/tokens.idx"
+    with lake.open_input(key) as f:
+        header = f.read(HEADER_BYTES)
+        count = struct.unpack_from("<Q", header, 18)[0]
+        if len(docs) * WHOLE_INDEX_SHARE >= count:  # much of it is needed anyway
+            index = IndexedDataset(header + f.read(), None)
+            return index.pointers[docs], index.lengths[docs], index.dtype.itemsize
+        itemsize = CODE_DTYPES[header[17]].itemsize
+        lengths, pointers = np.empty(len(docs), np.int64), np.empty(len(docs), np.int64)
+        for at, doc in enumerate(docs):
+            f.seek(HEADER_BYTES + 4 * int(doc))
+            lengths[at] = struct.unpack("<i", f.read(4))[0]
+            f.seek(HEADER_BYTES + 4 * count + 8 * int(doc))
+            pointers[at] = struct.unpack("<q", f.read(8))[0]
+    return pointers, lengths, itemsize
 
 
 @dataclass
@@ -275,8 +303,8 @@ def _chunks(lake: Lake, group: Group, positions: np.ndarray, scratch):
     for rows in np.split(by_file, bounds) if len(by_file) else []:
         file, docs = int(files[rows[0]]), within[rows]
         source = group.files.source(file)
-        index, sidecar = _sources(lake, source)
-        taken = sidecar.take(pa.array(docs))
+        taken = _sidecar_rows(lake, source, docs)
+        pointers, lengths, itemsize = _pointers(lake, source, docs)
         text_tokens = taken.column("token_end").to_numpy() - taken.column("token_start").to_numpy()
         tables.append(
             taken.select([f.name for f in COPIED_FIELDS])
@@ -285,11 +313,10 @@ def _chunks(lake: Lake, group: Group, positions: np.ndarray, scratch):
             .append_column("text_tokens", pa.array(text_tokens, pa.int64()))
             .append_column("position", pa.array(rows, pa.int64()))
         )
-        itemsize = index.dtype.itemsize
         with lake.open_input(f"{source}/tokens.bin") as tokens:
-            for row, doc in zip(rows, docs, strict=True):  # docs ascending: pointers too
-                tokens.seek(int(index.pointers[doc]))
-                data = tokens.read(int(index.lengths[doc]) * itemsize)
+            for row, pointer, length in zip(rows, pointers, lengths, strict=True):
+                tokens.seek(int(pointer))  # documents ascending: pointers too
+                data = tokens.read(int(length) * itemsize)
                 offsets[row], sizes[row] = scratch.tell(), len(data)
                 scratch.write(data)
     if not tables:
