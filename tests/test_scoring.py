@@ -324,3 +324,47 @@ def test_the_crawl_distribution_shows_where_shares_cut_and_metadata_stays_small(
     assert scored.counts["score_histograms"]
     metadata = stage_result(scored, lake, unit.prefix(SCORED)).metadata
     assert "score_histograms" not in metadata and "classifiers" in metadata
+
+
+class LengthScorer:
+    """A plug-in scorer: the share of a document's first 2,000 characters that are letters."""
+
+    labels = ["__label__letters"]
+
+    def __init__(self, limit: int = 2000):
+        self.limit = limit
+        self.version = f"letters-v1-{limit}"
+
+    def __call__(self, texts):
+        return {
+            "__label__letters": [
+                sum(c.isalpha() for c in t[: self.limit]) / len(t[: self.limit]) if t else None
+                for t in texts
+            ]
+        }
+
+
+def test_a_plug_in_scorer_from_an_allowed_module_scores_and_recipes_use_it(
+    scored_lake, monkeypatch
+):
+    from tokenmill.filters import FILTER_MODULES_ENV, FilterNotAllowedError
+
+    lake, unit, _ = scored_lake
+    settings = ScoreSettings(
+        classifiers=[
+            {"name": "letters", "scorer": f"{__name__}.LengthScorer", "params": {"limit": "500"}}
+        ]
+    )
+    monkeypatch.delenv(FILTER_MODULES_ENV, raising=False)
+    with pytest.raises(FilterNotAllowedError):
+        run_stage_work(stage_named(SCORED), lake, settings, unit=unit, workers=1)
+    monkeypatch.setenv(FILTER_MODULES_ENV, __name__.rpartition(".")[0] or __name__)
+    report = run_stage_work(stage_named(SCORED), lake, settings, unit=unit, workers=1)
+    assert report.counts["classifiers"]["letters"]["version"] == "letters-v1-500"
+    scores = scores_of(lake, unit, "letters")
+    texts = extracted_docs(lake, unit)["text"].to_list()
+    expected = LengthScorer(500)(texts)["__label__letters"]
+    assert scores["letters"].to_list() == pytest.approx(expected, rel=1e-6)
+    kept, _ = cleaned_ids(lake, unit, [{"classifier": "letters", "label": "letters", "min": 0.8}])
+    assert kept == set(scores.filter(pl.col("letters") >= 0.8)["doc_id"])
+    run_stage_work(stage_named(SCORED), lake, declared("alpha", "beta"), unit=unit, workers=1)
