@@ -11,10 +11,11 @@ positions of ``SHARDS`` shards spread over the release are resolved to (file, do
 permutation, the binary search and the grouping by file a shard's writer does before reading.
 In a process of its own; its peak RSS is its VmHWM.
 
-Writing: a demo corpus (2 crawls x 8 files x 400 pages) is tokenized and released in shards of
-1,000,000 tokens, one process (`release` stage, one worker), against reading every input
-`tokens.bin` and writing its bytes to a new file (a plain copy). Wall seconds, one run each,
-interleaved, ``BENCH_ROUNDS`` times (3): medians. The last line is one JSON object.
+Writing: a demo corpus (2 crawls x 8 files x ``--pages-per-file`` pages, 400) is tokenized and
+released in shards of ``--shard-tokens`` (1,000,000), one process (`release` stage, one
+worker), against reading every input `tokens.bin` and writing its bytes to a new file (a plain
+copy). Wall seconds, one run each, interleaved, ``BENCH_ROUNDS`` times (3): medians. The last
+line is one JSON object.
 """
 
 from __future__ import annotations
@@ -95,14 +96,14 @@ def plan_at_scale(files: int, documents: int) -> dict:
     }
 
 
-def demo_corpus(root: Path):
+def demo_corpus(root: Path, pages_per_file: int):
     from tests.demo_pipeline import tokenized_demo_crawls
 
     crawls = {"CC-MAIN-BENCH-2026-01": 1, "CC-MAIN-BENCH-2026-02": 2}
-    return tokenized_demo_crawls(root, crawls, files=8, pages_per_file=400)
+    return tokenized_demo_crawls(root, crawls, files=8, pages_per_file=pages_per_file)
 
 
-def release_once(lake_url: str) -> float:
+def release_once(lake_url: str, shard_tokens: int) -> float:
     from tokenmill.lake import Lake
     from tokenmill.parts import run_stage_work
     from tokenmill.release import ReleaseSettings
@@ -111,7 +112,7 @@ def release_once(lake_url: str) -> float:
     lake = Lake.from_url(lake_url)
     lake.delete_prefix("release")
     started = time.perf_counter()
-    run_stage_work(stage_named("release"), lake, ReleaseSettings(shard_tokens=1_000_000, seed=1))
+    run_stage_work(stage_named("release"), lake, ReleaseSettings(shard_tokens=shard_tokens, seed=1))
     return time.perf_counter() - started
 
 
@@ -133,6 +134,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=9_000_000)
     parser.add_argument("--documents", type=float, default=1e10)
+    parser.add_argument("--pages-per-file", type=int, default=400, help="of the demo corpus")
+    parser.add_argument("--shard-tokens", type=int, default=1_000_000, help="of the release")
     arguments = parser.parse_args()
     rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
     figures: dict = {"bench": "release"}
@@ -163,11 +166,11 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        lake = demo_corpus(root)
+        lake = demo_corpus(root, arguments.pages_per_file)
         url = lake.url
         releases, copies, copied = [], [], 0
         for _ in range(rounds):
-            releases.append(release_once(url))
+            releases.append(release_once(url, arguments.shard_tokens))
             took, copied = copy_once(url, root / "copy")
             copies.append(took)
         marker = json.loads(next(Path(url).glob("release/*/_SUCCESS.json")).read_text())

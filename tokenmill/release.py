@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import mmap
 import struct
 import tempfile
 from array import array
@@ -313,23 +314,37 @@ def _chunks(lake: Lake, group: Group, positions: np.ndarray, scratch):
             .append_column("text_tokens", pa.array(text_tokens, pa.int64()))
             .append_column("position", pa.array(rows, pa.int64()))
         )
+        begins = pointers.astype(np.int64)
+        ends = begins + lengths.astype(np.int64) * itemsize
         with lake.open_input(f"{source}/tokens.bin") as tokens:
-            for row, pointer, length in zip(rows, pointers, lengths, strict=True):
-                tokens.seek(int(pointer))  # documents ascending: pointers too
-                data = tokens.read(int(length) * itemsize)
-                offsets[row], sizes[row] = scratch.tell(), len(data)
-                scratch.write(data)
+            low, high = int(begins.min()), int(ends.max())
+            if 4 * int((ends - begins).sum()) >= high - low:  # dense: one read of the range
+                tokens.seek(low)
+                block = tokens.read(high - low)
+                pieces = [block[b - low : e - low] for b, e in zip(begins, ends, strict=True)]
+            else:  # documents ascending: pointers too
+                pieces = []
+                for begin, end in zip(begins, ends, strict=True):
+                    tokens.seek(int(begin))
+                    pieces.append(tokens.read(int(end - begin)))
+        sizes[rows] = ends - begins
+        offsets[rows] = scratch.tell() + np.cumsum(ends - begins) - (ends - begins)
+        scratch.write(b"".join(pieces))
     if not tables:
         return
     rows = pa.concat_tables(tables)
     rows = rows.take(pc.sort_indices(rows.column("position"))).drop_columns(["position"])
+    scratch.flush()
+    spilled = mmap.mmap(scratch.fileno(), 0, access=mmap.ACCESS_READ) if sizes.any() else b""
     for first in range(0, len(positions), CHUNK):
-        data = []
-        for row in range(first, min(first + CHUNK, len(positions))):
-            scratch.seek(int(offsets[row]))
-            data.append(scratch.read(int(sizes[row])))
-        scratch.seek(0, 2)
+        last = min(first + CHUNK, len(positions))
+        data = [
+            spilled[o : o + s]
+            for o, s in zip(offsets[first:last].tolist(), sizes[first:last].tolist(), strict=True)
+        ]
         yield Chunk(data, rows.slice(first, len(data)))
+    if isinstance(spilled, mmap.mmap):
+        spilled.close()
 
 
 def shard_name(split: str, group: str, number: int) -> str:
