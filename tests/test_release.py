@@ -301,3 +301,20 @@ def test_sparse_reads_give_the_same_release(lake, monkeypatch, tmp_path):
     docs = np.array([0, 36, 37, 500, 999])
     rows = core._sidecar_rows(local, ".", docs)
     assert rows.column("doc_index").to_pylist() == docs.tolist()
+
+
+def test_the_manifest_names_its_inputs_data(lake):
+    from tokenmill.release import unit_digest
+
+    version = release(lake, replace(SMALL, crawls=[FIRST, SECOND])).counts["version"]
+    manifest = json.loads(lake.read_bytes(f"release/{version}/manifest.json"))
+    inputs = json.loads(lake.read_bytes(f"release/{version}/inputs.json"))
+    units = registered_units(lake, FIRST) + registered_units(lake, SECOND)
+    assert inputs == {
+        u.key: unit_digest(lake.read_json(f"{u.prefix(TOKENIZED_SHARDS)}/{MARKER}")) for u in units
+    }
+    assert manifest["inputs"]["units"] == len(units)
+    assert set(manifest["inputs"]["crawls"]) == {FIRST, SECOND}
+    assert manifest["inputs"]["files"] == sum(
+        lake.read_json(f"{u.prefix(TOKENIZED_SHARDS)}/{MARKER}")["counts"]["files"] for u in units
+    )

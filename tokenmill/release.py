@@ -163,6 +163,7 @@ class Plan:
     tokenizer_sha256: str
     dtype: str
     settings: dict
+    inputs: dict[str, str] = field(default_factory=dict)  # unit -> digest of its files
 
     @property
     def prefix(self) -> str:
@@ -183,6 +184,7 @@ def plan_release(lake: Lake, settings: ReleaseSettings) -> Plan:
     dtypes = set()
     identity = hashlib.sha256(json.dumps(asdict(settings), sort_keys=True).encode())
     groups: dict[str, Group] = {}
+    inputs: dict[str, str] = {}  # unit -> the digest of its tokenized files
     for crawl in crawls:
         name = crawl if settings.weights else ALL
         files = groups.setdefault(name, Group(InputFiles())).files
@@ -201,7 +203,8 @@ def plan_release(lake: Lake, settings: ReleaseSettings) -> Plan:
                 files.part.append(part)
                 files.documents.append(marker["outputs"][f"{part:05d}/provenance.parquet"]["rows"])
                 files.tokens += tokens["bytes"] // itemsize
-                identity.update(f"{unit.key}/{part}={tokens['sha256']}\n".encode())
+            inputs[unit.key] = unit_digest(marker)
+            identity.update(f"{unit.key}={inputs[unit.key]}\n".encode())
         if files.tokens == before:
             raise ReleaseError(f"crawl {crawl} has no tokenized documents to release")
     if len(tokenizers) > 1:
@@ -212,7 +215,13 @@ def plan_release(lake: Lake, settings: ReleaseSettings) -> Plan:
     for index, (name, group) in enumerate(groups.items()):
         shape_group(group, name, index, settings)
     version = identity.hexdigest()[:16]
-    return Plan(version, groups, tokenizer, dtypes.pop(), asdict(settings))
+    return Plan(version, groups, tokenizer, dtypes.pop(), asdict(settings), inputs)
+
+
+def unit_digest(marker: dict) -> str:
+    """A tokenized unit's data: the SHA-256 of its files' SHA-256s, by name."""
+    files = {name: entry["sha256"] for name, entry in marker["outputs"].items()}
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
 
 
 def shape_group(group: Group, name: str, index: int, settings: ReleaseSettings) -> None:
@@ -503,8 +512,20 @@ def finish_release(lake: Lake, plan: Plan, settings: ReleaseSettings) -> StageRe
         },
         "shards": shards,
     }
+    by_crawl = {}  # crawl -> a running hash of its units' digests
+    for unit, digest in plan.inputs.items():
+        by_crawl.setdefault(Unit.from_key(unit).crawl, hashlib.sha256()).update(
+            f"{unit}={digest}\n".encode()
+        )
+    manifest["inputs"] = {
+        "units": len(plan.inputs),
+        "files": sum(len(group.files) for group in plan.groups.values()),
+        "crawls": {crawl: digest.hexdigest() for crawl, digest in sorted(by_crawl.items())},
+        "per_unit": "inputs.json",
+    }
     extra = {
         "manifest.json": json.dumps(manifest, indent=1, sort_keys=True).encode(),
+        "inputs.json": json.dumps(plan.inputs, sort_keys=True).encode(),
         "blend.txt": blend(shards, plan, "train").encode(),
         "blend-valid.txt": blend(shards, plan, "valid").encode(),
     }
