@@ -309,3 +309,41 @@ def test_an_object_deleted_after_registration_is_quarantined_and_the_rest_kept(
     assert raw.counts["unusable_files"] == {gone: "missing: no such object"}
     assert cleaned.counts["unusable_files"] == {gone: "missing: no such object"}
     assert raw.records_out > 0 and cleaned.records_out > 0  # the other file's records
+
+
+def test_scores_and_a_release_made_on_s3_are_those_made_locally(seaweedfs, s3_env, tmp_path):
+    """The classifier model read from the S3 lake (copied once to local disk for fastText) and
+    a release written with ranged reads and a local scratch file: the same bytes as on disk."""
+    import json as json_module
+
+    from demo.crawl import sample_articles
+    from tests.demo_pipeline import tokenized_demo_crawls
+    from tokenmill.classifiers import TrainingSettings, train_classifier
+    from tokenmill.parts import run_stage_work
+    from tokenmill.release import ReleaseSettings
+    from tokenmill.stages import stage_named
+    from tokenmill.stages.scored import ScoreSettings
+    from tokenmill.units import registered_units
+
+    crawl = "CC-MAIN-S3REL-2026-01"
+    local = tokenized_demo_crawls(tmp_path / "local", {crawl: 4}, files=2, pages_per_file=40)
+    positives = tmp_path / "good.jsonl"
+    articles = sample_articles("en", 60, seed=3)
+    positives.write_text("".join(json_module.dumps({"text": t}) + "\n" for t in articles))
+    small = TrainingSettings(dim=16, epoch=25, lr=1.0, bucket=100_000)
+    train_classifier(local, "good", positives, settings=small)
+    lake = s3_lake(seaweedfs, "scores-and-release")
+    root = Path(local.real_root)
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        lake.put_file(str(path.relative_to(root)), path)
+    declared = ScoreSettings(classifiers=[{"name": "good", "model": "classifiers/good/model.bin"}])
+    settings = ReleaseSettings(shard_tokens=20_000, validation=0.1, seed=2)
+    made = {}
+    for where, store in (("local", local), ("s3", lake)):
+        (unit,) = registered_units(store, crawl)
+        run_stage_work(stage_named("scored"), store, declared, unit=unit, workers=1)
+        version = run_stage_work(stage_named("release"), store, settings).counts["version"]
+        keys = [f"{unit.part_prefix('scored', p)}/good.parquet" for p in range(2)]
+        keys += sorted(k for k in store.list(f"release/{version}") if not k.endswith(MARKER))
+        made[where] = {k: store.read_bytes(k) for k in keys}
+    assert made["s3"] == made["local"] and len(made["local"]) > 8

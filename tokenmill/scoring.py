@@ -11,6 +11,8 @@ model's SHA-256) is what its stored scores depend on.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import hashlib
 import math
@@ -175,22 +177,25 @@ def _digest(path: str, size: int, mtime_ns: int) -> str:
     return digest.hexdigest()
 
 
+@functools.lru_cache(maxsize=4)
 def _local_copy(lake: Lake, in_lake: bool, where: str) -> str:
-    """A remote model copied once per process tree (named by its location and size)."""
-    size = lake.size(where) if in_lake else None
-    name = hashlib.sha256(f"{lake.url}|{where}|{size}".encode()).hexdigest()[:24]
-    path = os.path.join(tempfile.gettempdir(), f"tokenmill-model-{name}.bin")
-    if not os.path.exists(path):
-        partial = f"{path}.{os.getpid()}.partial"
-        opened = (
-            lake.open_stream(where)
-            if in_lake
-            else open_location(lake, where, CLASSIFIER_PATHS_ENV, "classifier")
-        )
-        with opened as source, open(partial, "wb") as copy:
-            shutil.copyfileobj(source, copy, READ_CHUNK)
-        os.replace(partial, path)
+    """A remote model copied to local disk once per process (fastText reads a local file): a
+    copy shared between processes could be one of a model replaced since."""
+    opened = (
+        lake.open_stream(where)
+        if in_lake
+        else open_location(lake, where, CLASSIFIER_PATHS_ENV, "classifier")
+    )
+    handle, path = tempfile.mkstemp(prefix="tokenmill-model-", suffix=".bin")
+    atexit.register(_remove, path)
+    with opened as source, os.fdopen(handle, "wb") as copy:
+        shutil.copyfileobj(source, copy, READ_CHUNK)
     return path
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.remove(path)
 
 
 class FastTextScorer:
