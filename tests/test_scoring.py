@@ -368,3 +368,25 @@ def test_a_plug_in_scorer_from_an_allowed_module_scores_and_recipes_use_it(
     kept, _ = cleaned_ids(lake, unit, [{"classifier": "letters", "label": "letters", "min": 0.8}])
     assert kept == set(scores.filter(pl.col("letters") >= 0.8)["doc_id"])
     run_stage_work(stage_named(SCORED), lake, declared("alpha", "beta"), unit=unit, workers=1)
+
+
+def test_a_quantized_ftz_model_scores_as_its_bin(scored_lake, tmp_path):
+    import fasttext
+
+    lake, unit, _ = scored_lake
+    model = fasttext.load_model(lake.path("classifiers/alpha/model.bin"))
+    model.quantize(dsub=2)
+    model.save_model(str(tmp_path / "alpha.ftz"))
+    lake.put_file("classifiers/alpha_q/model.ftz", tmp_path / "alpha.ftz")
+    quantized = ScoreSettings(
+        classifiers=[
+            *declared("alpha").classifiers,
+            {"name": "alpha_q", "model": "classifiers/alpha_q/model.ftz"},
+        ]
+    )
+    run_stage_work(stage_named(SCORED), lake, quantized, unit=unit, workers=1)
+    full, small = scores_of(lake, unit, "alpha")["hq"], scores_of(lake, unit, "alpha_q")["hq"]
+    assert lake.size("classifiers/alpha_q/model.ftz") < lake.size("classifiers/alpha/model.bin")
+    # the same ranking, nearly: quantization moves the scores a little
+    assert np.corrcoef(full.to_numpy(), small.to_numpy())[0, 1] > 0.9
+    run_stage_work(stage_named(SCORED), lake, declared("alpha", "beta"), unit=unit, workers=1)
