@@ -228,17 +228,17 @@ def _register_and_run(
     for row in rows:
         row["dagster"] = len(materialized.get(row["stage"], ()))
     print(format_table(rows))
-    for line in release_lines(lake, catalog):
+    for line in release_lines(lake, catalog.recipes):
         print(line)
 
 
-def release_lines(lake: Lake, catalog) -> list[str]:
+def release_lines(lake: Lake, datasets) -> list[str]:
     """Each recipe's latest release: where it is and what it holds."""
     from tokenmill.outputs import MissingInputError
     from tokenmill.release import release_report
 
     lines = []
-    for dataset in catalog.recipes:
+    for dataset in datasets:
         recipe_lake = dataset.lake(lake)
         try:
             counts = release_report(recipe_lake)["counts"]
@@ -269,7 +269,7 @@ def cmd_summary(args: argparse.Namespace) -> None:
 
     lake, catalog = default_lake(), Catalog.load()
     print(format_table(summary_rows(lake, catalog)))
-    for line in release_lines(lake, catalog):
+    for line in release_lines(lake, catalog.recipes):
         print(line)
 
 
@@ -389,15 +389,8 @@ def cmd_release(args: argparse.Namespace) -> None:
     if not outcome.success:
         raise RunsFailedError([outcome])
     print(f"{dataset.key(RELEASE).to_user_string()}: run {outcome.run_id}")
-    for line in release_lines(lake, _only(dataset)):
+    for line in release_lines(lake, [dataset]):
         print(line)
-
-
-def _only(dataset):
-    from data_assets.datasets import Catalog
-
-    catalog = Catalog.load()
-    return Catalog(catalog.shared, (dataset,))
 
 
 def _tokenizer_sha(lake: Lake) -> str | None:

@@ -47,12 +47,6 @@ class IndexedDatasetWriter:
         self.lengths.append(len(tokens))
         self.tokens += len(tokens)
 
-    def add_encoded(self, data: bytes) -> None:
-        """A document already in this dataset's token bytes (copied from another dataset)."""
-        self.bin_file.write(data)
-        self.lengths.append(len(data) // self.dtype.itemsize)
-        self.tokens += len(data) // self.dtype.itemsize
-
     def add_documents(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
         """Several documents at once: their tokens back to back, and each one's length."""
         self.bin_file.write(np.asarray(tokens, dtype=self.dtype).tobytes())

@@ -102,9 +102,6 @@ class Classifier:
             sha256=value.get("sha256") or None,
         )
 
-    def location(self) -> str:
-        return self.model or self.scorer or ""
-
 
 def one_line(text: str) -> str:
     """A document as fastText reads an example: one line, whitespace runs as single spaces

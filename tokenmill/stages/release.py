@@ -9,6 +9,7 @@ from tokenmill.layout import RELEASE, TOKENIZED_SHARDS
 from tokenmill.outputs import StageReport
 from tokenmill.release import (
     RELEASE_SIDECAR,
+    Plan,
     ReleaseSettings,
     finish_release,
     is_published,
@@ -30,9 +31,13 @@ def plan(work: Work) -> list[str]:
 
 def run_pieces(work: Work, pieces: list[str], workers: int) -> dict:
     """Write the train shards `pieces` (and their validation documents), in `workers`
-    processes at most; pieces already committed are skipped."""
+    processes at most; pieces already committed are skipped. Each step plans again: steps
+    hand each other only piece names."""
+    return _write_pieces(work, plan_release(work.lake, _settings(work)), pieces, workers)
+
+
+def _write_pieces(work: Work, release: Plan, pieces: list[str], workers: int) -> dict:
     settings = _settings(work)
-    release = plan_release(work.lake, settings)
     if is_published(work.lake, release):
         return {"pieces": 0, "documents": 0}
     if workers <= 1 or len(pieces) <= 1:
@@ -63,8 +68,10 @@ def finish(work: Work, summaries: list[dict]) -> StageReport:
 
 
 def run(work: Work) -> StageReport:
-    run_pieces(work, plan(work), 1)
-    return finish(work, [])
+    """The release in one step: planned once."""
+    release = plan_release(work.lake, _settings(work))
+    _write_pieces(work, release, release.pieces(), 1)
+    return finish_release(work.lake, release, _settings(work))
 
 
 STAGE = Stage(

@@ -63,9 +63,13 @@ def run(work: Work) -> StageReport:
     report = StageReport()
     report.records_in = report.records_out = extracted["records_out"]
     report.counts["classifiers"] = {}
-    todo, carried = [], {}
+    todo, carried, loaded = [], {}, {}
     for classifier in settings.declared():
-        version = _version(lake, classifier)
+        if classifier.model:
+            version = model_file(lake, classifier)[1]  # not loaded unless it scores
+        else:
+            loaded[classifier.name] = load_scorer(lake, classifier)
+            version = str(loaded[classifier.name].version)
         before = previous.get("counts", {}).get("classifiers", {}).get(classifier.name, {})
         name = score_file(classifier.name)
         same_labels = before.get("declared_labels") == list(classifier.labels)
@@ -78,7 +82,8 @@ def run(work: Work) -> StageReport:
             )
         else:
             todo.append(classifier)
-    scorers = [load_scorer(lake, c) for c in todo]  # all checked before anything is written
+    # all checked before anything is written
+    scorers = [loaded.get(c.name) or load_scorer(lake, c) for c in todo]
     with work.writer(report) as out:
         for classifier_name, (data, before, histograms) in carried.items():
             out.open(score_file(classifier_name)).write(data)
@@ -132,12 +137,6 @@ def _add_histogram(report: StageReport, classifier: str, label: str, counts: dic
     into = into.setdefault(short_label(label), {})
     for key, count in counts.items():
         into[key] = into.get(key, 0) + count
-
-
-def _version(lake, classifier: Classifier) -> str:
-    if classifier.model:
-        return model_file(lake, classifier)[1]
-    return str(load_scorer(lake, classifier).version)
 
 
 def _previous(work: Work) -> dict:
