@@ -28,15 +28,11 @@ from tokenmill.dedup import CLUSTERS_FILE, SURVIVOR_RULES, DedupSettings
 from tokenmill.dedup_parts import (
     PARTS,
     RANK_COLUMNS,
-    PartFileError,
-    SignatureFileError,
     cluster_crawl,
-    crawl_signatures,
-    part_info,
-    plan_parts,
+    plan_clustering,
+    prepare,
     ranges_for,
-    run_parts,
-    union,
+    run_clustering,
 )
 from tokenmill.lake import Lake
 from tokenmill.layout import (
@@ -51,8 +47,11 @@ from tokenmill.layout import (
 )
 from tokenmill.outputs import PartitionWriter, StageReport, combine
 from tokenmill.parts import run_stage_work
+from tokenmill.signature_files import SignatureFileError, crawl_signatures
+from tokenmill.spill import SpillFileError, task_summary
 from tokenmill.stage import Work
 from tokenmill.stages import stage_named
+from tokenmill.stages.dedup_clusters import PlanChangedError
 from tokenmill.units import registered_units, write_batch
 
 WORK = f"{PARTS}/{CRAWL}"
@@ -104,18 +103,36 @@ def removed_list(lake: Lake) -> list[dict]:
 
 
 def cluster(
-    lake: Lake, settings: DedupSettings, ranges: int | None = None, max_keys: int | None = None
+    lake: Lake,
+    settings: DedupSettings,
+    ranges: int | None = None,
+    max_keys: int | None = None,
+    node_width: int | None = None,
 ) -> StageReport:
-    """The dedup_clusters stage; with ``ranges`` key ranges per column if given (the stage
-    plans them from the crawl's size and ``cluster_memory_gb``), its part files then kept, and
-    at most ``max_keys`` keys held by a part (else as ``cluster_memory_gb`` allows)."""
-    if ranges is None:
+    """The dedup_clusters stage; with ``ranges`` key ranges per column, at most ``max_keys``
+    keys held by a part and ranges of ``node_width`` documents if given (the stage plans them
+    from the crawl's size and ``cluster_memory_gb``), its work files then kept."""
+    if ranges is None and node_width is None:
         return run_stage_work(stage_named(DEDUP_CLUSTERS), lake, settings, crawl=CRAWL)
     units = registered_units(lake, CRAWL)
     report = StageReport()
     with PartitionWriter(lake, crawl_prefix(DEDUP_CLUSTERS, CRAWL), report) as out:
-        cluster_crawl(lake, units, settings, out, ranges=ranges, max_keys=max_keys)
+        cluster_crawl(
+            lake, units, settings, out, ranges=ranges, max_keys=max_keys, node_width=node_width
+        )
     return report
+
+
+def phase_summaries(lake: Lake, phase: str) -> list[dict]:
+    """The summaries of a phase's committed tasks (their markers outlive the run's files)."""
+    (fingerprint,) = lake.list_dirs(WORK)
+    prefix = f"{WORK}/{fingerprint}"
+    return [
+        task_summary(lake, f"{prefix}/{name}", key.rsplit("/", 1)[1].removesuffix(".json"))
+        for name in lake.list_dirs(prefix)
+        if name.startswith(phase)
+        for key in lake.list(f"{prefix}/{name}/_done")
+    ]
 
 
 # Slices of the planted crawl's documents as (unit, files): units of several files, empty files
@@ -181,21 +198,28 @@ def signatures(lake: Lake):
 
 
 @pytest.mark.parametrize("rule", SURVIVOR_RULES)
-@pytest.mark.parametrize("ranges", [None, 8])
-def test_planted_duplicates_same_removals_as_in_memory(lake, rule, ranges):
+@pytest.mark.parametrize(("ranges", "node_width"), [(None, None), (8, None), (2, 1000), (8, 700)])
+def test_planted_duplicates_same_removals_as_in_memory(lake, rule, ranges, node_width):
+    """In memory, in parts read from the signature files (1 or 2 ranges) or from their keys
+    scattered to ranges (8), with components in one union-find or in star rounds over ranges of
+    documents (1,000 or 700 documents: 6 or 9 ranges)."""
     planted_crawl(lake)
     expected = in_memory_removals(lake, rule)
     assert len(expected) > 1000  # many clusters, many of them chained across bands
     assert {row["reason"] for row in expected} == {"exact_duplicate", "near_duplicate"}
     assert len({(row["unit"], row["part"]) for row in expected}) == 4  # every non-empty file
-    report = cluster(lake, DedupSettings(survivor=rule), ranges)
+    report = cluster(lake, DedupSettings(survivor=rule), ranges, node_width=node_width)
     assert removed_list(lake) == expected
     assert report.counts["parts"] == 15 * (ranges or 1)
+    assert report.counts["document_ranges"] == -(-6000 // node_width) if node_width else 1
     assert report.records_out == 6000 - len(expected)
-    if ranges is None:  # the stage: the part files are gone once the list is committed
+    if ranges is None:  # the stage: the work files are gone once the list is committed
         assert lake.list(WORK) == []
     else:
-        assert len(lake.list(WORK)) == report.counts["parts"]
+        assert phase_summaries(lake, "scatter" if ranges > 2 else "parts")
+        rounds = phase_summaries(lake, "small")
+        assert bool(rounds) == bool(node_width)
+        assert bool(phase_summaries(lake, "union")) != bool(node_width)
 
 
 def test_worker_processes_write_the_same_bytes(lake):
@@ -237,50 +261,59 @@ def test_stage_fixtures_same_removals_as_in_memory(lake, articles, rule):  # noq
             assert len(removed_list(each)) >= 3
 
 
-def run_parts_in_own_group(*args) -> None:
+def run_clustering_in_own_group(lake: Lake, plan) -> None:
     os.setpgrp()  # its worker processes too: the machine dies, not one process
-    run_parts(*args)
+    run_clustering(lake, plan, workers=2)
 
 
-def test_killed_run_resumes_from_its_committed_parts(lake):
+def work_files(lake: Lake) -> dict[str, bytes]:
+    return {key: lake.read_bytes(key) for key in lake.list(WORK)}
+
+
+def test_killed_run_resumes_from_its_committed_tasks(lake):
+    """Killed after some tasks committed (several phases: scattered parts, star rounds), a
+    run computes only the others; the work files and the removed list are those of a run
+    never killed."""
     planted_crawl(lake, n_docs=4000)
-    files = signatures(lake)
-    memory = 4 << 30
+    plan = plan_clustering(signatures(lake), WORK, 4 << 30, ranges=8, node_width=300)
+    prepare(lake, plan)
     context = multiprocessing.get_context("spawn")
-    child = context.Process(target=run_parts_in_own_group, args=(lake, files, WORK, memory, 1, 64))
+    child = context.Process(target=run_clustering_in_own_group, args=(lake, plan))
     child.start()
-    deadline = time.monotonic() + 60
-    while not any(k.endswith(".parquet") for k in lake.list(WORK)):
+    deadline = time.monotonic() + 120
+    while len([k for k in lake.list(WORK) if "/_done/" in k]) < 40:
         assert time.monotonic() < deadline and child.is_alive()
         time.sleep(0.005)
     os.killpg(child.pid, signal.SIGKILL)
     child.join()
     time.sleep(0.5)  # the group's last process gone
-    committed = set(lake.list(WORK))
-    total = len(plan_parts(files, memory, 64))
-    assert 0 < len(committed) < total
-
-    resumed = run_parts(lake, files, WORK, memory, ranges=64)
-    assert len(resumed.reused) == len(committed)
-    assert len(resumed.ran) == total - len(committed)
-    assert set(lake.list(WORK)) == set(resumed.keys)
-    first = {key: lake.read_bytes(key) for key in resumed.keys}
-
-    for key in resumed.keys[::7]:  # parts lost: redone, to the byte
-        lake.delete(key)
-    again = run_parts(lake, files, WORK, memory, ranges=64)
-    assert [r["part"] for r in again.ran] == [k.rsplit("/", 1)[1][:-8] for k in first][::7]
-    assert {key: lake.read_bytes(key) for key in again.keys} == first
+    committed = [k for k in lake.list(WORK) if "/_done/" in k]
+    resumed = run_clustering(lake, plan)
+    assert resumed["tasks_found"] >= len(committed) > 0
+    assert resumed["tasks_computed"] > 0
+    after_kill = work_files(lake)
+    lake.delete_prefix(WORK)
+    never_killed = run_clustering(lake, plan)
+    assert never_killed["tasks_found"] == 0
+    assert work_files(lake) == after_kill
+    assert run_clustering(lake, plan) == {
+        "tasks_computed": 0,
+        "tasks_found": never_killed["tasks_computed"],
+    }
 
 
-def test_parts_of_other_inputs_are_not_reused(lake):
+def test_work_of_other_inputs_is_not_reused(lake):
     planted_crawl(lake, n_docs=2000)
-    first = run_parts(lake, signatures(lake), WORK, 4 << 30, ranges=2)
+    first = plan_clustering(signatures(lake), WORK, 4 << 30, ranges=2)
+    prepare(lake, first)
+    run_clustering(lake, first)
     empty = pa.Table.from_batches([], signature_schema(14))
     write_signatures(lake, Unit(CRAWL, unit_name(len(PLANTED_UNITS))), [empty])
-    second = run_parts(lake, signatures(lake), WORK, 4 << 30, ranges=2)
-    assert len(second.ran) == 30 and not second.reused
-    assert not set(first.keys) & set(lake.list(WORK))  # the old run's parts are deleted
+    second = plan_clustering(signatures(lake), WORK, 4 << 30, ranges=2)
+    assert second.prefix != first.prefix
+    prepare(lake, second)
+    assert lake.list(WORK) == []  # the old run's work is deleted
+    assert run_clustering(lake, second)["tasks_found"] == 0
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -293,14 +326,16 @@ def test_skewed_keys_stay_within_the_part_memory(lake, workers):
     settings = DedupSettings(cluster_workers=workers)
     cluster(lake, settings, ranges=8, max_keys=400)
     assert removed_list(lake) == expected
-    parts = [part_info(lake, key) for key in lake.list(WORK)]
+    parts = phase_summaries(lake, "parts")
     assert len(parts) == 15 * 8
     assert max(p["keys"] for p in parts) > 1800  # the heavy ranges: 6000 / 8 + 0.3 * 6000
     assert max(p["peak_keys"] for p in parts) <= 400
     assert max(p["blocks"] for p in parts) > 4
-    unbounded = run_parts(lake, signatures(lake), f"{WORK}-unbounded", 4 << 30, ranges=8)
-    assert max(r["peak_keys"] for r in unbounded.ran) > 1800  # what the bound prevented
-    assert {r["blocks"] for r in unbounded.ran} == {1}
+    lake.delete_prefix(WORK)
+    cluster(lake, settings, ranges=8, max_keys=10**9)
+    unbounded = phase_summaries(lake, "parts")
+    assert max(p["peak_keys"] for p in unbounded) > 1800  # what the bound prevented
+    assert {p["blocks"] for p in unbounded} == {1}
 
 
 def test_ranges_grow_with_the_crawl_not_the_part_memory():
@@ -361,18 +396,16 @@ def test_damaged_signature_file(lake, damage, message):
     assert nothing_committed(lake)
 
 
-def test_part_lost_before_the_union(lake):
+def test_work_file_lost_under_a_run_fails_naming_it(lake):
     planted_crawl(lake, n_docs=2000)
-    files = signatures(lake)
-    run = run_parts(lake, files, WORK, 4 << 30, ranges=2)
-    lost = run.keys[5]
+    plan = plan_clustering(signatures(lake), WORK, 4 << 30, ranges=4, node_width=400)
+    prepare(lake, plan)
+    run_clustering(lake, plan)
+    (lost, *_) = [k for k in lake.list(f"{plan.prefix}/removed") if k.endswith(".parquet")]
     lake.delete(lost)
-    with pytest.raises(PartFileError, match=f"{lost} is missing"):
-        union(lake, files, run.keys)
-    moved = run.keys[6].replace(files.fingerprint(2), "0" * 16)
-    lake.write_bytes(moved, lake.read_bytes(run.keys[6]))
-    with pytest.raises(PartFileError, match="another run"):
-        union(lake, files, [moved])
+    with pytest.raises(SpillFileError, match=f"{lost} is missing"):
+        cluster(lake, DedupSettings(), ranges=4, node_width=400)
+    assert nothing_committed(lake)
 
 
 # --- fanned out (parallel steps): plan, shares, finish ----------------------------------------
@@ -395,18 +428,19 @@ def test_shares_in_parallel_steps_write_what_one_step_writes(lake):
     cluster(lake, DedupSettings())
     one_step = lake.read_bytes(CLUSTERS_KEY)
     keys, summaries = fan_out(lake, shares=3)
-    assert [s["parts"] for s in summaries] == [5, 5, 5] and len(keys) == 15
+    assert [s["first_tasks"] for s in summaries] == [1, 0, 0] and len(keys) == 1
     report = finish(lake, summaries)
     assert lake.read_bytes(CLUSTERS_KEY) == one_step
-    assert report.counts["parallel_steps"] == 3 and report.counts["parts_computed"] == 15
-    assert lake.list(WORK) == []  # committed: the parts are spent
+    assert report.counts["parallel_steps"] == 3
+    assert lake.list(WORK) == []  # committed: the work is spent
 
 
-def test_part_lost_between_the_steps_fails_the_finish_naming_it(lake):
+def test_work_file_lost_between_the_steps_fails_the_finish_naming_it(lake):
     planted_crawl(lake, n_docs=2000)
     keys, summaries = fan_out(lake, shares=2)
-    lake.delete(keys[5])
-    with pytest.raises(PartFileError, match=f"{keys[5]} is missing"):
+    (lost, *_) = [k for k in lake.list(WORK) if "/removed/r" in k]
+    lake.delete(lost)
+    with pytest.raises(SpillFileError, match=f"{lost} is missing"):
         finish(lake, summaries)
     assert nothing_committed(lake)
 
@@ -417,8 +451,8 @@ def test_signatures_changed_after_the_plan_fail_the_share(lake):
     keys = stage.fan_out.plan(work)
     empty = pa.Table.from_batches([], signature_schema(14))
     write_signatures(lake, Unit(CRAWL, unit_name(len(PLANTED_UNITS))), [empty])
-    with pytest.raises(PartFileError, match="planned for other signature files"):
-        stage.fan_out.run(work, keys[:2], 1)
+    with pytest.raises(PlanChangedError, match="planned for other signature files"):
+        stage.fan_out.run(work, keys[:1], 1)
 
 
 def test_plan_checks_every_signature_file_before_any_part(lake):

@@ -1,66 +1,73 @@
-"""The clusters step of dedup in parts of bounded memory, each an independent task.
+"""The clusters step of dedup: the crawl's duplicate clusters and removed list, every process
+within ``cluster_memory_gb`` whatever the crawl's size, as phases of tasks (``tokenmill.phases``)
+that any number of steps share through the lake.
 
-Document i of a crawl is row i of its signature files taken in (unit, file) order, as in every
-dedup step. A key column (the exact hash, each LSH band) links the documents sharing a value. A part
-is one key column restricted to one range of key values (their top bits), so documents sharing
-a key always meet in the same part and each part finds its groups alone: ``run_part`` reads its
-column of every signature file one row group at a time, keeps the keys in its range, and
-commits the edges linking each group's documents to the group's first document to one Parquet
-file. ``union`` then reads only these edge files: its memory grows with the linked documents,
-not with the crawl. ``cluster_crawl`` drives it all and writes the stage's removed list. A part
-holds at most the keys its memory allows however skewed they are (``PartGroups``). The parts are
-independent tasks: worker processes of one step (``run_parts``), or shares of them in parallel
-steps planned by ``prepare_parts`` (the stage's ``FanOut``, pods on Kubernetes).
+1. Parts. A key column (the exact hash, each LSH band) links the documents sharing a value. A
+   part is one column restricted to one range of key values (their top bits), so documents
+   sharing a key always meet in one part, which groups them alone (``PartGroups``, bounded
+   however skewed the keys) and writes edges linking each group's documents to its first. When
+   a column needs more than ``DIRECT_RANGES`` ranges, a scatter phase first routes its keys to
+   range files (``tokenmill.spill``), so each signature byte is read once there and each part
+   reads only its range; with fewer, parts read the column from the signature files themselves
+   (at most twice). One column is scattered and grouped at a time: the scratch space is one
+   column's keys.
+2. Components (``tokenmill.components``): the edges routed to ranges of documents; a
+   union-find when one range holds the crawl, else star rounds over the ranges.
+3. Survivors (``tokenmill.survivors``): per range, each linked document with its label and rank
+   value, each cluster's survivor, the removed rows; written in document order by the caller.
 
-Parts re-read their column once per range instead of first scattering every key to range files
-(datatrove's way): the signature files are columnar, so a part reads 8 bytes per document, and
-under the default 4 GiB a column is one range up to ~60M documents and two up to ~120M; a
-scatter step would pay off only from a few ranges on, i.e. beyond a few hundred million.
+Everything a phase writes lives under ``<PARTS>/<crawl>/<fingerprint>/``, the fingerprint naming
+the signature files and the plan: a killed run resumes from the committed tasks, other inputs'
+work is deleted before a run starts, and the whole prefix once the removed list is committed.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import hashlib
-import json
-import multiprocessing
-import time
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from tokenmill.clusters import bucket_edges, choose_survivors, edge_components, sorted_unique
+from tokenmill.clusters import bucket_edges
+from tokenmill.components import Nodes, add_edges, star_task, union_task
 from tokenmill.lake import Lake
-from tokenmill.layout import (
-    CLUSTER_SCHEMA,
-    DEDUP_SIGNATURES,
-    QUALITY_COLUMN,
-    Unit,
-    band_column,
-    crawl_prefix,
-    part_name,
+from tokenmill.layout import CLUSTER_SCHEMA, QUALITY_COLUMN, Unit, crawl_prefix
+from tokenmill.outputs import PartitionWriter, StageReport
+from tokenmill.phases import Phase, run_job
+from tokenmill.signature_files import (
+    SignatureFiles,
+    crawl_signatures,
+    read_batches,
 )
-from tokenmill.outputs import PartitionWriter, StageReport, require_committed
-from tokenmill.worker_errors import WorkerDiedError
+from tokenmill.spill import (
+    DONE,
+    Source,
+    SpillWriter,
+    clear_data,
+    is_done,
+    read_sources,
+    summaries,
+)
+from tokenmill.survivors import members_task, removed_in_order, removed_task
 
-PARTS = "_dedup_clusters_parts"  # work prefix: <PARTS>/<crawl>/<fingerprint>/<part>.parquet
-FORMAT = 1  # of the part files; part of the fingerprint
+PARTS = "_dedup_clusters_parts"  # work prefix: <PARTS>/<crawl>/<fingerprint>/<phase>/...
+FORMAT = 2  # of the work files; part of the fingerprint
 # A part holds, per key in its range, the key and its document index (16 bytes), twice while
 # the row-group chunks are joined; grouping then needs an index, a sorted copy and masks (see
 # ``bucket_edges``): a worker peaked at 843 MiB for 10M keys. BASE_BYTES covers the
 # interpreter, pyarrow and one row group.
 BYTES_PER_KEY = 64
 BASE_BYTES = 384 << 20
-READ_ROWS = 1 << 20
-EDGE_SCHEMA = pa.schema([("first", pa.int64()), ("doc", pa.int64())])
-PART_METADATA = b"tokenmill.clusters.part"
-EDGE_BATCH = 4 << 20  # edges the union links at once
+# A range of documents costs, per document, 8 bytes of node state in the star rounds, and, for
+# a linked one, its row (doc id, hashes, label: ~100 bytes) where survivors are chosen.
+NODE_BYTES = 256
+ROW_BYTES = 256  # what a task holds per routed row before writing them
+DIRECT_RANGES = 2  # a column read this many times from the signature files, not scattered
+MAX_ROUNDS = 64  # star rounds: O(log^2 n) in theory, a handful in practice
 OUTPUT_ROWS = 1 << 18  # removed documents written at once
 IN_PROCESS_DOCS = 100_000  # a crawl this small is clustered without worker processes
 RANK_COLUMNS = {  # survivor rule -> (column, descending); lower rank survives
@@ -68,131 +75,6 @@ RANK_COLUMNS = {  # survivor rule -> (column, descending); lower rank survives
     "lowest_doc_id": ("doc_id", False),
     "highest_quality": (QUALITY_COLUMN, True),
 }
-
-
-class SignatureFileError(ValueError):
-    """A signature file that is missing, truncated or not the one its marker describes."""
-
-
-class PartFileError(ValueError):
-    """A part file that is missing or does not belong to the run."""
-
-
-@dataclass(frozen=True)
-class SignatureFiles:
-    """The committed signature files of a crawl in (unit, file) order, as their markers
-    describe them: document i is row ``i - starts[f]`` of file f."""
-
-    keys: tuple[str, ...]
-    rows: tuple[int, ...]
-    sizes: tuple[int, ...]
-    digests: tuple[str, ...]
-    units: tuple[str, ...]
-    parts: tuple[int, ...]
-    params: dict = field(default_factory=dict)
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        """The key columns: the exact-content hash, then every LSH band."""
-        return ("exact_hash", *(band_column(b) for b in range(self.params.get("bands", 0))))
-
-    @property
-    def starts(self) -> np.ndarray:
-        return np.cumsum([0, *self.rows])
-
-    @property
-    def n_docs(self) -> int:
-        return int(sum(self.rows))
-
-    def fingerprint(self, ranges: int) -> str:
-        """Names the parts of one clustering of exactly these files."""
-        what = [FORMAT, ranges, self.columns, self.keys, self.rows, self.digests]
-        return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:16]
-
-    def _file_of(self, docs: np.ndarray) -> np.ndarray:
-        return np.searchsorted(self.starts, docs, side="right") - 1
-
-    def unit_names(self, docs: np.ndarray) -> pa.Array:
-        return pa.array(self.units, pa.string()).take(self._file_of(docs))
-
-    def part_numbers(self, docs: np.ndarray) -> pa.Array:
-        return pa.array(self.parts, pa.int32()).take(self._file_of(docs))
-
-
-def crawl_signatures(lake: Lake, units: list[Unit]) -> SignatureFiles:
-    """The signature files of a crawl's units; all must be signed with the same parameters."""
-    keys, outputs, params, names, parts = [], [], [], [], []
-    for unit in units:
-        marker = require_committed(
-            lake, unit.prefix(DEDUP_SIGNATURES), f"dedup_signatures of {unit}"
-        )
-        for part in range(marker["counts"]["files"]):
-            name = f"{part_name(part)}/signatures.parquet"
-            if name not in marker["outputs"]:
-                raise SignatureFileError(
-                    f"{lake.uri(unit.prefix(DEDUP_SIGNATURES))}: its marker lists no {name}; "
-                    "rematerialize dedup_signatures for that unit"
-                )
-            keys.append(f"{unit.part_prefix(DEDUP_SIGNATURES, part)}/signatures.parquet")
-            outputs.append(marker["outputs"][name])
-            params.append(marker["counts"]["params"])
-            names.append(unit.name)
-            parts.append(part)
-    for key, own in zip(keys, params, strict=True):
-        if own != params[0]:
-            raise ValueError(
-                f"units of {units[0].crawl} have signatures with different parameters: "
-                f"{lake.uri(key)} was signed with {own}, {lake.uri(keys[0])} with "
-                f"{params[0]}; rematerialize dedup_signatures for the whole crawl"
-            )
-    return SignatureFiles(
-        keys=tuple(keys),
-        rows=tuple(o["rows"] for o in outputs),
-        sizes=tuple(o["bytes"] for o in outputs),
-        digests=tuple(o["sha256"] for o in outputs),
-        units=tuple(names),
-        parts=tuple(parts),
-        params=params[0] if params else {},
-    )
-
-
-def check_files(lake: Lake, files: SignatureFiles) -> None:
-    """Every signature file is there with the size its marker gives (before any work starts)."""
-    for key, size in zip(files.keys, files.sizes, strict=True):
-        check_file(lake, key, size)
-
-
-def check_file(lake: Lake, key: str, size: int) -> None:
-    if not lake.exists(key):
-        raise SignatureFileError(f"signature file {lake.uri(key)} is missing")
-    if lake.size(key) != size:
-        raise SignatureFileError(
-            f"signature file {lake.uri(key)} has {lake.size(key)} bytes, its marker says {size} "
-            "(truncated or rewritten): rematerialize its signatures"
-        )
-
-
-def read_batches(
-    lake: Lake, files: SignatureFiles, index: int, columns: list[str]
-) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """(first row, batch) of one signature file, checked against its marker; a missing,
-    truncated or unreadable file fails naming it."""
-    key, uri = files.keys[index], lake.uri(files.keys[index])
-    try:
-        check_file(lake, key, files.sizes[index])
-        with lake.open_input(key) as f:
-            parquet = pq.ParquetFile(f)
-            if parquet.metadata.num_rows != files.rows[index]:
-                raise SignatureFileError(
-                    f"signature file {uri} has {parquet.metadata.num_rows} rows, its marker "
-                    f"says {files.rows[index]}"
-                )
-            row = 0
-            for batch in parquet.iter_batches(batch_size=READ_ROWS, columns=columns):
-                yield row, batch
-                row += batch.num_rows
-    except (pa.ArrowException, OSError) as error:
-        raise SignatureFileError(f"signature file {uri} is unreadable: {error}") from error
 
 
 @dataclass(frozen=True)
@@ -214,9 +96,14 @@ class Part:
         return (keys >> shift) == np.uint64(self.index)
 
 
+def data_budget(memory_bytes: int) -> int:
+    """What a process may hold beyond the interpreter's baseline."""
+    return max(memory_bytes - BASE_BYTES, memory_bytes // 2)
+
+
 def keys_for(memory_bytes: int) -> int:
     """Keys a part may hold at once within ``memory_bytes``."""
-    return max(memory_bytes - BASE_BYTES, 1 << 20) // BYTES_PER_KEY
+    return max(data_budget(memory_bytes) // BYTES_PER_KEY, 1024)
 
 
 def ranges_for(n_docs: int, memory_bytes: int) -> int:
@@ -227,53 +114,205 @@ def ranges_for(n_docs: int, memory_bytes: int) -> int:
     return ranges
 
 
-def plan_parts(files: SignatureFiles, memory_bytes: int, ranges: int | None = None) -> list[Part]:
+@dataclass(frozen=True)
+class ClusterPlan:
+    """How one clustering of ``files`` splits into tasks, and where they write."""
+
+    files: SignatureFiles
+    prefix: str  # <PARTS>/<crawl>/<fingerprint>
+    key_ranges: int
+    max_keys: int
+    nodes: Nodes
+    chunk_rows: int
+    slices: tuple[tuple[int, int], ...]  # files [first, last) of each scatter task
+    survivor: str
+
+    @property
+    def scattered(self) -> bool:
+        return self.key_ranges > DIRECT_RANGES
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.files.columns
+
+    def phase_prefix(self, name: str) -> str:
+        return f"{self.prefix}/{name}"
+
+    def tasks(self, count: int, letter: str = "r") -> tuple[str, ...]:
+        return tuple(f"{letter}{i:05d}" for i in range(count))
+
+    @property
+    def node_tasks(self) -> tuple[str, ...]:
+        return self.tasks(self.nodes.ranges)
+
+    def sources(self, phase: str) -> list[Source]:
+        """A phase over the ranges of documents, as its readers name it."""
+        return [(self.phase_prefix(phase), self.node_tasks)]
+
+
+def plan_clustering(
+    files: SignatureFiles,
+    work_prefix: str,
+    memory_bytes: int,
+    survivor: str = "first_seen",
+    ranges: int | None = None,
+    max_keys: int | None = None,
+    node_width: int | None = None,
+) -> ClusterPlan:
+    """The plan ``memory_bytes`` gives (``ranges``, ``max_keys`` and ``node_width`` force
+    smaller pieces than it needs: tests)."""
     ranges = ranges or ranges_for(files.n_docs, memory_bytes)
     if ranges & (ranges - 1):
         raise ValueError(f"ranges must be a power of 2, not {ranges}")
-    return [Part(column, index, ranges) for column in files.columns for index in range(ranges)]
+    budget = data_budget(memory_bytes)
+    max_keys = max_keys or keys_for(memory_bytes)
+    width = max(node_width or budget // NODE_BYTES, 1)
+    chunk_rows = max(min(budget // ROW_BYTES, max_keys), 1024)
+    slices, first, held = [], 0, 0
+    for index, rows in enumerate(files.rows):
+        held += rows
+        if held >= 4 * chunk_rows or index == len(files.rows) - 1:
+            slices.append((first, index + 1))
+            first, held = index + 1, 0
+    what = [FORMAT, ranges, max_keys, width, chunk_rows, slices, survivor]
+    return ClusterPlan(
+        files=files,
+        prefix=f"{work_prefix}/{files.fingerprint(*what)}",
+        key_ranges=ranges,
+        max_keys=max_keys,
+        nodes=Nodes(max(files.n_docs, 1), width),
+        chunk_rows=chunk_rows,
+        slices=tuple(slices),
+        survivor=survivor,
+    )
 
 
-def part_key(prefix: str, files: SignatureFiles, part: Part) -> str:
-    return f"{prefix}/{files.fingerprint(part.ranges)}/{part.name}.parquet"
+def prepare(lake: Lake, plan: ClusterPlan) -> None:
+    """Before any task: the work of other inputs or plans, and what killed writers left, go."""
+    work, fingerprint = plan.prefix.rsplit("/", 1)
+    for stale in lake.list_dirs(work):
+        if stale != fingerprint:
+            lake.delete_prefix(f"{work}/{stale}")
+    lake.remove_stray_temporaries(work)
 
 
-def run_part(
-    lake: Lake, files: SignatureFiles, part: Part, out_key: str, max_keys: int | None = None
-) -> dict:
-    """One part as a task of its own (a process, a pod): reads the part's keys from every
-    signature file, commits the edges of its groups to ``out_key`` atomically. It holds at most
-    ``max_keys`` keys at once (see ``PartGroups``), however skewed the keys are."""
-    started = time.perf_counter()
-    groups = PartGroups(max_keys or np.iinfo(np.int64).max)
-    fingerprint = files.fingerprint(part.ranges)
-    with contextlib.ExitStack() as stack:
-        f = stack.enter_context(lake.writing(out_key))
-        # the part's report is known at the end only: the file's metadata is its footer's
-        writer = stack.enter_context(
-            pq.ParquetWriter(f, EDGE_SCHEMA, compression="zstd", use_dictionary=False)
-        )
+def _writer(lake: Lake, plan: ClusterPlan, phase: str, task: str, ranges: int, unique=False):
+    return SpillWriter(lake, plan.phase_prefix(phase), task, ranges, plan.chunk_rows, unique)
 
-        def write(edges: tuple[np.ndarray, np.ndarray]) -> None:
-            first, other = edges
-            for i in range(0, len(first), READ_ROWS):
-                table = pa.table(
-                    {"first": first[i : i + READ_ROWS], "doc": other[i : i + READ_ROWS]}
-                )
-                writer.write_table(table.cast(EDGE_SCHEMA))
 
-        for index, start in enumerate(files.starts[:-1].tolist()):
-            for row, batch in read_batches(lake, files, index, [part.column]):
-                values = batch.column(0).to_numpy()
-                selected = np.flatnonzero(part.selects(values))
-                for edges in groups.add(values[selected], selected + (start + row)):
-                    write(edges)
-        write(groups.finish())
-        report = {"part": part.name} | groups.report()
-        writer.add_key_value_metadata(
-            {PART_METADATA: json.dumps(report | {"fingerprint": fingerprint})}
-        )
-    return report | {"seconds": round(time.perf_counter() - started, 3)}
+def scatter_task(lake: Lake, plan: ClusterPlan, column: str, task: str) -> dict:
+    """One slice of the signature files' ``column`` routed to its key ranges as (key, doc)."""
+    files, (first, last) = plan.files, plan.slices[int(task[1:])]
+    out = _writer(lake, plan, f"scatter-{column}", task, plan.key_ranges)
+    shift = np.uint64(64 - plan.key_ranges.bit_length() + 1)
+    for index in range(first, last):
+        start = int(files.starts[index])
+        for row, batch in read_batches(lake, files, index, [column]):
+            keys = batch.column(0).to_numpy()
+            docs = np.arange(start + row, start + row + len(keys), dtype=np.int64)
+            out.add(pa.table({"key": keys, "doc": docs}), (keys >> shift).astype(np.int64))
+    return out.commit({"rows": int(files.starts[last] - files.starts[first])})
+
+
+def part_keys(lake: Lake, plan: ClusterPlan, part: Part) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(keys, documents) of ``part`` in document order."""
+    files = plan.files
+    if plan.scattered:
+        prefix = plan.phase_prefix(f"scatter-{part.column}")
+        tasks = plan.tasks(len(plan.slices), "s")
+        for table in read_sources(lake, [(prefix, tasks)], part.index):
+            yield table.column("key").to_numpy(), table.column("doc").to_numpy()
+        return
+    for index, start in enumerate(files.starts[:-1].tolist()):
+        for row, batch in read_batches(lake, files, index, [part.column]):
+            values = batch.column(0).to_numpy()
+            selected = np.flatnonzero(part.selects(values))
+            yield values[selected], selected + (start + row)
+
+
+def part_task(lake: Lake, plan: ClusterPlan, column: str, task: str) -> dict:
+    """One part: the edges of its groups, routed to their documents' ranges."""
+    part = Part(column, int(task[1:]), plan.key_ranges)
+    groups = PartGroups(plan.max_keys)
+    out = _writer(lake, plan, f"parts-{column}", task, plan.nodes.ranges, unique=True)
+    for keys, docs in part_keys(lake, plan, part):
+        for first, other in groups.add(keys, docs):
+            add_edges(out, plan.nodes, first, other, both=True)
+    first, other = groups.finish()
+    add_edges(out, plan.nodes, first, other, both=True)
+    return out.commit({"part": part.name} | groups.report())
+
+
+def _phase(lake: Lake, plan: ClusterPlan, name: str, tasks: tuple[str, ...], run) -> Phase:
+    prefix = plan.phase_prefix(name)
+    return Phase(name, tasks, run, functools.partial(is_done, lake, prefix))
+
+
+def _node_task(function, lake: Lake, plan: ClusterPlan, phase: str, unique: bool, task: str):
+    """A task of a phase over the ranges of documents: ``function(index, out)``."""
+    out = _writer(lake, plan, phase, task, plan.nodes.ranges, unique)
+    return function(index=int(task[1:]), out=out)
+
+
+def cluster_job(lake: Lake, plan: ClusterPlan):
+    """The phases of a clustering (``tokenmill.phases``), each yielded once the ones before it
+    are committed."""
+    nodes, files = plan.nodes, plan.files
+
+    def node_phase(name: str, function, unique: bool = False) -> Phase:
+        run = functools.partial(_node_task, function, lake, plan, name, unique)
+        return _phase(lake, plan, name, plan.node_tasks, run)
+
+    def source(phase: Phase) -> Source:
+        return (plan.phase_prefix(phase.name), phase.tasks)
+
+    edges: list[Source] = []
+    for column in plan.columns:
+        if plan.scattered:
+            tasks = plan.tasks(len(plan.slices), "s")
+            run = functools.partial(scatter_task, lake, plan, column)
+            yield (scatter := _phase(lake, plan, f"scatter-{column}", tasks, run))
+        run = functools.partial(part_task, lake, plan, column)
+        yield (parts := _phase(lake, plan, f"parts-{column}", plan.tasks(plan.key_ranges), run))
+        if plan.scattered:
+            clear_data(lake, plan.phase_prefix(scatter.name))
+        edges.append(source(parts))
+    if nodes.ranges == 1:
+        union = functools.partial(union_task, lake, edges, nodes)
+        run = functools.partial(_single_task, union, lake, plan, "union")
+        yield (labels := _phase(lake, plan, "union", ("r00000",), run))
+        spent = edges
+    else:
+        labels, spent = None, []
+        for round_ in range(1, MAX_ROUNDS + 1):
+            inputs = edges if labels is None else [source(labels)]
+            large_star = functools.partial(star_task, lake, inputs, nodes, small=False)
+            yield (large := node_phase(f"large-{round_:02d}", large_star, unique=True))
+            small_star = functools.partial(star_task, lake, [source(large)], nodes, small=True)
+            yield (labels := node_phase(f"small-{round_:02d}", small_star, unique=True))
+            for prefix, _ in [*inputs, source(large)]:
+                clear_data(lake, prefix)
+            rounds = summaries(lake, [source(large), source(labels)])
+            if not any(summary["changed"] for summary in rounds):
+                break
+        else:
+            raise RuntimeError(f"components did not converge in {MAX_ROUNDS} star rounds")
+    rank_column, descending = RANK_COLUMNS.get(plan.survivor, (None, False))
+    members = functools.partial(
+        members_task, lake, files, [source(labels)], nodes, rank_column=rank_column
+    )
+    yield (gathered := node_phase("members", members))
+    for prefix, _ in [*spent, source(labels)]:
+        clear_data(lake, prefix)
+    removed = functools.partial(
+        removed_task, lake, files, [source(gathered)], nodes, descending=descending
+    )
+    yield node_phase("removed", removed)
+    clear_data(lake, plan.phase_prefix(gathered.name))
+
+
+def _single_task(function, lake: Lake, plan: ClusterPlan, phase: str, task: str) -> dict:
+    return function(out=_writer(lake, plan, phase, task, 1))
 
 
 class PartGroups:
@@ -357,166 +396,6 @@ class PartGroups:
         self.seen_keys, self.seen_first = kept["key"].to_numpy(), kept["doc"].to_numpy()
 
 
-def part_info(lake: Lake, key: str) -> dict | None:
-    """What a committed part file says of itself; None if there is none."""
-    if not lake.exists(key):
-        return None
-    with lake.open_input(key) as f:
-        return json.loads(pq.read_metadata(f).metadata[PART_METADATA])
-
-
-@dataclass
-class PartsRun:
-    keys: list[str]  # every part file of the run, in plan order
-    ran: list[dict]  # reports of the parts computed now
-    reused: list[str]  # parts already committed by an earlier run
-
-
-def prepare_parts(
-    lake: Lake, files: SignatureFiles, prefix: str, memory_bytes: int, ranges: int | None = None
-) -> list[str]:
-    """The keys of the clustering's part files under ``prefix``, in plan order. Run before any
-    part: it deletes the parts of other inputs and what killed writers left."""
-    parts = plan_parts(files, memory_bytes, ranges)
-    fingerprint = files.fingerprint(parts[0].ranges)
-    for stale in lake.list_dirs(prefix):
-        if stale != fingerprint:
-            lake.delete_prefix(f"{prefix}/{stale}")
-    lake.remove_stray_temporaries(prefix)
-    return [part_key(prefix, files, part) for part in parts]
-
-
-def run_parts(
-    lake: Lake,
-    files: SignatureFiles,
-    prefix: str,
-    memory_bytes: int,
-    workers: int = 1,
-    ranges: int | None = None,
-    max_keys: int | None = None,
-    only: list[str] | None = None,
-) -> PartsRun:
-    """Every part not yet committed under ``prefix`` (or those of ``only``, keys planned by
-    ``prepare_parts``), in ``workers`` processes: the memory a part took is given back before
-    the union; a killed run resumes from the parts it committed. A crawl of fewer than
-    ``IN_PROCESS_DOCS`` documents is clustered in this process: its parts are small, and
-    starting workers would cost more than the parts."""
-    keys = prepare_parts(lake, files, prefix, memory_bytes, ranges) if only is None else only
-    parts = [planned_part(lake, files, key) for key in keys]
-    committed = [part_info(lake, key) is not None for key in keys]
-    todo = [(p, k) for p, k, done in zip(parts, keys, committed, strict=True) if not done]
-    reused = [p.name for p, done in zip(parts, committed, strict=True) if done]
-    run = PartsRun(keys, [], reused)
-    max_keys = max_keys or keys_for(memory_bytes)
-    if not todo:
-        return run
-    if files.n_docs < IN_PROCESS_DOCS:
-        run.ran.extend(run_part(lake, files, p, k, max_keys) for p, k in todo)
-        return run
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max(1, min(workers, len(todo))), mp_context=context) as pool:
-        futures = [(p, k, pool.submit(run_part, lake, files, p, k, max_keys)) for p, k in todo]
-        for part, key, future in futures:
-            try:
-                run.ran.append(future.result())
-            except BrokenProcessPool as error:
-                raise WorkerDiedError(
-                    f"a worker process died computing part {part.name} ({lake.uri(key)}), "
-                    "killed (a signal: the pod's memory limit, an operator) or crashed; a retry "
-                    "resumes from the committed parts"
-                ) from error
-    return run
-
-
-def planned_part(lake: Lake, files: SignatureFiles, key: str) -> Part:
-    """The part a key of ``prepare_parts`` names, checked to belong to these signature files."""
-    fingerprint, name = key.rsplit("/", 2)[-2:]
-    column, _, numbers = name.removesuffix(".parquet").rpartition(".")
-    index, _, ranges = numbers.partition("-of-")
-    part = Part(column, int(index), int(ranges))
-    if part_key(key.rsplit("/", 2)[0], files, part) != key:
-        raise PartFileError(
-            f"part {lake.uri(key)} was planned for other signature files than the crawl's "
-            f"now (fingerprint {fingerprint}): re-run the clustering"
-        )
-    return part
-
-
-def _edges(lake: Lake, files: SignatureFiles, keys: list[str]) -> Iterator[pa.Table]:
-    for key in keys:
-        info = part_info(lake, key)
-        if info is None:
-            raise PartFileError(f"part file {lake.uri(key)} is missing: re-run the clustering")
-        if info["fingerprint"] != key.rsplit("/", 2)[-2]:
-            raise PartFileError(f"part file {lake.uri(key)} belongs to another run")
-        with lake.open_input(key) as f:
-            yield pq.read_table(f)
-
-
-def union(lake: Lake, files: SignatureFiles, part_keys: list[str]):
-    """(docs, components): the linked documents, ascending, and the smallest document of
-    each one's cluster, from the part files alone. Reads them twice: once to mark the linked
-    documents (one byte per document of the crawl: sorting and merging the lists of linked
-    documents took ~90 bytes per linked document), once to link them, in batches of EDGE_BATCH
-    edges."""
-    linked = np.zeros(files.n_docs, dtype=np.bool_)
-    for table in _edges(lake, files, part_keys):
-        for column in table.columns:
-            linked[column.to_numpy()] = True
-        del table
-    docs = np.flatnonzero(linked).astype(np.int64, copy=False)
-    del linked
-
-    def batches() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        held: list[pa.Table] = []
-        for table in _edges(lake, files, part_keys):
-            held.append(table)
-            if sum(t.num_rows for t in held) >= EDGE_BATCH:
-                yield _pairs(held)
-                held = []
-        yield _pairs(held)
-
-    return docs, edge_components(docs, batches())
-
-
-def _pairs(tables: list[pa.Table]) -> tuple[np.ndarray, np.ndarray]:
-    if not tables:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    table = pa.concat_tables(tables)
-    return table.column("first").to_numpy(), table.column("doc").to_numpy()
-
-
-def gather(lake: Lake, files: SignatureFiles, docs: np.ndarray, columns: list[str]) -> pa.Table:
-    """The rows of ``docs`` (ascending document indices) in ``columns``, streaming the files."""
-    pieces = []
-    starts = files.starts
-    for index in range(len(files.keys)):
-        low, high = np.searchsorted(docs, starts[index : index + 2])
-        if low == high:
-            continue
-        rows = docs[low:high] - starts[index]
-        for row, batch in read_batches(lake, files, index, columns):
-            a, b = np.searchsorted(rows, [row, row + batch.num_rows])
-            if a < b:
-                pieces.append(pa.Table.from_batches([batch.take(rows[a:b] - row)]))
-    if not pieces:
-        return pa.table({c: pa.array([], _column_type(c)) for c in columns})
-    return pa.concat_tables(pieces)
-
-
-def _column_type(column: str) -> pa.DataType:
-    return {"doc_id": pa.string(), "warc_date": pa.string(), QUALITY_COLUMN: pa.float64()}.get(
-        column, pa.uint64()
-    )
-
-
-def rank(values: pa.ChunkedArray, descending: bool) -> np.ndarray:
-    """Dense rank, nulls last: among any documents it orders them as a rank over the whole
-    crawl would, so it can be taken over the linked documents only."""
-    series = pl.from_arrow(values)
-    return series.rank("dense", descending=descending).fill_null(len(series) + 1).to_numpy()
-
-
 class UnitVersions:
     """Per unit, a hash of the rows that remove its documents, fed a slice of the removed list
     at a time: it changes exactly when the unit's deduplicated output would."""
@@ -541,6 +420,19 @@ class UnitVersions:
         return {unit.name: found.get(unit.name, empty) for unit in units}
 
 
+def run_clustering(lake: Lake, plan: ClusterPlan, workers: int = 1, offset: float = 0.0) -> dict:
+    """Every task of the clustering not yet committed, in ``workers`` processes (in this one
+    for a crawl under ``IN_PROCESS_DOCS``), starting each phase at ``offset`` of its tasks."""
+    small = plan.files.n_docs < IN_PROCESS_DOCS
+    return run_job(functools.partial(cluster_job, lake, plan), workers, offset, small)
+
+
+def work_bytes_written(lake: Lake, plan: ClusterPlan) -> int:
+    """What every task of the clustering wrote (their markers outlive their files)."""
+    markers = [key for key in lake.list(plan.prefix) if f"/{DONE}/" in key]
+    return sum(lake.read_json(key)["summary"]["bytes_written"] for key in markers)
+
+
 def cluster_crawl(
     lake: Lake,
     units: list[Unit],
@@ -549,64 +441,54 @@ def cluster_crawl(
     work_prefix: str | None = None,
     ranges: int | None = None,
     max_keys: int | None = None,
-    planned: list[str] | None = None,
+    node_width: int | None = None,
     files: SignatureFiles | None = None,
 ) -> StageReport:
-    """The clusters stage: parts (in ``settings.cluster_workers`` processes), union, survivors,
-    the removed list written to ``out``. With ``planned`` (the keys of ``prepare_parts``), the
-    parts were computed elsewhere (parallel steps): a missing one fails naming its file. Cluster
-    ids are the doc id of the cluster's first-seen member, so they do not change with the
-    survivor rule. The part files are deleted once the list is committed by the caller."""
+    """The clusters stage: the clustering's tasks not committed yet (by parallel steps, or an
+    earlier run), in ``settings.cluster_workers`` processes, then the removed list written to
+    ``out`` in document order. Cluster ids are the doc id of the cluster's smallest document, so
+    they do not change with the survivor rule. The work files are deleted once the list is
+    committed by the caller."""
     files = files or crawl_signatures(lake, units)  # the caller's, if it has read them
-    prefix = work_prefix or crawl_prefix(PARTS, units[0].crawl)
-    memory = int(settings.cluster_memory_gb * 2**30)
-    if planned is None:
-        workers = settings.cluster_workers
-        planned = run_parts(lake, files, prefix, memory, workers, ranges, max_keys).keys
-    for key in planned:
-        planned_part(lake, files, key)
-    docs, components = union(lake, files, planned)
-    rule = RANK_COLUMNS.get(settings.survivor)
-    values = gather(lake, files, docs, ["doc_id", "exact_hash", *([rule[0]] if rule else [])])
-    survivors = choose_survivors(components, rank(values[rule[0]], rule[1]) if rule else None)
-    removed = np.flatnonzero(survivors != np.arange(len(docs)))
-    survivor = survivors[removed]
-    cluster_of = np.searchsorted(docs, components[removed])
-    exact = values["exact_hash"].to_numpy()
-    is_exact = exact[removed] == exact[survivor]
-    doc_ids = values["doc_id"]
+    plan = plan_clustering(
+        files,
+        work_prefix or crawl_prefix(PARTS, units[0].crawl),
+        int(settings.cluster_memory_gb * 2**30),
+        settings.survivor,
+        ranges,
+        max_keys,
+        node_width,
+    )
+    prepare(lake, plan)
+    ran = run_clustering(lake, plan, settings.cluster_workers)
+    removed, gathered = plan.sources("removed"), plan.sources("members")
+    done = summaries(lake, removed)
+    exact = sum(s["exact_duplicate"] for s in done)
+    near = sum(s["near_duplicate"] for s in done)
     report = out.report
     report.records_in = files.n_docs
-    report.records_out = files.n_docs - len(removed)
-    report.drop("exact_duplicate", int(is_exact.sum()))
-    report.drop("near_duplicate", int((~is_exact).sum()))
+    report.records_out = files.n_docs - exact - near
+    report.drop("exact_duplicate", exact)
+    report.drop("near_duplicate", near)
     report.counts.update(
         units=len(units),
         files=len(files.keys),
-        clusters=len(sorted_unique(survivor)),
+        clusters=sum(s["clusters"] for s in done),
         params=files.params | {"survivor": settings.survivor},
-        parts=len(planned),
-        linked_docs=len(docs),
+        parts=len(plan.columns) * plan.key_ranges,
+        key_ranges=plan.key_ranges,
+        document_ranges=plan.nodes.ranges,
+        linked_docs=sum(s["linked"] for s in summaries(lake, gathered)),
+        work_bytes_written=work_bytes_written(lake, plan),
+        tasks_computed=ran["tasks_computed"],
     )
     sink = out.parquet("clusters.parquet", CLUSTER_SCHEMA)
     versions = UnitVersions()
-    # In slices: the strings of the removed rows would otherwise all be held at once.
-    for start in range(0, max(len(removed), 1), OUTPUT_ROWS):
-        rows = slice(start, start + OUTPUT_ROWS)
-        table = pa.table(
-            {
-                "unit": files.unit_names(docs[removed[rows]]),
-                "part": files.part_numbers(docs[removed[rows]]),
-                "doc_id": doc_ids.take(removed[rows]),
-                "cluster_id": doc_ids.take(cluster_of[rows]),
-                "survivor_unit": files.unit_names(docs[survivor[rows]]),
-                "survivor_doc_id": doc_ids.take(survivor[rows]),
-                "reason": np.where(is_exact[rows], "exact_duplicate", "near_duplicate"),
-            },
-            schema=CLUSTER_SCHEMA,
-        )
+    for number, table in enumerate(
+        removed_in_order(lake, removed, plan.nodes, OUTPUT_ROWS, CLUSTER_SCHEMA)
+    ):
         sink.write_table(table)
-        if start == 0:
+        if number == 0:
             report.add_preview(table.slice(0, 5).to_pylist())
         versions.add(table)
     report.counts["unit_versions"] = versions.versions(units)

@@ -1,19 +1,19 @@
 """dedup_clusters: the duplicate clusters over every file of every unit of a crawl.
 
 In one step (``run``) or fanned out (``FAN_OUT``): ``plan`` checks the signature files and lists
-the clustering's parts (``tokenmill.dedup_parts``), parallel steps each compute a share of them,
-and ``finish`` unions their edges and writes the removed list, which is the same either way."""
+the clustering's first tasks (``tokenmill.dedup_parts``); parallel steps each start with their
+share of them and go on through every later phase, sharing its tasks through the lake without
+waiting for each other (``tokenmill.phases``); ``finish`` writes the removed list, which is the
+same either way."""
 
 from tokenmill.dedup import DedupSettings
 from tokenmill.dedup_parts import (
     PARTS,
-    check_files,
+    ClusterPlan,
     cluster_crawl,
-    crawl_signatures,
-    part_key,
-    plan_parts,
-    prepare_parts,
-    run_parts,
+    plan_clustering,
+    prepare,
+    run_clustering,
 )
 from tokenmill.layout import (
     CLEANED,
@@ -23,6 +23,7 @@ from tokenmill.layout import (
     crawl_prefix,
 )
 from tokenmill.outputs import StageReport
+from tokenmill.signature_files import check_files, crawl_signatures
 from tokenmill.stage import CrawlBoundary, FanOut, Pod, Scope, Stage, Work
 from tokenmill.units import registered_units
 
@@ -38,8 +39,23 @@ def _settings(work: Work) -> DedupSettings:
     return work.settings or DedupSettings()
 
 
-def _memory(work: Work) -> int:
-    return int(_settings(work).cluster_memory_gb * 2**30)
+def _plan(work: Work) -> ClusterPlan:
+    settings = _settings(work)
+    files = crawl_signatures(work.lake, _units(work))
+    memory = int(settings.cluster_memory_gb * 2**30)
+    return plan_clustering(files, crawl_prefix(PARTS, work.crawl), memory, settings.survivor)
+
+
+class PlanChangedError(ValueError):
+    """The signature files changed between the plan step and a later one."""
+
+
+def _first_tasks(plan: ClusterPlan) -> list[str]:
+    """The tasks of the first phase, each named with the plan's fingerprint: what the steps
+    split among them to start with."""
+    count = len(plan.slices) if plan.scattered else plan.key_ranges
+    fingerprint = plan.prefix.rsplit("/", 1)[1]
+    return [f"{fingerprint}/{task}" for task in plan.tasks(count, "s" if plan.scattered else "r")]
 
 
 def run(work: Work) -> StageReport:
@@ -47,39 +63,43 @@ def run(work: Work) -> StageReport:
 
 
 def plan(work: Work) -> list[str]:
-    """The keys of the parts' files; the work prefix cleared of other inputs' parts."""
-    files = crawl_signatures(work.lake, _units(work))
-    check_files(work.lake, files)
-    return prepare_parts(work.lake, files, crawl_prefix(PARTS, work.crawl), _memory(work))
+    """The first phase's tasks; the work prefix cleared of other inputs' work."""
+    clustering = _plan(work)
+    check_files(work.lake, clustering.files)
+    prepare(work.lake, clustering)
+    return _first_tasks(clustering)
 
 
-def run_share(work: Work, keys: list[str], workers: int) -> dict:
-    """Computes the planned parts ``keys``, in at most ``cluster_workers`` processes: each may
-    take ``cluster_memory_gb``, which the stage's pod is sized for."""
-    files = crawl_signatures(work.lake, _units(work))
+def run_share(work: Work, tasks: list[str], workers: int) -> dict:
+    """Every task of the clustering, starting with this step's share ``tasks`` of the first
+    phase and each later phase at the same offset, in at most ``cluster_workers`` processes:
+    each may take ``cluster_memory_gb``, which the stage's pod is sized for."""
+    clustering = _plan(work)
+    first = _first_tasks(clustering)
+    if tasks and tasks[0] not in first:
+        raise PlanChangedError(
+            f"the clustering was planned for other signature files than the crawl's now "
+            f"(plan {tasks[0].split('/')[0]}, now {clustering.prefix.rsplit('/', 1)[1]}): "
+            "re-run the stage"
+        )
+    steps = max(1, round(len(first) / max(len(tasks), 1)))
+    offset = (first.index(tasks[0]) % steps) / steps if tasks else 0.0
     workers = min(workers, _settings(work).cluster_workers)
-    parts = run_parts(
-        work.lake, files, crawl_prefix(PARTS, work.crawl), _memory(work), workers, only=keys
-    )
-    return {"parts": len(keys), "computed": len(parts.ran), "reused": len(parts.reused)}
+    return {"first_tasks": len(tasks)} | run_clustering(work.lake, clustering, workers, offset)
 
 
 def finish(work: Work, shares: list[dict]) -> StageReport:
-    units = _units(work)
-    files = crawl_signatures(work.lake, units)
-    prefix = crawl_prefix(PARTS, work.crawl)
-    planned = [part_key(prefix, files, part) for part in plan_parts(files, _memory(work))]
-    report = _finish(work, units, planned, files)
-    report.counts["parts_computed"] = sum(share["computed"] for share in shares)
+    report = _finish(work, _units(work))
     report.counts["parallel_steps"] = len(shares)
+    report.counts["tasks_computed"] += sum(share["tasks_computed"] for share in shares)
     return report
 
 
-def _finish(work: Work, units, planned: list[str] | None = None, files=None) -> StageReport:
+def _finish(work: Work, units) -> StageReport:
     report = StageReport()
     with work.writer(report) as out:
-        cluster_crawl(work.lake, units, _settings(work), out, planned=planned, files=files)
-    work.lake.delete_prefix(crawl_prefix(PARTS, work.crawl))  # committed: parts are spent
+        cluster_crawl(work.lake, units, _settings(work), out)
+    work.lake.delete_prefix(crawl_prefix(PARTS, work.crawl))  # committed: the work is spent
     return report
 
 
@@ -94,7 +114,7 @@ STAGE = Stage(
     # rule's value, with the recipe's thresholds
     distributions_of=CLEANED,
     kinds=("parquet",),
-    # each process holds one part of one key column: bounded by cluster_memory_gb (4 GiB)
+    # each process holds one task's range: bounded by cluster_memory_gb (4 GiB)
     pod=Pod("2", "6Gi", "2", "8Gi"),
     max_runtime_s=12 * 3600,  # one run clusters a whole crawl
     schema=CLUSTER_SCHEMA,

@@ -1,0 +1,141 @@
+"""Rows routed to ranges on disk: the external shuffle the crawl-wide steps share.
+
+A task writes rows, each with the range it belongs to (a range of keys, of documents, ...),
+through a ``SpillWriter``: rows are held until ``chunk_rows`` of them are, then written as one
+Parquet file, ``<prefix>/<task>.<chunk>.parquet``, with a row group per range they fall in. The
+task commits by writing ``<prefix>/_done/<task>.json`` last, listing per range its files and
+row groups, with a small summary; a reader of a range reads the row groups the committed tasks
+list for it (``range_files``, ``read_files``: ranged reads on S3), so what a killed writer left
+is never read, and a re-run rewrites the same names with the same bytes (a task's output is a
+function of its inputs). A row group holds at most ``chunk_rows`` rows: a reader holds one at a
+time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tokenmill.lake import Lake
+
+DONE = "_done"
+
+
+def done_key(prefix: str, task: str) -> str:
+    return f"{prefix}/{DONE}/{task}.json"
+
+
+def is_done(lake: Lake, prefix: str, task: str) -> bool:
+    return lake.exists(done_key(prefix, task))
+
+
+def task_summary(lake: Lake, prefix: str, task: str) -> dict:
+    return lake.read_json(done_key(prefix, task))["summary"]
+
+
+class SpillWriter:
+    """The output of one task of a phase under ``prefix``, routed to ``ranges`` ranges."""
+
+    def __init__(
+        self, lake: Lake, prefix: str, task: str, ranges: int, chunk_rows: int, unique=False
+    ):
+        self.lake, self.prefix, self.task, self.ranges = lake, prefix, task, ranges
+        self.chunk_rows, self.unique = max(int(chunk_rows), 1), unique
+        self.held: list[tuple[pa.Table, np.ndarray]] = []
+        self.rows = self.chunks = self.bytes = 0
+        self.files: dict[int, list[tuple[str, int]]] = {}  # range -> (file, row group)
+
+    def add(self, table: pa.Table, ranges: np.ndarray) -> None:
+        """Rows of ``table``, row i going to range ``ranges[i]``."""
+        if table.num_rows:
+            self.held.append((table, np.asarray(ranges, dtype=np.int64)))
+            self.rows += table.num_rows
+            if self.rows >= self.chunk_rows:
+                self.flush()
+
+    def flush(self) -> None:
+        if not self.held:
+            return
+        table = pa.concat_tables([t for t, _ in self.held]).combine_chunks()
+        ranges = np.concatenate([r for _, r in self.held])
+        self.held, self.rows = [], 0
+        order = np.argsort(ranges, kind="stable")  # within a range, rows keep their order
+        ranges = ranges[order]
+        table = table.take(order)
+        bounds = np.flatnonzero(np.diff(ranges)) + 1
+        key = f"{self.prefix}/{self.task}.{self.chunks:04d}.parquet"
+        with self.lake.writing(key) as f:
+            with pq.ParquetWriter(
+                f, table.schema, compression="zstd", use_dictionary=False
+            ) as writer:
+                for group, (start, end) in enumerate(
+                    zip([0, *bounds], [*bounds, len(ranges)], strict=True)
+                ):
+                    piece = table.slice(start, end - start)
+                    if self.unique:
+                        piece = pl.from_arrow(piece).unique(maintain_order=True).to_arrow()
+                    writer.write_table(piece, row_group_size=len(ranges))
+                    self.files.setdefault(int(ranges[start]), []).append((key, group))
+            self.bytes += f.tell()
+        self.chunks += 1
+
+    def commit(self, summary: dict | None = None) -> dict:
+        self.flush()
+        summary = (summary or {}) | {"bytes_written": self.bytes}
+        files = {str(r): groups for r, groups in sorted(self.files.items())}
+        self.lake.write_json(done_key(self.prefix, self.task), {"files": files, "summary": summary})
+        return summary
+
+
+Source = tuple[str, tuple[str, ...]]  # a phase's prefix and its tasks
+Piece = tuple[str, int]  # a file and one of its row groups
+
+
+def range_files(lake: Lake, sources: list[Source], index: int) -> list[Piece]:
+    """The row groups the committed tasks of ``sources`` wrote for range ``index``, in source,
+    task and chunk order."""
+    pieces = []
+    for prefix, tasks in sources:
+        for task in tasks:
+            marker = lake.read_json(done_key(prefix, task))
+            pieces.extend((key, group) for key, group in marker["files"].get(str(index), []))
+    return pieces
+
+
+class SpillFileError(FileNotFoundError):
+    """A file a committed task listed is gone: the work was deleted under a run."""
+
+
+def read_files(
+    lake: Lake, pieces: list[Piece], columns: list[str] | None = None
+) -> Iterator[pa.Table]:
+    for key, group in pieces:
+        if not lake.exists(key):
+            raise SpillFileError(
+                f"work file {lake.uri(key)} is missing (deleted under a run): re-run the stage"
+            )
+        with lake.open_input(key) as f:
+            yield pq.ParquetFile(f).read_row_group(group, columns=columns)
+
+
+def read_sources(
+    lake: Lake, sources: list[Source], index: int, columns: list[str] | None = None
+) -> Iterator[pa.Table]:
+    """Range ``index`` of several phases' outputs, one row group at a time."""
+    yield from read_files(lake, range_files(lake, sources, index), columns)
+
+
+def summaries(lake: Lake, sources: list[Source]) -> list[dict]:
+    return [task_summary(lake, prefix, task) for prefix, tasks in sources for task in tasks]
+
+
+def clear_data(lake: Lake, prefix: str) -> None:
+    """Deletes a phase's files once every task reading them has committed; its markers (and
+    their summaries) stay."""
+    for key in lake.list(prefix):
+        if not key[len(prefix) :].lstrip("/").startswith(f"{DONE}/"):
+            lake.delete(key)
