@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import polars as pl
@@ -23,12 +24,14 @@ from tests.test_dedup import (  # noqa: F401 (articles is a fixture)
     survivor_crawl,
     write_crawl,
 )
+from tokenmill import phases
 from tokenmill.clusters import UnionFind, choose_survivors
 from tokenmill.dedup import CLUSTERS_FILE, SURVIVOR_RULES, DedupSettings
 from tokenmill.dedup_parts import (
     PARTS,
     RANK_COLUMNS,
     cluster_crawl,
+    cluster_job,
     plan_clustering,
     prepare,
     ranges_for,
@@ -51,7 +54,7 @@ from tokenmill.signature_files import SignatureFileError, crawl_signatures
 from tokenmill.spill import SpillFileError, task_summary
 from tokenmill.stage import Work
 from tokenmill.stages import stage_named
-from tokenmill.stages.dedup_clusters import PlanChangedError
+from tokenmill.stages.dedup_clusters import SLOTS, PlanChangedError
 from tokenmill.units import registered_units, write_batch
 
 WORK = f"{PARTS}/{CRAWL}"
@@ -267,7 +270,8 @@ def run_clustering_in_own_group(lake: Lake, plan) -> None:
 
 
 def work_files(lake: Lake) -> dict[str, bytes]:
-    return {key: lake.read_bytes(key) for key in lake.list(WORK)}
+    """The work's files and markers (not the claims: who computed a task, and when)."""
+    return {key: lake.read_bytes(key) for key in lake.list(WORK) if "/_claims/" not in key}
 
 
 def test_killed_run_resumes_from_its_committed_tasks(lake):
@@ -427,8 +431,10 @@ def test_shares_in_parallel_steps_write_what_one_step_writes(lake):
     planted_crawl(lake, n_docs=3000)
     cluster(lake, DedupSettings())
     one_step = lake.read_bytes(CLUSTERS_KEY)
-    keys, summaries = fan_out(lake, shares=3)
-    assert [s["first_tasks"] for s in summaries] == [1, 0, 0] and len(keys) == 1
+    keys, summaries = fan_out(lake, shares=3)  # one after another, as a busy cluster runs them
+    assert len(keys) == SLOTS
+    assert summaries[0]["tasks_computed"] > 0  # the first computes all: no one holds a claim
+    assert [s["tasks_computed"] for s in summaries[1:]] == [0, 0]
     report = finish(lake, summaries)
     assert lake.read_bytes(CLUSTERS_KEY) == one_step
     assert report.counts["parallel_steps"] == 3
@@ -462,3 +468,36 @@ def test_plan_checks_every_signature_file_before_any_part(lake):
     with pytest.raises(SignatureFileError, match=f"{key} has 100 bytes.*truncated"):
         fan_out(lake, shares=2)
     assert lake.list(WORK) == [] and nothing_committed(lake)
+
+
+def test_steps_running_at_once_share_every_phase(lake):
+    """Two steps at once (threads here, pods in production) share the tasks of every phase
+    by their claims, and the removed list is the one a single step writes."""
+    planted_crawl(lake, n_docs=4000)
+    expected = in_memory_removals(lake, "first_seen")
+    plan = plan_clustering(signatures(lake), WORK, 4 << 30, ranges=8, node_width=500)
+    prepare(lake, plan)
+    with ThreadPoolExecutor(2) as pool:
+        steps = list(pool.map(lambda step: run_clustering(lake, plan, 1, step, 2), [0, 1]))
+    total = len([k for k in lake.list(WORK) if "/_done/" in k])
+    assert min(s["tasks_computed"] for s in steps) > total // 4  # both did a share
+    assert sum(s["tasks_computed"] for s in steps) >= total
+    cluster(lake, DedupSettings(), ranges=8, node_width=500)
+    assert removed_list(lake) == expected
+
+
+def test_a_stale_claim_is_taken_over_a_fresh_one_waited_for(lake, monkeypatch):
+    planted_crawl(lake, n_docs=1000)
+    plan = plan_clustering(signatures(lake), WORK, 4 << 30, ranges=4)
+    prepare(lake, plan)
+    first = next(iter(cluster_job(lake, plan)))
+    for task in first.tasks:  # a step that died holding every task of the first phase
+        lake.write_json(first.claims.key(task), {"owner": "gone", "time": time.time() - 3600})
+    assert run_clustering(lake, plan)["tasks_computed"] > len(first.tasks)
+    lake.delete_prefix(WORK)
+    monkeypatch.setattr(phases, "STALE_AFTER_S", 1.5)
+    prepare(lake, plan)
+    lake.write_json(first.claims.key(first.tasks[0]), {"owner": "alive", "time": time.time()})
+    started = time.monotonic()
+    run_clustering(lake, plan)  # waits for the live claim until it goes stale, then computes
+    assert time.monotonic() - started > 1.0

@@ -37,7 +37,7 @@ from tokenmill.components import Nodes, add_edges, star_task, union_task
 from tokenmill.lake import Lake
 from tokenmill.layout import CLUSTER_SCHEMA, QUALITY_COLUMN, Unit, crawl_prefix
 from tokenmill.outputs import PartitionWriter, StageReport
-from tokenmill.phases import Phase, run_job
+from tokenmill.phases import Claims, Phase, run_job
 from tokenmill.signature_files import (
     SignatureFiles,
     crawl_signatures,
@@ -54,6 +54,7 @@ from tokenmill.spill import (
 )
 from tokenmill.survivors import members_task, removed_in_order, removed_task
 
+CLAIMS = "_claims"  # a phase's leases on its tasks (tokenmill.phases)
 PARTS = "_dedup_clusters_parts"  # work prefix: <PARTS>/<crawl>/<fingerprint>/<phase>/...
 FORMAT = 2  # of the work files; part of the fingerprint
 # A part holds, per key in its range, the key and its document index (16 bytes), twice while
@@ -245,7 +246,8 @@ def part_task(lake: Lake, plan: ClusterPlan, column: str, task: str) -> dict:
 
 def _phase(lake: Lake, plan: ClusterPlan, name: str, tasks: tuple[str, ...], run) -> Phase:
     prefix = plan.phase_prefix(name)
-    return Phase(name, tasks, run, functools.partial(is_done, lake, prefix))
+    done = functools.partial(is_done, lake, prefix)
+    return Phase(name, tasks, run, done, Claims(lake, f"{prefix}/{CLAIMS}"))
 
 
 def _node_task(function, lake: Lake, plan: ClusterPlan, phase: str, unique: bool, task: str):
@@ -420,11 +422,13 @@ class UnitVersions:
         return {unit.name: found.get(unit.name, empty) for unit in units}
 
 
-def run_clustering(lake: Lake, plan: ClusterPlan, workers: int = 1, offset: float = 0.0) -> dict:
-    """Every task of the clustering not yet committed, in ``workers`` processes (in this one
-    for a crawl under ``IN_PROCESS_DOCS``), starting each phase at ``offset`` of its tasks."""
+def run_clustering(
+    lake: Lake, plan: ClusterPlan, workers: int = 1, step: int = 0, steps: int = 1
+) -> dict:
+    """The clustering's tasks as step ``step`` of ``steps`` (``tokenmill.phases``), in
+    ``workers`` processes (in this one for a crawl under ``IN_PROCESS_DOCS``)."""
     small = plan.files.n_docs < IN_PROCESS_DOCS
-    return run_job(functools.partial(cluster_job, lake, plan), workers, offset, small)
+    return run_job(functools.partial(cluster_job, lake, plan), workers, step, steps, small)
 
 
 def work_bytes_written(lake: Lake, plan: ClusterPlan) -> int:

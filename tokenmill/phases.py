@@ -1,26 +1,35 @@
-"""Phases of tasks that steps share through the lake, without waiting for each other.
+"""Phases of tasks that steps share through the lake.
 
 A job is a sequence of phases; a phase is a list of tasks, each committing its output (a marker
 written last, see ``tokenmill.spill``) from the outputs of the phases before it, and the same
 bytes whoever runs it. Which phase comes next may depend on what the previous ones committed
 (rounds until a fixpoint): the job is a generator yielding each phase once everything before it
-is committed. Any number of steps (pods) may run the same job at once: each goes through every
-phase's tasks starting at its own offset, skips the ones committed, and computes the rest, so a
-step never waits for another. Where two steps meet on a task both compute it and commit the
-same bytes; a step killed anywhere resumes from what is committed. A task whose inputs vanish
-under it (their phase finished and cleaned up by another step) is fine if its own output was
-committed meanwhile.
+is committed. Any number of steps (pods) may run the same job at once, sharing each phase's
+tasks by leases: a step claims a task before computing it (a claim file it refreshes every
+``HEARTBEAT_S``), skips tasks committed or freshly claimed by another step, and, once nothing
+is left to claim, waits for the claimed ones, taking over any whose claim went stale (its step
+died). Step i of n starts with tasks i, i + n, ...: steps run at once share a phase evenly,
+steps run one after another never wait. Two steps computing one task commit the same bytes; a
+step killed anywhere resumes from what is committed. A task whose inputs vanish under it (their
+phase finished and cleaned up by another step) is fine if its own output was committed
+meanwhile.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
+import socket
+import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 
+from tokenmill.lake import Lake
 from tokenmill.worker_errors import WorkerDiedError
 
 
@@ -30,9 +39,34 @@ class Phase:
     tasks: tuple[str, ...]
     run: Callable[[str], dict]  # commits one task (picklable: it may run in a worker process)
     done: Callable[[str], bool]
+    claims: Claims
 
 
 Job = Callable[[], Iterator[Phase]]
+HEARTBEAT_S = 20.0
+STALE_AFTER_S = 90.0  # a claim not refreshed for this long: its step is gone
+POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class Claims:
+    """Leases on a phase's tasks: ``<prefix>/<task>.json`` holding who and when."""
+
+    lake: Lake
+    prefix: str
+
+    def key(self, task: str) -> str:
+        return f"{self.prefix}/{task}.json"
+
+    def held_by_other(self, task: str, me: str) -> bool:
+        try:
+            claim = self.lake.read_json(self.key(task))
+        except (FileNotFoundError, OSError, ValueError):
+            return False
+        return claim["owner"] != me and time.time() - claim["time"] < STALE_AFTER_S
+
+    def claim(self, task: str, me: str) -> None:
+        self.lake.write_json(self.key(task), {"owner": me, "time": time.time()})
 
 
 def run_task(phase: Phase, task: str) -> bool:
@@ -48,35 +82,94 @@ def run_task(phase: Phase, task: str) -> bool:
     return True
 
 
-def rotated(tasks: tuple[str, ...], offset: float) -> list[str]:
-    start = int(offset * len(tasks)) % max(len(tasks), 1)
-    return [*tasks[start:], *tasks[:start]]
+class _Step:
+    """One step's run of a job: its leases, kept fresh by a thread, and its worker pool."""
+
+    def __init__(self, stack: ExitStack, workers: int, in_process: bool):
+        self.me = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.workers = 1 if in_process else max(workers, 1)
+        self.pool: Executor | None = None
+        self.stack = stack
+        self.held: dict[str, tuple[Claims, str]] = {}
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        thread = threading.Thread(target=self._refresh, daemon=True)
+        thread.start()
+        stack.callback(self.stopped.set)
+        self.computed = 0
+
+    def _refresh(self) -> None:
+        while not self.stopped.wait(HEARTBEAT_S):
+            with self.lock:
+                held = list(self.held.values())
+            for claims, task in held:
+                with suppress(OSError):
+                    claims.claim(task, self.me)
+
+    def _start(self, phase: Phase, task: str):
+        phase.claims.claim(task, self.me)
+        with self.lock:
+            self.held[f"{phase.name}/{task}"] = (phase.claims, task)
+        if self.workers == 1:
+            future: Future = Future()
+            try:
+                future.set_result(run_task(phase, task))
+            except Exception as error:
+                future.set_exception(error)
+            return future
+        if self.pool is None:
+            context = multiprocessing.get_context("spawn")
+            pool = ProcessPoolExecutor(self.workers, mp_context=context)
+            self.pool = self.stack.enter_context(pool)
+        return self.pool.submit(run_task, phase, task)
+
+    def _finished(self, phase: Phase, task: str, future: Future) -> None:
+        with self.lock:
+            self.held.pop(f"{phase.name}/{task}", None)
+        try:
+            self.computed += future.result()
+        except BrokenProcessPool as error:
+            raise WorkerDiedError(
+                f"a worker process died computing task {task} of phase {phase.name}, killed "
+                "(a signal: the pod's memory limit, an operator) or crashed; a retry resumes "
+                "from the committed tasks"
+            ) from error
+
+    def run_phase(self, phase: Phase, ordered: list[str]) -> None:
+        """Every task of ``phase`` committed, by this step or another."""
+        running: dict[Future, str] = {}
+        pending = [task for task in ordered if not phase.done(task)]
+        while pending or running:
+            waiting = []
+            for task in pending:
+                if len(running) >= self.workers:
+                    waiting.append(task)
+                elif not phase.done(task):
+                    if phase.claims.held_by_other(task, self.me):
+                        waiting.append(task)
+                    else:
+                        running[self._start(phase, task)] = task
+            if running:
+                finished, _ = wait(list(running), timeout=POLL_S, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    self._finished(phase, running.pop(future), future)
+            elif waiting:
+                time.sleep(POLL_S)  # every task left is another step's, still alive
+            pending = [task for task in waiting if not phase.done(task)]
 
 
-def run_job(job: Job, workers: int = 1, offset: float = 0.0, in_process: bool = False) -> dict:
-    """Runs every phase of ``job`` to the end (computing what is not committed), in ``workers``
-    processes, starting each phase at ``offset`` (0 <= offset < 1) of its tasks; returns how
-    many tasks this call computed and how many it found committed."""
-    computed = found = 0
+def run_job(
+    job: Job, workers: int = 1, step: int = 0, steps: int = 1, in_process: bool = False
+) -> dict:
+    """Runs every phase of ``job`` to the end as step ``step`` of ``steps`` (computing what is
+    not committed), in ``workers`` processes (this one if ``in_process``); returns how many
+    tasks this call computed and how many it found committed."""
+    found = 0
     with ExitStack() as stack:
-        pool: Executor | None = None
+        runner = _Step(stack, workers, in_process)
         for phase in job():
-            todo = [t for t in rotated(phase.tasks, offset) if not phase.done(t)]
-            found += len(phase.tasks) - len(todo)
-            if in_process or workers <= 1 or len(todo) <= 1:
-                computed += sum(run_task(phase, task) for task in todo)
-                continue
-            if pool is None:
-                context = multiprocessing.get_context("spawn")
-                pool = stack.enter_context(ProcessPoolExecutor(workers, mp_context=context))
-            futures = [(task, pool.submit(run_task, phase, task)) for task in todo]
-            for task, future in futures:
-                try:
-                    computed += future.result()
-                except BrokenProcessPool as error:
-                    raise WorkerDiedError(
-                        f"a worker process died computing task {task} of phase {phase.name}, "
-                        "killed (a signal: the pod's memory limit, an operator) or crashed; a "
-                        "retry resumes from the committed tasks"
-                    ) from error
-    return {"tasks_computed": computed, "tasks_found": found}
+            found += sum(phase.done(task) for task in phase.tasks)
+            own = list(phase.tasks[step::steps])
+            ordered = own + [task for task in phase.tasks if task not in set(own)]
+            runner.run_phase(phase, ordered)
+    return {"tasks_computed": runner.computed, "tasks_found": found}

@@ -46,16 +46,18 @@ def _plan(work: Work) -> ClusterPlan:
     return plan_clustering(files, crawl_prefix(PARTS, work.crawl), memory, settings.survivor)
 
 
+SLOTS = 256  # at most this many parallel steps share the clustering's tasks
+
+
 class PlanChangedError(ValueError):
     """The signature files changed between the plan step and a later one."""
 
 
-def _first_tasks(plan: ClusterPlan) -> list[str]:
-    """The tasks of the first phase, each named with the plan's fingerprint: what the steps
-    split among them to start with."""
-    count = len(plan.slices) if plan.scattered else plan.key_ranges
+def _slots(plan: ClusterPlan) -> list[str]:
+    """What ``plan`` hands the steps: SLOTS names, each with the plan's fingerprint; step i
+    of n gets slots i, i + n, ... and computes every n-th task of each phase from the i-th."""
     fingerprint = plan.prefix.rsplit("/", 1)[1]
-    return [f"{fingerprint}/{task}" for task in plan.tasks(count, "s" if plan.scattered else "r")]
+    return [f"{fingerprint}/{slot:03d}" for slot in range(SLOTS)]
 
 
 def run(work: Work) -> StageReport:
@@ -67,25 +69,25 @@ def plan(work: Work) -> list[str]:
     clustering = _plan(work)
     check_files(work.lake, clustering.files)
     prepare(work.lake, clustering)
-    return _first_tasks(clustering)
+    return _slots(clustering)
 
 
-def run_share(work: Work, tasks: list[str], workers: int) -> dict:
-    """Every task of the clustering, starting with this step's share ``tasks`` of the first
-    phase and each later phase at the same offset, in at most ``cluster_workers`` processes:
-    each may take ``cluster_memory_gb``, which the stage's pod is sized for."""
+def run_share(work: Work, slots: list[str], workers: int) -> dict:
+    """This step's share of every phase of the clustering (``tokenmill.phases``), in at most
+    ``cluster_workers`` processes: each may take ``cluster_memory_gb``, which the stage's pod
+    is sized for."""
     clustering = _plan(work)
-    first = _first_tasks(clustering)
-    if tasks and tasks[0] not in first:
+    every = _slots(clustering)
+    if slots and slots[0] not in every:
         raise PlanChangedError(
             f"the clustering was planned for other signature files than the crawl's now "
-            f"(plan {tasks[0].split('/')[0]}, now {clustering.prefix.rsplit('/', 1)[1]}): "
+            f"(plan {slots[0].split('/')[0]}, now {clustering.prefix.rsplit('/', 1)[1]}): "
             "re-run the stage"
         )
-    steps = max(1, round(len(first) / max(len(tasks), 1)))
-    offset = (first.index(tasks[0]) % steps) / steps if tasks else 0.0
+    step = every.index(slots[0]) if slots else 0
+    steps = every.index(slots[1]) - step if len(slots) > 1 else SLOTS
     workers = min(workers, _settings(work).cluster_workers)
-    return {"first_tasks": len(tasks)} | run_clustering(work.lake, clustering, workers, offset)
+    return run_clustering(work.lake, clustering, workers, step, steps)
 
 
 def finish(work: Work, shares: list[dict]) -> StageReport:
