@@ -107,17 +107,6 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     )
 
 
-def edge_components(docs: np.ndarray, edges: Iterable[tuple[np.ndarray, np.ndarray]]):
-    """Component label (its smallest member) of each of ``docs`` (ascending, unique document
-    indices) under ``edges``, batches of (a, b) pairs of those documents: the union runs over
-    the linked documents only, so its memory grows with them, not with the crawl."""
-    docs = np.asarray(docs, dtype=np.int64)
-    uf = UnionFind(len(docs))
-    for a, b in edges:
-        uf.union_pairs(np.searchsorted(docs, a), np.searchsorted(docs, b))
-    return docs[uf.roots()]
-
-
 def cluster(n_docs: int, key_columns: Iterable[np.ndarray]) -> np.ndarray:
     """Component label (its smallest document index) of every document, as int64.
 

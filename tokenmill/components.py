@@ -4,11 +4,10 @@ Documents are nodes 0..n-1 in ranges of ``width`` (``Nodes``); an edge {a, b} is
 (u, v) routed to u's range (``tokenmill.spill``). A task holds one range's node state (8 bytes a
 node) and one file of rows at a time, never the graph.
 
-When one range holds every document, a union-find over the linked documents labels them in one
-task (``union_task``). Otherwise the tasks alternate the large-star and small-star operations of
-Kiveris et al., "Connected Components in MapReduce and Beyond" (SoCC 2014), until neither
-changes an edge; the graph is then a star per component around its smallest document, which is
-each member's label — the label the union-find gives (its root is the smallest member too).
+The tasks alternate the large-star and small-star operations of Kiveris et al., "Connected
+Components in MapReduce and Beyond" (SoCC 2014), until neither changes an edge; the graph is then
+a star per component around its smallest document, which is each member's label (as the root of
+a union-find whose roots are smallest members: ``tokenmill.clusters``).
 
 - large star at u: m(u) = min(u, neighbours); each edge {u, v} with v > u becomes {v, m(u)}.
   Rows: both directions, under each end's range.
@@ -24,7 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from tokenmill.clusters import edge_components
 from tokenmill.lake import Lake
 from tokenmill.spill import Piece, Source, SpillWriter, range_files, read_files
 
@@ -100,23 +98,3 @@ def star_task(
         hooked = np.flatnonzero(smallest != np.arange(low, low + len(smallest)))
         add_edges(out, nodes, smallest[hooked], hooked + low, both=True)
     return out.commit({"changed": changed, "rows_in": rows})
-
-
-def union_task(lake: Lake, sources: list[Source], nodes: Nodes, out: SpillWriter) -> dict:
-    """Every linked document's label, by a union-find over the linked documents: the whole
-    crawl is one range. Rows (document, label)."""
-    pieces = range_files(lake, sources, 0)
-    linked = np.zeros(nodes.count, dtype=np.bool_)
-    for u, _ in _rows(lake, pieces):
-        linked[u] = True
-    docs = np.flatnonzero(linked).astype(np.int64, copy=False)
-    del linked
-
-    def edges() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for u, v in _rows(lake, pieces):
-            once = v < u
-            yield v[once], u[once]
-
-    labels = edge_components(docs, edges())
-    out.add(pa.table({"u": docs, "v": labels}, schema=EDGE_SCHEMA), np.zeros(len(docs), np.int64))
-    return out.commit({"linked": len(docs)})

@@ -11,8 +11,8 @@ that any number of steps share through the lake.
    reads only its range; with fewer, parts read the column from the signature files themselves
    (at most twice). One column is scattered and grouped at a time: the scratch space is one
    column's keys.
-2. Components (``tokenmill.components``): the edges routed to ranges of documents; a
-   union-find when one range holds the crawl, else star rounds over the ranges.
+2. Components (``tokenmill.components``): the edges routed to ranges of documents, star rounds
+   over the ranges until every cluster is a star around its smallest document.
 3. Survivors (``tokenmill.survivors``): per range, each linked document with its label and rank
    value, each cluster's survivor, the removed rows; written in document order by the caller.
 
@@ -33,7 +33,7 @@ import polars as pl
 import pyarrow as pa
 
 from tokenmill.clusters import bucket_edges
-from tokenmill.components import Nodes, add_edges, star_task, union_task
+from tokenmill.components import Nodes, add_edges, star_task
 from tokenmill.lake import Lake
 from tokenmill.layout import CLUSTER_SCHEMA, QUALITY_COLUMN, Unit, crawl_prefix
 from tokenmill.outputs import PartitionWriter, StageReport
@@ -65,8 +65,8 @@ BYTES_PER_KEY = 64
 BASE_BYTES = 384 << 20
 # A range of documents costs, per document, 8 bytes of node state in the star rounds, and, for
 # a linked one, its row (doc id, hashes, label: ~100 bytes) where survivors are chosen.
-NODE_BYTES = 256
-ROW_BYTES = 256  # what a task holds per routed row before writing them
+NODE_BYTES = 1024
+CHUNK_SHARE = 32  # a task holds at most this share of its budget in rows routed or read
 DIRECT_RANGES = 2  # a column read this many times from the signature files, not scattered
 MAX_ROUNDS = 64  # star rounds: O(log^2 n) in theory, a handful in practice
 OUTPUT_ROWS = 1 << 18  # removed documents written at once
@@ -99,7 +99,7 @@ class Part:
 
 def data_budget(memory_bytes: int) -> int:
     """What a process may hold beyond the interpreter's baseline."""
-    return max(memory_bytes - BASE_BYTES, memory_bytes // 2)
+    return max(memory_bytes - BASE_BYTES, memory_bytes // 4)
 
 
 def keys_for(memory_bytes: int) -> int:
@@ -124,7 +124,7 @@ class ClusterPlan:
     key_ranges: int
     max_keys: int
     nodes: Nodes
-    chunk_rows: int
+    chunk_bytes: int
     slices: tuple[tuple[int, int], ...]  # files [first, last) of each scatter task
     survivor: str
 
@@ -168,21 +168,21 @@ def plan_clustering(
     budget = data_budget(memory_bytes)
     max_keys = max_keys or keys_for(memory_bytes)
     width = max(node_width or budget // NODE_BYTES, 1)
-    chunk_rows = max(min(budget // ROW_BYTES, max_keys), 1024)
+    chunk_bytes = max(budget // CHUNK_SHARE, 1 << 20)
     slices, first, held = [], 0, 0
     for index, rows in enumerate(files.rows):
         held += rows
-        if held >= 4 * chunk_rows or index == len(files.rows) - 1:
+        if held >= max_keys or index == len(files.rows) - 1:  # a part's keys per slice
             slices.append((first, index + 1))
             first, held = index + 1, 0
-    what = [FORMAT, ranges, max_keys, width, chunk_rows, slices, survivor]
+    what = [FORMAT, ranges, max_keys, width, chunk_bytes, slices, survivor]
     return ClusterPlan(
         files=files,
         prefix=f"{work_prefix}/{files.fingerprint(*what)}",
         key_ranges=ranges,
         max_keys=max_keys,
         nodes=Nodes(max(files.n_docs, 1), width),
-        chunk_rows=chunk_rows,
+        chunk_bytes=chunk_bytes,
         slices=tuple(slices),
         survivor=survivor,
     )
@@ -198,7 +198,7 @@ def prepare(lake: Lake, plan: ClusterPlan) -> None:
 
 
 def _writer(lake: Lake, plan: ClusterPlan, phase: str, task: str, ranges: int, unique=False):
-    return SpillWriter(lake, plan.phase_prefix(phase), task, ranges, plan.chunk_rows, unique)
+    return SpillWriter(lake, plan.phase_prefix(phase), task, ranges, plan.chunk_bytes, unique)
 
 
 def scatter_task(lake: Lake, plan: ClusterPlan, column: str, task: str) -> dict:
@@ -279,42 +279,30 @@ def cluster_job(lake: Lake, plan: ClusterPlan):
         if plan.scattered:
             clear_data(lake, plan.phase_prefix(scatter.name))
         edges.append(source(parts))
-    if nodes.ranges == 1:
-        union = functools.partial(union_task, lake, edges, nodes)
-        run = functools.partial(_single_task, union, lake, plan, "union")
-        yield (labels := _phase(lake, plan, "union", ("r00000",), run))
-        spent = edges
+    labels = None
+    for round_ in range(1, MAX_ROUNDS + 1):
+        inputs = edges if labels is None else [source(labels)]
+        large_star = functools.partial(star_task, lake, inputs, nodes, small=False)
+        yield (large := node_phase(f"large-{round_:02d}", large_star, unique=True))
+        small_star = functools.partial(star_task, lake, [source(large)], nodes, small=True)
+        yield (labels := node_phase(f"small-{round_:02d}", small_star, unique=True))
+        for prefix, _ in [*inputs, source(large)]:
+            clear_data(lake, prefix)
+        if not any(s["changed"] for s in summaries(lake, [source(large), source(labels)])):
+            break
     else:
-        labels, spent = None, []
-        for round_ in range(1, MAX_ROUNDS + 1):
-            inputs = edges if labels is None else [source(labels)]
-            large_star = functools.partial(star_task, lake, inputs, nodes, small=False)
-            yield (large := node_phase(f"large-{round_:02d}", large_star, unique=True))
-            small_star = functools.partial(star_task, lake, [source(large)], nodes, small=True)
-            yield (labels := node_phase(f"small-{round_:02d}", small_star, unique=True))
-            for prefix, _ in [*inputs, source(large)]:
-                clear_data(lake, prefix)
-            rounds = summaries(lake, [source(large), source(labels)])
-            if not any(summary["changed"] for summary in rounds):
-                break
-        else:
-            raise RuntimeError(f"components did not converge in {MAX_ROUNDS} star rounds")
+        raise RuntimeError(f"components did not converge in {MAX_ROUNDS} star rounds")
     rank_column, descending = RANK_COLUMNS.get(plan.survivor, (None, False))
     members = functools.partial(
         members_task, lake, files, [source(labels)], nodes, rank_column=rank_column
     )
     yield (gathered := node_phase("members", members))
-    for prefix, _ in [*spent, source(labels)]:
-        clear_data(lake, prefix)
+    clear_data(lake, plan.phase_prefix(labels.name))
     removed = functools.partial(
         removed_task, lake, files, [source(gathered)], nodes, descending=descending
     )
     yield node_phase("removed", removed)
     clear_data(lake, plan.phase_prefix(gathered.name))
-
-
-def _single_task(function, lake: Lake, plan: ClusterPlan, phase: str, task: str) -> dict:
-    return function(out=_writer(lake, plan, phase, task, 1))
 
 
 class PartGroups:

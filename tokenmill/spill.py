@@ -1,14 +1,14 @@
 """Rows routed to ranges on disk: the external shuffle the crawl-wide steps share.
 
 A task writes rows, each with the range it belongs to (a range of keys, of documents, ...),
-through a ``SpillWriter``: rows are held until ``chunk_rows`` of them are, then written as one
+through a ``SpillWriter``: rows are held until they take ``chunk_bytes``, then written as one
 Parquet file, ``<prefix>/<task>.<chunk>.parquet``, with a row group per range they fall in. The
 task commits by writing ``<prefix>/_done/<task>.json`` last, listing per range its files and
 row groups, with a small summary; a reader of a range reads the row groups the committed tasks
 list for it (``range_files``, ``read_files``: ranged reads on S3), so what a killed writer left
 is never read, and a re-run rewrites the same names with the same bytes (a task's output is a
-function of its inputs). A row group holds at most ``chunk_rows`` rows: a reader holds one at a
-time.
+function of its inputs). A row group holds at most ``chunk_bytes`` of rows: a reader holds one
+at a time.
 """
 
 from __future__ import annotations
@@ -41,20 +41,27 @@ class SpillWriter:
     """The output of one task of a phase under ``prefix``, routed to ``ranges`` ranges."""
 
     def __init__(
-        self, lake: Lake, prefix: str, task: str, ranges: int, chunk_rows: int, unique=False
+        self, lake: Lake, prefix: str, task: str, ranges: int, chunk_bytes: int, unique=False
     ):
         self.lake, self.prefix, self.task, self.ranges = lake, prefix, task, ranges
-        self.chunk_rows, self.unique = max(int(chunk_rows), 1), unique
+        self.chunk_bytes, self.unique = max(int(chunk_bytes), 1), unique
         self.held: list[tuple[pa.Table, np.ndarray]] = []
-        self.rows = self.chunks = self.bytes = 0
+        self.held_bytes = self.chunks = self.bytes = 0
         self.files: dict[int, list[tuple[str, int]]] = {}  # range -> (file, row group)
 
     def add(self, table: pa.Table, ranges: np.ndarray) -> None:
         """Rows of ``table``, row i going to range ``ranges[i]``."""
+        ranges = np.asarray(ranges, dtype=np.int64)
+        size = table.nbytes + 8 * table.num_rows
+        if size > self.chunk_bytes and table.num_rows > 1:  # a row group stays a chunk
+            step = max(table.num_rows * self.chunk_bytes // size, 1)
+            for start in range(0, table.num_rows, step):
+                self.add(table.slice(start, step), ranges[start : start + step])
+            return
         if table.num_rows:
-            self.held.append((table, np.asarray(ranges, dtype=np.int64)))
-            self.rows += table.num_rows
-            if self.rows >= self.chunk_rows:
+            self.held.append((table, ranges))
+            self.held_bytes += table.nbytes + 8 * table.num_rows
+            if self.held_bytes >= self.chunk_bytes:
                 self.flush()
 
     def flush(self) -> None:
@@ -62,7 +69,7 @@ class SpillWriter:
             return
         table = pa.concat_tables([t for t, _ in self.held]).combine_chunks()
         ranges = np.concatenate([r for _, r in self.held])
-        self.held, self.rows = [], 0
+        self.held, self.held_bytes = [], 0
         order = np.argsort(ranges, kind="stable")  # within a range, rows keep their order
         ranges = ranges[order]
         table = table.take(order)
