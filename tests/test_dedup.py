@@ -512,7 +512,7 @@ def test_parallel_steps_cluster_as_one_step_in_dagster(tmp_path, articles):
         assert lake.read_bytes(key) == one_step
         [materialization] = result.asset_materializations_for_node(clusters_node)
         metadata = materialization.metadata
-        assert metadata["parallel_steps"].value == 2 and metadata["parts_computed"].value == 15
+        assert metadata["parallel_steps"].value == 2 and metadata["tasks_computed"].value > 15
         assert metadata["records_dropped"].value == 2
         assert "recipe_overrides" not in metadata  # parallel_steps is no setting of the recipe
         # what the steps handed each other went through the lake (two shares, two summaries),

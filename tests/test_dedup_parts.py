@@ -403,7 +403,7 @@ def test_work_file_lost_under_a_run_fails_naming_it(lake):
     plan = plan_clustering(signatures(lake), WORK, 4 << 30, ranges=4, node_width=400)
     prepare(lake, plan)
     run_clustering(lake, plan)
-    (lost, *_) = [k for k in lake.list(f"{plan.prefix}/removed") if k.endswith(".parquet")]
+    (lost, *_) = [k for k in lake.list(f"{plan.prefix}/removed") if k.endswith(".arrows")]
     lake.delete(lost)
     with pytest.raises(SpillFileError, match=f"{lost} is missing"):
         cluster(lake, DedupSettings(), ranges=4, node_width=400)
@@ -478,8 +478,8 @@ def test_steps_running_at_once_share_every_phase(lake):
     with ThreadPoolExecutor(2) as pool:
         steps = list(pool.map(lambda step: run_clustering(lake, plan, 1, step, 2), [0, 1]))
     total = len([k for k in lake.list(WORK) if "/_done/" in k])
-    assert min(s["tasks_computed"] for s in steps) > total // 4  # both did a share
-    assert sum(s["tasks_computed"] for s in steps) >= total
+    assert min(s["tasks_computed"] for s in steps) > 0  # both did a share
+    assert total <= sum(s["tasks_computed"] for s in steps) < 1.1 * total  # few twice
     cluster(lake, DedupSettings(), ranges=8, node_width=500)
     assert removed_list(lake) == expected
 

@@ -65,7 +65,7 @@ BYTES_PER_KEY = 64
 BASE_BYTES = 384 << 20
 # A range of documents costs, per document, 8 bytes of node state in the star rounds, and, for
 # a linked one, its row (doc id, hashes, label: ~100 bytes) where survivors are chosen.
-NODE_BYTES = 1024
+NODE_BYTES = 512
 CHUNK_SHARE = 32  # a task holds at most this share of its budget in rows routed or read
 DIRECT_RANGES = 2  # a column read this many times from the signature files, not scattered
 MAX_ROUNDS = 64  # star rounds: O(log^2 n) in theory, a handful in practice
@@ -391,18 +391,22 @@ class UnitVersions:
     at a time: it changes exactly when the unit's deduplicated output would."""
 
     COLUMNS = ("part", "doc_id", "cluster_id", "survivor_unit", "survivor_doc_id", "reason")
+    ROWS = 1 << 15
 
     def __init__(self) -> None:
         self.digests: dict = {}  # unit name -> its running sha256
 
     def add(self, table: pa.Table) -> None:
-        lines = pl.from_arrow(table).select(
-            "unit",
-            line=pl.concat_str([pl.col(c).cast(pl.String) for c in self.COLUMNS], separator="\t"),
-        )
-        for (name,), rows in lines.group_by("unit", maintain_order=True):
-            digest = self.digests.setdefault(name, hashlib.sha256())
-            digest.update((rows["line"].str.join("\n").item() + "\n").encode())
+        for start in range(0, table.num_rows, self.ROWS):  # its strings, a slice at a time
+            lines = pl.from_arrow(table.slice(start, self.ROWS)).select(
+                "unit",
+                line=pl.concat_str(
+                    [pl.col(c).cast(pl.String) for c in self.COLUMNS], separator="\t"
+                ),
+            )
+            for (name,), rows in lines.group_by("unit", maintain_order=True):
+                digest = self.digests.setdefault(name, hashlib.sha256())
+                digest.update((rows["line"].str.join("\n").item() + "\n").encode())
 
     def versions(self, units: list[Unit]) -> dict[str, str]:
         empty = hashlib.sha256(b"").hexdigest()[:32]

@@ -85,7 +85,7 @@ def run_task(phase: Phase, task: str) -> bool:
 class _Step:
     """One step's run of a job: its leases, kept fresh by a thread, and its worker pool."""
 
-    def __init__(self, stack: ExitStack, workers: int, in_process: bool):
+    def __init__(self, stack: ExitStack, workers: int, in_process: bool, shared: bool):
         self.me = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.workers = 1 if in_process else max(workers, 1)
         self.pool: Executor | None = None
@@ -97,6 +97,7 @@ class _Step:
         thread.start()
         stack.callback(self.stopped.set)
         self.computed = 0
+        self.shared = shared  # other steps may run the job: claim tasks
 
     def _refresh(self) -> None:
         while not self.stopped.wait(HEARTBEAT_S):
@@ -107,7 +108,8 @@ class _Step:
                     claims.claim(task, self.me)
 
     def _start(self, phase: Phase, task: str):
-        phase.claims.claim(task, self.me)
+        if self.shared:
+            phase.claims.claim(task, self.me)
         with self.lock:
             self.held[f"{phase.name}/{task}"] = (phase.claims, task)
         if self.workers == 1:
@@ -166,7 +168,7 @@ def run_job(
     tasks this call computed and how many it found committed."""
     found = 0
     with ExitStack() as stack:
-        runner = _Step(stack, workers, in_process)
+        runner = _Step(stack, workers, in_process, shared=steps > 1)
         for phase in job():
             found += sum(phase.done(task) for task in phase.tasks)
             own = list(phase.tasks[step::steps])

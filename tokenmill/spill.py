@@ -2,13 +2,14 @@
 
 A task writes rows, each with the range it belongs to (a range of keys, of documents, ...),
 through a ``SpillWriter``: rows are held until they take ``chunk_bytes``, then written as one
-Parquet file, ``<prefix>/<task>.<chunk>.parquet``, with a row group per range they fall in. The
-task commits by writing ``<prefix>/_done/<task>.json`` last, listing per range its files and
-row groups, with a small summary; a reader of a range reads the row groups the committed tasks
-list for it (``range_files``, ``read_files``: ranged reads on S3), so what a killed writer left
-is never read, and a re-run rewrites the same names with the same bytes (a task's output is a
-function of its inputs). A row group holds at most ``chunk_bytes`` of rows: a reader holds one
-at a time.
+file, ``<prefix>/<task>.<chunk>.arrows``: per range they fall in, an Arrow IPC stream (zstd
+buffers) of its rows, one after the other. The task commits by writing
+``<prefix>/_done/<task>.json`` last, listing per range its pieces (file, offset, length), with a
+small summary; a reader of a range reads the pieces the committed tasks list for it
+(``range_files``, ``read_files``: one ranged read each on S3, no footer to parse), so what a
+killed writer left is never read, and a re-run rewrites the same names with the same bytes (a
+task's output is a function of its inputs). A piece holds at most ``chunk_bytes`` of rows: a
+reader holds one at a time.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from collections.abc import Iterator
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tokenmill.lake import Lake
 
 DONE = "_done"
+IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
+Piece = tuple[str, int, int]  # a file, the offset and length of a range's rows in it
 
 
 def done_key(prefix: str, task: str) -> str:
@@ -47,7 +49,7 @@ class SpillWriter:
         self.chunk_bytes, self.unique = max(int(chunk_bytes), 1), unique
         self.held: list[tuple[pa.Table, np.ndarray]] = []
         self.held_bytes = self.chunks = self.bytes = 0
-        self.files: dict[int, list[tuple[str, int]]] = {}  # range -> (file, row group)
+        self.files: dict[int, list[Piece]] = {}
 
     def add(self, table: pa.Table, ranges: np.ndarray) -> None:
         """Rows of ``table``, row i going to range ``ranges[i]``."""
@@ -74,19 +76,18 @@ class SpillWriter:
         ranges = ranges[order]
         table = table.take(order)
         bounds = np.flatnonzero(np.diff(ranges)) + 1
-        key = f"{self.prefix}/{self.task}.{self.chunks:04d}.parquet"
+        key = f"{self.prefix}/{self.task}.{self.chunks:04d}.arrows"
         with self.lake.writing(key) as f:
-            with pq.ParquetWriter(
-                f, table.schema, compression="zstd", use_dictionary=False
-            ) as writer:
-                for group, (start, end) in enumerate(
-                    zip([0, *bounds], [*bounds, len(ranges)], strict=True)
-                ):
-                    piece = table.slice(start, end - start)
-                    if self.unique:
-                        piece = pl.from_arrow(piece).unique(maintain_order=True).to_arrow()
-                    writer.write_table(piece, row_group_size=len(ranges))
-                    self.files.setdefault(int(ranges[start]), []).append((key, group))
+            for start, end in zip([0, *bounds], [*bounds, len(ranges)], strict=True):
+                piece = table.slice(start, end - start)
+                if self.unique:
+                    piece = pl.from_arrow(piece).unique(maintain_order=True).to_arrow()
+                offset = f.tell()
+                with pa.ipc.new_stream(f, piece.schema, options=IPC_OPTIONS) as writer:
+                    writer.write_table(piece)
+                self.files.setdefault(int(ranges[start]), []).append(
+                    (key, offset, f.tell() - offset)
+                )
             self.bytes += f.tell()
         self.chunks += 1
 
@@ -99,7 +100,6 @@ class SpillWriter:
 
 
 Source = tuple[str, tuple[str, ...]]  # a phase's prefix and its tasks
-Piece = tuple[str, int]  # a file and one of its row groups
 
 
 def range_files(lake: Lake, sources: list[Source], index: int) -> list[Piece]:
@@ -109,7 +109,7 @@ def range_files(lake: Lake, sources: list[Source], index: int) -> list[Piece]:
     for prefix, tasks in sources:
         for task in tasks:
             marker = lake.read_json(done_key(prefix, task))
-            pieces.extend((key, group) for key, group in marker["files"].get(str(index), []))
+            pieces.extend(tuple(piece) for piece in marker["files"].get(str(index), []))
     return pieces
 
 
@@ -120,13 +120,17 @@ class SpillFileError(FileNotFoundError):
 def read_files(
     lake: Lake, pieces: list[Piece], columns: list[str] | None = None
 ) -> Iterator[pa.Table]:
-    for key, group in pieces:
-        if not lake.exists(key):
+    for key, offset, length in pieces:
+        try:
+            with lake.open_input(key) as f:
+                f.seek(offset)
+                data = f.read(length)
+        except FileNotFoundError as error:
             raise SpillFileError(
                 f"work file {lake.uri(key)} is missing (deleted under a run): re-run the stage"
-            )
-        with lake.open_input(key) as f:
-            yield pq.ParquetFile(f).read_row_group(group, columns=columns)
+            ) from error
+        table = pa.ipc.open_stream(data).read_all()
+        yield table.select(columns) if columns else table
 
 
 def read_sources(

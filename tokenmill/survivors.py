@@ -73,9 +73,12 @@ def removed_task(
 
     best, clusters = None, []
     for frame in frames():
-        best = _by_rank(frame if best is None else pl.concat([best, frame]), descending)
-        own = frame.filter(pl.col("doc") == pl.col("label"))
+        own = frame.filter(pl.col("doc") == pl.col("label"))  # the label is a member
         clusters.append(own.select("label", cluster_id="doc_id"))
+        if "rank" in frame.columns:
+            best = _by_rank(frame if best is None else pl.concat([best, frame]), descending)
+        else:  # first seen: the smallest document, the label itself
+            best = own if best is None else pl.concat([best, own])
     if best is None:
         return out.commit({"clusters": 0, "exact_duplicate": 0, "near_duplicate": 0})
     survivors = best.select(
