@@ -343,7 +343,7 @@ def test_skewed_keys_stay_within_the_part_memory(lake, workers):
 def test_ranges_grow_with_the_crawl_not_the_part_memory():
     assert ranges_for(1_000_000, 4 << 30) == 1
     assert ranges_for(10**9, 4 << 30) == 32
-    assert ranges_for(10**9, 8 << 30) == 8
+    assert ranges_for(10**9, 8 << 30) == 16
 
 
 # --- bad input: the run fails naming the file and commits nothing -----------------------------

@@ -61,12 +61,15 @@ FORMAT = 2  # of the work files; part of the fingerprint
 # the row-group chunks are joined; grouping then needs an index, a sorted copy and masks (see
 # ``bucket_edges``): a worker peaked at 843 MiB for 10M keys. BASE_BYTES covers the
 # interpreter, pyarrow and one row group.
-BYTES_PER_KEY = 64
+BYTES_PER_KEY = 96  # 64 held, and room for the edges the part writes meanwhile
 BASE_BYTES = 384 << 20
 # A range of documents costs, per document, 8 bytes of node state in the star rounds, and, for
 # a linked one, its row (doc id, hashes, label: ~100 bytes) where survivors are chosen.
 NODE_BYTES = 512
-CHUNK_SHARE = 32  # a task holds at most this share of its budget in rows routed or read
+# A task holds at most this share of its budget in rows routed or read at once: rows of numbers
+# (keys, edges), or rows with strings (doc ids), which polars sorts and joins at ~10x their size.
+CHUNK_SHARE = 12
+STRING_CHUNK_SHARE = 32
 DIRECT_RANGES = 2  # a column read this many times from the signature files, not scattered
 MAX_ROUNDS = 64  # star rounds: O(log^2 n) in theory, a handful in practice
 OUTPUT_ROWS = 1 << 18  # removed documents written at once
@@ -197,8 +200,11 @@ def prepare(lake: Lake, plan: ClusterPlan) -> None:
     lake.remove_stray_temporaries(work)
 
 
-def _writer(lake: Lake, plan: ClusterPlan, phase: str, task: str, ranges: int, unique=False):
-    return SpillWriter(lake, plan.phase_prefix(phase), task, ranges, plan.chunk_bytes, unique)
+def _writer(
+    lake: Lake, plan: ClusterPlan, phase: str, task: str, ranges: int, unique=False, strings=False
+):
+    chunk = plan.chunk_bytes * CHUNK_SHARE // STRING_CHUNK_SHARE if strings else plan.chunk_bytes
+    return SpillWriter(lake, plan.phase_prefix(phase), task, ranges, chunk, unique)
 
 
 def scatter_task(lake: Lake, plan: ClusterPlan, column: str, task: str) -> dict:
@@ -251,8 +257,9 @@ def _phase(lake: Lake, plan: ClusterPlan, name: str, tasks: tuple[str, ...], run
 
 
 def _node_task(function, lake: Lake, plan: ClusterPlan, phase: str, unique: bool, task: str):
-    """A task of a phase over the ranges of documents: ``function(index, out)``."""
-    out = _writer(lake, plan, phase, task, plan.nodes.ranges, unique)
+    """A task of a phase over the ranges of documents: ``function(index, out)``; its rows
+    carry strings unless they are edges (``unique``)."""
+    out = _writer(lake, plan, phase, task, plan.nodes.ranges, unique, strings=not unique)
     return function(index=int(task[1:]), out=out)
 
 
