@@ -3,7 +3,7 @@ import random
 import numpy as np
 import pytest
 
-from tokenmill.clusters import UnionFind, choose_survivors, cluster, link_equal_keys, removals
+from tests.in_memory_clusters import UnionFind, choose_survivors, cluster, link_equal_keys, removals
 from tokenmill.minhash import MinHasher, band_hashes, content_hashes, shingles
 
 

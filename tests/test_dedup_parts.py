@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.in_memory_clusters import UnionFind, choose_survivors
 from tests.test_dedup import (  # noqa: F401 (articles is a fixture)
     CRAWL,
     QUALITY_SCHEMA,
@@ -25,7 +26,6 @@ from tests.test_dedup import (  # noqa: F401 (articles is a fixture)
     write_crawl,
 )
 from tokenmill import phases
-from tokenmill.clusters import UnionFind, choose_survivors
 from tokenmill.dedup import CLUSTERS_FILE, SURVIVOR_RULES, DedupSettings
 from tokenmill.dedup_parts import (
     PARTS,

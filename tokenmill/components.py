@@ -6,8 +6,8 @@ node) and one file of rows at a time, never the graph.
 
 The tasks alternate the large-star and small-star operations of Kiveris et al., "Connected
 Components in MapReduce and Beyond" (SoCC 2014), until neither changes an edge; the graph is then
-a star per component around its smallest document, which is each member's label (as the root of
-a union-find whose roots are smallest members: ``tokenmill.clusters``).
+a star per component around its smallest document, which is each member's label (the root a
+union-find keeping smallest members as roots gives: the tests' reference).
 
 - large star at u: m(u) = min(u, neighbours); each edge {u, v} with v > u becomes {v, m(u)}.
   Rows: both directions, under each end's range.

@@ -32,7 +32,6 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tokenmill.clusters import bucket_edges
 from tokenmill.components import Nodes, add_edges, star_task
 from tokenmill.lake import Lake
 from tokenmill.layout import CLUSTER_SCHEMA, QUALITY_COLUMN, Unit, crawl_prefix
@@ -310,6 +309,34 @@ def cluster_job(lake: Lake, plan: ClusterPlan):
     )
     yield node_phase("removed", removed)
     clear_data(lake, plan.phase_prefix(gathered.name))
+
+
+def bucket_edges(keys: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edges (first, other) linking each document of a group sharing a key to the group's
+    smallest document; ``keys[i]`` belongs to ``docs[i]``.
+
+    The group-by is a sort: polars' arg_sort (one thread: 1.5 s for 10M keys, numpy's argsort
+    3.3 s; its index is 4 bytes a key), then only groups of two or more are looked at. numpy's
+    np.unique and np.isin are avoided: hash-based in numpy 2.4, 34 s for 10M keys.
+    """
+    keys = np.asarray(keys)
+    docs = np.asarray(docs, dtype=np.int64)
+    if len(keys) != len(docs):
+        raise ValueError(f"{len(keys)} keys for {len(docs)} documents")
+    order = pl.Series(keys, dtype=pl.UInt64).arg_sort().to_numpy()
+    sorted_keys = keys[order]
+    same = sorted_keys[1:] == sorted_keys[:-1]  # position i + 1 is in the group of position i
+    del sorted_keys
+    held = np.flatnonzero(np.concatenate((same, [False])) | np.concatenate(([False], same)))
+    starts = ~np.concatenate(([False], same))[held]
+    held_docs = docs[order[held]]
+    del order, held
+    group_starts = np.flatnonzero(starts)
+    first = np.minimum.reduceat(held_docs, group_starts) if len(held_docs) else held_docs
+    group_sizes = np.diff(np.append(group_starts, len(held_docs)))
+    first = np.repeat(first, group_sizes)
+    linked = first != held_docs
+    return first[linked], held_docs[linked]
 
 
 class PartGroups:

@@ -1,4 +1,6 @@
-"""Duplicate clusters over a whole crawl with O(n_docs) memory.
+"""The tests' reference clustering: every document in memory, a union-find over them all (what
+``dedup_clusters`` did before it worked in bounded phases), to check the stage's decisions
+against.
 
 Documents are indices 0..n-1 in a deterministic global order. Key columns (the exact content
 hash, then one LSH band at a time) arrive one by one; every group of documents sharing a key
@@ -12,7 +14,8 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
-import polars as pl
+
+from tokenmill.dedup_parts import bucket_edges
 
 
 class UnionFind:
@@ -69,42 +72,6 @@ def link_equal_keys(uf: UnionFind, keys: np.ndarray) -> None:
     if len(keys) != len(uf):
         raise ValueError(f"{len(keys)} keys for {len(uf)} documents")
     uf.union_pairs(*bucket_edges(keys, np.arange(len(keys), dtype=np.int64)))
-
-
-def bucket_edges(keys: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Edges (first, other) linking each document of a group sharing a key to the group's
-    smallest document; ``keys[i]`` belongs to ``docs[i]``.
-
-    The group-by is a sort: polars' arg_sort (one thread: 1.5 s for 10M keys, numpy's argsort
-    3.3 s; its index is 4 bytes a key), then only groups of two or more are looked at. numpy's
-    np.unique and np.isin are avoided: hash-based in numpy 2.4, 34 s for 10M keys.
-    """
-    keys = np.asarray(keys)
-    docs = np.asarray(docs, dtype=np.int64)
-    if len(keys) != len(docs):
-        raise ValueError(f"{len(keys)} keys for {len(docs)} documents")
-    order = pl.Series(keys, dtype=pl.UInt64).arg_sort().to_numpy()
-    sorted_keys = keys[order]
-    same = sorted_keys[1:] == sorted_keys[:-1]  # position i + 1 is in the group of position i
-    del sorted_keys
-    held = np.flatnonzero(np.concatenate((same, [False])) | np.concatenate(([False], same)))
-    starts = ~np.concatenate(([False], same))[held]
-    held_docs = docs[order[held]]
-    del order, held
-    group_starts = np.flatnonzero(starts)
-    first = np.minimum.reduceat(held_docs, group_starts) if len(held_docs) else held_docs
-    group_sizes = np.diff(np.append(group_starts, len(held_docs)))
-    first = np.repeat(first, group_sizes)
-    linked = first != held_docs
-    return first[linked], held_docs[linked]
-
-
-def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """np.unique by a sort (see ``bucket_edges``)."""
-    ordered = np.sort(values)
-    return (
-        ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
-    )
 
 
 def cluster(n_docs: int, key_columns: Iterable[np.ndarray]) -> np.ndarray:
