@@ -23,6 +23,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -140,24 +141,25 @@ class _Step:
     def run_phase(self, phase: Phase, ordered: list[str]) -> None:
         """Every task of ``phase`` committed, by this step or another."""
         running: dict[Future, str] = {}
-        pending = [task for task in ordered if not phase.done(task)]
-        while pending or running:
-            waiting = []
-            for task in pending:
-                if len(running) >= self.workers:
-                    waiting.append(task)
-                elif not phase.done(task):
-                    if phase.claims.held_by_other(task, self.me):
-                        waiting.append(task)
-                    else:
-                        running[self._start(phase, task)] = task
+        pending = deque(ordered)
+        others: list[str] = []  # claimed by another step when last looked at
+        while pending or running or others:
+            while pending and len(running) < self.workers:
+                task = pending.popleft()
+                if phase.done(task):
+                    continue
+                if phase.claims.held_by_other(task, self.me):
+                    others.append(task)
+                else:
+                    running[self._start(phase, task)] = task
             if running:
                 finished, _ = wait(list(running), timeout=POLL_S, return_when=FIRST_COMPLETED)
                 for future in finished:
                     self._finished(phase, running.pop(future), future)
-            elif waiting:
-                time.sleep(POLL_S)  # every task left is another step's, still alive
-            pending = [task for task in waiting if not phase.done(task)]
+            elif others:  # every task left is another step's, still alive: look again
+                time.sleep(POLL_S)
+                pending.extend(others)
+                others = []
 
 
 def run_job(
