@@ -50,11 +50,11 @@ from tokenmill.layout import (
 )
 from tokenmill.outputs import PartitionWriter, StageReport, combine
 from tokenmill.parts import run_stage_work
+from tokenmill.phases import SLOTS, PlanChangedError
 from tokenmill.signature_files import SignatureFileError, crawl_signatures
 from tokenmill.spill import SpillFileError, task_summary
 from tokenmill.stage import Work
 from tokenmill.stages import stage_named
-from tokenmill.stages.dedup_clusters import SLOTS, PlanChangedError
 from tokenmill.units import registered_units, write_batch
 
 WORK = f"{PARTS}/{CRAWL}"

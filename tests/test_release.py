@@ -31,8 +31,13 @@ SMALL = ReleaseSettings(shard_tokens=20_000, validation=0.1, seed=3)
 
 @pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 255, 256, 257, 2**16 - 1, 2**16, 2**16 + 1])
 def test_the_permutation_is_a_bijection_at_boundary_sizes(size):
-    values = Permutation(size, seed=11)(np.arange(size))
+    permutation = Permutation(size, seed=11)
+    values = permutation(np.arange(size))
     assert np.array_equal(np.sort(values), np.arange(size))
+    # and position_of undoes it: where each element is
+    assert np.array_equal(permutation.position_of(values), np.arange(size))
+    positions = permutation.position_of(np.arange(size))
+    assert np.array_equal(values[positions], np.arange(size))
 
 
 def test_the_permutation_depends_on_the_seed_and_only_on_it():

@@ -55,7 +55,7 @@ from tokenmill.survivors import members_task, removed_in_order, removed_task
 
 CLAIMS = "_claims"  # a phase's leases on its tasks (tokenmill.phases)
 PARTS = "_dedup_clusters_parts"  # work prefix: <PARTS>/<crawl>/<fingerprint>/<phase>/...
-FORMAT = 2  # of the work files; part of the fingerprint
+FORMAT = 3  # of the work files; part of the fingerprint
 # A part holds, per key in its range, the key and its document index (16 bytes), twice while
 # the row-group chunks are joined; grouping then needs an index, a sorted copy and masks (see
 # ``bucket_edges``): a worker peaked at 843 MiB for 10M keys. BASE_BYTES covers the

@@ -25,7 +25,8 @@ def mix64(values: np.ndarray) -> np.ndarray:
 
 
 class Permutation:
-    """position -> element, a bijection of range(size) chosen by ``seed``."""
+    """position -> element, a bijection of range(size) chosen by ``seed``; ``position_of`` is
+    its inverse."""
 
     def __init__(self, size: int, seed: int, rounds: int = ROUNDS):
         if size < 1:
@@ -45,13 +46,28 @@ class Permutation:
             left, right = right, left ^ (mix64(right ^ key) & self.mask)
         return (left << half) | right
 
+    def _decrypt(self, x: np.ndarray) -> np.ndarray:
+        half = np.uint64(self.half)
+        left, right = x >> half, x & self.mask
+        for key in self.keys[::-1]:
+            left, right = right ^ (mix64(left ^ key) & self.mask), left
+        return (left << half) | right
+
     def __call__(self, positions) -> np.ndarray:
+        return self._walk(positions, self._encrypt)
+
+    def position_of(self, elements) -> np.ndarray:
+        """The positions holding ``elements``: the network run backwards, walking the cycle
+        back past the end."""
+        return self._walk(elements, self._decrypt)
+
+    def _walk(self, positions, network) -> np.ndarray:
         positions = np.asarray(positions, dtype=np.uint64)
         if positions.size and int(positions.max()) >= self.size:
-            raise IndexError(f"position {int(positions.max())} is outside 0..{self.size - 1}")
-        values = self._encrypt(positions)
+            raise IndexError(f"{int(positions.max())} is outside 0..{self.size - 1}")
+        values = network(positions)
         outside = np.flatnonzero(values >= np.uint64(self.size))
         while outside.size:  # cycle-walking: each walk ends, as the network is a bijection
-            values[outside] = self._encrypt(values[outside])
+            values[outside] = network(values[outside])
             outside = outside[values[outside] >= np.uint64(self.size)]
         return values.astype(np.int64)

@@ -162,6 +162,34 @@ class _Step:
                 others = []
 
 
+SLOTS = 256  # at most this many parallel steps share a job's tasks
+
+
+class PlanChangedError(ValueError):
+    """The inputs changed between the plan step and a later one."""
+
+
+def slots(fingerprint: str) -> list[str]:
+    """What a fanned-out job's plan hands the steps: SLOTS names, each with the plan's
+    fingerprint; step i of n gets slots i, i + n, ... and computes every n-th task of each
+    phase from the i-th."""
+    return [f"{fingerprint}/{slot:03d}" for slot in range(SLOTS)]
+
+
+def step_of(fingerprint: str, handed: list[str], inputs: str) -> tuple[int, int]:
+    """(step, steps) from the slots a step was handed; fails if they were planned for other
+    ``inputs`` than the fingerprint's."""
+    every = slots(fingerprint)
+    if handed and handed[0] not in every:
+        raise PlanChangedError(
+            f"the job was planned for other {inputs} than there are now (plan "
+            f"{handed[0].split('/')[0]}, now {fingerprint}): re-run the stage"
+        )
+    step = every.index(handed[0]) if handed else 0
+    steps = every.index(handed[1]) - step if len(handed) > 1 else SLOTS
+    return step, steps
+
+
 def run_job(
     job: Job, workers: int = 1, step: int = 0, steps: int = 1, in_process: bool = False
 ) -> dict:

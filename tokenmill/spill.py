@@ -1,20 +1,22 @@
 """Rows routed to ranges on disk: the external shuffle the crawl-wide steps share.
 
-A task writes rows, each with the range it belongs to (a range of keys, of documents, ...),
-through a ``SpillWriter``: rows are held until they take ``chunk_bytes``, then written as one
-file, ``<prefix>/<task>.<chunk>.arrows``: per range they fall in, an Arrow IPC stream (zstd
-buffers) of its rows, one after the other. The task commits by writing
-``<prefix>/_done/<task>.json`` last, listing per range its pieces (file, offset, length), with a
-small summary; a reader of a range reads the pieces the committed tasks list for it
-(``range_files``, ``read_files``: one ranged read each on S3, no footer to parse), so what a
-killed writer left is never read, and a re-run rewrites the same names with the same bytes (a
-task's output is a function of its inputs). A piece holds at most ``chunk_bytes`` of rows: a
-reader holds one at a time.
+A task writes rows, each with the range it belongs to (a range of keys, of documents, of a
+release's shards, ...), through a ``SpillWriter``: rows are held until they take
+``chunk_bytes``, then written as one file, ``<prefix>/<task>.<chunk>.arrows``: per range they
+fall in, an Arrow IPC stream of its rows, one after the other, and at the end each range's
+offset (``ranges + 1`` little-endian int64). The task commits by writing
+``<prefix>/_done/<task>.json`` last, listing its files and their sizes, with a small summary; a
+reader of range r reads, per committed file, 16 bytes of its footer, then r's rows (two ranged
+reads on S3, no footer to parse), so a marker stays small whatever the number of ranges (a
+release routes to thousands of shards) and what a killed writer left is never read. A re-run
+rewrites the same names with the same bytes (a task's output is a function of its inputs). A
+piece holds at most ``chunk_bytes`` of rows: a reader holds one at a time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import polars as pl
@@ -23,7 +25,6 @@ import pyarrow as pa
 from tokenmill.lake import Lake
 
 DONE = "_done"
-IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 Piece = tuple[str, int, int]  # a file, the offset and length of a range's rows in it
 
 
@@ -43,13 +44,21 @@ class SpillWriter:
     """The output of one task of a phase under ``prefix``, routed to ``ranges`` ranges."""
 
     def __init__(
-        self, lake: Lake, prefix: str, task: str, ranges: int, chunk_bytes: int, unique=False
+        self,
+        lake: Lake,
+        prefix: str,
+        task: str,
+        ranges: int,
+        chunk_bytes: int,
+        unique: bool = False,
+        compression: str | None = "zstd",
     ):
         self.lake, self.prefix, self.task, self.ranges = lake, prefix, task, ranges
         self.chunk_bytes, self.unique = max(int(chunk_bytes), 1), unique
+        self.options = pa.ipc.IpcWriteOptions(compression=compression)
         self.held: list[tuple[pa.Table, np.ndarray]] = []
         self.held_bytes = self.chunks = self.bytes = 0
-        self.files: dict[int, list[Piece]] = {}
+        self.files: list[tuple[str, int]] = []  # each file and its size
 
     def add(self, table: pa.Table, ranges: np.ndarray) -> None:
         """Rows of ``table``, row i going to range ``ranges[i]``."""
@@ -77,25 +86,25 @@ class SpillWriter:
         table = table.take(order)
         bounds = np.flatnonzero(np.diff(ranges)) + 1
         key = f"{self.prefix}/{self.task}.{self.chunks:04d}.arrows"
+        ends = np.zeros(self.ranges + 1, "<i8")  # ends[r + 1]: where range r's rows end
         with self.lake.writing(key) as f:
             for start, end in zip([0, *bounds], [*bounds, len(ranges)], strict=True):
                 piece = table.slice(start, end - start)
                 if self.unique:
                     piece = pl.from_arrow(piece).unique(maintain_order=True).to_arrow()
-                offset = f.tell()
-                with pa.ipc.new_stream(f, piece.schema, options=IPC_OPTIONS) as writer:
+                with pa.ipc.new_stream(f, piece.schema, options=self.options) as writer:
                     writer.write_table(piece)
-                self.files.setdefault(int(ranges[start]), []).append(
-                    (key, offset, f.tell() - offset)
-                )
+                ends[int(ranges[start]) + 1] = f.tell()
+            f.write(np.maximum.accumulate(ends).tobytes())  # a range without rows: empty
+            self.files.append((key, f.tell()))
             self.bytes += f.tell()
         self.chunks += 1
 
     def commit(self, summary: dict | None = None) -> dict:
         self.flush()
         summary = (summary or {}) | {"bytes_written": self.bytes}
-        files = {str(r): groups for r, groups in sorted(self.files.items())}
-        self.lake.write_json(done_key(self.prefix, self.task), {"files": files, "summary": summary})
+        marker = {"ranges": self.ranges, "files": self.files, "summary": summary}
+        self.lake.write_json(done_key(self.prefix, self.task), marker)
         return summary
 
 
@@ -109,7 +118,13 @@ def range_files(lake: Lake, sources: list[Source], index: int) -> list[Piece]:
     for prefix, tasks in sources:
         for task in tasks:
             marker = lake.read_json(done_key(prefix, task))
-            pieces.extend(tuple(piece) for piece in marker["files"].get(str(index), []))
+            footer = 8 * (marker["ranges"] + 1)
+            for key, size in marker["files"]:
+                with _opened(lake, key) as f:
+                    f.seek(size - footer + 8 * index)
+                    start, end = np.frombuffer(f.read(16), "<i8").tolist()
+                if end > start:
+                    pieces.append((key, start, end - start))
     return pieces
 
 
@@ -117,18 +132,24 @@ class SpillFileError(FileNotFoundError):
     """A file a committed task listed is gone: the work was deleted under a run."""
 
 
+@contextmanager
+def _opened(lake: Lake, key: str):
+    try:
+        with lake.open_input(key) as f:
+            yield f
+    except FileNotFoundError as error:
+        raise SpillFileError(
+            f"work file {lake.uri(key)} is missing (deleted under a run): re-run the stage"
+        ) from error
+
+
 def read_files(
     lake: Lake, pieces: list[Piece], columns: list[str] | None = None
 ) -> Iterator[pa.Table]:
     for key, offset, length in pieces:
-        try:
-            with lake.open_input(key) as f:
-                f.seek(offset)
-                data = f.read(length)
-        except FileNotFoundError as error:
-            raise SpillFileError(
-                f"work file {lake.uri(key)} is missing (deleted under a run): re-run the stage"
-            ) from error
+        with _opened(lake, key) as f:
+            f.seek(offset)
+            data = f.read(length)
         table = pa.ipc.open_stream(data).read_all()
         yield table.select(columns) if columns else table
 

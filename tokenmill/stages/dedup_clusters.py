@@ -23,6 +23,7 @@ from tokenmill.layout import (
     crawl_prefix,
 )
 from tokenmill.outputs import StageReport
+from tokenmill.phases import slots, step_of
 from tokenmill.signature_files import check_files, crawl_signatures
 from tokenmill.stage import CrawlBoundary, FanOut, Pod, Scope, Stage, Work
 from tokenmill.units import registered_units
@@ -46,18 +47,8 @@ def _plan(work: Work) -> ClusterPlan:
     return plan_clustering(files, crawl_prefix(PARTS, work.crawl), memory, settings.survivor)
 
 
-SLOTS = 256  # at most this many parallel steps share the clustering's tasks
-
-
-class PlanChangedError(ValueError):
-    """The signature files changed between the plan step and a later one."""
-
-
-def _slots(plan: ClusterPlan) -> list[str]:
-    """What ``plan`` hands the steps: SLOTS names, each with the plan's fingerprint; step i
-    of n gets slots i, i + n, ... and computes every n-th task of each phase from the i-th."""
-    fingerprint = plan.prefix.rsplit("/", 1)[1]
-    return [f"{fingerprint}/{slot:03d}" for slot in range(SLOTS)]
+def _fingerprint(plan: ClusterPlan) -> str:
+    return plan.prefix.rsplit("/", 1)[1]
 
 
 def run(work: Work) -> StageReport:
@@ -69,23 +60,15 @@ def plan(work: Work) -> list[str]:
     clustering = _plan(work)
     check_files(work.lake, clustering.files)
     prepare(work.lake, clustering)
-    return _slots(clustering)
+    return slots(_fingerprint(clustering))
 
 
-def run_share(work: Work, slots: list[str], workers: int) -> dict:
+def run_share(work: Work, handed: list[str], workers: int) -> dict:
     """This step's share of every phase of the clustering (``tokenmill.phases``), in at most
     ``cluster_workers`` processes: each may take ``cluster_memory_gb``, which the stage's pod
     is sized for."""
     clustering = _plan(work)
-    every = _slots(clustering)
-    if slots and slots[0] not in every:
-        raise PlanChangedError(
-            f"the clustering was planned for other signature files than the crawl's now "
-            f"(plan {slots[0].split('/')[0]}, now {clustering.prefix.rsplit('/', 1)[1]}): "
-            "re-run the stage"
-        )
-    step = every.index(slots[0]) if slots else 0
-    steps = every.index(slots[1]) - step if len(slots) > 1 else SLOTS
+    step, steps = step_of(_fingerprint(clustering), handed, "signature files")
     workers = min(workers, _settings(work).cluster_workers)
     return run_clustering(work.lake, clustering, workers, step, steps)
 
