@@ -6,16 +6,17 @@ same bytes.
 
 Planning: the input files' document counts are simulated (a spread around the mean, summing to
 ``--documents``), held as a release holds them (`tokenmill.release.InputFiles`: 16 bytes per
-file); a group is shaped for 1,000,000,000-token shards at 1,000 tokens per document, and the
-positions of ``SHARDS`` shards spread over the release are resolved to (file, document) — the
-permutation, the binary search and the grouping by file a shard's writer does before reading.
-In a process of its own; its peak RSS is its VmHWM.
+file); a group is shaped for 1,000,000,000-token shards at 1,000 tokens per document and split
+into route tasks (`tokenmill.release_shards`), and for ``SAMPLED`` route tasks spread over the
+release the positions of their documents are found (the permutation's inverse) with the shards
+they feed — what a route task computes besides reading and writing. In a process of its own;
+its peak RSS is its VmHWM.
 
 Writing: a demo corpus (2 crawls x 8 files x ``--pages-per-file`` pages, 400) is tokenized and
 released in shards of ``--shard-tokens`` (1,000,000), one process (`release` stage, one
 worker), against reading every input `tokens.bin` and writing its bytes to a new file (a plain
-copy). Wall seconds, one run each, interleaved, ``BENCH_ROUNDS`` times (3): medians. The last
-line is one JSON object.
+copy; and the same with each file fsynced, as the release's are). Wall seconds, one run each,
+interleaved, ``BENCH_ROUNDS`` times (3): medians. The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import os
 import shutil
 import statistics
@@ -38,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.measure import in_fresh_process, print_table  # noqa: E402
 
-SHARDS = 8  # shards resolved in the planning benchmark
+SAMPLED = 8  # route tasks whose positions the planning benchmark finds
 TOKENS_PER_DOCUMENT = 1000
 SHARD_TOKENS = 1_000_000_000
 
@@ -55,6 +57,7 @@ def peak_rss_bytes() -> int:
 def plan_at_scale(files: int, documents: int) -> dict:
     from tokenmill.permutation import Permutation
     from tokenmill.release import Group, InputFiles, ReleaseSettings, shape_group
+    from tokenmill.release_shards import ROUTE_DOCUMENTS, TOKEN_CHUNK_BYTES, group_routes
 
     started = time.perf_counter()
     rng = np.random.default_rng(0)
@@ -71,27 +74,33 @@ def plan_at_scale(files: int, documents: int) -> dict:
     group = Group(inputs)
     shape_group(group, "all", 0, ReleaseSettings(shard_tokens=SHARD_TOKENS))
     planned = time.perf_counter() - started
+    began = time.perf_counter()
+    routes = group_routes("all", group, ROUTE_DOCUMENTS)
+    routed = time.perf_counter() - began
     starts = inputs.starts()
     shuffle = Permutation(int(starts[-1]), group.seed)
-    per_shard = []
-    for shard in np.linspace(0, group.shards - 1, SHARDS).astype(np.int64):
+    per_task = []
+    for _, first, last in list(routes.values())[:: max(len(routes) // SAMPLED, 1)][:SAMPLED]:
         began = time.perf_counter()
-        first = int(shard) * group.per_shard
-        positions = np.arange(first, min(first + group.per_shard, int(starts[-1])))
-        documents_at = shuffle(positions)
-        file_of = np.searchsorted(starts, documents_at, side="right") - 1
-        within = documents_at - starts[file_of]
-        touched = np.unique(file_of)
-        assert within.min() >= 0
-        per_shard.append((time.perf_counter() - began, len(touched)))
+        numbers = np.arange(starts[first], starts[last])
+        positions = shuffle.position_of(numbers)
+        shards = positions // group.per_shard
+        assert shards.max() < group.shards
+        per_task.append((time.perf_counter() - began, len(numbers), len(np.unique(shards))))
+    token_bytes = documents * TOKENS_PER_DOCUMENT * 2
     return {
         "files": files,
         "documents": int(starts[-1]),
         "shards": group.shards,
         "documents_per_shard": group.per_shard,
         "plan_s": planned,
-        "shard_resolve_s": [round(s, 3) for s, _ in per_shard],
-        "files_touched_per_shard": int(statistics.median(t for _, t in per_shard)),
+        "route_tasks": len(routes),
+        "route_tasks_s": routed,
+        "route_task_documents": int(statistics.median(n for _, n, _ in per_task)),
+        "route_task_positions_s": [round(s, 3) for s, _, _ in per_task],
+        "shards_a_route_task_feeds": int(statistics.median(k for _, _, k in per_task)),
+        # a shard reads a piece of each route file: ~ the tokens over a route file's size
+        "pieces_a_shard_reads": math.ceil(token_bytes / TOKEN_CHUNK_BYTES),
         "peak_rss_bytes": peak_rss_bytes(),
     }
 
@@ -116,7 +125,9 @@ def release_once(lake_url: str, shard_tokens: int) -> float:
     return time.perf_counter() - started
 
 
-def copy_once(lake_url: str, target: Path) -> tuple[float, int]:
+def copy_once(lake_url: str, target: Path, durable: bool) -> tuple[float, int]:
+    """Every input `tokens.bin` read and written to a new file; ``durable``: each fsynced, as
+    the release's files are."""
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     sources = sorted(Path(lake_url).glob("tokenized_shards/*/*/*/tokens.bin"))
@@ -127,6 +138,9 @@ def copy_once(lake_url: str, target: Path) -> tuple[float, int]:
             data = f.read()
             out.write(data)
             copied += len(data)
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
     return time.perf_counter() - started, copied
 
 
@@ -149,8 +163,11 @@ def main() -> None:
             "shards",
             "documents per shard",
             "plan s",
-            "median s per shard resolved",
-            "input files a shard reads",
+            "route tasks",
+            "route tasks s",
+            "median s per route task's positions",
+            "shards a route task feeds",
+            "pieces a shard reads",
             "peak RSS MiB",
         ],
         [
@@ -158,8 +175,11 @@ def main() -> None:
                 scale["shards"],
                 scale["documents_per_shard"],
                 scale["plan_s"],
-                statistics.median(scale["shard_resolve_s"]),
-                scale["files_touched_per_shard"],
+                scale["route_tasks"],
+                scale["route_tasks_s"],
+                statistics.median(scale["route_task_positions_s"]),
+                scale["shards_a_route_task_feeds"],
+                scale["pieces_a_shard_reads"],
                 scale["peak_rss_bytes"] / 2**20,
             ]
         ],
@@ -168,26 +188,46 @@ def main() -> None:
         root = Path(scratch)
         lake = demo_corpus(root, arguments.pages_per_file)
         url = lake.url
-        releases, copies, copied = [], [], 0
+        releases, copies, durable, copied = [], [], [], 0
         for _ in range(rounds):
             releases.append(release_once(url, arguments.shard_tokens))
-            took, copied = copy_once(url, root / "copy")
+            took, copied = copy_once(url, root / "copy", durable=False)
             copies.append(took)
+            durable.append(copy_once(url, root / "copy", durable=True)[0])
         marker = json.loads(next(Path(url).glob("release/*/_SUCCESS.json")).read_text())
     release_s, copy_s = statistics.median(releases), statistics.median(copies)
+    durable_s = statistics.median(durable)
     figures["writing"] = {
         "input_bytes": copied,
         "release_s": releases,
         "copy_s": copies,
+        "durable_copy_s": durable,
         "ratio": release_s / copy_s,
+        "ratio_durable": release_s / durable_s,
         "train_shards": marker["counts"]["train_shards"],
         "documents": marker["records_out"],
     }
     print_table(
         f"Writing a release of {marker['records_out']:,} documents ({copied / 1e6:.1f} MB of "
         f"tokens) in {marker['counts']['train_shards']} train shards, median of {rounds}",
-        ["release s", "plain copy s", "release / copy", "release MB/s"],
-        [[release_s, copy_s, release_s / copy_s, copied / 1e6 / release_s]],
+        [
+            "release s",
+            "plain copy s",
+            "copy + fsync s",
+            "release / copy",
+            "release / copy + fsync",
+            "release MB/s",
+        ],
+        [
+            [
+                release_s,
+                copy_s,
+                durable_s,
+                release_s / copy_s,
+                release_s / durable_s,
+                copied / 1e6 / release_s,
+            ]
+        ],
     )
     limit = scale["peak_rss_bytes"] <= 2 * 2**30
     print(f"planning peak RSS <= 2 GiB: {'met' if limit else 'NOT met'}")

@@ -145,6 +145,23 @@ def test_a_release_holds_every_document_once_shuffled_in_fixed_size_shards(lake)
     assert names == train and abs(sum(weights) - 1) < 1e-9
 
 
+def test_validation_shards_fill_up_to_shard_tokens_in_runs(lake):
+    settings = replace(SMALL, crawls=[FIRST, SECOND], validation=0.5, shard_tokens=4_000)
+    version = release(lake, settings).counts["version"]
+    found = shards(lake, version)
+    valid = [found[n]["documents"] for n in sorted(found) if n.startswith("valid-")]
+    assert len(valid) >= 3
+    for shard, following in zip(valid, valid[1:], strict=False):
+        tokens = sum(map(len, shard))
+        assert tokens <= 4_000 or len(shard) == 1  # a longer document: a shard alone
+        assert tokens + len(following[0]) > 4_000  # greedy: the next one did not fit
+    groups = 0  # a row group per run of documents from one train piece, not per document
+    for name in (n for n in found if n.startswith("valid-")):
+        with lake.open_input(f"release/{version}/{name}.provenance.parquet") as f:
+            groups += pq.ParquetFile(f).num_row_groups
+    assert groups < sum(map(len, valid)) / 2
+
+
 def test_the_same_inputs_and_seed_give_the_same_bytes_and_a_published_release_stays(lake):
     settings = replace(SMALL, crawls=[FIRST])
     version = release(lake, settings).counts["version"]
@@ -157,21 +174,32 @@ def test_the_same_inputs_and_seed_give_the_same_bytes_and_a_published_release_st
     assert other != version
 
 
-def test_a_killed_release_resumes_its_pieces_to_the_same_bytes(lake):
-    from tokenmill.release import write_piece
+@pytest.mark.parametrize("killed", ["mid-route", "after-a-shard"])
+def test_a_killed_release_resumes_to_the_same_bytes(lake, killed):
+    from tokenmill.release import finish_release
+    from tokenmill.release_shards import Writing, release_job, write_release
 
     settings = replace(SMALL, crawls=[SECOND], seed=8)
     plan = plan_release(lake, settings)
     assert len(plan.pieces()) >= 2
-    write_piece(lake, plan, plan.pieces()[0], settings)  # a step that died after one piece
+    release(lake, settings)
+    clean = {k: lake.read_bytes(k) for k in lake.list(plan.prefix)}
+    lake.delete_prefix(plan.prefix)
+    route, shards = release_job(Writing(lake, settings, plan.version, documents=1))
+    assert len(route.tasks) >= 4  # a route task per file
+    for task in route.tasks[: 1 if killed == "mid-route" else None]:
+        route.run(task)
+    if killed == "after-a-shard":
+        shards.run(shards.tasks[0])
     assert not lake.exists(f"{plan.prefix}/{MARKER}")  # not published: readers see none
     with pytest.raises(FileNotFoundError):
         release_report(lake, plan.version)
-    release(lake, settings)
-    resumed = {k: lake.read_bytes(k) for k in lake.list(plan.prefix)}
-    lake.delete_prefix(plan.prefix)
-    release(lake, settings)
-    assert {k: lake.read_bytes(k) for k in lake.list(plan.prefix)} == resumed
+    ran = write_release(lake, plan, settings, documents=1)  # the step's retry
+    assert ran["tasks_found"] == (1 if killed == "mid-route" else len(route.tasks) + 1)
+    spent = lake.list(f"{plan.prefix}/_work/1/route-tokens")  # cleared but for the markers
+    assert spent and all("/_done/" in key for key in spent)
+    finish_release(lake, plan, settings)
+    assert {k: lake.read_bytes(k) for k in lake.list(plan.prefix)} == clean
 
 
 def test_the_split_goes_by_text_and_never_moves_a_document(lake):
@@ -260,9 +288,9 @@ def test_parallel_steps_and_workers_make_the_same_release(lake):
     lake.delete_prefix(f"release/{version}")
     fan_out = stage_named("release").fan_out
     work = Work(lake, "release", settings)
-    pieces = fan_out.plan(work)
-    shares = [fan_out.run(work, pieces[step::2], 2) for step in range(2)]  # 2 steps, 2 workers
-    assert sum(share["pieces"] for share in shares) == len(pieces) >= 3
+    handed = fan_out.plan(work)
+    shares = [fan_out.run(work, handed[step::2], 2) for step in range(2)]  # 2 steps, 2 workers
+    assert sum(share["tasks_computed"] for share in shares) >= 3
     assert fan_out.finish(work, shares).counts["version"] == version
     assert {k: lake.read_bytes(k) for k in lake.list(f"release/{version}")} == alone
     assert fan_out.plan(work) == []  # published: nothing left to write
@@ -283,29 +311,43 @@ def test_crawls_tokenized_with_different_tokenizers_are_refused(lake, tmp_path):
     assert FIRST in str(error.value) and SECOND in str(error.value)
 
 
-def test_sparse_reads_give_the_same_release(lake, monkeypatch, tmp_path):
-    """At corpus scale a shard needs about one document of each input file: its index entries
-    are read one by one and only the sidecar's row groups that hold them; the same bytes."""
-    import pyarrow as pa
+@pytest.mark.parametrize("workers", [1, 2])
+def test_any_routing_gives_the_same_release(lake, monkeypatch, workers):
+    """Route tasks of one file or of several, spill chunks of a few documents or of many, in
+    this process or in workers: the same bytes as the default."""
+    import tokenmill.release_shards as shards
+    from tokenmill.release import finish_release
 
-    import tokenmill.release as core
-
-    settings = replace(SMALL, crawls=[FIRST], seed=31)
+    settings = replace(SMALL, crawls=[FIRST, COPY], seed=31)
     version = release(lake, settings).counts["version"]
-    whole = {k: lake.read_bytes(k) for k in lake.list(f"release/{version}")}
+    default = {k: lake.read_bytes(k) for k in lake.list(f"release/{version}")}
     lake.delete_prefix(f"release/{version}")
-    monkeypatch.setattr(core, "WHOLE_INDEX_SHARE", 0)  # never read an index whole
-    release(lake, settings)
-    assert {k: lake.read_bytes(k) for k in lake.list(f"release/{version}")} == whole
-    # a sidecar of many row groups: only the needed ones are read, the rows are the same
-    table = pa.table({"doc_index": range(1000), "text_hash": pa.array(range(1000), pa.uint64())})
-    pq.write_table(table, tmp_path / "provenance.parquet", row_group_size=37)
-    from tokenmill.lake import Lake
+    if workers == 1:  # constants do not reach worker processes
+        monkeypatch.setattr(shards, "TOKEN_CHUNK_BYTES", 4096)
+        monkeypatch.setattr(shards, "META_CHUNK_BYTES", 2048)
+    plan = plan_release(lake, settings)
+    ran = shards.write_release(lake, plan, settings, workers=workers, documents=50)
+    assert ran["tasks_computed"] == len(shards.route_tasks(plan, 50)) + len(plan.pieces())
+    assert len(shards.route_tasks(plan, 50)) > 2
+    finish_release(lake, plan, settings)
+    assert {k: lake.read_bytes(k) for k in lake.list(f"release/{version}")} == default
 
-    local = Lake.from_url(str(tmp_path))
-    docs = np.array([0, 36, 37, 500, 999])
-    rows = core._sidecar_rows(local, ".", docs)
-    assert rows.column("doc_index").to_pylist() == docs.tolist()
+
+def test_an_input_file_that_disagrees_with_its_marker_fails_naming_it(lake, tmp_path):
+    import shutil
+
+    from tokenmill.lake import Lake
+    from tokenmill.outputs import MissingInputError
+
+    copy = Lake.from_url(str(shutil.copytree(lake.real_root, tmp_path / "lake")))
+    unit = registered_units(copy, FIRST)[0]
+    source = f"{unit.prefix(TOKENIZED_SHARDS)}/00001"
+    copy.delete_prefix("release")  # the releases earlier tests published
+    sidecar = tmp_path / "lake" / source / "provenance.parquet"
+    pq.write_table(pq.read_table(sidecar).slice(1), sidecar)  # a row short
+    with pytest.raises(MissingInputError, match=f"{source}: .* documents in tokens.idx"):
+        release(copy, replace(SMALL, crawls=[FIRST]))
+    assert not [key for key in copy.list("release") if "/train-" in key]
 
 
 def test_the_manifest_names_its_inputs_data(lake):

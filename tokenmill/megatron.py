@@ -54,20 +54,24 @@ class IndexedDatasetWriter:
         self.tokens += len(tokens)
 
     def write_index(self, idx_file: IO[bytes]) -> None:
-        lengths = (
-            np.frombuffer(self.lengths, dtype=np.int32) if self.lengths else np.zeros(0, "<i4")
-        )
-        pointers = np.zeros(len(lengths), dtype="<i8")
-        np.cumsum(lengths[:-1] * self.dtype.itemsize, out=pointers[1:])
-        count = len(lengths)
-        idx_file.write(MAGIC)
-        idx_file.write(struct.pack("<Q", VERSION))
-        idx_file.write(struct.pack("<B", DTYPE_CODES[self.dtype.newbyteorder("=")]))
-        idx_file.write(struct.pack("<Q", count))
-        idx_file.write(struct.pack("<Q", count + 1))
-        idx_file.write(lengths.astype("<i4").tobytes())
-        idx_file.write(pointers.tobytes())
-        idx_file.write(np.arange(count + 1, dtype="<i8").tobytes())
+        write_index(idx_file, np.frombuffer(self.lengths, dtype=np.int32), self.dtype)
+
+
+def write_index(idx_file: IO[bytes], lengths: np.ndarray, dtype: np.dtype) -> None:
+    """The `.idx` of documents of `lengths` tokens stored back to back in `.bin`."""
+    dtype = np.dtype(dtype).newbyteorder("<")
+    lengths = np.asarray(lengths).astype("<i4")
+    pointers = np.zeros(len(lengths), dtype="<i8")
+    np.cumsum(lengths[:-1].astype(np.int64) * dtype.itemsize, out=pointers[1:])
+    count = len(lengths)
+    idx_file.write(MAGIC)
+    idx_file.write(struct.pack("<Q", VERSION))
+    idx_file.write(struct.pack("<B", DTYPE_CODES[dtype.newbyteorder("=")]))
+    idx_file.write(struct.pack("<Q", count))
+    idx_file.write(struct.pack("<Q", count + 1))
+    idx_file.write(lengths.tobytes())
+    idx_file.write(pointers.tobytes())
+    idx_file.write(np.arange(count + 1, dtype="<i8").tobytes())
 
 
 class IndexedDataset:

@@ -5,13 +5,13 @@ split by a hash of each document's text, a blend, every token traceable to its W
 A release is planned from the tokenized units' markers alone (documents and tokens per file):
 its version is a hash of the settings, the tokenizer and every input file's SHA-256. Documents
 are numbered across the input files in lake order; position p of a group's shuffled order holds
-document `Permutation(N, seed)(p)`, found by a binary search of the files' document prefix sums
-(no permutation array, no per-document table: memory is 8 bytes per input file). Train shard k
-of a group is positions [k*D, (k+1)*D) (D documents make about `shard_tokens` train tokens),
-without the validation documents met there; those are collected per shard and concatenated, in
-shuffled order, into the validation shards by the finishing step. Shards are written by
-independent pieces (parallel steps), each committed with a done file; the release is published
-by its `_SUCCESS.json`, written last: a reader sees a complete release or none.
+document `Permutation(N, seed)(p)` (no permutation array, no per-document table: the plan holds
+16 bytes per input file). Train shard k of a group is positions [k*D, (k+1)*D) (D documents make
+about `shard_tokens` train tokens), without the validation documents met there; those are
+collected per shard and concatenated, in shuffled order, into the validation shards by the
+finishing step. The shards are written by `tokenmill.release_shards` (an external shuffle,
+parallel steps), each committed with a done file; the release is published by its
+`_SUCCESS.json`, written last: a reader sees a complete release or none.
 
 Without `weights`, the crawls are one group shuffled together; with them, each weighted crawl
 is a group of its own (`train-<crawl>-NNNNN`) and `blend.txt` weights its shards by the crawl's
@@ -23,9 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import mmap
-import struct
-import tempfile
 from array import array
 from collections import Counter
 from contextlib import ExitStack
@@ -33,12 +30,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tokenmill.lake import Lake
 from tokenmill.layout import MARKER, RELEASE, TOKEN_PROVENANCE_SCHEMA, TOKENIZED_SHARDS, Unit
-from tokenmill.megatron import CODE_DTYPES, IndexedDataset, IndexedDatasetWriter
+from tokenmill.megatron import IndexedDataset, IndexedDatasetWriter
 from tokenmill.outputs import (
     HashingFile,
     MissingInputError,
@@ -46,16 +42,13 @@ from tokenmill.outputs import (
     StageReport,
     require_committed,
 )
-from tokenmill.permutation import Permutation, mix64
+from tokenmill.permutation import mix64
 from tokenmill.stage import setting
 from tokenmill.units import registered_crawls, registered_units
 
 ALL = "all"  # the group of every crawl, without weights
 SPLITS = ("train", "valid")
 MAX_DOCUMENTS = 2**31 - 2  # Megatron's document index is int32
-CHUNK = 1 << 16  # documents handed to the shard writer at a time
-HEADER_BYTES = 9 + 8 + 1 + 8 + 8  # a Megatron index's magic, version, dtype and two counts
-WHOLE_INDEX_SHARE = 64  # an index is read whole when a 64th of its documents are needed
 COPIED_FIELDS = [
     f for f in TOKEN_PROVENANCE_SCHEMA if f.name not in ("doc_index", "token_start", "token_end")
 ]
@@ -241,45 +234,7 @@ def shape_group(group: Group, name: str, index: int, settings: ReleaseSettings) 
     group.weight = settings.weights.get(name, 1.0)
 
 
-# -- writing a shard --------------------------------------------------------------------------
-
-
-def _sidecar_rows(lake: Lake, source: str, docs: np.ndarray) -> pa.Table:
-    """The sidecar rows of `docs` (ascending) of an input file, reading only the row groups
-    that hold them (a shard needs about one document of each file it draws from)."""
-    with lake.open_input(f"{source}/provenance.parquet") as f:
-        parquet = pq.ParquetFile(f)
-        if "text_hash" not in parquet.schema_arrow.names:
-            raise MissingInputError(
-                f"{source} was tokenized before documents carried a text hash: "
-                "rematerialize tokenized_shards"
-            )
-        sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
-        firsts = np.concatenate([[0], np.cumsum(sizes)])
-        groups = np.unique(np.searchsorted(firsts, docs, side="right") - 1)
-        table = parquet.read_row_groups(groups.tolist())
-    held = np.concatenate([np.arange(firsts[g], firsts[g + 1]) for g in groups])
-    return table.take(pa.array(np.searchsorted(held, docs)))
-
-
-def _pointers(lake: Lake, source: str, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """(byte offsets, token counts, token size) of `docs` in an input file's `.bin`, from its
-    `.idx`: read whole when many are needed, else entry by entry."""
-    key = f"{source}/tokens.idx"
-    with lake.open_input(key) as f:
-        header = f.read(HEADER_BYTES)
-        count = struct.unpack_from("<Q", header, 18)[0]
-        if len(docs) * WHOLE_INDEX_SHARE >= count:  # much of it is needed anyway
-            index = IndexedDataset(header + f.read(), None)
-            return index.pointers[docs], index.lengths[docs], index.dtype.itemsize
-        itemsize = CODE_DTYPES[header[17]].itemsize
-        lengths, pointers = np.empty(len(docs), np.int64), np.empty(len(docs), np.int64)
-        for at, doc in enumerate(docs):
-            f.seek(HEADER_BYTES + 4 * int(doc))
-            lengths[at] = struct.unpack("<i", f.read(4))[0]
-            f.seek(HEADER_BYTES + 4 * count + 8 * int(doc))
-            pointers[at] = struct.unpack("<q", f.read(8))[0]
-    return pointers, lengths, itemsize
+# -- writing (tokenmill.release_shards) ------------------------------------------------------
 
 
 @dataclass
@@ -289,71 +244,6 @@ class Chunk:
 
     data: list[bytes]
     rows: pa.Table
-
-    def take(self, keep: np.ndarray) -> Chunk:
-        chosen = np.flatnonzero(keep)
-        return Chunk([self.data[i] for i in chosen], self.rows.take(pa.array(chosen)))
-
-
-def _chunks(lake: Lake, group: Group, positions: np.ndarray, scratch):
-    """The documents at `positions` of the group's shuffled order, in that order, CHUNK at a
-    time. Each input file is read once, in file order (its index, its sidecar, then its
-    documents' tokens in file order), the tokens spilled to the local `scratch` file: a
-    shard draws from up to a million files at corpus scale, and reading them in release
-    order would read each many times."""
-    starts = group.files.starts()
-    documents = Permutation(int(starts[-1]), group.seed)(positions)
-    files = np.searchsorted(starts, documents, side="right") - 1
-    within = documents - starts[files]
-    by_file = np.lexsort((within, files))
-    offsets = np.zeros(len(positions), np.int64)
-    sizes = np.zeros(len(positions), np.int64)
-    tables = []
-    bounds = np.flatnonzero(np.diff(files[by_file])) + 1
-    for rows in np.split(by_file, bounds) if len(by_file) else []:
-        file, docs = int(files[rows[0]]), within[rows]
-        source = group.files.source(file)
-        taken = _sidecar_rows(lake, source, docs)
-        pointers, lengths, itemsize = _pointers(lake, source, docs)
-        text_tokens = taken.column("token_end").to_numpy() - taken.column("token_start").to_numpy()
-        tables.append(
-            taken.select([f.name for f in COPIED_FIELDS])
-            .append_column("source", pa.array([source] * len(rows), pa.string()))
-            .append_column("source_doc_index", pa.array(docs, pa.int64()))
-            .append_column("text_tokens", pa.array(text_tokens, pa.int64()))
-            .append_column("position", pa.array(rows, pa.int64()))
-        )
-        begins = pointers.astype(np.int64)
-        ends = begins + lengths.astype(np.int64) * itemsize
-        with lake.open_input(f"{source}/tokens.bin") as tokens:
-            low, high = int(begins.min()), int(ends.max())
-            if 4 * int((ends - begins).sum()) >= high - low:  # dense: one read of the range
-                tokens.seek(low)
-                block = tokens.read(high - low)
-                pieces = [block[b - low : e - low] for b, e in zip(begins, ends, strict=True)]
-            else:  # documents ascending: pointers too
-                pieces = []
-                for begin, end in zip(begins, ends, strict=True):
-                    tokens.seek(int(begin))
-                    pieces.append(tokens.read(int(end - begin)))
-        sizes[rows] = ends - begins
-        offsets[rows] = scratch.tell() + np.cumsum(ends - begins) - (ends - begins)
-        scratch.write(b"".join(pieces))
-    if not tables:
-        return
-    rows = pa.concat_tables(tables)
-    rows = rows.take(pc.sort_indices(rows.column("position"))).drop_columns(["position"])
-    scratch.flush()
-    spilled = mmap.mmap(scratch.fileno(), 0, access=mmap.ACCESS_READ) if sizes.any() else b""
-    for first in range(0, len(positions), CHUNK):
-        last = min(first + CHUNK, len(positions))
-        data = [
-            spilled[o : o + s]
-            for o, s in zip(offsets[first:last].tolist(), sizes[first:last].tolist(), strict=True)
-        ]
-        yield Chunk(data, rows.slice(first, len(data)))
-    if isinstance(spilled, mmap.mmap):
-        spilled.close()
 
 
 def shard_name(split: str, group: str, number: int) -> str:
@@ -422,41 +312,6 @@ class _Dataset:
         return {"documents": self.documents, "tokens": self.writer.tokens}
 
 
-def write_piece(lake: Lake, plan: Plan, piece: str, settings: ReleaseSettings) -> dict:
-    """Train shard `piece` (`<group>/<k>`) and the validation documents met there; committed
-    by its done file, skipped when that exists (a resumed step)."""
-    done_key = _done_key(plan, piece)
-    if lake.exists(done_key):
-        return lake.read_json(done_key)
-    name, number = piece.split("/")
-    group, number = plan.groups[name], int(number)
-    first = number * group.per_shard
-    positions = np.arange(first, min(first + group.per_shard, group.documents))
-    train_name = shard_name("train", name, number)
-    train = _Dataset(lake, f"{plan.prefix}/{train_name}", plan.dtype)
-    valid = _Dataset(lake, f"{plan.prefix}/_valid/{name}-{number:05d}", plan.dtype)
-    counted = {split: {"crawls": Counter(), "languages": Counter()} for split in SPLITS}
-    with train, valid, tempfile.TemporaryFile() as scratch:
-        for chunk in _chunks(lake, group, positions, scratch):
-            hashes = chunk.rows.column("text_hash").to_numpy()
-            held_out = is_valid(hashes, settings.validation, settings.split_seed)
-            for split, keep, dataset in (("train", ~held_out, train), ("valid", held_out, valid)):
-                part = chunk.take(keep)
-                dataset.add(part)
-                counted[split]["crawls"].update(part.rows.column("crawl").to_pylist())
-                languages = part.rows.column("language").fill_null("unknown")
-                counted[split]["languages"].update(languages.to_pylist())
-
-    summary = {
-        "piece": piece,
-        "train": {"name": train_name, **train.counts(), **counted["train"]},
-        "valid": {**valid.counts(), **counted["valid"]},
-        "outputs": train.outputs,
-    }
-    lake.write_json(done_key, summary)
-    return summary
-
-
 # -- publishing -------------------------------------------------------------------------------
 
 
@@ -470,7 +325,7 @@ def finish_release(lake: Lake, plan: Plan, settings: ReleaseSettings) -> StageRe
     published = f"{plan.prefix}/{MARKER}"
     if is_published(lake, plan):
         return StageReport.from_summary(lake.read_json(published))
-    missing = [p for p in plan.pieces() if not lake.exists(_done_key(plan, p))]
+    missing = [p for p in plan.pieces() if not lake.exists(done_key(plan, p))]
     if missing:
         raise MissingInputError(f"release {plan.version}: pieces not written: {missing[:5]}")
     shards, outputs = [], {}
@@ -480,7 +335,7 @@ def finish_release(lake: Lake, plan: Plan, settings: ReleaseSettings) -> StageRe
     }
     for name, group in plan.groups.items():
         for number in range(group.shards):
-            done = lake.read_json(_done_key(plan, f"{name}/{number}"))
+            done = lake.read_json(done_key(plan, f"{name}/{number}"))
             train = done["train"]
             shards.append(_shard("train", name, train["name"], train, done["outputs"]))
             outputs |= done["outputs"]
@@ -552,10 +407,12 @@ def finish_release(lake: Lake, plan: Plan, settings: ReleaseSettings) -> StageRe
     lake.write_json(f"{RELEASE}/latest.json", {"version": plan.version})
     lake.delete_prefix(f"{plan.prefix}/_valid")
     lake.delete_prefix(f"{plan.prefix}/_pieces")
+    lake.delete_prefix(f"{plan.prefix}/_work")  # the shuffle's files, markers and claims
     return report
 
 
-def _done_key(plan: Plan, piece: str) -> str:
+def done_key(plan: Plan, piece: str) -> str:
+    """Where train shard `piece` is committed (by `tokenmill.release_shards`)."""
     return f"{plan.prefix}/_pieces/{piece.replace('/', '-')}.json"
 
 
@@ -572,7 +429,8 @@ def _shard(split: str, group: str, name: str, counts: dict, outputs: dict) -> di
 
 def _valid_shards(lake: Lake, plan: Plan, name: str, group: Group, shard_tokens: int):
     """The validation documents the group's pieces met, in shuffled order, concatenated into
-    shards of about `shard_tokens`; yields (counts, outputs) per shard."""
+    shards of about `shard_tokens` (a shard ends before the document that would pass it);
+    yields (counts, outputs) per shard. Each piece's documents are added in runs."""
     number, current = 0, None
     try:
         for piece in range(group.shards):
@@ -584,19 +442,28 @@ def _valid_shards(lake: Lake, plan: Plan, name: str, group: Group, shard_tokens:
             rows = rows.drop_columns(["doc_index", "token_start", "token_end"]).append_column(
                 "text_tokens", pa.array(spans, pa.int64())
             )
-            data = lake.read_bytes(f"{key}.bin")
-            itemsize = index.dtype.itemsize
-            for doc in range(len(index)):
-                size = int(index.lengths[doc])
-                if current is not None and current.writer.tokens + size > shard_tokens:
-                    current.__exit__(None, None, None)
-                    yield {"name": current.name, **current.counts()}, current.outputs
-                    number, current = number + 1, None
+            data = memoryview(lake.read_bytes(f"{key}.bin"))
+            sizes = index.lengths.astype(np.int64)
+            ends = np.cumsum(sizes)  # tokens of the piece's documents up to each one
+            doc = 0
+            while doc < len(index):
                 if current is None:
                     shard = shard_name("valid", name, number)
                     current = _Dataset(lake, f"{plan.prefix}/{shard}", plan.dtype).__enter__()
-                start = int(index.pointers[doc])
-                current.add(Chunk([data[start : start + size * itemsize]], rows.slice(doc, 1)))
+                before = ends[doc - 1] if doc else 0
+                room = shard_tokens - current.writer.tokens + before
+                fits = int(np.searchsorted(ends, room, side="right")) - doc
+                if fits <= 0 and current.writer.tokens:  # the next document starts a shard
+                    current.__exit__(None, None, None)
+                    yield {"name": current.name, **current.counts()}, current.outputs
+                    number, current = number + 1, None
+                    continue
+                last = doc + max(fits, 1)  # a document longer than a shard: a shard alone
+                pointers = index.pointers[doc:last].tolist()
+                bytes_ = (sizes[doc:last] * index.dtype.itemsize).tolist()
+                pieces = [data[p : p + b] for p, b in zip(pointers, bytes_, strict=True)]
+                current.add(Chunk(pieces, rows.slice(doc, last - doc)))
+                doc = last
         if current is not None:
             current.__exit__(None, None, None)
             yield {"name": current.name, **current.counts()}, current.outputs
