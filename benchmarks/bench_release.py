@@ -12,7 +12,8 @@ release the positions of their documents are found (the permutation's inverse) w
 they feed — what a route task computes besides reading and writing. In a process of its own;
 its peak RSS is its VmHWM.
 
-Writing: a demo corpus (2 crawls x 8 files x ``--pages-per-file`` pages, 400) is tokenized and
+Writing: a demo corpus (2 crawls x 8 files x ``--pages-per-file`` pages, 400; or, with
+``--synthetic-gb G``, G GB of synthetic tokenized files of 20,000 documents) is tokenized and
 released in shards of ``--shard-tokens`` (1,000,000), one process (`release` stage, one
 worker), against reading every input `tokens.bin` and writing its bytes to a new file (a plain
 copy; and the same with each file fsynced, as the release's are). Wall seconds, one run each,
@@ -112,7 +113,65 @@ def demo_corpus(root: Path, pages_per_file: int):
     return tokenized_demo_crawls(root, crawls, files=8, pages_per_file=pages_per_file)
 
 
-def release_once(lake_url: str, shard_tokens: int) -> float:
+SYNTHETIC_FILE_DOCUMENTS = 20_000  # a tokenized file of a ~1 GB WARC file holds ~30-40k
+
+
+def synthetic_corpus(root: Path, gigabytes: float, files_per_unit: int = 8):
+    """Tokenized units written directly (`benchmarks.lake_units`): uint16 tokens, documents of
+    200-1,800 tokens, provenance rows as `tokenized_shards` writes them; two crawls."""
+    import pyarrow as pa
+
+    from benchmarks.lake_units import write_unit
+    from tokenmill.lake import Lake
+    from tokenmill.layout import TOKEN_PROVENANCE_SCHEMA, TOKENIZED_SHARDS, Unit
+    from tokenmill.megatron import write_index
+
+    lake = Lake.from_url(str(root / "lake"))
+    rng = np.random.default_rng(0)
+    files = max(2, round(gigabytes * 1e9 / (SYNTHETIC_FILE_DOCUMENTS * 2_000)))
+
+    def part(crawl: str, number: int):
+        def write(out) -> None:
+            lengths = rng.integers(200, 1_800, SYNTHETIC_FILE_DOCUMENTS)
+            tokens = rng.integers(0, 2**16, int(lengths.sum()), dtype=np.uint16)
+            out.open("tokens.bin").write(tokens.tobytes())
+            write_index(out.open("tokens.idx"), lengths, np.dtype(np.uint16))
+            ends = np.cumsum(lengths)
+            n = len(lengths)
+            ids = [f"{crawl}-{number}-{i}" for i in range(n)]
+            table = pa.table(
+                {
+                    "doc_index": np.arange(n),
+                    "doc_id": ids,
+                    "crawl": [crawl] * n,
+                    "source_file": [f"landing/{crawl}/{number:05d}.warc.gz"] * n,
+                    "record_id": [f"<urn:uuid:{i}>" for i in ids],
+                    "record_offset": np.arange(n) * 10_000,
+                    "url": [f"https://example.org/{i}" for i in ids],
+                    "language": ["en"] * n,
+                    "token_start": ends - lengths,
+                    "token_end": ends - 1,  # the end-of-document token is not the text's
+                    "text_hash": rng.integers(0, 2**63, n, dtype=np.uint64),
+                },
+                schema=TOKEN_PROVENANCE_SCHEMA,
+            )
+            out.parquet("provenance.parquet", TOKEN_PROVENANCE_SCHEMA).write_table(table)
+            out.report.records_out = n
+
+        return write
+
+    counts = {"tokenizer_sha256": "synthetic", "dtype": "uint16"}
+    number = 0
+    for crawl in ("CC-MAIN-SYNTH-2026-01", "CC-MAIN-SYNTH-2026-02"):
+        for unit in range(max(1, files // 2 // files_per_unit)):
+            parts = [part(crawl, number + i) for i in range(files_per_unit)]
+            write_unit(lake, TOKENIZED_SHARDS, Unit(crawl, f"{unit:05d}"), parts, counts)
+            number += files_per_unit
+    return lake
+
+
+def release_once(lake_url: str, shard_tokens: int) -> tuple[float, int]:
+    """Seconds of a release from scratch, and the process's peak RSS (in a fresh process)."""
     from tokenmill.lake import Lake
     from tokenmill.parts import run_stage_work
     from tokenmill.release import ReleaseSettings
@@ -122,7 +181,7 @@ def release_once(lake_url: str, shard_tokens: int) -> float:
     lake.delete_prefix("release")
     started = time.perf_counter()
     run_stage_work(stage_named("release"), lake, ReleaseSettings(shard_tokens=shard_tokens, seed=1))
-    return time.perf_counter() - started
+    return time.perf_counter() - started, peak_rss_bytes()
 
 
 def copy_once(lake_url: str, target: Path, durable: bool) -> tuple[float, int]:
@@ -150,6 +209,11 @@ def main() -> None:
     parser.add_argument("--documents", type=float, default=1e10)
     parser.add_argument("--pages-per-file", type=int, default=400, help="of the demo corpus")
     parser.add_argument("--shard-tokens", type=int, default=1_000_000, help="of the release")
+    parser.add_argument(
+        "--synthetic-gb",
+        type=float,
+        help="release a synthetic tokenized corpus of this many GB of tokens instead of the demo's",
+    )
     arguments = parser.parse_args()
     rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
     figures: dict = {"bench": "release"}
@@ -186,11 +250,17 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        lake = demo_corpus(root, arguments.pages_per_file)
+        if arguments.synthetic_gb:
+            lake = synthetic_corpus(root, arguments.synthetic_gb)
+        else:
+            lake = demo_corpus(root, arguments.pages_per_file)
         url = lake.url
-        releases, copies, durable, copied = [], [], [], 0
+        releases, copies, durable, copied, peaks = [], [], [], 0, []
         for _ in range(rounds):
-            releases.append(release_once(url, arguments.shard_tokens))
+            work = functools.partial(release_once, url, arguments.shard_tokens)
+            (took, peak), _, _ = in_fresh_process(work)
+            releases.append(took)
+            peaks.append(peak)
             took, copied = copy_once(url, root / "copy", durable=False)
             copies.append(took)
             durable.append(copy_once(url, root / "copy", durable=True)[0])
@@ -204,6 +274,7 @@ def main() -> None:
         "durable_copy_s": durable,
         "ratio": release_s / copy_s,
         "ratio_durable": release_s / durable_s,
+        "release_peak_rss_bytes": max(peaks),
         "train_shards": marker["counts"]["train_shards"],
         "documents": marker["records_out"],
     }
@@ -217,6 +288,7 @@ def main() -> None:
             "release / copy",
             "release / copy + fsync",
             "release MB/s",
+            "release peak RSS MiB",
         ],
         [
             [
@@ -226,6 +298,7 @@ def main() -> None:
                 release_s / copy_s,
                 release_s / durable_s,
                 copied / 1e6 / release_s,
+                max(peaks) / 2**20,
             ]
         ],
     )

@@ -296,6 +296,30 @@ def test_parallel_steps_and_workers_make_the_same_release(lake):
     assert fan_out.plan(work) == []  # published: nothing left to write
 
 
+def test_steps_load_the_stored_plan_and_refuse_inputs_changed_since(lake, tmp_path):
+    import shutil
+
+    from tokenmill.lake import Lake
+    from tokenmill.phases import PlanChangedError
+    from tokenmill.stage import Work
+
+    copy = Lake.from_url(str(shutil.copytree(lake.real_root, tmp_path / "lake")))
+    copy.delete_prefix("release")
+    work = Work(copy, "release", replace(SMALL, crawls=[FIRST], seed=41))
+    fan_out = stage_named("release").fan_out
+    handed = fan_out.plan(work)
+    version = handed[0].split("/")[0]
+    assert copy.exists(f"release/{version}/_work/plan.pickle")
+    unit = registered_units(copy, FIRST)[1]
+    marker_key = f"{unit.prefix(TOKENIZED_SHARDS)}/{MARKER}"
+    marker = copy.read_json(marker_key)
+    marker["outputs"]["00000/tokens.bin"]["sha256"] = "0" * 64  # re-tokenized meanwhile
+    copy.write_json(marker_key, marker)
+    with pytest.raises(PlanChangedError, match=f"tokenized_shards of {unit.key} changed"):
+        fan_out.run(work, handed, 1)
+    assert not copy.exists(f"release/{version}/{MARKER}")
+
+
 def test_crawls_tokenized_with_different_tokenizers_are_refused(lake, tmp_path):
     import shutil
 

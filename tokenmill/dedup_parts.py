@@ -473,12 +473,14 @@ def cluster_crawl(
     max_keys: int | None = None,
     node_width: int | None = None,
     files: SignatureFiles | None = None,
+    prepared: bool = False,
 ) -> StageReport:
     """The clusters stage: the clustering's tasks not committed yet (by parallel steps, or an
     earlier run), in ``settings.cluster_workers`` processes, then the removed list written to
     ``out`` in document order. Cluster ids are the doc id of the cluster's smallest document, so
     they do not change with the survivor rule. The work files are deleted once the list is
-    committed by the caller."""
+    committed by the caller. ``prepared``: the plan step cleared the work prefix already (a
+    fanned-out run), so the finish does not list it again."""
     files = files or crawl_signatures(lake, units)  # the caller's, if it has read them
     plan = plan_clustering(
         files,
@@ -489,7 +491,8 @@ def cluster_crawl(
         max_keys,
         node_width,
     )
-    prepare(lake, plan)
+    if not prepared:
+        prepare(lake, plan)
     ran = run_clustering(lake, plan, settings.cluster_workers)
     removed, gathered = plan.sources("removed"), plan.sources("members")
     done = summaries(lake, removed)

@@ -151,11 +151,9 @@ def gather(lake: Lake, files: SignatureFiles, docs: np.ndarray, columns: list[st
     """The rows of ``docs`` (ascending document indices) in ``columns``, streaming the files."""
     pieces = []
     starts = files.starts
-    for index in range(len(files.keys)):
-        low, high = np.searchsorted(docs, starts[index : index + 2])
-        if low == high:
-            continue
-        rows = docs[low:high] - starts[index]
+    bounds = np.searchsorted(docs, starts[: len(files.keys) + 1])  # each file's first doc
+    for index in np.flatnonzero(np.diff(bounds)).tolist():  # the files holding some of them
+        rows = docs[bounds[index] : bounds[index + 1]] - starts[index]
         for row, batch in read_batches(lake, files, index, columns):
             a, b = np.searchsorted(rows, [row, row + batch.num_rows])
             if a < b:

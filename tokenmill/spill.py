@@ -15,8 +15,10 @@ piece holds at most ``chunk_bytes`` of rows: a reader holds one at a time.
 
 from __future__ import annotations
 
+import functools
+from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import polars as pl
@@ -25,6 +27,8 @@ import pyarrow as pa
 from tokenmill.lake import Lake
 
 DONE = "_done"
+READERS = 8  # ranged reads at once on an object store
+PREFETCH_BYTES = 64 << 20
 Piece = tuple[str, int, int]  # a file, the offset and length of a range's rows in it
 
 
@@ -114,17 +118,17 @@ Source = tuple[str, tuple[str, ...]]  # a phase's prefix and its tasks
 def range_files(lake: Lake, sources: list[Source], index: int) -> list[Piece]:
     """The row groups the committed tasks of ``sources`` wrote for range ``index``, in source,
     task and chunk order."""
+    keys = [done_key(prefix, task) for prefix, tasks in sources for task in tasks]
+    slots = []  # where, in each file the tasks wrote, range index's offsets are
+    for marker in _in_order(lake, keys, lambda key: lake.read_json(key)):
+        footer = 8 * (marker["ranges"] + 1)
+        slots.extend((key, size - footer + 8 * index, 16) for key, size in marker["files"])
     pieces = []
-    for prefix, tasks in sources:
-        for task in tasks:
-            marker = lake.read_json(done_key(prefix, task))
-            footer = 8 * (marker["ranges"] + 1)
-            for key, size in marker["files"]:
-                with _opened(lake, key) as f:
-                    f.seek(size - footer + 8 * index)
-                    start, end = np.frombuffer(f.read(16), "<i8").tolist()
-                if end > start:
-                    pieces.append((key, start, end - start))
+    footers = _in_order(lake, slots, functools.partial(_read_range, lake))
+    for (key, _, _), found in zip(slots, footers, strict=True):
+        start, end = np.frombuffer(found, "<i8").tolist()
+        if end > start:
+            pieces.append((key, start, end - start))
     return pieces
 
 
@@ -132,24 +136,45 @@ class SpillFileError(FileNotFoundError):
     """A file a committed task listed is gone: the work was deleted under a run."""
 
 
-@contextmanager
-def _opened(lake: Lake, key: str):
+def _read_range(lake: Lake, read: Piece) -> bytes:
+    key, offset, length = read
     try:
         with lake.open_input(key) as f:
-            yield f
+            f.seek(offset)
+            return f.read(length)
     except FileNotFoundError as error:
         raise SpillFileError(
             f"work file {lake.uri(key)} is missing (deleted under a run): re-run the stage"
         ) from error
 
 
+def _in_order(lake: Lake, items: list, read, size=lambda item: 0) -> Iterator:
+    """``read(item)`` of each item, in order. On an object store, where a read is a request
+    with its latency, up to ``READERS`` at once, holding at most ``PREFETCH_BYTES`` (by
+    ``size(item)``) ahead: a range's reader meets thousands of small pieces, one per file each
+    task wrote."""
+    if lake.is_local or len(items) < 2:
+        yield from map(read, items)
+        return
+    with ThreadPoolExecutor(READERS) as pool:
+        pending: deque = deque()
+        held = 0
+        for item in items:
+            while pending and (len(pending) >= READERS or held + size(item) > PREFETCH_BYTES):
+                future, length = pending.popleft()
+                held -= length
+                yield future.result()
+            pending.append((pool.submit(read, item), size(item)))
+            held += size(item)
+        while pending:
+            yield pending.popleft()[0].result()
+
+
 def read_files(
     lake: Lake, pieces: list[Piece], columns: list[str] | None = None
 ) -> Iterator[pa.Table]:
-    for key, offset, length in pieces:
-        with _opened(lake, key) as f:
-            f.seek(offset)
-            data = f.read(length)
+    read = functools.partial(_read_range, lake)
+    for data in _in_order(lake, pieces, read, size=lambda piece: piece[2]):
         table = pa.ipc.open_stream(data).read_all()
         yield table.select(columns) if columns else table
 

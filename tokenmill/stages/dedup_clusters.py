@@ -52,7 +52,7 @@ def _fingerprint(plan: ClusterPlan) -> str:
 
 
 def run(work: Work) -> StageReport:
-    return _finish(work, _units(work))
+    return _finish(work, _units(work), prepared=False)
 
 
 def plan(work: Work) -> list[str]:
@@ -74,16 +74,16 @@ def run_share(work: Work, handed: list[str], workers: int) -> dict:
 
 
 def finish(work: Work, shares: list[dict]) -> StageReport:
-    report = _finish(work, _units(work))
+    report = _finish(work, _units(work), prepared=True)
     report.counts["parallel_steps"] = len(shares)
     report.counts["tasks_computed"] += sum(share["tasks_computed"] for share in shares)
     return report
 
 
-def _finish(work: Work, units) -> StageReport:
+def _finish(work: Work, units, prepared: bool) -> StageReport:
     report = StageReport()
     with work.writer(report) as out:
-        cluster_crawl(work.lake, units, _settings(work), out)
+        cluster_crawl(work.lake, units, _settings(work), out, prepared=prepared)
     work.lake.delete_prefix(crawl_prefix(PARTS, work.crawl))  # committed: the work is spent
     return report
 

@@ -8,12 +8,13 @@ from tokenmill.outputs import StageReport
 from tokenmill.phases import slots, step_of
 from tokenmill.release import (
     RELEASE_SIDECAR,
+    Plan,
     ReleaseSettings,
     finish_release,
     is_published,
     plan_release,
 )
-from tokenmill.release_shards import write_release
+from tokenmill.release_shards import Writing, store_plan, write_release
 from tokenmill.stage import FanOut, Pod, Scope, Stage, Work
 
 
@@ -22,25 +23,37 @@ def _settings(work: Work) -> ReleaseSettings:
 
 
 def plan(work: Work) -> list[str]:
-    """Slots for the steps, named by the release's version; none when this version is
-    published already (immutable)."""
+    """Slots for the steps, named by the release's version, whose plan it stores for them;
+    none when this version is published already (immutable)."""
     release = plan_release(work.lake, _settings(work))
-    return [] if is_published(work.lake, release) else slots(release.version)
+    if is_published(work.lake, release):
+        return []
+    store_plan(work.lake, release)
+    return slots(release.version)
+
+
+def _planned(work: Work, version: str | None) -> Plan:
+    """The plan the plan step stored for ``version``; made from the markers without one."""
+    if version is None:
+        return plan_release(work.lake, _settings(work))
+    return Writing(work.lake, _settings(work), version).plan()
 
 
 def run_share(work: Work, handed: list[str], workers: int) -> dict:
     """This step's share of routing the documents and writing the shards
     (`tokenmill.release_shards`), in `workers` processes at most; what is committed is
-    skipped. Each step plans again: steps hand each other only the version."""
-    release = plan_release(work.lake, _settings(work))
+    skipped. The steps load the plan the plan step stored."""
+    release = _planned(work, handed[0].split("/")[0] if handed else None)
     step, steps = step_of(release.version, handed, "tokenized files")
+    done = {"version": release.version, "tasks_computed": 0, "tasks_found": 0}
     if is_published(work.lake, release):
-        return {"tasks_computed": 0, "tasks_found": 0}
-    return write_release(work.lake, release, _settings(work), workers, step, steps)
+        return done
+    return done | write_release(work.lake, release, _settings(work), workers, step, steps)
 
 
 def finish(work: Work, shares: list[dict]) -> StageReport:
-    return finish_release(work.lake, plan_release(work.lake, _settings(work)), _settings(work))
+    release = _planned(work, shares[0]["version"] if shares else None)
+    return finish_release(work.lake, release, _settings(work))
 
 
 def run(work: Work) -> StageReport:
