@@ -58,7 +58,12 @@ def peak_rss_bytes() -> int:
 def plan_at_scale(files: int, documents: int) -> dict:
     from tokenmill.permutation import Permutation
     from tokenmill.release import Group, InputFiles, ReleaseSettings, shape_group
-    from tokenmill.release_shards import ROUTE_DOCUMENTS, TOKEN_CHUNK_BYTES, group_routes
+    from tokenmill.release_shards import (
+        ROUTE_DOCUMENTS,
+        TOKEN_CHUNK_BYTES,
+        group_routes,
+        shards_per_range,
+    )
 
     started = time.perf_counter()
     rng = np.random.default_rng(0)
@@ -89,6 +94,8 @@ def plan_at_scale(files: int, documents: int) -> dict:
         assert shards.max() < group.shards
         per_task.append((time.perf_counter() - began, len(numbers), len(np.unique(shards))))
     token_bytes = documents * TOKENS_PER_DOCUMENT * 2
+    per_range = shards_per_range(group.shards)
+    ranges = -(-group.shards // per_range)
     return {
         "files": files,
         "documents": int(starts[-1]),
@@ -100,8 +107,11 @@ def plan_at_scale(files: int, documents: int) -> dict:
         "route_task_documents": int(statistics.median(n for _, n, _ in per_task)),
         "route_task_positions_s": [round(s, 3) for s, _, _ in per_task],
         "shards_a_route_task_feeds": int(statistics.median(k for _, _, k in per_task)),
-        # a shard reads a piece of each route file: ~ the tokens over a route file's size
-        "pieces_a_shard_reads": math.ceil(token_bytes / TOKEN_CHUNK_BYTES),
+        "routing_levels": 1 if per_range == 1 else 2,
+        "first_level_ranges": ranges,
+        # a shard reads a piece of each file its last level wrote for its range's shards
+        "pieces_a_shard_reads": math.ceil(token_bytes / ranges / TOKEN_CHUNK_BYTES),
+        "pieces_one_level_would_read": math.ceil(token_bytes / TOKEN_CHUNK_BYTES),
         "peak_rss_bytes": peak_rss_bytes(),
     }
 
@@ -231,7 +241,8 @@ def main() -> None:
             "route tasks s",
             "median s per route task's positions",
             "shards a route task feeds",
-            "pieces a shard reads",
+            "routing levels",
+            "pieces a shard reads (one level)",
             "peak RSS MiB",
         ],
         [
@@ -243,7 +254,8 @@ def main() -> None:
                 scale["route_tasks_s"],
                 statistics.median(scale["route_task_positions_s"]),
                 scale["shards_a_route_task_feeds"],
-                scale["pieces_a_shard_reads"],
+                scale["routing_levels"],
+                f"{scale['pieces_a_shard_reads']:,} ({scale['pieces_one_level_would_read']:,})",
                 scale["peak_rss_bytes"] / 2**20,
             ]
         ],

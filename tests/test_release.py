@@ -196,7 +196,7 @@ def test_a_killed_release_resumes_to_the_same_bytes(lake, killed):
         release_report(lake, plan.version)
     ran = write_release(lake, plan, settings, documents=1)  # the step's retry
     assert ran["tasks_found"] == (1 if killed == "mid-route" else len(route.tasks) + 1)
-    spent = lake.list(f"{plan.prefix}/_work/1/route-tokens")  # cleared but for the markers
+    spent = lake.list(f"{plan.prefix}/_work/1-256/route-tokens")  # cleared but for markers
     assert spent and all("/_done/" in key for key in spent)
     finish_release(lake, plan, settings)
     assert {k: lake.read_bytes(k) for k in lake.list(plan.prefix)} == clean
@@ -335,10 +335,10 @@ def test_crawls_tokenized_with_different_tokenizers_are_refused(lake, tmp_path):
     assert FIRST in str(error.value) and SECOND in str(error.value)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_any_routing_gives_the_same_release(lake, monkeypatch, workers):
+@pytest.mark.parametrize(("workers", "direct"), [(1, 256), (2, 256), (1, 2), (2, 3)])
+def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct):
     """Route tasks of one file or of several, spill chunks of a few documents or of many, in
-    this process or in workers: the same bytes as the default."""
+    this process or in workers, one level of routing or two: the same bytes as the default."""
     import tokenmill.release_shards as shards
     from tokenmill.release import finish_release
 
@@ -350,8 +350,13 @@ def test_any_routing_gives_the_same_release(lake, monkeypatch, workers):
         monkeypatch.setattr(shards, "TOKEN_CHUNK_BYTES", 4096)
         monkeypatch.setattr(shards, "META_CHUNK_BYTES", 2048)
     plan = plan_release(lake, settings)
-    ran = shards.write_release(lake, plan, settings, workers=workers, documents=50)
-    assert ran["tasks_computed"] == len(shards.route_tasks(plan, 50)) + len(plan.pieces())
+    ran = shards.write_release(lake, plan, settings, workers=workers, documents=50, direct=direct)
+    writing = shards.Writing(lake, settings, plan.version, 50, direct)
+    splits = len(writing.splits())  # second-level tasks: with more shards than `direct`
+    assert (writing.per_bucket > 1) == (splits > 0) == (len(plan.pieces()) > direct)
+    assert direct == 256 or splits
+    routed = len(shards.route_tasks(plan, 50)) + splits
+    assert ran["tasks_computed"] == routed + len(plan.pieces())
     assert len(shards.route_tasks(plan, 50)) > 2
     finish_release(lake, plan, settings)
     assert {k: lake.read_bytes(k) for k in lake.list(f"release/{version}")} == default

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import pickle
 from collections import Counter
@@ -61,7 +62,8 @@ ROUTE_DOCUMENTS = 1_000_000  # documents a route task reads, about (a task per i
 TOKEN_CHUNK_BYTES = 256 << 20  # tokens a route task holds before writing them out
 META_CHUNK_BYTES = 64 << 20
 ROWS_PER_GROUP = 1 << 16  # sidecar rows per row group, by position
-META, TOKENS = "route-meta", "route-tokens"
+ROUTE, SPLIT = "route", "split"  # the two levels of routing (the second for many shards)
+DIRECT_SHARDS = 256  # up to this many shards, documents are routed to their shard at once
 HASH_BLOCK = 16 << 20
 PLAN_FILE = "plan.pickle"
 
@@ -80,6 +82,7 @@ class Writing:
     settings: ReleaseSettings
     version: str
     documents: int = ROUTE_DOCUMENTS
+    direct: int = DIRECT_SHARDS
 
     def plan(self) -> Plan:
         """The plan the plan step stored (``store_plan``), else made again from the markers."""
@@ -107,7 +110,49 @@ class Writing:
 
     @property
     def prefix(self) -> str:
-        return f"{RELEASE}/{self.version}/_work/{self.documents}"
+        return f"{RELEASE}/{self.version}/_work/{self.documents}-{self.direct}"
+
+    @property
+    def per_bucket(self) -> int:
+        """Shards per range of the first routing: 1 (a range per shard) up to ``direct``
+        shards; above, about the square root of the shards, each range split again by a
+        second routing, so a shard reads thousands of pieces, not one per file of every
+        route task (~75,000 of ~27 KB at 10^10 documents)."""
+        return shards_per_range(len(self.plan().pieces()), self.direct)
+
+    def splits(self) -> dict[str, tuple[int, int, int]]:
+        """Second-level task name -> (range of the first routing, first and last route task it
+        reads): about a route task's bytes each."""
+        per_bucket, shards = self.per_bucket, len(self.plan().pieces())
+        if per_bucket == 1:
+            return {}
+        buckets, routes = -(-shards // per_bucket), len(self.routes())
+        return {
+            f"b{bucket:05d}-{first:06d}": (bucket, first, min(first + buckets, routes))
+            for bucket in range(buckets)
+            for first in range(0, routes, buckets)
+        }
+
+    def level(self, name: str) -> tuple[str, str]:
+        """The meta and tokens prefixes of a routing level."""
+        return f"{self.prefix}/{name}-meta", f"{self.prefix}/{name}-tokens"
+
+    def shard_sources(self, index: int) -> tuple[list[Source], list[Source], int]:
+        """Where shard ``index``'s rows and tokens are: the level and tasks that routed them,
+        and the range's number there."""
+        per_bucket = self.per_bucket
+        if per_bucket == 1:
+            tasks, name, at = tuple(self.routes()), ROUTE, index
+        else:
+            bucket = index // per_bucket
+            tasks = tuple(t for t, (b, _, _) in self.splits().items() if b == bucket)
+            name, at = SPLIT, index - bucket * per_bucket
+        meta, tokens = self.level(name)
+        return [(meta, tasks)], [(tokens, tasks)], at
+
+
+def shards_per_range(shards: int, direct: int = DIRECT_SHARDS) -> int:
+    return 1 if shards <= direct else math.isqrt(shards - 1) + 1
 
 
 _plans: dict[str, Plan] = {}  # per process: the plan of the version being written
@@ -194,27 +239,33 @@ def _read_input(lake: Lake, source: str, documents: int):
     return rows, index.lengths.astype(np.int64), tokens
 
 
+def _writers(writing: Writing, level: str, task: str, ranges: int):
+    meta, tokens = writing.level(level)
+    return (
+        SpillWriter(writing.lake, meta, task, ranges, META_CHUNK_BYTES),
+        SpillWriter(writing.lake, tokens, task, ranges, TOKEN_CHUNK_BYTES, False, None),
+    )
+
+
 def route_task(writing: Writing, task: str) -> dict:
-    """Routes every document of a run of input files to its shard."""
+    """Routes every document of a run of input files to its shard's range (or its group of
+    shards', with two levels)."""
     plan = writing.plan()
     name, first, last = writing.routes()[task]
     group = plan.groups[name]
-    check_inputs(
-        writing.lake, plan, {group.files.units[group.files.unit_of[f]] for f in range(first, last)}
-    )
+    units = {group.files.units[group.files.unit_of[file]] for file in range(first, last)}
+    check_inputs(writing.lake, plan, units)
     starts = group.files.starts()
     shuffle = Permutation(int(starts[-1]), group.seed)
-    shards, first_range = len(plan.pieces()), _shard_numbers(plan)[name]
-    meta = SpillWriter(writing.lake, f"{writing.prefix}/{META}", task, shards, META_CHUNK_BYTES)
-    tokens = SpillWriter(
-        writing.lake, f"{writing.prefix}/{TOKENS}", task, shards, TOKEN_CHUNK_BYTES, False, None
-    )
+    shards, per_bucket = len(plan.pieces()), writing.per_bucket
+    first_shard = _shard_numbers(plan)[name]
+    meta, tokens = _writers(writing, ROUTE, task, -(-shards // per_bucket))
     routed = 0
     for file in range(first, last):
         source = group.files.source(file)
         rows, lengths, data = _read_input(writing.lake, source, group.files.documents[file])
         positions = shuffle.position_of(starts[file] + np.arange(len(lengths)))
-        ranges = positions // group.per_shard + first_range
+        shard = positions // group.per_shard + first_shard
         position = pa.array(positions, pa.int64())
         spans = pc.subtract(rows.column("token_end"), rows.column("token_start"))
         meta.add(
@@ -223,13 +274,32 @@ def route_task(writing: Writing, task: str) -> dict:
             .append_column("source_doc_index", pa.array(np.arange(len(lengths)), pa.int64()))
             .append_column("text_tokens", spans.cast(pa.int64()))
             .append_column("length", pa.array(lengths, pa.int64()))
-            .append_column("position", position),
-            ranges,
+            .append_column("position", position)
+            .append_column("shard", pa.array(shard, pa.int64())),
+            shard // per_bucket,
         )
-        tokens.add(pa.table({"position": position, "tokens": data}), ranges)
+        table = pa.table({"position": position, "tokens": data, "shard": shard})
+        tokens.add(table, shard // per_bucket)
         routed += len(lengths)
     tokens.commit({"documents": routed})
     return meta.commit({"documents": routed, "files": last - first})  # the task's marker
+
+
+def split_task(writing: Writing, task: str) -> dict:
+    """The second routing: one range of the first, from a run of route tasks, to its shards."""
+    bucket, first, last = writing.splits()[task]
+    routes = tuple(writing.routes())[first:last]
+    base = bucket * writing.per_bucket
+    meta, tokens = _writers(writing, SPLIT, task, writing.per_bucket)
+    meta_prefix, tokens_prefix = writing.level(ROUTE)
+    routed = 0
+    for table in read_sources(writing.lake, [(meta_prefix, routes)], bucket):
+        meta.add(table, table.column("shard").to_numpy() - base)
+        routed += table.num_rows
+    for table in read_sources(writing.lake, [(tokens_prefix, routes)], bucket):
+        tokens.add(table, table.column("shard").to_numpy() - base)
+    tokens.commit({"documents": routed})
+    return meta.commit({"documents": routed})
 
 
 class _PlacedDataset:
@@ -301,8 +371,8 @@ def write_shard(writing: Writing, piece: str) -> dict:
     index = plan.pieces().index(piece)
     first = number * group.per_shard
     expected = min(first + group.per_shard, group.documents) - first
-    routes = tuple(writing.routes())
-    tables = list(read_sources(lake, [(f"{writing.prefix}/{META}", routes)], index))
+    meta_sources, token_sources, at = writing.shard_sources(index)
+    tables = list(read_sources(lake, meta_sources, at))
     if not tables:
         raise RouteError(f"release shard {piece}: none of its {expected} documents was routed")
     rows = pa.concat_tables(tables)
@@ -337,8 +407,8 @@ def write_shard(writing: Writing, piece: str) -> dict:
         for split, keep in split_of.items():
             offsets[keep] = datasets[split].offsets
         files = [datasets[split].files[".bin"] for split in SPLITS]
-        tokens = (f"{writing.prefix}/{TOKENS}", routes)
-        _place_tokens(lake, tokens, index, first, held_out.astype(np.int64), offsets, files, piece)
+        targets = held_out.astype(np.int64)
+        _place_tokens(lake, token_sources, at, first, targets, offsets, files, piece)
         outputs = {split: datasets[split].close() for split in SPLITS}
     summary = {
         "piece": piece,
@@ -353,13 +423,13 @@ def write_shard(writing: Writing, piece: str) -> dict:
 
 
 def _place_tokens(
-    lake: Lake, source: Source, index: int, first: int, target, offsets, files, piece: str
+    lake: Lake, sources: list[Source], index: int, first: int, target, offsets, files, piece: str
 ) -> None:
     """Each routed document's tokens written at its offset in its split's file (``target``:
     0 train, 1 valid, by position)."""
     descriptors = [f.fileno() for f in files]
     seen = np.zeros(len(offsets), bool)
-    for table in read_sources(lake, [source], index):
+    for table in read_sources(lake, sources, index):
         at = table.column("position").to_numpy() - first
         if at.size and (at.min() < 0 or at.max() >= len(seen) or seen[at].any()):
             raise RouteError(f"release shard {piece}: tokens routed twice or out of its range")
@@ -393,15 +463,28 @@ def _check_positions(positions: np.ndarray, expected: int, piece: str) -> None:
 
 
 def release_job(writing: Writing):
-    """The phases of writing the release's train shards (``tokenmill.phases``)."""
+    """The phases of writing the release's train shards (``tokenmill.phases``): the routing,
+    a second routing when there are many shards, the shards."""
     lake, prefix = writing.lake, writing.prefix
     yield Phase(
-        "route",
+        ROUTE,
         tuple(writing.routes()),
         functools.partial(route_task, writing),
-        functools.partial(is_done, lake, f"{prefix}/{META}"),
-        Claims(lake, f"{prefix}/_claims/route"),
+        functools.partial(is_done, lake, writing.level(ROUTE)[0]),
+        Claims(lake, f"{prefix}/_claims/{ROUTE}"),
     )
+    levels = [ROUTE]
+    if writing.splits():
+        yield Phase(
+            SPLIT,
+            tuple(writing.splits()),
+            functools.partial(split_task, writing),
+            functools.partial(is_done, lake, writing.level(SPLIT)[0]),
+            Claims(lake, f"{prefix}/_claims/{SPLIT}"),
+        )
+        levels.append(SPLIT)
+        for spent in writing.level(ROUTE):
+            clear_data(lake, spent)
     yield Phase(
         "shards",
         tuple(_task_name(piece) for piece in writing.plan().pieces()),
@@ -409,8 +492,8 @@ def release_job(writing: Writing):
         functools.partial(_shard_done, writing),
         Claims(lake, f"{prefix}/_claims/shards"),
     )
-    for phase in (META, TOKENS):
-        clear_data(lake, f"{prefix}/{phase}")
+    for spent in writing.level(levels[-1]):
+        clear_data(lake, spent)
 
 
 def _task_name(piece: str) -> str:
@@ -438,10 +521,11 @@ def write_release(
     step: int = 0,
     steps: int = 1,
     documents: int = ROUTE_DOCUMENTS,
+    direct: int = DIRECT_SHARDS,
 ) -> dict:
     """Every train shard of ``plan`` committed, as step ``step`` of ``steps``, in ``workers``
     processes (this one when 1)."""
     _plans.clear()
     _plans[plan.version] = plan
-    writing = Writing(lake, settings, plan.version, documents)
+    writing = Writing(lake, settings, plan.version, documents, direct)
     return run_job(functools.partial(release_job, writing), workers, step, steps, workers <= 1)
