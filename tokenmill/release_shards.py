@@ -1,22 +1,26 @@
 """Writing a release's shards as an external shuffle (``tokenmill.spill``, ``tokenmill.phases``):
-every input byte is read once and written twice, whatever the corpus's size.
+every input byte is read once, every token written twice (three times with many shards),
+whatever the corpus's size.
 
 A global shuffle puts, in each shard, about one document of every input file: at corpus scale a
 shard of 10^6 documents draws from ~930,000 of 9,000,000 files, and a shard writer reading its
 documents from the inputs would make ~3 ranged reads per document (index, sidecar row group,
-tokens), reading each input file once per shard. Instead two phases:
+tokens), reading each input file once per shard. Instead:
 
 1. route: a task reads a run of input files whole, in order (index, sidecar, tokens), finds each
    document's position in its group's shuffled order (the permutation's inverse) and so its
    shard, and routes it there: its provenance row to ``route-meta`` and its tokens (uncompressed,
-   they do not compress) to ``route-tokens``, each a range per shard.
-2. shards: a task per train shard reads its range's provenance rows (~300 bytes a document),
+   they do not compress) to ``route-tokens``, a range per shard.
+2. split (above ``DIRECT_SHARDS`` shards): route sends each document to a range of ~sqrt(shards)
+   shards instead, and a split task sends one such range of a run of route tasks on to each
+   shard: a shard then reads ~sqrt(shards) times fewer, larger pieces.
+3. shards: a task per train shard reads its range's provenance rows (~300 bytes a document),
    sorts them by position, splits train from validation by the text's hash, and so knows where
    each document's tokens go; then it streams its range's tokens, writing each document at its
    offset in the train or validation ``.bin`` (a local temporary file; ``lake.writing``), and
    writes the index and sidecar. The bytes are the same as writing the documents in order.
 
-Steps share both phases through the lake (claims, markers); a killed step resumes from the
+Steps share every phase through the lake (claims, markers); a killed step resumes from the
 committed tasks. Every position of a shard must arrive exactly once: a shard that misses or
 repeats one fails naming it.
 """
