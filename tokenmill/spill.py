@@ -16,7 +16,8 @@ piece holds at most ``chunk_bytes`` of rows: a reader holds one at a time.
 from __future__ import annotations
 
 import functools
-from collections import deque
+import threading
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -27,6 +28,7 @@ import pyarrow as pa
 from tokenmill.lake import Lake
 
 DONE = "_done"
+RANGE, ROW = "__range", "__row"  # columns a unique flush adds to find the rows it keeps
 READERS = 8  # ranged reads at once on an object store
 PREFETCH_BYTES = 64 << 20
 Piece = tuple[str, int, int]  # a file, the offset and length of a range's rows in it
@@ -85,6 +87,11 @@ class SpillWriter:
         table = pa.concat_tables([t for t, _ in self.held]).combine_chunks()
         ranges = np.concatenate([r for _, r in self.held])
         self.held, self.held_bytes = [], 0
+        if self.unique:  # each row once per range: one pass over the chunk, not one per piece
+            frame = pl.from_arrow(table).with_columns(pl.Series(RANGE, ranges)).with_row_index(ROW)
+            kept = frame.unique([*table.column_names, RANGE], keep="first", maintain_order=True)
+            rows = kept[ROW].to_numpy()
+            table, ranges = table.take(rows), ranges[rows]
         order = np.argsort(ranges, kind="stable")  # within a range, rows keep their order
         ranges = ranges[order]
         table = table.take(order)
@@ -94,8 +101,6 @@ class SpillWriter:
         with self.lake.writing(key) as f:
             for start, end in zip([0, *bounds], [*bounds, len(ranges)], strict=True):
                 piece = table.slice(start, end - start)
-                if self.unique:
-                    piece = pl.from_arrow(piece).unique(maintain_order=True).to_arrow()
                 with pa.ipc.new_stream(f, piece.schema, options=self.options) as writer:
                     writer.write_table(piece)
                 ends[int(ranges[start]) + 1] = f.tell()
@@ -119,17 +124,42 @@ def range_files(lake: Lake, sources: list[Source], index: int) -> list[Piece]:
     """The row groups the committed tasks of ``sources`` wrote for range ``index``, in source,
     task and chunk order."""
     keys = [done_key(prefix, task) for prefix, tasks in sources for task in tasks]
-    slots = []  # where, in each file the tasks wrote, range index's offsets are
+    footers = []  # each file the tasks wrote: where its footer is
     for marker in _in_order(lake, keys, lambda key: lake.read_json(key)):
-        footer = 8 * (marker["ranges"] + 1)
-        slots.extend((key, size - footer + 8 * index, 16) for key, size in marker["files"])
+        length = 8 * (marker["ranges"] + 1)
+        footers.extend((key, size - length, length) for key, size in marker["files"])
     pieces = []
-    footers = _in_order(lake, slots, functools.partial(_read_range, lake))
-    for (key, _, _), found in zip(slots, footers, strict=True):
-        start, end = np.frombuffer(found, "<i8").tolist()
+    for (key, _, _), offsets in zip(footers, _in_order(lake, footers, _footer(lake)), strict=True):
+        start, end = offsets[index : index + 2].tolist()
         if end > start:
             pieces.append((key, start, end - start))
     return pieces
+
+
+_footers: OrderedDict[tuple, np.ndarray] = OrderedDict()  # per process: files are immutable
+FOOTERS_HELD = 8192
+_footers_lock = threading.Lock()
+
+
+def _footer(lake: Lake):
+    """Reads a file's footer, once per process: each reader of a phase's ranges needs one
+    entry of every file of the phase (a task per range: their number squared, each a request
+    on an object store)."""
+
+    def read(footer: Piece) -> np.ndarray:
+        key = (lake.url, *footer)
+        with _footers_lock:  # read ahead by threads on an object store
+            if key in _footers:
+                _footers.move_to_end(key)
+                return _footers[key]
+        offsets = np.frombuffer(_read_range(lake, footer), "<i8")
+        with _footers_lock:
+            _footers[key] = offsets
+            if len(_footers) > FOOTERS_HELD:
+                _footers.popitem(last=False)
+        return offsets
+
+    return read
 
 
 class SpillFileError(FileNotFoundError):
