@@ -28,7 +28,8 @@ import pyarrow as pa
 from tokenmill.lake import Lake
 
 DONE = "_done"
-RANGE, ROW = "__range", "__row"  # columns a unique flush adds to find the rows it keeps
+RANGE = "__range"  # the column a unique flush adds: a row is unique within its range
+UNIQUE_ROWS = 1 << 20
 READERS = 8  # ranged reads at once on an object store
 PREFETCH_BYTES = 64 << 20
 Piece = tuple[str, int, int]  # a file, the offset and length of a range's rows in it
@@ -44,6 +45,19 @@ def is_done(lake: Lake, prefix: str, task: str) -> bool:
 
 def task_summary(lake: Lake, prefix: str, task: str) -> dict:
     return lake.read_json(done_key(prefix, task))["summary"]
+
+
+def _first_distinct(table: pa.Table, ranges: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+    """Rows sorted by range, each kept once within its range and ``UNIQUE_ROWS`` rows (a
+    duplicate further away stays, as one in another chunk does: readers tolerate them), in a
+    pass per ``UNIQUE_ROWS``, whatever the number of ranges, holding one such slice's table."""
+    keep = np.empty(len(ranges), bool)
+    for start in range(0, len(ranges), UNIQUE_ROWS):
+        part = pl.from_arrow(table.slice(start, UNIQUE_ROWS))
+        part = part.with_columns(pl.Series(RANGE, ranges[start : start + UNIQUE_ROWS]))
+        first = part.select(pl.struct(pl.all()).is_first_distinct()).to_series().to_numpy()
+        keep[start : start + len(first)] = first
+    return table.filter(keep), ranges[keep]
 
 
 class SpillWriter:
@@ -87,14 +101,11 @@ class SpillWriter:
         table = pa.concat_tables([t for t, _ in self.held]).combine_chunks()
         ranges = np.concatenate([r for _, r in self.held])
         self.held, self.held_bytes = [], 0
-        if self.unique:  # each row once per range: one pass over the chunk, not one per piece
-            frame = pl.from_arrow(table).with_columns(pl.Series(RANGE, ranges)).with_row_index(ROW)
-            kept = frame.unique([*table.column_names, RANGE], keep="first", maintain_order=True)
-            rows = kept[ROW].to_numpy()
-            table, ranges = table.take(rows), ranges[rows]
         order = np.argsort(ranges, kind="stable")  # within a range, rows keep their order
         ranges = ranges[order]
         table = table.take(order)
+        if self.unique:
+            table, ranges = _first_distinct(table, ranges)
         bounds = np.flatnonzero(np.diff(ranges)) + 1
         key = f"{self.prefix}/{self.task}.{self.chunks:04d}.arrows"
         ends = np.zeros(self.ranges + 1, "<i8")  # ends[r + 1]: where range r's rows end
