@@ -309,7 +309,10 @@ def test_steps_load_the_stored_plan_and_refuse_inputs_changed_since(lake, tmp_pa
     fan_out = stage_named("release").fan_out
     handed = fan_out.plan(work)
     version = handed[0].split("/")[0]
-    assert copy.exists(f"release/{version}/_work/plan.pickle")
+    stored = copy.read_bytes(f"release/{version}/_work/plan.npz")
+    from tokenmill.release import Plan
+
+    assert Plan.from_bytes(stored) == plan_release(copy, replace(SMALL, crawls=[FIRST], seed=41))
     unit = registered_units(copy, FIRST)[1]
     marker_key = f"{unit.prefix(TOKENIZED_SHARDS)}/{MARKER}"
     marker = copy.read_json(marker_key)

@@ -21,6 +21,7 @@ weight, split by tokens.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 from array import array
@@ -136,6 +137,9 @@ class InputFiles:
         return unit.part_prefix(TOKENIZED_SHARDS, self.part[file])
 
 
+PER_FILE = {"unit_of": "i", "part": "i", "documents": "q"}  # InputFiles' arrays, their codes
+
+
 @dataclass
 class Group:
     files: InputFiles
@@ -164,6 +168,45 @@ class Plan:
 
     def pieces(self) -> list[str]:
         return [f"{g}/{k}" for g, group in self.groups.items() for k in range(group.shards)]
+
+    def to_bytes(self) -> bytes:
+        """The plan as an ``.npz``: its per-file arrays, and JSON for the rest (no pickle: the
+        steps load it from the lake)."""
+        arrays, groups = {}, {}
+        for number, (name, group) in enumerate(self.groups.items()):
+            for column, code in PER_FILE.items():
+                arrays[f"{number}.{column}"] = np.frombuffer(getattr(group.files, column), code)
+            groups[name] = {
+                "seed": group.seed,
+                "per_shard": group.per_shard,
+                "shards": group.shards,
+                "weight": group.weight,
+                "units": group.files.units,
+                "tokens": group.files.tokens,
+            }
+        header = {
+            "version": self.version,
+            "tokenizer_sha256": self.tokenizer_sha256,
+            "dtype": self.dtype,
+            "settings": self.settings,
+            "inputs": self.inputs,
+            "groups": groups,
+        }
+        buffer = io.BytesIO()
+        np.savez(buffer, header=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Plan:
+        stored = np.load(io.BytesIO(data), allow_pickle=False)
+        header = json.loads(stored["header"].tobytes())
+        groups = {}
+        for number, (name, fields) in enumerate(header.pop("groups").items()):
+            files = InputFiles(units=fields.pop("units"), tokens=fields.pop("tokens"))
+            for column, code in PER_FILE.items():
+                setattr(files, column, array(code, stored[f"{number}.{column}"].tobytes()))
+            groups[name] = Group(files, **fields)
+        return cls(groups=groups, **header)
 
 
 def plan_release(lake: Lake, settings: ReleaseSettings) -> Plan:

@@ -31,7 +31,6 @@ import functools
 import hashlib
 import math
 import os
-import pickle
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -69,7 +68,7 @@ ROWS_PER_GROUP = 1 << 16  # sidecar rows per row group, by position
 ROUTE, SPLIT = "route", "split"  # the two levels of routing (the second for many shards)
 DIRECT_SHARDS = 256  # up to this many shards, documents are routed to their shard at once
 HASH_BLOCK = 16 << 20
-PLAN_FILE = "plan.pickle"
+PLAN_FILE = "plan.npz"
 
 
 class RouteError(ReleaseError):
@@ -93,7 +92,7 @@ class Writing:
         if self.version not in _plans:
             stored = f"{RELEASE}/{self.version}/_work/{PLAN_FILE}"
             if self.lake.exists(stored):
-                plan = pickle.loads(self.lake.read_bytes(stored))
+                plan = Plan.from_bytes(self.lake.read_bytes(stored))
             else:
                 plan = plan_release(self.lake, self.settings)
             if plan.version != self.version:
@@ -167,7 +166,7 @@ def store_plan(lake: Lake, plan: Plan) -> None:
     file) instead of reading every unit's marker again (90,000 at corpus scale)."""
     key = f"{plan.prefix}/_work/{PLAN_FILE}"
     if not lake.exists(key):
-        lake.write_bytes(key, pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL))
+        lake.write_bytes(key, plan.to_bytes())
 
 
 def check_inputs(lake: Lake, plan: Plan, units: set[str]) -> None:
