@@ -36,7 +36,7 @@ from tokenmill.components import Nodes, add_edges, star_task
 from tokenmill.lake import Lake
 from tokenmill.layout import CLUSTER_SCHEMA, QUALITY_COLUMN, Unit, crawl_prefix
 from tokenmill.outputs import PartitionWriter, StageReport
-from tokenmill.phases import Claims, Phase, run_job
+from tokenmill.phases import Claims, Phase, release_memory, run_job
 from tokenmill.signature_files import (
     SignatureFiles,
     crawl_signatures,
@@ -515,6 +515,7 @@ def cluster_crawl(
         work_bytes_written=work_bytes_written(lake, plan),
         tasks_computed=ran["tasks_computed"],
     )
+    release_memory()
     sink = out.parquet("clusters.parquet", CLUSTER_SCHEMA)
     versions = UnitVersions()
     for number, table in enumerate(

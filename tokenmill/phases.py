@@ -30,6 +30,8 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from tokenmill.lake import Lake
 from tokenmill.worker_errors import WorkerDiedError
 
@@ -74,13 +76,24 @@ def run_task(phase: Phase, task: str) -> bool:
     """Commits ``task`` unless it is; True if this call computed it."""
     if phase.done(task):
         return False
+    # The system's allocator hands freed buffers back at once; mimalloc, Arrow's default,
+    # keeps them (a 1/16 bound's clustering peaked ~60 MiB higher with it, ~10 % faster).
+    pa.set_memory_pool(pa.system_memory_pool())
     try:
         phase.run(task)
     except Exception:
         if phase.done(task):  # committed by another step while its inputs were cleaned up
             return False
         raise
+    finally:
+        release_memory()
     return True
+
+
+def release_memory() -> None:
+    """Hands what Arrow's allocator keeps of a finished task back to the system: a task's
+    memory bound counts the process's, and mimalloc would keep a task's peak for the next."""
+    pa.default_memory_pool().release_unused()
 
 
 class _Step:
