@@ -126,15 +126,22 @@ class Writing:
     def splits(self) -> dict[str, tuple[int, int, int]]:
         """Second-level task name -> (range of the first routing, first and last route task it
         reads): about a route task's bytes each."""
-        per_bucket, shards = self.per_bucket, len(self.plan().pieces())
-        if per_bucket == 1:
+        if self.per_bucket == 1:
             return {}
-        buckets, routes = -(-shards // per_bucket), len(self.routes())
-        return {
-            f"b{bucket:05d}-{first:06d}": (bucket, first, min(first + buckets, routes))
-            for bucket in range(buckets)
-            for first in range(0, routes, buckets)
-        }
+        buckets = -(-len(self.plan().pieces()) // self.per_bucket)
+        return {name: run for bucket in range(buckets) for name, run in self._splits(bucket)}
+
+    def split(self, task: str) -> tuple[int, int, int]:
+        """A second-level task's (range, first and last route task), from its name."""
+        bucket, first = (int(part) for part in task[1:].split("-"))
+        buckets = -(-len(self.plan().pieces()) // self.per_bucket)
+        return bucket, first, min(first + buckets, len(self.routes()))
+
+    def _splits(self, bucket: int) -> list[tuple[str, tuple[int, int, int]]]:
+        """The second-level tasks of one range of the first routing."""
+        buckets = -(-len(self.plan().pieces()) // self.per_bucket)
+        names = (f"b{bucket:05d}-{first:06d}" for first in range(0, len(self.routes()), buckets))
+        return [(name, self.split(name)) for name in names]
 
     def level(self, name: str) -> tuple[str, str]:
         """The meta and tokens prefixes of a routing level."""
@@ -148,7 +155,7 @@ class Writing:
             tasks, name, at = tuple(self.routes()), ROUTE, index
         else:
             bucket = index // per_bucket
-            tasks = tuple(t for t, (b, _, _) in self.splits().items() if b == bucket)
+            tasks = tuple(name for name, _ in self._splits(bucket))
             name, at = SPLIT, index - bucket * per_bucket
         meta, tokens = self.level(name)
         return [(meta, tasks)], [(tokens, tasks)], at
@@ -290,7 +297,7 @@ def route_task(writing: Writing, task: str) -> dict:
 
 def split_task(writing: Writing, task: str) -> dict:
     """The second routing: one range of the first, from a run of route tasks, to its shards."""
-    bucket, first, last = writing.splits()[task]
+    bucket, first, last = writing.split(task)
     routes = tuple(writing.routes())[first:last]
     base = bucket * writing.per_bucket
     meta, tokens = _writers(writing, SPLIT, task, writing.per_bucket)
@@ -469,22 +476,21 @@ def release_job(writing: Writing):
     """The phases of writing the release's train shards (``tokenmill.phases``): the routing,
     a second routing when there are many shards, the shards."""
     lake, prefix = writing.lake, writing.prefix
-    yield Phase(
-        ROUTE,
-        tuple(writing.routes()),
-        functools.partial(route_task, writing),
-        functools.partial(is_done, lake, writing.level(ROUTE)[0]),
-        Claims(lake, f"{prefix}/_claims/{ROUTE}"),
-    )
+
+    def routing(level: str, tasks, run) -> Phase:
+        done = functools.partial(is_done, lake, writing.level(level)[0])
+        return Phase(
+            level,
+            tuple(tasks),
+            functools.partial(run, writing),
+            done,
+            Claims(lake, f"{prefix}/_claims/{level}"),
+        )
+
+    yield routing(ROUTE, writing.routes(), route_task)
     levels = [ROUTE]
     if writing.splits():
-        yield Phase(
-            SPLIT,
-            tuple(writing.splits()),
-            functools.partial(split_task, writing),
-            functools.partial(is_done, lake, writing.level(SPLIT)[0]),
-            Claims(lake, f"{prefix}/_claims/{SPLIT}"),
-        )
+        yield routing(SPLIT, writing.splits(), split_task)
         levels.append(SPLIT)
         for spent in writing.level(ROUTE):
             clear_data(lake, spent)
