@@ -196,7 +196,8 @@ def test_a_killed_release_resumes_to_the_same_bytes(lake, killed):
         release_report(lake, plan.version)
     ran = write_release(lake, plan, settings, documents=1)  # the step's retry
     assert ran["tasks_found"] == (1 if killed == "mid-route" else len(route.tasks) + 1)
-    spent = lake.list(f"{plan.prefix}/_work/1-256/route-tokens")  # cleared but for markers
+    tokens = Writing(lake, settings, plan.version, documents=1).level("route")[1]
+    spent = lake.list(tokens)  # cleared but for markers
     assert spent and all("/_done/" in key for key in spent)
     finish_release(lake, plan, settings)
     assert {k: lake.read_bytes(k) for k in lake.list(plan.prefix)} == clean
@@ -340,8 +341,9 @@ def test_crawls_tokenized_with_different_tokenizers_are_refused(lake, tmp_path):
 
 @pytest.mark.parametrize(("workers", "direct"), [(1, 256), (2, 256), (1, 2), (2, 3)])
 def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct):
-    """Route tasks of one file or of several, spill chunks of a few documents or of many, in
-    this process or in workers, one level of routing or two: the same bytes as the default."""
+    """Route tasks of one file or of several, spill chunks of a few documents or of many,
+    shards written in one window or in many, in this process or in workers, one level of
+    routing or two: the same bytes as the default."""
     import tokenmill.release_shards as shards
     from tokenmill.release import finish_release
 
@@ -351,7 +353,7 @@ def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct):
     lake.delete_prefix(f"release/{version}")
     if workers == 1:  # constants do not reach worker processes
         monkeypatch.setattr(shards, "TOKEN_CHUNK_BYTES", 4096)
-        monkeypatch.setattr(shards, "META_CHUNK_BYTES", 2048)
+        monkeypatch.setattr(shards, "WINDOW_BYTES", 2048)  # a shard written in many windows
     plan = plan_release(lake, settings)
     ran = shards.write_release(lake, plan, settings, workers=workers, documents=50, direct=direct)
     writing = shards.Writing(lake, settings, plan.version, 50, direct)
@@ -397,3 +399,33 @@ def test_the_manifest_names_its_inputs_data(lake):
     assert manifest["inputs"]["files"] == sum(
         lake.read_json(f"{u.prefix(TOKENIZED_SHARDS)}/{MARKER}")["counts"]["files"] for u in units
     )
+
+
+def test_routed_tokens_that_disagree_with_their_rows_fail_the_shard_naming_the_file(lake, tmp_path):
+    """A routed tokens piece a token short of what its rows say (its file's footer moved):
+    the shard that reads it fails naming the file, and writes nothing."""
+    import shutil
+
+    from tokenmill.lake import Lake
+    from tokenmill.release_shards import RouteError, Writing, release_job
+
+    copy = Lake.from_url(str(shutil.copytree(lake.real_root, tmp_path / "lake")))
+    copy.delete_prefix("release")
+    settings = replace(SMALL, crawls=[SECOND], seed=8)
+    plan = plan_release(copy, settings)
+    writing = Writing(copy, settings, plan.version)
+    route, shards = release_job(writing)
+    for task in route.tasks:
+        route.run(task)
+    tokens = writing.level("route")[1]
+    chunk = next(key for key in copy.list(tokens) if "/_done/" not in key)
+    path = tmp_path / "lake" / chunk
+    data = bytearray(path.read_bytes())
+    ranges = len(plan.pieces())
+    ends = np.frombuffer(data[-8 * (ranges + 1) :], "<i8").copy()
+    ends[1] -= 2  # range 0 two bytes shorter, range 1 two longer
+    data[-8 * (ranges + 1) :] = ends.tobytes()
+    path.write_bytes(bytes(data))
+    with pytest.raises(RouteError, match=f"routed tokens {chunk} hold"):
+        shards.run(shards.tasks[0])
+    assert not [key for key in copy.list(plan.prefix) if "/train-" in key]

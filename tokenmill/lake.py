@@ -437,7 +437,8 @@ class Lake:
             with open(temp, "wb") as f:
                 yield f
                 f.flush()
-                os.fsync(f.fileno())
+                if self.is_local:  # a temporary file that is uploaded needs no sync
+                    os.fsync(f.fileno())
             if self.is_local:
                 os.replace(temp, final)
             else:

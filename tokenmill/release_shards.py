@@ -9,16 +9,18 @@ tokens), reading each input file once per shard. Instead:
 
 1. route: a task reads a run of input files whole, in order (index, sidecar, tokens), finds each
    document's position in its group's shuffled order (the permutation's inverse) and so its
-   shard, and routes it there: its provenance row to ``route-meta`` and its tokens (uncompressed,
-   they do not compress) to ``route-tokens``, a range per shard.
+   shard, and routes it there: its provenance row to ``route-meta`` and its tokens, as they are
+   (raw bytes: they do not compress, and the rows say where each document's end), to
+   ``route-tokens``, a range per shard. Both are written together, sorted by position: the
+   k-th piece of a range's rows and the k-th piece of its tokens are the same documents.
 2. split (above ``DIRECT_SHARDS`` shards): route sends each document to a range of ~sqrt(shards)
    shards instead, and a split task sends one such range of a run of route tasks on to each
    shard: a shard then reads ~sqrt(shards) times fewer, larger pieces.
 3. shards: a task per train shard reads its range's provenance rows (~300 bytes a document),
    sorts them by position, splits train from validation by the text's hash, and so knows where
-   each document's tokens go; then it streams its range's tokens, writing each document at its
-   offset in the train or validation ``.bin`` (a local temporary file; ``lake.writing``), and
-   writes the index and sidecar. The bytes are the same as writing the documents in order.
+   each document's tokens are; then it writes the train and validation ``.bin`` front to back,
+   a window of ``WINDOW_BYTES`` of positions at a time: each piece holds a window's documents
+   as one run of bytes (its documents are in position order), read once.
 
 Steps share every phase through the lake (claims, markers); a killed step resumes from the
 committed tasks. Every position of a shard must arrive exactly once: a shard that misses or
@@ -28,9 +30,7 @@ repeats one fails naming it.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
-import os
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -59,16 +59,26 @@ from tokenmill.release import (
     shard_name,
     unit_digest,
 )
-from tokenmill.spill import Source, SpillWriter, clear_data, is_done, read_sources
+from tokenmill.spill import (
+    Source,
+    SpillWriter,
+    clear_data,
+    is_done,
+    range_files,
+    read_files,
+    read_raw,
+    read_raw_into,
+)
 
 ROUTE_DOCUMENTS = 1_000_000  # documents a route task reads, about (a task per input file at least)
 TOKEN_CHUNK_BYTES = 256 << 20  # tokens a route task holds before writing them out
-META_CHUNK_BYTES = 64 << 20
+WINDOW_BYTES = 256 << 20  # tokens a shard task writes at a time
+UNBOUNDED = 1 << 62
 ROWS_PER_GROUP = 1 << 16  # sidecar rows per row group, by position
 ROUTE, SPLIT = "route", "split"  # the two levels of routing (the second for many shards)
 DIRECT_SHARDS = 256  # up to this many shards, documents are routed to their shard at once
-HASH_BLOCK = 16 << 20
 PLAN_FILE = "plan.npz"
+WORK_FORMAT = 2  # of the routed files: a killed run's older files are not read
 
 
 class RouteError(ReleaseError):
@@ -113,7 +123,7 @@ class Writing:
 
     @property
     def prefix(self) -> str:
-        return f"{RELEASE}/{self.version}/_work/{self.documents}-{self.direct}"
+        return f"{RELEASE}/{self.version}/_work/f{WORK_FORMAT}-{self.documents}-{self.direct}"
 
     @property
     def per_bucket(self) -> int:
@@ -159,6 +169,10 @@ class Writing:
             name, at = SPLIT, index - bucket * per_bucket
         meta, tokens = self.level(name)
         return [(meta, tasks)], [(tokens, tasks)], at
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(self.plan().dtype).itemsize
 
 
 def shards_per_range(shards: int, direct: int = DIRECT_SHARDS) -> int:
@@ -222,7 +236,8 @@ def _shard_numbers(plan: Plan) -> dict[str, int]:
 
 
 def _read_input(lake: Lake, source: str, documents: int):
-    """An input file's sidecar rows, token lengths and tokens, checked against its marker."""
+    """An input file's sidecar rows, token lengths, tokens, and where each document's tokens
+    start there, checked against its marker."""
     with lake.open_input(f"{source}/provenance.parquet") as f:
         rows = pq.read_table(f)
     if "text_hash" not in rows.column_names:
@@ -237,24 +252,83 @@ def _read_input(lake: Lake, source: str, documents: int):
             f"provenance.parquet, {documents} in its unit's marker: rematerialize "
             "tokenized_shards"
         )
-    sizes = index.lengths.astype(np.int64) * index.dtype.itemsize
+    lengths = index.lengths.astype(np.int64)
     data = lake.read_bytes(f"{source}/tokens.bin")
-    offsets = np.zeros(len(sizes) + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    if not np.array_equal(index.pointers, offsets[:-1]) or offsets[-1] > len(data):
-        data = b"".join(data[p : p + s] for p, s in zip(index.pointers, sizes, strict=True))
-    tokens = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(sizes), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
-    return rows, index.lengths.astype(np.int64), tokens
+    starts = index.pointers.astype(np.int64)
+    if len(starts) and (
+        starts.min() < 0 or (starts + lengths * index.dtype.itemsize).max() > len(data)
+    ):
+        raise MissingInputError(
+            f"{source}: tokens.idx points past the end of tokens.bin ({len(data)} bytes): "
+            "rematerialize tokenized_shards"
+        )
+    return rows, lengths, data, starts
 
 
-def _writers(writing: Writing, level: str, task: str, ranges: int):
-    meta, tokens = writing.level(level)
-    return (
-        SpillWriter(writing.lake, meta, task, ranges, META_CHUNK_BYTES),
-        SpillWriter(writing.lake, tokens, task, ranges, TOKEN_CHUNK_BYTES, False, None),
-    )
+class _Routed:
+    """Documents on their way to ranges: provenance rows to a level's meta spill, tokens (as
+    they are) to its tokens spill, both flushed together sorted by range and position, so the
+    k-th piece of a range's rows and the k-th piece of its tokens are the same documents in
+    the same order, and a piece's documents are in position order."""
+
+    def __init__(self, writing: Writing, level: str, task: str, ranges: int):
+        meta, tokens = writing.level(level)
+        lake = writing.lake
+        self.meta = SpillWriter(lake, meta, task, ranges, UNBOUNDED)
+        self.tokens = SpillWriter(lake, tokens, task, ranges, UNBOUNDED, compression=None)
+        self.held: list[tuple] = []
+        self.held_bytes = self.documents = 0
+
+    def add(self, rows: pa.Table, ranges, data, starts: np.ndarray, sizes: np.ndarray) -> None:
+        """Documents: their rows (with ``position``), ranges, and their tokens, ``sizes[i]``
+        bytes at ``starts[i]`` of ``data``."""
+        self.held.append((rows, np.asarray(ranges, np.int64), data, starts, sizes))
+        self.held_bytes += int(sizes.sum())
+        self.documents += rows.num_rows
+        if self.held_bytes >= TOKEN_CHUNK_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.held:
+            return
+        rows, ranges, buffers, starts, sizes = zip(*self.held, strict=True)
+        self.held, self.held_bytes = [], 0
+        rows, ranges = pa.concat_tables(rows), np.concatenate(ranges)
+        order = np.lexsort((rows.column("position").to_numpy(), ranges))
+        self.meta.add(rows.take(order), ranges[order])
+        self.meta.flush()
+        which = np.repeat(np.arange(len(buffers)), [len(s) for s in starts])[order].tolist()
+        starts, sizes = np.concatenate(starts)[order].tolist(), np.concatenate(sizes)[order]
+        views = [memoryview(buffer) for buffer in buffers]
+        ends = (np.asarray(starts, np.int64) + sizes).tolist()
+        pieces = [views[w][a:b] for w, a, b in zip(which, starts, ends, strict=True)]
+        self.tokens.write_raw(ranges[order], pieces)
+
+    def commit(self, summary: dict) -> dict:
+        self.flush()
+        self.tokens.commit(summary)
+        return self.meta.commit(summary)
+
+
+def _range_pieces(lake: Lake, sources: tuple[list[Source], list[Source], int]) -> list[tuple]:
+    """A range's pieces of rows and of tokens, in pairs (the same documents)."""
+    meta_sources, token_sources, index = sources
+    meta, tokens = range_files(lake, meta_sources, index), range_files(lake, token_sources, index)
+    names = [[piece[0].rsplit("/", 1)[1] for piece in pieces] for pieces in (meta, tokens)]
+    if names[0] != names[1]:
+        raise RouteError(f"routed rows and tokens of range {index} are not the same pieces")
+    return list(zip(meta, tokens, strict=True))
+
+
+def _piece_sizes(rows: pa.Table, tokens: tuple, itemsize: int) -> np.ndarray:
+    """Each routed document's size in bytes, checked against its tokens piece."""
+    sizes = rows.column("length").to_numpy() * itemsize
+    if int(sizes.sum()) != tokens[2]:
+        raise RouteError(
+            f"routed tokens {tokens[0]} hold {tokens[2]} bytes where their rows say "
+            f"{int(sizes.sum())}"
+        )
+    return sizes
 
 
 def route_task(writing: Writing, task: str) -> dict:
@@ -269,74 +343,65 @@ def route_task(writing: Writing, task: str) -> dict:
     shuffle = Permutation(int(starts[-1]), group.seed)
     shards, per_bucket = len(plan.pieces()), writing.per_bucket
     first_shard = _shard_numbers(plan)[name]
-    meta, tokens = _writers(writing, ROUTE, task, -(-shards // per_bucket))
-    routed = 0
+    routed = _Routed(writing, ROUTE, task, -(-shards // per_bucket))
     for file in range(first, last):
         source = group.files.source(file)
-        rows, lengths, data = _read_input(writing.lake, source, group.files.documents[file])
+        rows, lengths, data, at = _read_input(writing.lake, source, group.files.documents[file])
         positions = shuffle.position_of(starts[file] + np.arange(len(lengths)))
         shard = positions // group.per_shard + first_shard
-        position = pa.array(positions, pa.int64())
         spans = pc.subtract(rows.column("token_end"), rows.column("token_start"))
-        meta.add(
+        meta = (
             rows.select([f.name for f in COPIED_FIELDS])
             .append_column("source", pa.array([source] * len(lengths), pa.string()))
             .append_column("source_doc_index", pa.array(np.arange(len(lengths)), pa.int64()))
             .append_column("text_tokens", spans.cast(pa.int64()))
             .append_column("length", pa.array(lengths, pa.int64()))
-            .append_column("position", position)
-            .append_column("shard", pa.array(shard, pa.int64())),
-            shard // per_bucket,
+            .append_column("position", pa.array(positions, pa.int64()))
+            .append_column("shard", pa.array(shard, pa.int64()))
         )
-        table = pa.table({"position": position, "tokens": data, "shard": shard})
-        tokens.add(table, shard // per_bucket)
-        routed += len(lengths)
-    tokens.commit({"documents": routed})
-    return meta.commit({"documents": routed, "files": last - first})  # the task's marker
+        routed.add(meta, shard // per_bucket, data, at, lengths * writing.itemsize)
+    return routed.commit({"documents": routed.documents, "files": last - first})  # its marker
 
 
 def split_task(writing: Writing, task: str) -> dict:
     """The second routing: one range of the first, from a run of route tasks, to its shards."""
     bucket, first, last = writing.split(task)
     routes = tuple(writing.routes())[first:last]
-    base = bucket * writing.per_bucket
-    meta, tokens = _writers(writing, SPLIT, task, writing.per_bucket)
+    base, lake = bucket * writing.per_bucket, writing.lake
+    routed = _Routed(writing, SPLIT, task, writing.per_bucket)
     meta_prefix, tokens_prefix = writing.level(ROUTE)
-    routed = 0
-    for table in read_sources(writing.lake, [(meta_prefix, routes)], bucket):
-        meta.add(table, table.column("shard").to_numpy() - base)
-        routed += table.num_rows
-    for table in read_sources(writing.lake, [(tokens_prefix, routes)], bucket):
-        tokens.add(table, table.column("shard").to_numpy() - base)
-    tokens.commit({"documents": routed})
-    return meta.commit({"documents": routed})
+    pairs = _range_pieces(lake, ([(meta_prefix, routes)], [(tokens_prefix, routes)], bucket))
+    tables = read_files(lake, [meta for meta, _ in pairs])
+    for (_, tokens), rows, data in zip(
+        pairs, tables, read_raw(lake, [t for _, t in pairs]), strict=True
+    ):
+        sizes = _piece_sizes(rows, tokens, writing.itemsize)
+        starts = np.cumsum(sizes) - sizes
+        routed.add(rows, rows.column("shard").to_numpy() - base, data, starts, sizes)
+    return routed.commit({"documents": routed.documents})
 
 
-class _PlacedDataset:
-    """A split of a shard whose documents' sizes are known before their tokens arrive: the
-    tokens are written at their offsets as they come (``files[".bin"]``), the sidecar in
-    order; each file is committed when the caller's block ends without an error."""
+class _SplitDataset:
+    """A split of a shard, written front to back: the sidecar rows and the tokens in order;
+    each file is committed when the caller's block ends without an error."""
 
     def __init__(self, lake: Lake, key: str, dtype: np.dtype, lengths: np.ndarray, stack):
         self.key, self.dtype, self.lengths = key, dtype, lengths
-        sizes = lengths * dtype.itemsize
-        self.offsets = np.zeros(len(lengths), np.int64)
-        np.cumsum(sizes[:-1], out=self.offsets[1:])
-        self.size = int(sizes.sum())
-        self.files = {
-            suffix: stack.enter_context(lake.writing(key + suffix))
+        self.starts = np.zeros(len(lengths), np.int64)  # in tokens
+        np.cumsum(lengths[:-1], out=self.starts[1:])
+        files = {
+            suffix: HashingFile(stack.enter_context(lake.writing(key + suffix)))
             for suffix in (".bin", ".idx", ".provenance.parquet")
         }
-        self.files[".bin"].truncate(self.size)
-        self.hashed = {s: HashingFile(self.files[s]) for s in (".idx", ".provenance.parquet")}
-        self.sidecar = ParquetSink(self.hashed[".provenance.parquet"], RELEASE_SIDECAR)
+        self.files, self.tokens = files, files[".bin"]
+        self.sidecar = ParquetSink(files[".provenance.parquet"], RELEASE_SIDECAR)
         self.rows = 0
 
     def add_rows(self, rows: pa.Table) -> None:
         """The next documents' provenance rows, in order."""
         spans = rows.column("text_tokens").to_numpy()
         numbers = np.arange(self.rows, self.rows + rows.num_rows)
-        starts = self.offsets[numbers] // self.dtype.itemsize
+        starts = self.starts[numbers]
         self.sidecar.write_table(
             rows.drop_columns(["text_tokens", "length", "position"])
             .append_column("doc_index", pa.array(numbers, pa.int64()))
@@ -348,25 +413,18 @@ class _PlacedDataset:
     def close(self) -> dict:
         """Writes the index; each file's size and SHA-256."""
         self.sidecar.close()
-        write_index(self.hashed[".idx"], self.lengths, self.dtype)
+        write_index(self.files[".idx"], self.lengths, self.dtype)
+        expected = int(self.lengths.sum()) * self.dtype.itemsize
+        if self.tokens.size != expected:
+            raise RouteError(f"{self.key}.bin: {self.tokens.size} bytes written of {expected}")
         name = self.key.rsplit("/", 1)[1]
-        outputs = {name + ".bin": {"bytes": self.size, "sha256": _sha256(self.files[".bin"])}}
-        for suffix, file in self.hashed.items():
-            outputs[name + suffix] = {"bytes": file.size, "sha256": file.sha256.hexdigest()}
-        return outputs
+        return {
+            name + suffix: {"bytes": file.size, "sha256": file.sha256.hexdigest()}
+            for suffix, file in self.files.items()
+        }
 
     def counts(self) -> dict:
         return {"documents": len(self.lengths), "tokens": int(self.lengths.sum())}
-
-
-def _sha256(written) -> str:
-    """The SHA-256 of a file written in place (read back: from the page cache)."""
-    written.flush()
-    digest = hashlib.sha256()
-    with open(written.name, "rb") as f:
-        while block := f.read(HASH_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def write_shard(writing: Writing, piece: str) -> dict:
@@ -378,17 +436,25 @@ def write_shard(writing: Writing, piece: str) -> dict:
         return lake.read_json(key)
     name, number = piece.split("/")
     group, number = plan.groups[name], int(number)
-    index = plan.pieces().index(piece)
     first = number * group.per_shard
     expected = min(first + group.per_shard, group.documents) - first
-    meta_sources, token_sources, at = writing.shard_sources(index)
-    tables = list(read_sources(lake, meta_sources, at))
+    pairs = _range_pieces(lake, writing.shard_sources(plan.pieces().index(piece)))
+    tables = list(read_files(lake, [meta for meta, _ in pairs]))
     if not tables:
         raise RouteError(f"release shard {piece}: none of its {expected} documents was routed")
     rows = pa.concat_tables(tables)
+    sizes = [
+        _piece_sizes(table, tokens, writing.itemsize)
+        for table, (_, tokens) in zip(tables, pairs, strict=True)
+    ]
     positions = rows.column("position").to_numpy() - first
     order = np.argsort(positions, kind="stable")
     _check_positions(positions[order], expected, piece)
+    documents = _Documents(
+        np.repeat(np.arange(len(tables)), [table.num_rows for table in tables])[order],
+        np.concatenate([np.cumsum(size) - size for size in sizes])[order],
+        np.concatenate(sizes)[order],
+    )
     rows = rows.take(pa.array(order))
     hashes = rows.column("text_hash").to_numpy()
     held_out = is_valid(hashes, settings.validation, settings.split_seed)
@@ -402,7 +468,7 @@ def write_shard(writing: Writing, piece: str) -> dict:
     dtype = np.dtype(plan.dtype).newbyteorder("<")
     with ExitStack() as stack:
         datasets = {
-            split: _PlacedDataset(lake, keys[split], dtype, lengths[keep], stack)
+            split: _SplitDataset(lake, keys[split], dtype, lengths[keep], stack)
             for split, keep in split_of.items()
         }
         for start in range(0, expected, ROWS_PER_GROUP):
@@ -413,12 +479,8 @@ def write_shard(writing: Writing, piece: str) -> dict:
                 counted[split]["crawls"].update(part.column("crawl").to_pylist())
                 languages = part.column("language").fill_null("unknown")
                 counted[split]["languages"].update(languages.to_pylist())
-        offsets = np.zeros(expected, np.int64)  # of each position's tokens in its split's file
-        for split, keep in split_of.items():
-            offsets[keep] = datasets[split].offsets
-        files = [datasets[split].files[".bin"] for split in SPLITS]
-        targets = held_out.astype(np.int64)
-        _place_tokens(lake, token_sources, at, first, targets, offsets, files, piece)
+        files = [datasets[split].tokens for split in SPLITS]
+        _copy_tokens(lake, [tokens for _, tokens in pairs], documents, held_out, files)
         outputs = {split: datasets[split].close() for split in SPLITS}
     summary = {
         "piece": piece,
@@ -432,33 +494,65 @@ def write_shard(writing: Writing, piece: str) -> dict:
     return summary
 
 
-def _place_tokens(
-    lake: Lake, sources: list[Source], index: int, first: int, target, offsets, files, piece: str
-) -> None:
-    """Each routed document's tokens written at its offset in its split's file (``target``:
-    0 train, 1 valid, by position)."""
-    descriptors = [f.fileno() for f in files]
-    seen = np.zeros(len(offsets), bool)
-    for table in read_sources(lake, sources, index):
-        at = table.column("position").to_numpy() - first
-        if at.size and (at.min() < 0 or at.max() >= len(seen) or seen[at].any()):
-            raise RouteError(f"release shard {piece}: tokens routed twice or out of its range")
-        seen[at] = True
-        tokens = table.column("tokens").combine_chunks()
-        bounds = np.frombuffer(tokens.buffers()[1], np.int64, len(tokens) + 1, 8 * tokens.offset)
-        data = memoryview(tokens.buffers()[2])
-        places = zip(
-            target[at].tolist(),
-            offsets[at].tolist(),
-            bounds[:-1].tolist(),
-            bounds[1:].tolist(),
-            strict=True,
-        )
-        for file, offset, begin, end in places:
-            os.pwrite(descriptors[file], data[begin:end], offset)
-    if not seen.all():
-        missing = int(np.flatnonzero(~seen)[0]) + first
-        raise RouteError(f"release shard {piece}: no tokens were routed for position {missing}")
+@dataclass
+class _Documents:
+    """A shard's documents in position order: the routed piece holding each one's tokens,
+    their offset there and their size in bytes."""
+
+    piece: np.ndarray
+    at: np.ndarray
+    size: np.ndarray
+
+
+def _copy_tokens(lake: Lake, pieces: list, documents: _Documents, target, files) -> None:
+    """Each document's tokens, in position order, appended to its split's file (``target``:
+    0 train, 1 valid), a window of about ``WINDOW_BYTES`` at a time. A piece's documents are
+    in position order, so a window's documents in a piece are one run of its bytes: the runs
+    are read, one after the other, into a buffer that then holds the window's documents by
+    piece, and copied out from there in position order."""
+    ends = np.cumsum(documents.size)
+    capacity = min(int(ends[-1]), WINDOW_BYTES + int(documents.size.max()))
+    source, out = _buffers(capacity)
+    start = 0
+    while start < len(ends):
+        stop = int(np.searchsorted(ends, ends[start] - documents.size[start] + WINDOW_BYTES))
+        stop = max(stop, start + 1)
+        piece, size = documents.piece[start:stop], documents.size[start:stop]
+        by_piece = np.argsort(piece, kind="stable")
+        held = np.empty(stop - start, np.int64)  # where each document is in ``source``
+        held[by_piece] = np.cumsum(size[by_piece]) - size[by_piece]
+        used, first = np.unique(piece[by_piece], return_index=True)
+        run_start = documents.at[start:stop][by_piece[first]]  # in each used piece
+        shift = np.zeros(len(pieces), np.int64)
+        shift[used] = run_start - held[by_piece[first]]
+        if not np.array_equal(documents.at[start:stop], held + shift[piece]):
+            raise RouteError(f"routed tokens of {pieces[used[0]][0]} are not in position order")
+        lengths = np.add.reduceat(size[by_piece], first)
+        reads = [
+            (pieces[j][0], pieces[j][1] + int(at), int(length))
+            for j, at, length in zip(used.tolist(), run_start, lengths, strict=True)
+        ]
+        read_raw_into(lake, reads, source)
+        for split, file in enumerate(files):
+            chosen = np.flatnonzero(target[start:stop] == split)
+            filled = 0
+            for begin, length in zip(held[chosen].tolist(), size[chosen].tolist(), strict=True):
+                out[filled : filled + length] = source[begin : begin + length]
+                filled += length
+            if filled:
+                file.write(out[:filled])
+        start = stop
+
+
+_held: list[bytearray] = []  # per process: the windows' two buffers, kept from task to task
+
+
+def _buffers(size: int) -> tuple[memoryview, memoryview]:
+    """Two buffers of at least ``size`` bytes, the same from one shard to the next: memory
+    first touched costs a page fault per page (~0.6 s a GB on a virtual machine)."""
+    if not _held or len(_held[0]) < size:
+        _held[:] = [bytearray(size), bytearray(size)]
+    return memoryview(_held[0]), memoryview(_held[1])
 
 
 def _check_positions(positions: np.ndarray, expected: int, piece: str) -> None:

@@ -16,6 +16,7 @@ piece holds at most ``chunk_bytes`` of rows: a reader holds one at a time.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ RANGE = "__range"  # the column a unique flush adds: a row is unique within its 
 UNIQUE_ROWS = 1 << 20
 READERS = 8  # ranged reads at once on an object store
 PREFETCH_BYTES = 64 << 20
+IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 Piece = tuple[str, int, int]  # a file, the offset and length of a range's rows in it
 
 
@@ -106,14 +108,37 @@ class SpillWriter:
         table = table.take(order)
         if self.unique:
             table, ranges = _first_distinct(table, ranges)
+
+        def write_rows(f, start: int, end: int) -> None:
+            piece = table.slice(start, end - start)
+            with pa.ipc.new_stream(f, piece.schema, options=self.options) as writer:
+                writer.write_table(piece)
+
+        self._write_chunk(ranges, write_rows)
+
+    def write_raw(self, ranges: np.ndarray, views: list) -> None:
+        """A chunk of bytes, not rows: ``views[i]`` (a buffer) goes to range ``ranges[i]``
+        (sorted); a range's reader gets its views' bytes, one after the other. Written as
+        they are (``writev``), without copying them into one buffer first."""
+
+        def write_views(f, start: int, end: int) -> None:
+            f.flush()
+            write_all(f.fileno(), views[start:end])
+            f.seek(0, os.SEEK_END)  # the buffered file's position, past what went around it
+
+        self._write_chunk(np.asarray(ranges, np.int64), write_views)
+
+    def _write_chunk(self, ranges: np.ndarray, write_rows) -> None:
+        """A chunk file: ``write_rows(f, start, end)`` for each run of equal ``ranges``, then
+        the footer of each range's end."""
+        if not len(ranges):
+            return
         bounds = np.flatnonzero(np.diff(ranges)) + 1
         key = f"{self.prefix}/{self.task}.{self.chunks:04d}.arrows"
         ends = np.zeros(self.ranges + 1, "<i8")  # ends[r + 1]: where range r's rows end
         with self.lake.writing(key) as f:
             for start, end in zip([0, *bounds], [*bounds, len(ranges)], strict=True):
-                piece = table.slice(start, end - start)
-                with pa.ipc.new_stream(f, piece.schema, options=self.options) as writer:
-                    writer.write_table(piece)
+                write_rows(f, start, end)
                 ends[int(ranges[start]) + 1] = f.tell()
             f.write(np.maximum.accumulate(ends).tobytes())  # a range without rows: empty
             self.files.append((key, f.tell()))
@@ -177,12 +202,17 @@ class SpillFileError(FileNotFoundError):
     """A file a committed task listed is gone: the work was deleted under a run."""
 
 
-def _read_range(lake: Lake, read: Piece) -> bytes:
+def _read_range(lake: Lake, read: Piece, into: memoryview | None = None) -> bytes | None:
+    """A piece's bytes, or read into ``into`` (its size)."""
     key, offset, length = read
     try:
         with lake.open_input(key) as f:
             f.seek(offset)
-            return f.read(length)
+            if into is None:
+                return f.read(length)
+            if f.readinto(into) != length:
+                raise SpillFileError(f"work file {lake.uri(key)} is shorter than its footer says")
+            return None
     except FileNotFoundError as error:
         raise SpillFileError(
             f"work file {lake.uri(key)} is missing (deleted under a run): re-run the stage"
@@ -218,6 +248,32 @@ def read_files(
     for data in _in_order(lake, pieces, read, size=lambda piece: piece[2]):
         table = pa.ipc.open_stream(data).read_all()
         yield table.select(columns) if columns else table
+
+
+def read_raw(lake: Lake, pieces: list[Piece]) -> Iterator[bytes]:
+    """The bytes of each piece (``SpillWriter.write_raw``'s), in order."""
+    yield from _in_order(lake, pieces, functools.partial(_read_range, lake), lambda p: p[2])
+
+
+def read_raw_into(lake: Lake, pieces: list[Piece], buffer: memoryview) -> None:
+    """The pieces' bytes, one after the other, read into ``buffer`` (no copy of each)."""
+    ends = np.cumsum([piece[2] for piece in pieces]).tolist()
+    places = zip(pieces, [0, *ends[:-1]], ends, strict=True)
+    read = [functools.partial(_read_range, lake, piece, buffer[a:b]) for piece, a, b in places]
+    for _ in _in_order(lake, read, lambda call: call(), lambda call: call.args[1][2]):
+        pass
+
+
+def write_all(descriptor: int, views: list) -> None:
+    """Every buffer of ``views`` written at the file's position, in order, ``IOV_MAX`` to a
+    system call."""
+    for start in range(0, len(views), IOV_MAX):
+        batch = views[start : start + IOV_MAX]
+        written = os.writev(descriptor, batch)
+        if written < sum(len(view) for view in batch):  # a short write: the rest one by one
+            rest = memoryview(b"".join(batch))[written:]
+            while rest:
+                rest = rest[os.write(descriptor, rest) :]
 
 
 def read_sources(
