@@ -74,6 +74,7 @@ ROUTE_DOCUMENTS = 1_000_000  # documents a route task reads, about (a task per i
 TOKEN_CHUNK_BYTES = 256 << 20  # tokens a route task holds before writing them out
 WINDOW_BYTES = 256 << 20  # tokens a shard task writes at a time
 UNBOUNDED = 1 << 62
+KEPT_BYTES = 768 << 20  # buffers a process keeps for its next task
 ROWS_PER_GROUP = 1 << 16  # sidecar rows per row group, by position
 ROUTE, SPLIT = "route", "split"  # the two levels of routing (the second for many shards)
 DIRECT_SHARDS = 256  # up to this many shards, documents are routed to their shard at once
@@ -253,16 +254,40 @@ def _read_input(lake: Lake, source: str, documents: int):
             "tokenized_shards"
         )
     lengths = index.lengths.astype(np.int64)
-    data = lake.read_bytes(f"{source}/tokens.bin")
+    with lake.open_input(f"{source}/tokens.bin") as f:
+        buffer = _pool.take(f.size())
+        size = f.readinto(memoryview(buffer)[: f.size()])
     starts = index.pointers.astype(np.int64)
-    if len(starts) and (
-        starts.min() < 0 or (starts + lengths * index.dtype.itemsize).max() > len(data)
-    ):
+    if len(starts) and (starts.min() < 0 or (starts + lengths * index.dtype.itemsize).max() > size):
         raise MissingInputError(
-            f"{source}: tokens.idx points past the end of tokens.bin ({len(data)} bytes): "
+            f"{source}: tokens.idx points past the end of tokens.bin ({size} bytes): "
             "rematerialize tokenized_shards"
         )
-    return rows, lengths, data, starts
+    return rows, lengths, buffer, starts
+
+
+class _Pool:
+    """Buffers handed out and given back, kept per process up to ``KEPT_BYTES``: memory a
+    process touches for the first time costs a page fault per page (~0.6 s a GB on a virtual
+    machine), so the tasks of a process read and copy through the same few buffers."""
+
+    def __init__(self):
+        self.free: list[bytearray] = []
+
+    def take(self, size: int) -> bytearray:
+        for i, buffer in enumerate(self.free):
+            if len(buffer) >= size:
+                return self.free.pop(i)
+        grain = 1 << max(size.bit_length() - 3, 12)  # sizes within 1/8 share a buffer
+        return bytearray(-(-size // grain) * grain)
+
+    def give(self, buffers) -> None:
+        self.free = sorted([*self.free, *buffers], key=len)
+        while sum(map(len, self.free)) > KEPT_BYTES:
+            self.free.pop(0)
+
+
+_pool = _Pool()
 
 
 class _Routed:
@@ -281,7 +306,8 @@ class _Routed:
 
     def add(self, rows: pa.Table, ranges, data, starts: np.ndarray, sizes: np.ndarray) -> None:
         """Documents: their rows (with ``position``), ranges, and their tokens, ``sizes[i]``
-        bytes at ``starts[i]`` of ``data``."""
+        bytes at ``starts[i]`` of ``data`` (a ``bytearray`` goes back to the pool once
+        written)."""
         self.held.append((rows, np.asarray(ranges, np.int64), data, starts, sizes))
         self.held_bytes += int(sizes.sum())
         self.documents += rows.num_rows
@@ -303,6 +329,8 @@ class _Routed:
         ends = (np.asarray(starts, np.int64) + sizes).tolist()
         pieces = [views[w][a:b] for w, a, b in zip(which, starts, ends, strict=True)]
         self.tokens.write_raw(ranges[order], pieces)
+        del pieces, views
+        _pool.give(buffer for buffer in buffers if isinstance(buffer, bytearray))
 
     def commit(self, summary: dict) -> dict:
         self.flush()
@@ -512,7 +540,8 @@ def _copy_tokens(lake: Lake, pieces: list, documents: _Documents, target, files)
     piece, and copied out from there in position order."""
     ends = np.cumsum(documents.size)
     capacity = min(int(ends[-1]), WINDOW_BYTES + int(documents.size.max()))
-    source, out = _buffers(capacity)
+    buffers = [_pool.take(capacity), _pool.take(capacity)]
+    source, out = map(memoryview, buffers)
     start = 0
     while start < len(ends):
         stop = int(np.searchsorted(ends, ends[start] - documents.size[start] + WINDOW_BYTES))
@@ -542,17 +571,8 @@ def _copy_tokens(lake: Lake, pieces: list, documents: _Documents, target, files)
             if filled:
                 file.write(out[:filled])
         start = stop
-
-
-_held: list[bytearray] = []  # per process: the windows' two buffers, kept from task to task
-
-
-def _buffers(size: int) -> tuple[memoryview, memoryview]:
-    """Two buffers of at least ``size`` bytes, the same from one shard to the next: memory
-    first touched costs a page fault per page (~0.6 s a GB on a virtual machine)."""
-    if not _held or len(_held[0]) < size:
-        _held[:] = [bytearray(size), bytearray(size)]
-    return memoryview(_held[0]), memoryview(_held[1])
+    del source, out
+    _pool.give(buffers)
 
 
 def _check_positions(positions: np.ndarray, expected: int, piece: str) -> None:

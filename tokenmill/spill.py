@@ -103,9 +103,10 @@ class SpillWriter:
         table = pa.concat_tables([t for t, _ in self.held]).combine_chunks()
         ranges = np.concatenate([r for _, r in self.held])
         self.held, self.held_bytes = [], 0
-        order = np.argsort(ranges, kind="stable")  # within a range, rows keep their order
-        ranges = ranges[order]
-        table = table.take(order)
+        if np.any(ranges[1:] < ranges[:-1]):
+            order = np.argsort(ranges, kind="stable")  # within a range, rows keep their order
+            ranges = ranges[order]
+            table = table.take(order)
         if self.unique:
             table, ranges = _first_distinct(table, ranges)
 
