@@ -18,6 +18,11 @@ released in shards of ``--shard-tokens`` (1,000,000), one process (`release` sta
 worker), against reading every input `tokens.bin` and writing its bytes to a new file (a plain
 copy; and the same with each file fsynced, as the release's are). Wall seconds, one run each,
 interleaved, ``BENCH_ROUNDS`` times (3): medians. The last line is one JSON object.
+
+``--s3`` (with ``--synthetic-gb``): the lake is a bucket of a SeaweedFS server started here on
+loopback (`tests/servers.py`, stopped by PID at the end), and the copy reads each input object
+and writes it back to the bucket under another key (an upload is as durable as it gets: the
+fsync column repeats it).
 """
 
 from __future__ import annotations
@@ -126,7 +131,7 @@ def demo_corpus(root: Path, pages_per_file: int):
 SYNTHETIC_FILE_DOCUMENTS = 20_000  # a tokenized file of a ~1 GB WARC file holds ~30-40k
 
 
-def synthetic_corpus(root: Path, gigabytes: float, files_per_unit: int = 8):
+def synthetic_corpus(root: Path, gigabytes: float, files_per_unit: int = 8, lake=None):
     """Tokenized units written directly (`benchmarks.lake_units`): uint16 tokens, documents of
     200-1,800 tokens, provenance rows as `tokenized_shards` writes them; two crawls."""
     import pyarrow as pa
@@ -136,7 +141,7 @@ def synthetic_corpus(root: Path, gigabytes: float, files_per_unit: int = 8):
     from tokenmill.layout import TOKEN_PROVENANCE_SCHEMA, TOKENIZED_SHARDS, Unit
     from tokenmill.megatron import write_index
 
-    lake = Lake.from_url(str(root / "lake"))
+    lake = lake or Lake.from_url(str(root / "lake"))
     rng = np.random.default_rng(0)
     files = max(2, round(gigabytes * 1e9 / (SYNTHETIC_FILE_DOCUMENTS * 2_000)))
 
@@ -180,14 +185,14 @@ def synthetic_corpus(root: Path, gigabytes: float, files_per_unit: int = 8):
     return lake
 
 
-def release_once(lake_url: str, shard_tokens: int) -> tuple[float, int]:
+def release_once(lake_url: str, shard_tokens: int, endpoint: str | None) -> tuple[float, int]:
     """Seconds of a release from scratch, and the process's peak RSS (in a fresh process)."""
     from tokenmill.lake import Lake
     from tokenmill.parts import run_stage_work
     from tokenmill.release import ReleaseSettings
     from tokenmill.stages import stage_named
 
-    lake = Lake.from_url(lake_url)
+    lake = Lake.from_url(lake_url, endpoint_url=endpoint)
     lake.delete_prefix("release")
     started = time.perf_counter()
     run_stage_work(stage_named("release"), lake, ReleaseSettings(shard_tokens=shard_tokens, seed=1))
@@ -213,6 +218,19 @@ def copy_once(lake_url: str, target: Path, durable: bool) -> tuple[float, int]:
     return time.perf_counter() - started, copied
 
 
+def copy_objects(lake) -> tuple[float, int]:
+    """Every input `tokens.bin` object read and written back under another key."""
+    sources = [key for key in lake.list("tokenized_shards") if key.endswith("/tokens.bin")]
+    lake.delete_prefix("copy")
+    started = time.perf_counter()
+    copied = 0
+    for number, key in enumerate(sources):
+        data = lake.read_bytes(key)
+        lake.write_bytes(f"copy/{number}.bin", data)
+        copied += len(data)
+    return time.perf_counter() - started, copied
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=9_000_000)
@@ -224,7 +242,10 @@ def main() -> None:
         type=float,
         help="release a synthetic tokenized corpus of this many GB of tokens instead of the demo's",
     )
+    parser.add_argument("--s3", action="store_true", help="the lake in a local SeaweedFS bucket")
     arguments = parser.parse_args()
+    if arguments.s3 and not arguments.synthetic_gb:
+        parser.error("--s3 needs --synthetic-gb")
     rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
     figures: dict = {"bench": "release"}
     work = functools.partial(plan_at_scale, arguments.files, int(arguments.documents))
@@ -262,24 +283,47 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        if arguments.synthetic_gb:
-            lake = synthetic_corpus(root, arguments.synthetic_gb)
-        else:
-            lake = demo_corpus(root, arguments.pages_per_file)
-        url = lake.url
-        releases, copies, durable, copied, peaks = [], [], [], 0, []
-        for _ in range(rounds):
-            work = functools.partial(release_once, url, arguments.shard_tokens)
-            (took, peak), _, _ = in_fresh_process(work)
-            releases.append(took)
-            peaks.append(peak)
-            took, copied = copy_once(url, root / "copy", durable=False)
-            copies.append(took)
-            durable.append(copy_once(url, root / "copy", durable=True)[0])
-        marker = json.loads(next(Path(url).glob("release/*/_SUCCESS.json")).read_text())
+        server = endpoint = None
+        try:
+            if arguments.s3:
+                from tests.servers import start_seaweedfs
+                from tokenmill.lake import Lake
+
+                server = start_seaweedfs(root / "seaweedfs")
+                os.environ.update(server.env())  # the release's process inherits them
+                endpoint = server.endpoint
+                lake = Lake.from_url(f"s3://{server.bucket}/bench", endpoint_url=endpoint)
+                lake = synthetic_corpus(root, arguments.synthetic_gb, lake=lake)
+            elif arguments.synthetic_gb:
+                lake = synthetic_corpus(root, arguments.synthetic_gb)
+            else:
+                lake = demo_corpus(root, arguments.pages_per_file)
+            url = lake.url
+            releases, copies, durable, copied, peaks = [], [], [], 0, []
+            for _ in range(rounds):
+                work = functools.partial(release_once, url, arguments.shard_tokens, endpoint)
+                (took, peak), _, _ = in_fresh_process(work)
+                releases.append(took)
+                peaks.append(peak)
+                if arguments.s3:
+                    took, copied = copy_objects(lake)
+                    copies.append(took)
+                    durable.append(took)
+                    continue
+                took, copied = copy_once(url, root / "copy", durable=False)
+                copies.append(took)
+                durable.append(copy_once(url, root / "copy", durable=True)[0])
+            published = next(k for k in lake.list("release") if k.endswith("/_SUCCESS.json"))
+            marker = lake.read_json(published)
+        finally:
+            if server is not None:
+                from tests.servers import stop
+
+                stop(server.process)
     release_s, copy_s = statistics.median(releases), statistics.median(copies)
     durable_s = statistics.median(durable)
     figures["writing"] = {
+        "lake": "s3 (SeaweedFS, loopback)" if arguments.s3 else "local",
         "input_bytes": copied,
         "release_s": releases,
         "copy_s": copies,
