@@ -278,6 +278,7 @@ class _Pool:
         for i, buffer in enumerate(self.free):
             if len(buffer) >= size:
                 return self.free.pop(i)
+        self.free.clear()  # all smaller: kept for another kind of task (reading, not windows)
         grain = 1 << max(size.bit_length() - 3, 12)  # sizes within 1/8 share a buffer
         return bytearray(-(-size // grain) * grain)
 
@@ -339,13 +340,19 @@ class _Routed:
 
 
 def _range_pieces(lake: Lake, sources: tuple[list[Source], list[Source], int]) -> list[tuple]:
-    """A range's pieces of rows and of tokens, in pairs (the same documents)."""
+    """A range's pieces of rows and of tokens, in pairs (the same documents; documents without
+    tokens have an empty piece of tokens)."""
     meta_sources, token_sources, index = sources
-    meta, tokens = range_files(lake, meta_sources, index), range_files(lake, token_sources, index)
-    names = [[piece[0].rsplit("/", 1)[1] for piece in pieces] for pieces in (meta, tokens)]
-    if names[0] != names[1]:
-        raise RouteError(f"routed rows and tokens of range {index} are not the same pieces")
-    return list(zip(meta, tokens, strict=True))
+    tokens = {
+        piece[0].rsplit("/", 1)[1]: piece for piece in range_files(lake, token_sources, index)
+    }
+    pairs = [
+        (piece, tokens.pop(piece[0].rsplit("/", 1)[1], (piece[0], 0, 0)))
+        for piece in range_files(lake, meta_sources, index)
+    ]
+    if tokens:
+        raise RouteError(f"routed tokens {min(tokens)} of range {index} have no rows")
+    return pairs
 
 
 def _piece_sizes(rows: pa.Table, tokens: tuple, itemsize: int) -> np.ndarray:

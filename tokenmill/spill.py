@@ -206,6 +206,8 @@ class SpillFileError(FileNotFoundError):
 def _read_range(lake: Lake, read: Piece, into: memoryview | None = None) -> bytes | None:
     """A piece's bytes, or read into ``into`` (its size)."""
     key, offset, length = read
+    if not length:
+        return None if into is not None else b""
     try:
         with lake.open_input(key) as f:
             f.seek(offset)
