@@ -490,6 +490,7 @@ def write_shard(writing: Writing, piece: str) -> dict:
         np.concatenate([np.cumsum(size) - size for size in sizes])[order],
         np.concatenate(sizes)[order],
     )
+    del tables, sizes  # the unsorted rows go once sorted: not held beside the windows
     rows = rows.take(pa.array(order))
     hashes = rows.column("text_hash").to_numpy()
     held_out = is_valid(hashes, settings.validation, settings.split_seed)
