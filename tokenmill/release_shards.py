@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -273,19 +274,22 @@ class _Pool:
 
     def __init__(self):
         self.free: list[bytearray] = []
+        self.lock = threading.Lock()
 
     def take(self, size: int) -> bytearray:
-        for i, buffer in enumerate(self.free):
-            if len(buffer) >= size:
-                return self.free.pop(i)
-        self.free.clear()  # all smaller: kept for another kind of task (reading, not windows)
+        with self.lock:
+            for i, buffer in enumerate(self.free):
+                if len(buffer) >= size:
+                    return self.free.pop(i)
+            self.free.clear()  # all smaller: kept for another kind of task (reading, not windows)
         grain = 1 << max(size.bit_length() - 3, 12)  # sizes within 1/8 share a buffer
         return bytearray(-(-size // grain) * grain)
 
     def give(self, buffers) -> None:
-        self.free = sorted([*self.free, *buffers], key=len)
-        while sum(map(len, self.free)) > KEPT_BYTES:
-            self.free.pop(0)
+        with self.lock:
+            self.free = sorted([*self.free, *buffers], key=len)
+            while sum(map(len, self.free)) > KEPT_BYTES:
+                self.free.pop(0)
 
 
 _pool = _Pool()
