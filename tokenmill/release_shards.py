@@ -328,11 +328,12 @@ class _Routed:
         order = np.lexsort((rows.column("position").to_numpy(), ranges))
         self.meta.add(rows.take(order), ranges[order])
         self.meta.flush()
-        which = np.repeat(np.arange(len(buffers)), [len(s) for s in starts])[order].tolist()
-        starts, sizes = np.concatenate(starts)[order].tolist(), np.concatenate(sizes)[order]
+        which = np.repeat(np.arange(len(buffers)), [len(s) for s in starts])[order]
+        begins = np.concatenate(starts)[order]
+        ends = begins + np.concatenate(sizes)[order]
         views = [memoryview(buffer) for buffer in buffers]
-        ends = (np.asarray(starts, np.int64) + sizes).tolist()
-        pieces = [views[w][a:b] for w, a, b in zip(which, starts, ends, strict=True)]
+        places = zip(which.tolist(), begins.tolist(), ends.tolist(), strict=True)
+        pieces = [views[w][a:b] for w, a, b in places]
         self.tokens.write_raw(ranges[order], pieces)
         del pieces, views
         _pool.give(buffer for buffer in buffers if isinstance(buffer, bytearray))

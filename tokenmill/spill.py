@@ -3,12 +3,12 @@
 A task writes rows, each with the range it belongs to (a range of keys, of documents, of a
 release's shards, ...), through a ``SpillWriter``: rows are held until they take
 ``chunk_bytes``, then written as one file, ``<prefix>/<task>.<chunk>.arrows``: per range they
-fall in, an Arrow IPC stream of its rows, one after the other, and at the end each range's
-offset (``ranges + 1`` little-endian int64). The task commits by writing
-``<prefix>/_done/<task>.json`` last, listing its files and their sizes, with a small summary; a
-reader of range r reads each committed file's footer (once per process: every range's reader
-needs it) and then r's rows, a ranged read each on S3, so a marker stays small whatever the
-number of ranges and what a killed writer left is never read. A re-run
+fall in, an Arrow IPC stream of its rows (or, from ``write_raw``, its bytes as they are), one
+after the other, and at the end each range's offset (``ranges + 1`` little-endian int64). The
+task commits by writing ``<prefix>/_done/<task>.json`` last, listing its files and their sizes,
+with a small summary; a reader of range r reads each committed file's footer (once per process:
+every range's reader needs it) and then r's rows, a ranged read each on S3, so a marker stays
+small whatever the number of ranges and what a killed writer left is never read. A re-run
 rewrites the same names with the same bytes (a task's output is a function of its inputs). A
 piece holds at most ``chunk_bytes`` of rows: a reader holds one at a time.
 """
