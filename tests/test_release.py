@@ -429,3 +429,38 @@ def test_routed_tokens_that_disagree_with_their_rows_fail_the_shard_naming_the_f
     with pytest.raises(RouteError, match=f"routed tokens {chunk} hold"):
         shards.run(shards.tasks[0])
     assert not [key for key in copy.list(plan.prefix) if "/train-" in key]
+
+
+def test_routed_rows_out_of_position_order_fail_the_shard_naming_the_file(lake, tmp_path):
+    """Two documents of a routed piece whose positions were swapped in their rows (their tokens
+    then are not where the rows say): the shard fails naming the piece, and writes nothing."""
+    import shutil
+
+    import pyarrow as pa
+
+    from tokenmill.lake import Lake
+    from tokenmill.release_shards import UNBOUNDED, RouteError, Writing, release_job
+    from tokenmill.spill import SpillWriter, read_sources, task_summary
+
+    copy = Lake.from_url(str(shutil.copytree(lake.real_root, tmp_path / "lake")))
+    copy.delete_prefix("release")
+    settings = replace(SMALL, crawls=[SECOND], seed=8)
+    plan = plan_release(copy, settings)
+    writing = Writing(copy, settings, plan.version)
+    route, shards = release_job(writing)
+    for task in route.tasks:
+        route.run(task)
+    meta, tokens = writing.level("route")
+    task, ranges = route.tasks[0], len(plan.pieces())
+    tables = [pa.concat_tables(read_sources(copy, [(meta, (task,))], r)) for r in range(ranges)]
+    positions, lengths = (tables[0].column(name).to_pylist() for name in ("position", "length"))
+    other = next(i for i, length in enumerate(lengths) if length != lengths[0])  # sizes differ
+    positions[0], positions[other] = positions[other], positions[0]
+    index = tables[0].schema.get_field_index("position")
+    tables[0] = tables[0].set_column(index, "position", pa.array(positions, pa.int64()))
+    writer = SpillWriter(copy, meta, task, ranges, UNBOUNDED)  # the same file, rewritten
+    writer.add(pa.concat_tables(tables), np.repeat(np.arange(ranges), [len(t) for t in tables]))
+    writer.commit(task_summary(copy, meta, task))
+    with pytest.raises(RouteError, match=f"routed tokens {tokens}/{task}.0000.arrows are not in"):
+        shards.run(shards.tasks[0])
+    assert not [key for key in copy.list(plan.prefix) if "/train-" in key]

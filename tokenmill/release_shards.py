@@ -567,8 +567,11 @@ def _copy_tokens(lake: Lake, pieces: list, documents: _Documents, target, files)
         run_start = documents.at[start:stop][by_piece[first]]  # in each used piece
         shift = np.zeros(len(pieces), np.int64)
         shift[used] = run_start - held[by_piece[first]]
-        if not np.array_equal(documents.at[start:stop], held + shift[piece]):
-            raise RouteError(f"routed tokens of {pieces[used[0]][0]} are not in position order")
+        wrong = np.flatnonzero(documents.at[start:stop] != held + shift[piece])
+        if len(wrong):
+            raise RouteError(
+                f"routed tokens {pieces[piece[wrong[0]]][0]} are not in position order"
+            )
         lengths = np.add.reduceat(size[by_piece], first)
         reads = [
             (pieces[j][0], pieces[j][1] + int(at), int(length))
