@@ -401,13 +401,13 @@ def test_the_manifest_names_its_inputs_data(lake):
     )
 
 
-def test_routed_tokens_that_disagree_with_their_rows_fail_the_shard_naming_the_file(lake, tmp_path):
-    """A routed tokens piece a token short of what its rows say (its file's footer moved):
-    the shard that reads it fails naming the file, and writes nothing."""
+def routed_copy(lake, tmp_path):
+    """A copy of the test lake whose release (crawl SECOND) is routed, its shards not written:
+    the copy, the plan, the writing, and the shard phase."""
     import shutil
 
     from tokenmill.lake import Lake
-    from tokenmill.release_shards import RouteError, Writing, release_job
+    from tokenmill.release_shards import Writing, release_job
 
     copy = Lake.from_url(str(shutil.copytree(lake.real_root, tmp_path / "lake")))
     copy.delete_prefix("release")
@@ -417,6 +417,15 @@ def test_routed_tokens_that_disagree_with_their_rows_fail_the_shard_naming_the_f
     route, shards = release_job(writing)
     for task in route.tasks:
         route.run(task)
+    return copy, plan, writing, route, shards
+
+
+def test_routed_tokens_that_disagree_with_their_rows_fail_the_shard_naming_the_file(lake, tmp_path):
+    """A routed tokens piece a token short of what its rows say (its file's footer moved):
+    the shard that reads it fails naming the file, and writes nothing."""
+    from tokenmill.release_shards import RouteError
+
+    copy, plan, writing, _, shards = routed_copy(lake, tmp_path)
     tokens = writing.level("route")[1]
     chunk = next(key for key in copy.list(tokens) if "/_done/" not in key)
     path = tmp_path / "lake" / chunk
@@ -434,22 +443,12 @@ def test_routed_tokens_that_disagree_with_their_rows_fail_the_shard_naming_the_f
 def test_routed_rows_out_of_position_order_fail_the_shard_naming_the_file(lake, tmp_path):
     """Two documents of a routed piece whose positions were swapped in their rows (their tokens
     then are not where the rows say): the shard fails naming the piece, and writes nothing."""
-    import shutil
-
     import pyarrow as pa
 
-    from tokenmill.lake import Lake
-    from tokenmill.release_shards import UNBOUNDED, RouteError, Writing, release_job
+    from tokenmill.release_shards import UNBOUNDED, RouteError
     from tokenmill.spill import SpillWriter, read_sources, task_summary
 
-    copy = Lake.from_url(str(shutil.copytree(lake.real_root, tmp_path / "lake")))
-    copy.delete_prefix("release")
-    settings = replace(SMALL, crawls=[SECOND], seed=8)
-    plan = plan_release(copy, settings)
-    writing = Writing(copy, settings, plan.version)
-    route, shards = release_job(writing)
-    for task in route.tasks:
-        route.run(task)
+    copy, plan, writing, route, shards = routed_copy(lake, tmp_path)
     meta, tokens = writing.level("route")
     task, ranges = route.tasks[0], len(plan.pieces())
     tables = [pa.concat_tables(read_sources(copy, [(meta, (task,))], r)) for r in range(ranges)]
