@@ -247,14 +247,13 @@ def _in_order(lake: Lake, items: list, read, size=lambda item: 0) -> Iterator:
 def read_files(
     lake: Lake, pieces: list[Piece], columns: list[str] | None = None
 ) -> Iterator[pa.Table]:
-    read = functools.partial(_read_range, lake)
-    for data in _in_order(lake, pieces, read, size=lambda piece: piece[2]):
+    for data in read_raw(lake, pieces):
         table = pa.ipc.open_stream(data).read_all()
         yield table.select(columns) if columns else table
 
 
 def read_raw(lake: Lake, pieces: list[Piece]) -> Iterator[bytes]:
-    """The bytes of each piece (``SpillWriter.write_raw``'s), in order."""
+    """The bytes of each piece, in order (``SpillWriter.write_raw``'s, or a stream of rows)."""
     yield from _in_order(lake, pieces, functools.partial(_read_range, lake), lambda p: p[2])
 
 
