@@ -7,6 +7,8 @@ both must agree on keep/drop.
 
 from __future__ import annotations
 
+import random
+
 import polars as pl
 import pytest
 
@@ -388,6 +390,30 @@ def test_pii_masker_matches_datatrove():
     ]
     for text in texts:
         assert PIIMasker().mask(text) == formatters.PIIFormatter().format(text)
+
+
+def test_pii_masker_matches_datatrove_on_many_documents_at_once():
+    """The IP matches found by polars and placed back by position give datatrove's text, on
+    documents dense with near-addresses (versions, out-of-range octets, runs of dots)."""
+    formatters = pytest.importorskip("datatrove.pipeline.formatters")
+    rng = random.Random(11)
+    pieces = [
+        lambda: ".".join(
+            str(rng.choice([0, 1, 8, 10, 25, 99, 127, 172, 192, 255, 256, 300]))
+            for _ in range(rng.randint(2, 6))
+        ),
+        lambda: f"{rng.randint(0, 999)}.{rng.randint(0, 999)}",
+        lambda: rng.choice(["x@y.org", "a.b@c.co.uk", "@", "..", ".", "v", "ip:"]),
+        lambda: rng.choice(["word", "The", "8.8.8.8", "10.0.0.1", "1.1.1.1"]),
+    ]
+    texts = [
+        rng.choice(["", " ", "\n"]).join(rng.choice(pieces)() for _ in range(rng.randint(0, 40)))
+        for _ in range(400)
+    ]
+    masked = PIIMasker()(pl.DataFrame({"text": texts})).to_list()
+    expected = [formatters.PIIFormatter().format(text) for text in texts]
+    assert masked == expected
+    assert sum(m != t for m, t in zip(masked, texts, strict=True)) > 100  # many were masked
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import string
@@ -75,7 +76,11 @@ def _local_start(text: str, pos: int, at: int) -> int | None:
 class _CyclingReplacer:
     """re.sub with replacements used in turn (datatrove's PIIReplacer), optionally validated.
     The turn starts again in every text: a document's masked text is its own, whichever
-    documents were masked before it (the same in every stage and every re-run)."""
+    documents were masked before it (the same in every stage and every re-run).
+
+    ``matches``: how Python finds them (default: the pattern's ``finditer``); a pattern without
+    word boundaries or look-around is found by polars' Rust regex instead, which gives the
+    same matches (``found``), many times faster on long texts."""
 
     def __init__(
         self,
@@ -84,28 +89,58 @@ class _CyclingReplacer:
         is_pii: Callable[[str], bool],
         matches: Callable[[str], Iterator[re.Match]] | None = None,
     ):
-        self.pattern = re.compile(pattern)
-        self.matches = matches or self.pattern.finditer
+        self.pattern = pattern
+        self.matches = matches or re.compile(pattern).finditer
+        self.found_by_polars = matches is None and not re.search(r"\\[bB]|\(\?<?[=!]", pattern)
         self.replacements = (
             (replacements,) if isinstance(replacements, str) else tuple(replacements)
         )
-        self.is_pii = is_pii
-        self._next = 0
+        self.is_pii = functools.lru_cache(maxsize=4096)(is_pii)
 
-    def _replace(self, match: re.Match) -> str:
-        if not self.is_pii(match.group(0)):
-            return match.group(0)
-        replacement = self.replacements[self._next]
-        self._next = (self._next + 1) % len(self.replacements)
-        return replacement
-
-    def __call__(self, text: str) -> str:
-        self._next = 0
-        pieces, done = [], 0
-        for match in self.matches(text):
-            pieces += (text[done : match.start()], self._replace(match))
-            done = match.end()
+    def __call__(self, text: str, found: Sequence[str] | None = None) -> str:
+        spans = (
+            ((m.start(), m.end()) for m in self.matches(text))
+            if found is None
+            else _spans(text, found)
+        )
+        pieces, done, turn = [], 0, 0
+        for start, end in spans:
+            value = text[start:end]
+            if self.is_pii(value):
+                value = self.replacements[turn]
+                turn = (turn + 1) % len(self.replacements)
+            pieces += (text[done:start], value)
+            done = end
         return "".join([*pieces, text[done:]])
+
+    def masked(self, text: pl.Series) -> pl.Series:
+        """Every text of ``text`` masked; those without a match (or, with polars finding
+        them, without one that is PII) are left as they are."""
+        candidates = np.flatnonzero(text.str.contains(self.pattern).to_numpy())
+        if not len(candidates):
+            return text
+        if not self.found_by_polars:
+            masked = [self(t) for t in text.gather(candidates).to_list()]
+            return text.scatter(candidates, masked)
+        found = text.gather(candidates).str.extract_all(self.pattern).to_list()
+        keep = [i for i, matches in enumerate(found) if any(map(self.is_pii, matches))]
+        if not keep:
+            return text
+        texts = text.gather(candidates[keep]).to_list()
+        masked = [self(t, found[i]) for t, i in zip(texts, keep, strict=True)]
+        return text.scatter(candidates[keep], masked)
+
+
+def _spans(text: str, found: Sequence[str]) -> Iterator[tuple[int, int]]:
+    """Where the matches ``found`` (in order, not overlapping) are in ``text``: each is the
+    first occurrence of its string after the previous one, since a pattern that matches a
+    string matches it wherever it occurs (no boundaries, no look-around) and the regex takes
+    the leftmost match."""
+    at = 0
+    for match in found:
+        start = text.index(match, at)
+        at = start + len(match)
+        yield start, at
 
 
 def is_public_ip(address: str) -> bool:
@@ -119,7 +154,7 @@ class PIIMasker:
     """Formatter replacing e-mail addresses and public IPv4 addresses (private, loopback and other
     reserved ranges are kept), with datatrove's replacement strings used in turn.
 
-    Only documents where the (Rust) regex finds a candidate go through the Python ``re.sub``.
+    Only documents where the (Rust) regex finds a candidate are masked in Python.
     """
 
     name = "pii"
@@ -132,13 +167,10 @@ class PIIMasker:
         email_replacement: Sequence[str] | str = EMAIL_REPLACEMENTS,
         ip_replacement: Sequence[str] | str = IP_REPLACEMENTS,
     ):
-        self.replacers: list[tuple[str, _CyclingReplacer]] = []
+        self.replacers: list[_CyclingReplacer] = []
         if remove_emails:
             self.replacers.append(
-                (
-                    EMAIL_PATTERN,
-                    _CyclingReplacer(EMAIL_PATTERN, email_replacement, bool, email_matches),
-                )
+                _CyclingReplacer(EMAIL_PATTERN, email_replacement, bool, email_matches)
             )
         if remove_ips:
             is_pii = (
@@ -146,17 +178,12 @@ class PIIMasker:
                 if only_remove_public_ips
                 else (lambda ip: is_public_ip(ip) or _is_ip(ip))
             )
-            self.replacers.append(
-                (IPV4_PATTERN, _CyclingReplacer(IPV4_PATTERN, ip_replacement, is_pii))
-            )
+            self.replacers.append(_CyclingReplacer(IPV4_PATTERN, ip_replacement, is_pii))
 
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
         text = docs["text"].fill_null("")
-        for pattern, replace in self.replacers:
-            candidates = np.flatnonzero(text.str.contains(pattern).to_numpy())
-            if len(candidates):
-                masked = [replace(t) for t in text.gather(candidates).to_list()]
-                text = text.scatter(candidates, masked)
+        for replace in self.replacers:
+            text = replace.masked(text)
         return text.alias("text")
 
     def mask(self, text: str) -> str:
