@@ -15,6 +15,7 @@ import pytest
 from demo.crawl import sample_articles
 from tokenmill.filters import (
     FILTER_MODULES_ENV,
+    NEW_WORD_COUNTS,
     WORDS,
     C4QualityFilter,
     FilterChain,
@@ -367,6 +368,42 @@ def test_chain_splits_again_only_the_rewritten_documents():
     expected = split_words(kept["text"])
     assert counts.counts == [expected.list.len().to_list()]
     assert after.seen == [expected.to_list()]
+
+
+def test_word_counts_c4_derives_for_its_new_texts_equal_counting_them():
+    """C4's new texts' word counts, derived from the old counts and the removed lines only,
+    are those of splitting the new texts; texts with a line break the word pattern does not
+    treat as whitespace are left to be counted (null)."""
+    rng = random.Random(5)
+    lines = [
+        *PROSE[1].split(". "),
+        "Menu",
+        "Home | About",
+        "Enable javascript to see this page.",
+        "Read our privacy policy here.",
+        "A claim worth a citation[1] and another [citation needed] here.",
+        "  indented words, with l'année and don't and COVID-19 in them  ",
+        "a" * 1_200 + " long word line",
+        "http://example.com/a.b, see it.",
+    ]
+    breaks = ["\n", "\r\n", "\u2028", "\x85", "\x0c", "\x1c", "\n\n"]
+    texts = [
+        "".join(
+            rng.choice(lines) + rng.choices(breaks, [30, 3, 1, 1, 1, 1, 3])[0]
+            for _ in range(rng.randint(0, 12))
+        )
+        for _ in range(300)
+    ]
+    docs = pl.DataFrame({"text": texts})
+    stats = C4QualityFilter().measure(docs.with_columns(split_words(docs["text"]).alias(WORDS)))
+    counted = split_words(stats["new_text"]).list.len()
+    derived = stats[NEW_WORD_COUNTS]
+    unsplit = docs["text"].str.contains("\x1c")
+    assert derived.is_null().to_list() == unsplit.to_list()
+    assert derived.filter(~unsplit).to_list() == counted.filter(~unsplit).to_list()
+    assert (
+        derived.filter(~unsplit) != split_words(docs["text"]).list.len().filter(~unsplit)
+    ).sum() > 100
 
 
 @pytest.mark.parametrize(

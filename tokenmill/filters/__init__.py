@@ -61,6 +61,7 @@ from tokenmill.filters.plugins import (
     load_filter,
 )
 from tokenmill.filters.text import (
+    NEW_WORD_COUNTS,
     PUNCTUATION,
     TERMINAL_PUNCTUATION,
     WORD_PATTERN,
@@ -74,6 +75,7 @@ from tokenmill.filters.url import URLFilter
 
 __all__ = [
     "FILTER_MODULES_ENV",
+    "NEW_WORD_COUNTS",
     "PUNCTUATION",
     "TERMINAL_PUNCTUATION",
     "WORDS",

@@ -10,7 +10,16 @@ import polars as pl
 
 from tokenmill.filters.chain import FilterResult
 from tokenmill.filters.rules import Rule, first_failing
-from tokenmill.filters.text import ABBREVIATIONS, doc_index, explode, split_lines
+from tokenmill.filters.text import (
+    ABBREVIATIONS,
+    NEW_WORD_COUNTS,
+    WORDS,
+    count_words,
+    doc_index,
+    explode,
+    split_lines,
+    word_counts_of,
+)
 
 CITATION_PATTERN = r"\[\d*]|\[edit]|\[citation needed]"
 POLICY_SUBSTRINGS = (
@@ -50,6 +59,28 @@ def count_sentences(lines: pl.Expr) -> pl.Expr:
     """Approximate number of spaCy sentences in each (stripped, non-empty) line."""
     without_abbreviations = lines.str.replace_all(_NON_SENTENCE_PERIODS, "$1")
     return without_abbreviations.str.count_matches(_SENTENCE_BOUNDARY) + 1
+
+
+def _new_word_counts(docs: pl.DataFrame, lines: pl.DataFrame) -> pl.Series:
+    """The new texts' word counts: the old texts' less the words of the lines removed and of
+    the citations removed from kept lines. Words never span a line break (every break
+    ``split_lines`` splits at is whitespace to ``WORD_PATTERN``, but for U+001C..U+001E: texts
+    holding one are counted again, null) and stripping a line removes no word, so a text's words
+    are its lines' words, and only the lines that changed need counting: a small share of the
+    text, where counting the new texts costs as much as splitting them."""
+    changed = lines.filter(~pl.col("kept") | (pl.col("line") != pl.col("original")))
+    before = count_words(changed["original"]).cast(pl.Int64)
+    after = count_words(changed["line"]).cast(pl.Int64) * changed["kept"].cast(pl.Int64)
+    lost = np.bincount(
+        changed["doc"].to_numpy(), (before - after).to_numpy(), minlength=docs.height
+    ).astype(np.int64)
+    counts = word_counts_of(docs).cast(pl.Int64) - pl.Series(lost)
+    unsplit = docs["text"].fill_null("").str.contains(_NON_SPACE_BREAKS)
+    return pl.select(pl.when(unsplit).then(None).otherwise(counts)).to_series().cast(pl.UInt32)
+
+
+# Line breaks to str.splitlines() that are not whitespace to the word pattern's \s
+_NON_SPACE_BREAKS = "[\x1c\x1d\x1e]"
 
 
 class C4QualityFilter:
@@ -125,6 +156,9 @@ class C4QualityFilter:
         text = docs["text"].fill_null("")
         lines = explode(split_lines(text))
         lines = pl.DataFrame({"doc": lines.doc, "line": lines.values.str.strip_chars()})
+        counting = judging and WORDS in docs.columns  # the texts' words are known: count the new
+        if counting:
+            lines = lines.with_columns(original=pl.col("line"))
         lines = lines.with_columns(
             valid=~self._has_long_word(lines["line"])
             & _has_words(pl.col("line"), self.min_words_per_line)
@@ -141,9 +175,12 @@ class C4QualityFilter:
             fatal=pl.col("fatal").drop_nulls().first() if judging else pl.lit(None, pl.Utf8),
         )
         stats = pl.DataFrame([doc_index(len(text))]).join(per_doc, on="doc", how="left")
-        return stats.sort("doc").select(
+        stats = stats.sort("doc").select(
             pl.col("sentences").fill_null(0), "fatal", pl.col("new_text").fill_null("")
         )
+        if counting:
+            stats = stats.with_columns(_new_word_counts(docs, lines).alias(NEW_WORD_COUNTS))
+        return stats
 
     def _line_flags(self) -> list[pl.Expr]:
         """Per line: ``kept`` and ``fatal`` (the reason the line drops its whole document), from

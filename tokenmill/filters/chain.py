@@ -7,7 +7,7 @@ from typing import NamedTuple, Protocol
 
 import polars as pl
 
-from tokenmill.filters.text import WORDS, rewritten, words_of
+from tokenmill.filters.text import WORD_COUNTS, WORDS, rewritten, words_of
 
 
 class FilterResult(NamedTuple):
@@ -88,7 +88,7 @@ class FilterChain:
             dropped = docs.filter(drop).with_columns(
                 filter=pl.lit(flt.name, pl.Utf8), reason=result.reasons.filter(drop)
             )
-            rejected.append(dropped.drop(WORDS, strict=False))
+            rejected.append(dropped.drop(WORDS, WORD_COUNTS, strict=False))
             self.drop_counts[flt.name] = dropped.height
             self.total_drop_counts[flt.name] += dropped.height
             if result.text is not None:
@@ -96,7 +96,7 @@ class FilterChain:
             docs = docs.filter(~drop)
         if finish:
             docs = _transformed(docs, pending)
-        return docs.drop(WORDS, strict=False), pl.concat(rejected)
+        return docs.drop(WORDS, WORD_COUNTS, strict=False), pl.concat(rejected)
 
     @staticmethod
     def _judged(flt, docs: pl.DataFrame) -> pl.Series:

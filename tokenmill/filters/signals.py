@@ -21,7 +21,7 @@ from tokenmill.filters.fineweb import FineWebQualityFilter
 from tokenmill.filters.gopher_quality import GopherQualityFilter
 from tokenmill.filters.gopher_repetition import GopherRepetitionFilter
 from tokenmill.filters.pii import PIIMasker
-from tokenmill.filters.text import WORDS, rewritten, words_of
+from tokenmill.filters.text import NEW_WORD_COUNTS, WORDS, rewritten, words_of
 
 # What `fatal` and the other non-numeric signals hold; every other signal is a number.
 TEXT_SIGNALS = {(C4QualityFilter.name, "fatal")}
@@ -88,7 +88,8 @@ class SignalProfile:
                 name = column(flt, signal)
                 columns.append(stats[signal].cast(types[name]).alias(name))
             if getattr(flt, "rewrites", False):
-                docs = rewritten(docs, stats["new_text"])
+                counts = stats.get_column(NEW_WORD_COUNTS, default=None)
+                docs = rewritten(docs, stats["new_text"], counts)
         return pl.DataFrame(columns)
 
     def serves(self, filters: list[DocumentFilter], formatters: list[Formatter]) -> set[str]:

@@ -141,27 +141,47 @@ def words_of(docs: pl.DataFrame) -> pl.Series:
     return pl.concat([rows.filter(~stale), fresh]).sort("row")[WORDS]
 
 
+# The column of a rewriting filter's ``measure`` with its new texts' word counts, when it knows
+# them without splitting them (see ``rewritten``).
+NEW_WORD_COUNTS = "new_word_counts"
+# Word counts a rewriting filter knew for the texts it rewrote, without splitting them (null:
+# unknown, count when needed); beside ``WORDS``, which is null for those texts.
+WORD_COUNTS = "count_words"
+
+
 def word_counts_of(docs: pl.DataFrame) -> pl.Series:
     """Lengths of ``words_of(docs)``, counting without splitting where the chain has not split."""
     if WORDS not in docs.columns:
-        return _word_counts(docs["text"])
+        return count_words(docs["text"])
     counts = docs[WORDS].list.len()
+    if WORD_COUNTS in docs.columns:
+        counts = counts.fill_null(docs[WORD_COUNTS])
     stale = counts.is_null().arg_true()
     if len(stale):
-        counts = counts.scatter(stale, _word_counts(docs["text"].gather(stale)))
+        counts = counts.scatter(stale, count_words(docs["text"].gather(stale)))
     return counts
 
 
-def _word_counts(text: pl.Series) -> pl.Series:
+def count_words(text: pl.Series) -> pl.Series:
     return _joined(text.fill_null("")).str.count_matches(WORD_PATTERN)
 
 
-def rewritten(docs: pl.DataFrame, text: pl.Series) -> pl.DataFrame:
-    """``docs`` with the new ``text``; their words stay where the text stayed the same."""
+def rewritten(
+    docs: pl.DataFrame, text: pl.Series, word_counts: pl.Series | None = None
+) -> pl.DataFrame:
+    """``docs`` with the new ``text``; their words stay where the text stayed the same, and
+    ``word_counts`` (the new texts' ``word_counts_of``, null where unknown) are kept for the
+    others."""
     if WORDS not in docs.columns:
         return docs.with_columns(text.alias("text"))
     unchanged = (docs["text"] == text).fill_null(False)
-    return docs.with_columns(text.alias("text"), pl.when(unchanged).then(pl.col(WORDS)))
+    earlier = pl.col(WORD_COUNTS) if WORD_COUNTS in docs.columns else pl.lit(None, pl.UInt32)
+    known = pl.lit(None, pl.UInt32) if word_counts is None else pl.lit(word_counts)
+    return docs.with_columns(
+        text.alias("text"),
+        pl.when(unchanged).then(pl.col(WORDS)),
+        pl.when(unchanged).then(earlier).otherwise(known.cast(pl.UInt32)).alias(WORD_COUNTS),
+    )
 
 
 def split_lines(text: pl.Series) -> pl.Series:
