@@ -720,6 +720,7 @@ def bench_stage_vs_bare(
     pages: Path | None = None,
     sample: int = 5000,
     warcs: Path | None = None,
+    files: int = 7,
 ) -> None:
     """The shared per-unit work (the extracted stage: extraction, language ID, every signal,
     committed Parquet), the bare fastwarc + resiliparse loop on the same WARC files, and two
@@ -727,7 +728,8 @@ def bench_stage_vs_bare(
     threshold-only change of it), interleaved for ``rounds`` rounds in this one process after
     a warm-up round of each; CPU seconds per round, median ratios. Then one more extracted run
     with timers on its components. The files: the real pages of ../shared, ``sample`` HTML
-    files of the folder ``pages``, or the WARC files of the folder ``warcs``."""
+    files of the folder ``pages`` (wrapped in ``files`` WARC files), or the WARC files of the
+    folder ``warcs``."""
     if (
         pages is None
         and warcs is None
@@ -741,7 +743,7 @@ def bench_stage_vs_bare(
         if warcs is not None:
             lake, unit = warc_folder_lake(root, warcs)
         elif pages is not None:
-            lake, unit = html_folder_lake(root, pages, sample)
+            lake, unit = html_folder_lake(root, pages, sample, files)
         else:
             lake, unit = real_warc_lake(root)
         paths = sorted((root / "warc").iterdir())
@@ -856,6 +858,9 @@ def main() -> None:
     )
     parser.add_argument("--sample", type=int, default=5000, help="how many of --pages' files")
     parser.add_argument(
+        "--files", type=int, default=7, help="WARC files --pages' files are wrapped in (7)"
+    )
+    parser.add_argument(
         "--warcs", type=Path, help="stage-vs-bare on the WARC files of this folder, as they are"
     )
     arguments = parser.parse_args()
@@ -866,7 +871,10 @@ def main() -> None:
     for section in sections:
         if section == "stage-vs-bare":
             bench_stage_vs_bare(
-                pages=arguments.pages, sample=arguments.sample, warcs=arguments.warcs
+                pages=arguments.pages,
+                sample=arguments.sample,
+                warcs=arguments.warcs,
+                files=arguments.files,
             )
         else:
             SECTIONS[section]()
