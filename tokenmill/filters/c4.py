@@ -133,7 +133,8 @@ class C4QualityFilter:
 
     def __call__(self, docs: pl.DataFrame) -> FilterResult:
         stats = self.measure(docs)
-        return FilterResult(self.judge(stats), stats["new_text"])
+        counts = stats.get_column(NEW_WORD_COUNTS, default=None)
+        return FilterResult(self.judge(stats), stats["new_text"], counts)
 
     def measure_key(self) -> tuple:
         return tuple(v for k, v in vars(self).items() if k != "min_num_sentences")

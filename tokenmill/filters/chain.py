@@ -15,6 +15,7 @@ class FilterResult(NamedTuple):
 
     reasons: pl.Series
     text: pl.Series | None = None
+    word_counts: pl.Series | None = None  # of the new texts, where known without splitting
 
 
 class DocumentFilter(Protocol):
@@ -33,7 +34,7 @@ def _as_result(output: pl.Series | FilterResult, n_docs: int) -> FilterResult:
     result = output if isinstance(output, FilterResult) else FilterResult(output)
     if len(result.reasons) != n_docs:
         raise ValueError(f"filter returned {len(result.reasons)} reasons for {n_docs} documents")
-    return FilterResult(result.reasons.cast(pl.Utf8).alias("reason"), result.text)
+    return result._replace(reasons=result.reasons.cast(pl.Utf8).alias("reason"))
 
 
 class FilterChain:
@@ -92,7 +93,7 @@ class FilterChain:
             self.drop_counts[flt.name] = dropped.height
             self.total_drop_counts[flt.name] += dropped.height
             if result.text is not None:
-                docs = rewritten(docs, result.text)
+                docs = rewritten(docs, result.text, result.word_counts)
             docs = docs.filter(~drop)
         if finish:
             docs = _transformed(docs, pending)

@@ -78,9 +78,10 @@ class _CyclingReplacer:
     The turn starts again in every text: a document's masked text is its own, whichever
     documents were masked before it (the same in every stage and every re-run).
 
-    ``matches``: how Python finds them (default: the pattern's ``finditer``); a pattern without
-    word boundaries or look-around is found by polars' Rust regex instead, which gives the
-    same matches (``found``), many times faster on long texts."""
+    ``matches``: how Python finds them (default: the pattern's ``finditer``). With
+    ``found_by_polars``, polars' Rust regex finds them instead, many times faster on long texts:
+    only for a pattern both engines match alike (no word boundary, no look-around, no Unicode
+    class), whose matches ``_spans`` can place back."""
 
     def __init__(
         self,
@@ -88,10 +89,11 @@ class _CyclingReplacer:
         replacements: Sequence[str],
         is_pii: Callable[[str], bool],
         matches: Callable[[str], Iterator[re.Match]] | None = None,
+        found_by_polars: bool = False,
     ):
         self.pattern = pattern
         self.matches = matches or re.compile(pattern).finditer
-        self.found_by_polars = matches is None and not re.search(r"\\[bB]|\(\?<?[=!]", pattern)
+        self.found_by_polars = found_by_polars
         self.replacements = (
             (replacements,) if isinstance(replacements, str) else tuple(replacements)
         )
@@ -178,7 +180,9 @@ class PIIMasker:
                 if only_remove_public_ips
                 else (lambda ip: is_public_ip(ip) or _is_ip(ip))
             )
-            self.replacers.append(_CyclingReplacer(IPV4_PATTERN, ip_replacement, is_pii))
+            self.replacers.append(
+                _CyclingReplacer(IPV4_PATTERN, ip_replacement, is_pii, found_by_polars=True)
+            )
 
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
         text = docs["text"].fill_null("")
