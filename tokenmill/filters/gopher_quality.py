@@ -99,11 +99,14 @@ class GopherQualityFilter:
         is_stop = words.values.is_in(self.stop_words).to_numpy()
         stop_words = pl.DataFrame({"doc": words.doc[is_stop], "word": words.values.filter(is_stop)})
         lengths = words.values.str.len_chars().to_numpy()
+        content = np.flatnonzero(is_content)
         per_doc = pl.DataFrame(
             {
                 "n_words": count_per_doc(words.doc, n_docs),
                 "n_content": count_per_doc(words.doc, n_docs, is_content),
-                "content_chars": count_per_doc(words.doc[is_content], n_docs, lengths[is_content]),
+                "content_chars": count_per_doc(
+                    words.doc.take(content), n_docs, lengths.take(content)
+                ),
                 "n_alpha": count_per_doc(words.doc, n_docs, is_alpha),
                 "n_stop": count_per_doc(stop_words.unique()["doc"].to_numpy(), n_docs),
             }

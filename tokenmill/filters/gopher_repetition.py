@@ -65,7 +65,8 @@ class _Ngrams(NamedTuple):
     first: np.ndarray
 
     def filter(self, mask: np.ndarray) -> _Ngrams:
-        return _Ngrams(self.n, *(column[mask] for column in self[1:]))
+        kept = np.flatnonzero(mask)  # once: a boolean mask would be searched for each column
+        return _Ngrams(self.n, *(column.take(kept) for column in self[1:]))
 
 
 def _occurrences(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -100,8 +101,8 @@ def _repeated_ngrams(flat: _FlatWords, sizes: Collection[int], done: np.ndarray)
     if 1 in sizes:  # most single words repeat: filtering them costs more than it saves
         yield _Ngrams(1, starts, keys, *_occurrences(keys))
     for n in range(2, max(sizes, default=0) + 1):
-        extendable = (words_left[starts] >= n) & ~done[flat.doc[starts]]
-        starts, keys = starts[extendable], keys[extendable]
+        extendable = np.flatnonzero((words_left[starts] >= n) & ~done[flat.doc[starts]])
+        starts, keys = starts.take(extendable), keys.take(extendable)
         keys = keys * _NGRAM_MULTIPLIER + flat.word_hash[starts + n - 1]
         ngrams = _Ngrams(n, starts, keys, *_occurrences(keys))
         ngrams = ngrams.filter(ngrams.count > 1)
@@ -119,7 +120,8 @@ def _top_ngram_chars(flat: _FlatWords, ngrams: _Ngrams) -> np.ndarray:
     result = _first_ngram_chars(flat, n)
     if not len(ngrams.starts):
         return result
-    pos, count = ngrams.starts[ngrams.first], ngrams.count[ngrams.first]
+    first = np.flatnonzero(ngrams.first)
+    pos, count = ngrams.starts.take(first), ngrams.count.take(first)
     doc = flat.doc[pos]  # in word order: grouped by document
     doc_start = np.flatnonzero(np.r_[True, doc[1:] != doc[:-1]])
     doc_size = np.diff(np.r_[doc_start, len(doc)])
@@ -157,8 +159,8 @@ def _greedy_dup_chars(flat: _FlatWords, ngrams: _Ngrams, docs: np.ndarray) -> np
     seen before counts its characters and the walk jumps past it. n-grams that occur once in
     their document never count, so only the repeated ones (``ngrams``) are walked."""
     n, starts, keys, cum = ngrams.n, ngrams.starts, ngrams.keys, flat.cum
-    walked = np.isin(flat.doc[starts], docs)
-    starts, keys = starts[walked], keys[walked]
+    walked = np.flatnonzero(np.isin(flat.doc[starts], docs))
+    starts, keys = starts.take(walked), keys.take(walked)
     chars = (cum[starts + n] - cum[starts]).tolist()
     totals = np.zeros(flat.n_docs, dtype=np.int64)
     seen: set[int] = set()  # keys include the document: one set serves all
