@@ -68,13 +68,13 @@ def _new_word_counts(docs: pl.DataFrame, lines: pl.DataFrame) -> pl.Series:
     holding one are counted again, null) and stripping a line removes no word, so a text's words
     are its lines' words, and only the lines that changed need counting: a small share of the
     text, where counting the new texts costs as much as splitting them."""
-    changed = lines.filter(~pl.col("kept") | (pl.col("line") != pl.col("original")))
-    before = count_words(changed["original"]).cast(pl.Int64)
-    after = count_words(changed["line"]).cast(pl.Int64) * changed["kept"].cast(pl.Int64)
-    lost = np.bincount(
-        changed["doc"].to_numpy(), (before - after).to_numpy(), minlength=docs.height
-    ).astype(np.int64)
-    counts = word_counts_of(docs).cast(pl.Int64) - pl.Series(lost)
+    removed = lines.filter(~pl.col("kept"))
+    cited = lines.filter(pl.col("kept") & (pl.col("line") != pl.col("original")))
+    lost = count_words(removed["original"]).cast(pl.Int64)
+    cut = count_words(cited["original"]).cast(pl.Int64) - count_words(cited["line"])
+    lost = np.bincount(removed["doc"].to_numpy(), lost.to_numpy(), minlength=docs.height)
+    lost += np.bincount(cited["doc"].to_numpy(), cut.to_numpy(), minlength=docs.height)
+    counts = word_counts_of(docs).cast(pl.Int64) - pl.Series(lost.astype(np.int64))
     unsplit = docs["text"].fill_null("").str.contains(_NON_SPACE_BREAKS)
     return pl.select(pl.when(unsplit).then(None).otherwise(counts)).to_series().cast(pl.UInt32)
 
