@@ -406,6 +406,32 @@ def test_word_counts_c4_derives_for_its_new_texts_equal_counting_them():
     ).sum() > 100
 
 
+def test_c4_lowercases_only_the_lines_that_could_hold_its_phrases(monkeypatch):
+    """Lines lowercased only where a case-insensitive search finds a phrase: the same lines
+    removed and the same documents dropped as lowercasing every line, with letters whose
+    lowercase or case folding is unusual (Kelvin sign, dotted capital I, long s)."""
+    from tokenmill.filters import c4
+
+    lines = [
+        "Please ENABLE JAVASCRIPT to view the comments on this page.",
+        "This site USES COO\u212aIES to improve your visit, as you know.",
+        "Read the PR\u0130VACY POL\u0130CY before you write to us here.",
+        "This page u\u017fes cookies only when you ask it to.",
+        "Lorem Ipsum dolor sit amet, consectetur adipiscing elit sed.",
+        "Plain words about the weather and the sea, nothing else.",
+        "See the Terms Of Use { of this service } for the details.",
+    ]
+    rng = random.Random(2)
+    texts = ["\n".join(rng.choices(lines, k=rng.randint(0, 8))) for _ in range(200)]
+    docs = pl.DataFrame({"text": texts})
+    found = C4QualityFilter().measure(docs)
+    monkeypatch.setattr(c4, "_lowered", lambda lines: lines.str.to_lowercase())
+    expected = C4QualityFilter().measure(docs)
+    assert found.equals(expected)
+    assert found["fatal"].drop_nulls().len() > 20
+    assert (found["new_text"] != docs["text"]).sum() > 100
+
+
 @pytest.mark.parametrize(
     ("text", "masked"),
     [

@@ -61,6 +61,19 @@ def count_sentences(lines: pl.Expr) -> pl.Expr:
     return without_abbreviations.str.count_matches(_SENTENCE_BOUNDARY) + 1
 
 
+# What the line rules look for in a lowercased line.
+_LOWERCASE_PHRASES = ("lorem ipsum", "javascript", *POLICY_SUBSTRINGS)
+
+
+def _lowered(lines: pl.Series) -> pl.Series:
+    """Each line lowercased where that could show one of ``_LOWERCASE_PHRASES``, else empty
+    (it shows none): a case-insensitive search finds every such line, and a few more (its case
+    folding matches "ſ" to "s", which lowercasing keeps), far cheaper than lowercasing all."""
+    candidates = lines.str.contains("(?i)" + _any_of(_LOWERCASE_PHRASES)).arg_true()
+    lowered = pl.repeat("", len(lines), dtype=pl.String, eager=True)
+    return lowered.scatter(candidates, lines.gather(candidates).str.to_lowercase())
+
+
 def _new_word_counts(docs: pl.DataFrame, lines: pl.DataFrame) -> pl.Series:
     """The new texts' word counts: the old texts' less the words of the lines removed and of
     the citations removed from kept lines. Words never span a line break (every break
@@ -166,7 +179,7 @@ class C4QualityFilter:
         )
         if self.remove_citations:
             lines = lines.with_columns(pl.col("line").str.replace_all(CITATION_PATTERN, ""))
-        lines = lines.with_columns(lower=pl.col("line").str.to_lowercase())
+        lines = lines.with_columns(lower=_lowered(lines["line"]))
         lines = lines.with_columns(self._line_flags())
         kept = pl.col("line").filter("kept")
         per_doc = lines.group_by("doc", maintain_order=True).agg(
