@@ -67,8 +67,10 @@ _LOWERCASE_PHRASES = ("lorem ipsum", "javascript", *POLICY_SUBSTRINGS)
 
 def _lowered(lines: pl.Series) -> pl.Series:
     """Each line lowercased where that could show one of ``_LOWERCASE_PHRASES``, else empty
-    (it shows none): a case-insensitive search finds every such line, and a few more (its case
-    folding matches "ſ" to "s", which lowercasing keeps), far cheaper than lowercasing all."""
+    (it shows none): a case-insensitive search finds every such line (the only characters
+    outside ASCII whose lowercase holds an ASCII letter are the Kelvin sign, matched as "k", and
+    "İ", lowercased to "i" and a combining dot, which no phrase ends with), and a few more (it
+    matches "ſ" as "s"), far cheaper than lowercasing every line."""
     candidates = lines.str.contains("(?i)" + _any_of(_LOWERCASE_PHRASES)).arg_true()
     lowered = pl.repeat("", len(lines), dtype=pl.String, eager=True)
     return lowered.scatter(candidates, lines.gather(candidates).str.to_lowercase())
