@@ -597,7 +597,7 @@ def bench_memory() -> None:
             raw_bytes = sum(file_size(lake, CRAWL, f) for f in unit_files(lake, unit))
             rows.append([f"{files} files", records, raw_bytes / 1e6, seconds, peak / 2**20])
     print_table(
-        "Peak RSS of the cleaned stage in a fresh process (its files one after another), by "
+        "Peak RSS of the extracted stage in a fresh process (its files one after another), by "
         "unit size",
         ["unit of files", "records", "WARC MB", "seconds", "peak RSS MiB"],
         rows,
