@@ -96,6 +96,29 @@ def test_every_non_starter_is_in_the_scanned_range():
     assert outside == []
 
 
+def test_nfc_finds_the_runs_past_thirty_as_the_stream_safe_form_does():
+    """nfc looks for a run of 31 non-starters with polars' regex before going to Python's: the
+    same texts as the stream-safe form's NFC, runs of every length around the limit, of marks
+    from across the range (the first and last non-starters, Hebrew, Devanagari, Tibetan)."""
+    import random
+
+    from tokenmill.normal_form import _non_starters
+
+    marks = _non_starters()
+    rng = random.Random(4)
+    pool = [chr(marks[0]), chr(marks[-1]), *(chr(rng.choice(marks)) for _ in range(40))]
+    texts = []
+    for _ in range(300):
+        pieces = []
+        for _ in range(rng.randint(1, 6)):
+            length = rng.choice([0, 1, 3, 29, 30, 31, 32, 61])
+            run = "".join(rng.choice(pool) for _ in range(length))
+            pieces.append(rng.choice("aeé한ॐཀ ") + run)
+        texts.append("".join(pieces))
+    assert [nfc(t) for t in texts] == [unicodedata.normalize("NFC", stream_safe(t)) for t in texts]
+    assert sum(GRAPHEME_JOINER in nfc(t) for t in texts) > 50
+
+
 def test_nfc_of_normal_text_is_unicodedata_nfc():
     texts = [
         "Café au lait",

@@ -13,6 +13,8 @@ import re
 import unicodedata
 from functools import cache
 
+import polars as pl
+
 MAX_NON_STARTERS = 30  # UAX #15, D4
 GRAPHEME_JOINER = "\u034f"
 
@@ -29,10 +31,22 @@ NON_STARTER_RANGE = range(0x0300, 0x1E950)
 
 
 @cache
+def _non_starters() -> list[int]:
+    return [c for c in NON_STARTER_RANGE if _is_non_starter(chr(c))]
+
+
+@cache
 def _long_run() -> re.Pattern:
     """30 non-starters followed by another (built on first use)."""
-    chars = "".join(f"\\U{c:08x}" for c in NON_STARTER_RANGE if _is_non_starter(chr(c)))
+    chars = "".join(f"\\U{c:08x}" for c in _non_starters())
     return re.compile(f"([{chars}]{{{MAX_NON_STARTERS}}})(?=[{chars}])")
+
+
+@cache
+def _run_past_limit() -> str:
+    """The same run for polars' (Rust) regex: 31 non-starters in a row."""
+    chars = "".join(f"\\x{{{c:x}}}" for c in _non_starters())
+    return f"[{chars}]{{{MAX_NON_STARTERS + 1}}}"
 
 
 def stream_safe(text: str) -> str:
@@ -46,4 +60,8 @@ def nfc(text: str) -> str:
     # only answers when the marks are in canonical order already (no quadratic sort).
     if text.isascii() or unicodedata.is_normalized("NFC", text):
         return text
-    return unicodedata.normalize("NFC", stream_safe(text))
+    # Python's regex scans a text for the run far slower than the normalization takes; polars'
+    # says whether there is one (almost never: then the stream-safe form is the text itself).
+    if pl.Series([text]).str.contains(_run_past_limit()).item():
+        text = stream_safe(text)
+    return unicodedata.normalize("NFC", text)
