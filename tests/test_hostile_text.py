@@ -98,8 +98,9 @@ def test_every_non_starter_is_in_the_scanned_range():
 
 def test_nfc_finds_the_runs_past_thirty_as_the_stream_safe_form_does():
     """nfc looks for a run of 31 non-starters with polars' regex before going to Python's: the
-    same texts as the stream-safe form's NFC, runs of every length around the limit, of marks
-    from across the range (the first and last non-starters, Hebrew, Devanagari, Tibetan)."""
+    same texts as the stream-safe form's NFC: runs of every length around the limit, of marks
+    drawn across the range (the first and last non-starters among them), after Latin, Hangul,
+    Devanagari and Tibetan letters."""
     import random
 
     from tokenmill.normal_form import _non_starters
