@@ -146,7 +146,7 @@ def words_of(docs: pl.DataFrame) -> pl.Series:
 NEW_WORD_COUNTS = "new_word_counts"
 # Word counts a rewriting filter knew for the texts it rewrote, without splitting them (null:
 # unknown, count when needed); beside ``WORDS``, which is null for those texts.
-WORD_COUNTS = "count_words"
+WORD_COUNTS = "_word_counts"
 
 
 def word_counts_of(docs: pl.DataFrame) -> pl.Series:
