@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -29,6 +30,8 @@ from tokenmill.filters import (
     split_words,
     word_counts_of,
 )
+from tokenmill.filters.text import WORD_FEATURES
+from tokenmill.filters.word_scan import Words, scan_words, words_in
 
 PROSE = sample_articles("en", 3, seed=7)
 GOOD = PROSE[0]
@@ -338,6 +341,37 @@ def test_chain_shares_words_and_splits_again_after_a_rewrite():
     assert WORDS not in rejected.columns
 
 
+class SeesWordFeatures:
+    """Keeps every document and records the word features the chain hands it, and which
+    documents it had them for before asking."""
+
+    uses_word_features = True
+
+    def __init__(self, name: str):
+        self.name = name
+        self.seen: list[Words] = []
+
+    def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        self.seen.append(words_in(docs[WORD_FEATURES]))
+        return pl.Series([None] * docs.height, dtype=pl.Utf8)
+
+
+def test_chain_shares_word_features_and_scans_again_after_a_rewrite():
+    texts = [GOOD + "\nRead our privacy policy here.", PROSE[1], PROSE[2]]
+    docs = pl.DataFrame({"text": texts, "url": [GOOD_URL] * len(texts)})
+    before, after, counts = SeesWordFeatures("before"), SeesWordFeatures("after"), CountsWords()
+    kept, rejected = FilterChain(
+        [before, GopherQualityFilter(), C4QualityFilter(), counts, after]
+    ).apply(docs)
+    assert kept["text"].to_list() == [GOOD, PROSE[1], PROSE[2]]
+    for seen, text in ((before, docs["text"]), (after, kept["text"])):
+        (words,) = seen.seen
+        assert all(np.array_equal(a, b) for a, b in zip(words, scan_words(text), strict=True))
+    assert counts.counts == [split_words(kept["text"]).list.len().to_list()]
+    assert WORD_FEATURES not in kept.columns
+    assert WORD_FEATURES not in rejected.columns
+
+
 class CountsWords:
     """Keeps every document; records which have no words yet and word_counts_of of all."""
 
@@ -348,7 +382,8 @@ class CountsWords:
         self.counts: list[list[int]] = []
 
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
-        self.unsplit.append(docs[WORDS].is_null().to_list())
+        if WORDS in docs.columns:
+            self.unsplit.append(docs[WORDS].is_null().to_list())
         self.counts.append(word_counts_of(docs).to_list())
         return pl.Series([None] * docs.height, dtype=pl.Utf8)
 

@@ -9,7 +9,10 @@ replaces ``text`` for the documents it keeps.
 
 A filter with ``uses_words = True`` finds ``split_words(text)`` in the ``WORDS`` column when run
 by a ``FilterChain`` (``words_of(docs)`` reads it, or splits when absent): the chain tokenizes
-once for all such filters, and again only the documents whose text a filter rewrote.
+once for all such filters, and again only the documents whose text a filter rewrote. The
+built-in filters that only count words (Gopher quality and repetition) set
+``uses_word_features = True`` instead: ``word_scan.word_features_of(docs)`` gives each word's
+length, hash and flags, scanned by compiled code without a string per word.
 
 A *formatter* has a ``name`` and ``__call__(docs) -> pl.Series`` returning the new text; formatters
 run before the filters (see ``PIIMasker``).

@@ -13,10 +13,10 @@ from tokenmill.filters.rules import Rule, first_failing
 from tokenmill.filters.text import (
     ABBREVIATIONS,
     NEW_WORD_COUNTS,
-    WORDS,
     count_words,
     doc_index,
     explode,
+    knows_words,
     split_lines,
     word_counts_of,
 )
@@ -172,7 +172,7 @@ class C4QualityFilter:
         text = docs["text"].fill_null("")
         lines = explode(split_lines(text))
         lines = pl.DataFrame({"doc": lines.doc, "line": lines.values.str.strip_chars()})
-        counting = judging and WORDS in docs.columns  # the texts' words are known: count the new
+        counting = judging and knows_words(docs)  # the texts' words are known: count the new
         if counting:
             lines = lines.with_columns(original=pl.col("line"))
         lines = lines.with_columns(

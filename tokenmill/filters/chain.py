@@ -7,7 +7,8 @@ from typing import NamedTuple, Protocol
 
 import polars as pl
 
-from tokenmill.filters.text import WORD_COUNTS, WORDS, rewritten, words_of
+from tokenmill.filters.text import SPLIT_COLUMNS, WORD_COUNTS, rewritten
+from tokenmill.filters.word_scan import with_words_for
 
 
 class FilterResult(NamedTuple):
@@ -82,14 +83,14 @@ class FilterChain:
             else:
                 if getattr(flt, "reads_text", True):
                     docs, pending = _transformed(docs, pending), []
-                if getattr(flt, "uses_words", False) and docs.height:
-                    docs = docs.with_columns(words_of(docs).alias(WORDS))
+                if docs.height:
+                    docs = with_words_for(flt, docs)
                 result = _as_result(flt(docs), docs.height) if docs.height else _NONE
             drop = result.reasons.is_not_null()
             dropped = docs.filter(drop).with_columns(
                 filter=pl.lit(flt.name, pl.Utf8), reason=result.reasons.filter(drop)
             )
-            rejected.append(dropped.drop(WORDS, WORD_COUNTS, strict=False))
+            rejected.append(dropped.drop(*SPLIT_COLUMNS, WORD_COUNTS, strict=False))
             self.drop_counts[flt.name] = dropped.height
             self.total_drop_counts[flt.name] += dropped.height
             if result.text is not None:
@@ -97,7 +98,7 @@ class FilterChain:
             docs = docs.filter(~drop)
         if finish:
             docs = _transformed(docs, pending)
-        return docs.drop(WORDS, WORD_COUNTS, strict=False), pl.concat(rejected)
+        return docs.drop(*SPLIT_COLUMNS, WORD_COUNTS, strict=False), pl.concat(rejected)
 
     @staticmethod
     def _judged(flt, docs: pl.DataFrame) -> pl.Series:

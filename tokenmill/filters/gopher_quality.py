@@ -8,14 +8,8 @@ import numpy as np
 import polars as pl
 
 from tokenmill.filters.rules import Rule, rule_reasons
-from tokenmill.filters.text import (
-    LINE_BREAKS,
-    NON_PUNCTUATION,
-    count_per_doc,
-    explode,
-    line_counts,
-    words_of,
-)
+from tokenmill.filters.text import LINE_BREAKS, count_per_doc, line_counts
+from tokenmill.filters.word_scan import ALPHA, CONTENT, hash_of, word_features_of, words_in
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 
@@ -25,7 +19,7 @@ class GopherQualityFilter:
     alphabetic words and stop words. Word counts exclude punctuation-only tokens."""
 
     name = "gopher_quality"
-    uses_words = True
+    uses_word_features = True
     settings = {
         "min_doc_words": "Fewer words (punctuation-only tokens not counted) drop a document",
         "max_doc_words": "More words drop a document",
@@ -90,25 +84,20 @@ class GopherQualityFilter:
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         text = docs["text"].fill_null("")
         n_docs = len(text)
-        words = explode(words_of(docs))
-        # a letter is never punctuation: only the other words need the punctuation check
-        is_alpha = words.values.str.contains(r"\p{L}").to_numpy()
-        is_content = is_alpha.copy()
-        others = np.flatnonzero(~is_alpha)
-        is_content[others] = words.values.gather(others).str.contains(NON_PUNCTUATION).to_numpy()
-        is_stop = words.values.is_in(self.stop_words).to_numpy()
-        stop_words = pl.DataFrame({"doc": words.doc[is_stop], "word": words.values.filter(is_stop)})
-        lengths = words.values.str.len_chars().to_numpy()
+        words = words_in(word_features_of(docs))
+        doc = words.doc
+        is_alpha = (words.flags & ALPHA) != 0
+        is_content = (words.flags & CONTENT) != 0
         content = np.flatnonzero(is_content)
         per_doc = pl.DataFrame(
             {
-                "n_words": count_per_doc(words.doc, n_docs),
-                "n_content": count_per_doc(words.doc, n_docs, is_content),
+                "n_words": words.counts,
+                "n_content": count_per_doc(doc, n_docs, is_content),
                 "content_chars": count_per_doc(
-                    words.doc.take(content), n_docs, lengths.take(content)
+                    doc.take(content), n_docs, words.chars.take(content)
                 ),
-                "n_alpha": count_per_doc(words.doc, n_docs, is_alpha),
-                "n_stop": count_per_doc(stop_words.unique()["doc"].to_numpy(), n_docs),
+                "n_alpha": count_per_doc(doc, n_docs, is_alpha),
+                "n_stop": self._distinct_stop_words(doc, words.hashes, n_docs),
             }
         )
         lines = text.str.replace_all(LINE_BREAKS, "\n")
@@ -120,6 +109,14 @@ class GopherQualityFilter:
             n_bullet_lines=lines.str.count_matches(r"(?m)^[^\S\n]*[•-]"),
             n_ellipsis_lines=lines.str.count_matches(r"(?m)(?:\.\.\.|…)[^\S\n]*$"),
         )
+
+    def _distinct_stop_words(self, doc: np.ndarray, hashes: np.ndarray, n_docs: int) -> np.ndarray:
+        """How many of the stop words each document holds (each counted once)."""
+        stop_hashes = np.unique(np.array([hash_of(w) for w in self.stop_words], dtype=np.uint64))
+        found = np.flatnonzero(np.isin(hashes, stop_hashes))
+        which = np.searchsorted(stop_hashes, hashes.take(found))
+        pairs = np.unique(doc.take(found).astype(np.int64) * len(stop_hashes) + which)
+        return count_per_doc(pairs // len(stop_hashes), n_docs)
 
     def _rules(self) -> list[Rule]:
         n_words = pl.col("n_words")

@@ -21,7 +21,8 @@ from tokenmill.filters.fineweb import FineWebQualityFilter
 from tokenmill.filters.gopher_quality import GopherQualityFilter
 from tokenmill.filters.gopher_repetition import GopherRepetitionFilter
 from tokenmill.filters.pii import PIIMasker
-from tokenmill.filters.text import NEW_WORD_COUNTS, WORDS, rewritten, words_of
+from tokenmill.filters.text import NEW_WORD_COUNTS, rewritten
+from tokenmill.filters.word_scan import with_words_for
 
 # What `fatal` and the other non-numeric signals hold; every other signal is a number.
 TEXT_SIGNALS = {(C4QualityFilter.name, "fatal")}
@@ -81,8 +82,7 @@ class SignalProfile:
         types = self.columns()
         columns = []
         for flt in self.filters:
-            if getattr(flt, "uses_words", False):
-                docs = docs.with_columns(words_of(docs).alias(WORDS))
+            docs = with_words_for(flt, docs)
             stats = flt.measure(docs)
             for signal in flt.signals:
                 name = column(flt, signal)

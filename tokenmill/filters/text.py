@@ -125,20 +125,35 @@ def split_words(text: pl.Series) -> pl.Series:
 # so that the text is tokenized once for all of them; null for the documents whose text a filter
 # rewrote (split again when needed).
 WORDS = "_words"
+# The same for the words' features (`word_scan.Words`: length, hash, flags) that the built-in
+# filters with ``uses_word_features = True`` count, without a string per word.
+WORD_FEATURES = "_word_features"
+SPLIT_COLUMNS = (WORDS, WORD_FEATURES)
+
+
+def per_text(docs: pl.DataFrame, column: str, compute) -> pl.Series:
+    """``compute(text)`` of the documents, read from ``column`` where the chain holds it (its
+    null rows computed again)."""
+    if column not in docs.columns:
+        return compute(docs["text"].fill_null(""))
+    stale = docs[column].is_null()
+    if not stale.any():
+        return docs[column]
+    rows = docs.with_row_index("row").select("row", column)
+    fresh = rows.filter(stale).with_columns(
+        compute(docs["text"].filter(stale).fill_null("")).alias(column)
+    )
+    return pl.concat([rows.filter(~stale), fresh]).sort("row")[column]
 
 
 def words_of(docs: pl.DataFrame) -> pl.Series:
     """split_words of the documents' text, computed once per chain (see ``WORDS``)."""
-    if WORDS not in docs.columns:
-        return split_words(docs["text"].fill_null(""))
-    stale = docs[WORDS].is_null()
-    if not stale.any():
-        return docs[WORDS]
-    rows = docs.with_row_index("row").select("row", WORDS)
-    fresh = rows.filter(stale).with_columns(
-        split_words(docs["text"].filter(stale).fill_null("")).alias(WORDS)
-    )
-    return pl.concat([rows.filter(~stale), fresh]).sort("row")[WORDS]
+    return per_text(docs, WORDS, split_words)
+
+
+def knows_words(docs: pl.DataFrame) -> bool:
+    """Whether the chain has split the documents' texts (``word_counts_of`` is then cheap)."""
+    return any(column in docs.columns for column in SPLIT_COLUMNS)
 
 
 # The column of a rewriting filter's ``measure`` with its new texts' word counts, when it knows
@@ -151,9 +166,12 @@ WORD_COUNTS = "_word_counts"
 
 def word_counts_of(docs: pl.DataFrame) -> pl.Series:
     """Lengths of ``words_of(docs)``, counting without splitting where the chain has not split."""
-    if WORDS not in docs.columns:
+    known = [docs[column].list.len() for column in SPLIT_COLUMNS if column in docs.columns]
+    if not known:
         return count_words(docs["text"])
-    counts = docs[WORDS].list.len()
+    counts = known[0]
+    for other in known[1:]:
+        counts = counts.fill_null(other)
     if WORD_COUNTS in docs.columns:
         counts = counts.fill_null(docs[WORD_COUNTS])
     stale = counts.is_null().arg_true()
@@ -172,14 +190,15 @@ def rewritten(
     """``docs`` with the new ``text``; their words stay where the text stayed the same, and
     ``word_counts`` (the new texts' ``word_counts_of``, null where unknown) are kept for the
     others."""
-    if WORDS not in docs.columns:
+    split = [column for column in SPLIT_COLUMNS if column in docs.columns]
+    if not split:
         return docs.with_columns(text.alias("text"))
     unchanged = (docs["text"] == text).fill_null(False)
     earlier = pl.col(WORD_COUNTS) if WORD_COUNTS in docs.columns else pl.lit(None, pl.UInt32)
     known = pl.lit(None, pl.UInt32) if word_counts is None else pl.lit(word_counts)
     return docs.with_columns(
         text.alias("text"),
-        pl.when(unchanged).then(pl.col(WORDS)),
+        *(pl.when(unchanged).then(pl.col(column)) for column in split),
         pl.when(unchanged).then(earlier).otherwise(known.cast(pl.UInt32)).alias(WORD_COUNTS),
     )
 

@@ -1,0 +1,124 @@
+"""The compiled word scanner against the regex it follows (`split_words`), word for word."""
+
+import random
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tokenmill.filters.text import NON_PUNCTUATION, explode, split_words
+from tokenmill.filters.word_scan import (
+    ALPHA,
+    CONTENT,
+    as_column,
+    char_classes,
+    hash_of,
+    scan_words,
+    words_in,
+)
+
+# Characters around which WORD_PATTERN's alternatives and the joins turn.
+TRICKY = (
+    list("'’.,:/-@&[({})]\"!?;<>#_ \n\t\r\x0b\x0c\u00a0\u2028\u3000")
+    + list("sSdDmMtTlLrRvVeEaAzZhtpw")
+    + ["http://", "https://", "www.", "http", "Mr", "Mrs", "Sept", "co", "e.g", "U.S", "ll", "re"]
+    + list("0123456789٣")
+    + list("éßÉİıĸǅ")
+    + ["e\u0301", "\u0301", "\u200d"]
+    + list("日本語中文한국어")
+    + list("абвгдАБВ")
+    + list("ابت")
+    + ["😀", "\U0001f1eb", "𝔘"]
+    + list("…—–“”«»•►")
+    + ["\x00", "\x1c", "\U000e0041", "\U0010fffd"]
+)
+CASES = [
+    "",
+    "   ",
+    "Hello, world! It's the U.S. of A. vs. J. R. R. Tolkien.",
+    "see http://example.org/a_(b)?x=1. and https://x.y/z, www.foo.bar; https:// www. http",
+    "c'est l'année d'O'Brien; he'll we're I've they'd don't rock'n'roll l'll r're",
+    "COVID-19, x-1, Rollene[rediger, f(x), a{b}, 3.5 1,000 10:30 3/4 a.txt Options.Builder",
+    "wait... -- // '' ---- ..... //// ‘quote’ ’s 'S 'LL 'RE 'VE 're",
+    "Dr. Mr. Mrs. Ms. Sept. Sep. co. Co. Calif.Mass. e.g. i.e. a.b.c. x.",
+    "mail@host.org R&D a@ &b 日本語のテキスト。中文，标点！ 한국어 문장. Ünïcödé façade naïve",
+    "e\u0301cole \u0301x ǅemal İstanbul ıi 𝔘𝔫𝔦 😀😀 x\u200dy 1٣2",
+]
+
+
+def reference(texts: list[str]) -> tuple[np.ndarray, ...]:
+    words = split_words(pl.Series(texts, dtype=pl.Utf8))
+    flat = explode(words)
+    flags = np.where(flat.values.str.contains(r"\p{L}").to_numpy(), ALPHA, 0) | np.where(
+        flat.values.str.contains(NON_PUNCTUATION).to_numpy(), CONTENT, 0
+    )
+    return (
+        words.list.len().to_numpy().astype(np.int64),
+        flat.values.str.len_chars().to_numpy(),
+        np.array([hash_of(w) for w in flat.values.to_list()], dtype=np.uint64),
+        flags.astype(np.uint8),
+    )
+
+
+def assert_same_words(texts: list[str]) -> None:
+    scanned = scan_words(pl.Series(texts, dtype=pl.Utf8))
+    counts, chars, hashes, flags = reference(texts)
+    for got, expected, what in zip(
+        scanned, (counts, chars, hashes, flags), ("counts", "chars", "hashes", "flags"), strict=True
+    ):
+        if not np.array_equal(got, expected):
+            doc = int(np.flatnonzero(scanned.counts != counts)[0]) if what == "counts" else None
+            detail = split_words(pl.Series([texts[doc]]))[0].to_list() if doc is not None else ""
+            raise AssertionError(f"{what} differ; text {doc}: {detail}")
+
+
+def test_the_scanner_splits_the_hand_made_cases_as_the_regex_does():
+    assert_same_words(CASES)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_scanner_splits_random_texts_of_tricky_characters_as_the_regex_does(seed):
+    rng = random.Random(seed)
+    texts = ["".join(rng.choices(TRICKY, k=rng.randrange(0, 80))) for _ in range(3000)]
+    assert_same_words(texts)
+
+
+def test_the_scanner_splits_every_character_as_the_regex_does():
+    """Every code point alone, and between letters and after an apostrophe, where the joins
+    and the alternatives read its class."""
+    every = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    step = 7  # every class boundary is in a chunk: each chunk is one text of 7 characters
+    texts = ["".join(every[i : i + step]) for i in range(0, len(every), step)]
+    texts += [f"a'{c}b a{c}1 x.{c} {c}'s" for c in every[::97]]
+    assert_same_words(texts)
+
+
+def test_null_and_sliced_texts_scan_like_the_rest():
+    text = pl.Series(["one two", None, "three's", "four"])
+    scanned = scan_words(text.slice(1, 3))
+    assert scanned.counts.tolist() == [0, 2, 1]
+    assert scanned.chars.tolist() == [5, 2, 4]
+
+
+def test_the_features_column_round_trips():
+    scanned = scan_words(pl.Series(CASES))
+    column = as_column(scanned)
+    assert column.len() == len(CASES)
+    for got, expected in zip(words_in(column), scanned, strict=True):
+        assert np.array_equal(got, expected)
+    filtered = words_in(column.filter(pl.Series([i % 2 == 1 for i in range(len(CASES))])))
+    assert filtered.counts.tolist() == scanned.counts[1::2].tolist()
+    assert filtered.chars.sum() == sum(
+        scanned.chars[start : start + n].sum()
+        for start, n in zip(
+            (np.cumsum(scanned.counts) - scanned.counts)[1::2], scanned.counts[1::2], strict=True
+        )
+    )
+
+
+def test_character_classes_are_the_regex_engines():
+    table = char_classes()
+    assert table[ord("a")] & 1 and table[ord("a")] & 2 and table[ord("a")] & 4
+    assert table[ord("5")] & 8 and not table[ord("5")] & 2
+    assert table[ord(" ")] & 16 and table[0x3000] & 16 and not table[ord("x")] & 16
+    assert table[ord("!")] & 32 and not table[ord("a")] & 32
