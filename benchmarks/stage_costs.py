@@ -123,7 +123,8 @@ def attributed(work: Callable[[], Any]) -> tuple[Any, dict[str, float], dict[str
         identifier = extracted.identifier
         _patch(stack, extracted, "identifier", lambda b: wrap("language ID", identifier(b)))
         _patch(stack, extracted, "_frame", wrap("rows to polars", extracted._frame))
-        _patch(stack, signals_module, "words_of", wrap("filter words", signals_module.words_of))
+        words = wrap("filter words", signals_module.with_words_for)
+        _patch(stack, signals_module, "with_words_for", words)
         for name in ("write", "write_table", "close"):
             method = getattr(outputs.ParquetSink, name)
             _patch(stack, outputs.ParquetSink, name, wrap("write", method))
