@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine: uv (when it is not on PATH yet), the locked Python environment in
-# .venv/ and, with --test, the chromium that the web UI test (tests/test_webui.py) drives.
+# .venv/ (a C compiler first, when there is none) and, with --test, the chromium that the web UI
+# test (tests/test_webui.py) drives.
 # Non-interactive; run as root or with sudo: uv goes to /opt/uv with a link in /usr/local/bin,
 # missing Debian packages come from apt-get.
 set -euo pipefail
@@ -30,6 +31,10 @@ if ! command -v uv >/dev/null; then
   fi
   $sudo "$UV_HOME/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
   $sudo ln -sf "$UV_HOME/bin/uv" /usr/local/bin/uv
+fi
+# Installing the project compiles the word scanner's C library (scripts/hatch_build.py).
+if ! command -v "${CC:-cc}" >/dev/null; then
+  apt_install gcc libc6-dev
 fi
 uv sync --locked
 

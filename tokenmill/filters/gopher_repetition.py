@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Sequence
 from typing import NamedTuple
 
-import numba
 import numpy as np
 import polars as pl
 
 from tokenmill.filters.rules import Rule, rule_reasons
 from tokenmill.filters.text import doc_keys, explode, find_duplicates
-from tokenmill.filters.word_scan import word_features_of, words_in
+from tokenmill.filters.word_scan import library, word_features_of, words_in
 
 # n-gram statistics are computed on slices of about this many words: their hash tables then stay
 # in the CPU cache (3x faster than one table for a batch of 1,000 web pages).
@@ -164,24 +163,10 @@ def _greedy_dup_chars(flat: _FlatWords, ngrams: _Ngrams, docs: np.ndarray) -> np
     walked = np.flatnonzero(np.isin(flat.doc[starts], docs))
     starts, keys = starts.take(walked), keys.take(walked)
     totals = np.zeros(flat.n_docs, dtype=np.int64)
-    if len(starts):
-        _walk(flat.doc[starts], starts, keys, cum[starts + n] - cum[starts], n, totals)
+    doc, chars = flat.doc.take(starts), cum.take(starts + n) - cum.take(starts)
+    if library().walk_repeated(doc, starts, keys, chars, len(starts), n, totals):
+        raise MemoryError("walking repeated n-grams")
     return totals[docs]
-
-
-@numba.njit(cache=True)
-def _walk(doc, starts, keys, chars, n, totals):
-    seen = {keys[0]}  # keys include the document: one set serves all
-    seen.clear()
-    next_free = 0
-    for i in range(len(starts)):
-        if starts[i] < next_free:
-            continue
-        if keys[i] in seen:
-            totals[doc[i]] += chars[i]
-            next_free = starts[i] + n
-        else:
-            seen.add(keys[i])
 
 
 class GopherRepetitionFilter:

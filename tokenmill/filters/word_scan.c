@@ -1,0 +1,260 @@
+/* The word scanner of word_scan.py: text.WORD_PATTERN and the joins before it (text._JOINS),
+ * alternative by alternative as the regex engine's leftmost-first search tries them, over the
+ * UTF-8 texts of an Arrow string array. Per word: its length in code points, an FNV-1a hash of
+ * its code points and flags (ALPHA, CONTENT). Character classes come from the caller
+ * (word_scan.char_classes: the regex engine's own). Built by hatch_build.py; loaded by ctypes. */
+
+#include <stdint.h>
+#include <stdlib.h>
+
+enum { WORD = 1, LETTER = 2, LOWER = 4, DIGIT = 8, SPACE = 16, PUNCT = 32 };
+enum { ALPHA = 1, CONTENT = 2 };
+enum { APOSTROPHE = 39, RIGHT_QUOTE = 0x2019, UNDERSCORE = 95, DOT = 46, HYPHEN = 45, SLASH = 47 };
+
+/* UTF-8 (valid: Arrow strings are) to code points and their classes; their number. */
+static int64_t decode(const uint8_t *data, int64_t start, int64_t end, int32_t *cp,
+                      uint8_t *kinds, const uint8_t *classes) {
+    int64_t n = 0;
+    for (int64_t i = start; i < end; n++) {
+        int32_t b = data[i], c;
+        if (b < 0x80) {
+            c = b;
+            i += 1;
+        } else if (b < 0xE0) {
+            c = ((b & 0x1F) << 6) | (data[i + 1] & 0x3F);
+            i += 2;
+        } else if (b < 0xF0) {
+            c = ((b & 0x0F) << 12) | ((data[i + 1] & 0x3F) << 6) | (data[i + 2] & 0x3F);
+            i += 3;
+        } else {
+            c = ((b & 0x07) << 18) | ((data[i + 1] & 0x3F) << 12) | ((data[i + 2] & 0x3F) << 6) |
+                (data[i + 3] & 0x3F);
+            i += 4;
+        }
+        cp[n] = c;
+        kinds[n] = classes[c];
+    }
+    return n;
+}
+
+static int is_one_of(int32_t c, const char *chars) {
+    for (; *chars; chars++)
+        if (c == *chars) return 1;
+    return 0;
+}
+
+/* Length of text._ELISION matched at i (0: none), its alternatives in order. */
+static int elision(const int32_t *cp, const uint8_t *kinds, int64_t n, int64_t i) {
+    if (i >= n) return 0;
+    int32_t c = cp[i];
+    if ((c >= 'a' && c <= 'z' && !is_one_of(c, "dlmrstv")) ||
+        (c >= 'A' && c <= 'Z' && !is_one_of(c, "DLMRSTV")))
+        return 1; /* [abcefghijknopquwxyzABCEFGHIJKNOPQUWXYZ] */
+    int next_is_word = i + 1 < n && (kinds[i + 1] & WORD);
+    int third_is_word = i + 2 < n && (kinds[i + 2] & WORD);
+    int32_t next = i + 1 < n ? cp[i + 1] : -1;
+    if (is_one_of(c, "sSdDmMtT") && next_is_word) return 2; /* [sSdDmMtT]\w */
+    if (c == 'l' || c == 'L') {                               /* [lL](?:[lL]\w|[^\WlL]) */
+        if ((next == 'l' || next == 'L') && third_is_word) return 3;
+        if (next_is_word && next != 'l' && next != 'L') return 2;
+    }
+    if (is_one_of(c, "rRvV")) { /* [rRvV](?:[eE]\w|[^\WeE]) */
+        if ((next == 'e' || next == 'E') && third_is_word) return 3;
+        if (next_is_word && next != 'e' && next != 'E') return 2;
+    }
+    if (c >= 0x80 && (kinds[i] & WORD)) return 1; /* [^\W\x00-\x7F] */
+    return 0;
+}
+
+/* text._joined in place: each pattern replaces, left to right without overlaps, its joining
+ * character by "_" (one code point for one: word offsets stay). */
+static void join(int32_t *cp, uint8_t *kinds, int64_t n, uint8_t joined) {
+    for (int64_t i = 0; i + 2 < n;) { /* (\w)['’](ELISION) */
+        if ((cp[i + 1] == APOSTROPHE || cp[i + 1] == RIGHT_QUOTE) && (kinds[i] & WORD)) {
+            int length = elision(cp, kinds, n, i + 2);
+            if (length) {
+                cp[i + 1] = UNDERSCORE;
+                kinds[i + 1] = joined;
+                i += 2 + length;
+                continue;
+            }
+        }
+        i++;
+    }
+    for (int64_t i = 0; i + 2 < n;) { /* (\w)[\[({](\w) */
+        int32_t joint = cp[i + 1];
+        if ((joint == '[' || joint == '(' || joint == '{') && (kinds[i] & WORD) &&
+            (kinds[i + 2] & WORD)) {
+            cp[i + 1] = UNDERSCORE;
+            kinds[i + 1] = joined;
+            i += 3;
+            continue;
+        }
+        i++;
+    }
+    for (int64_t i = 0; i + 2 < n;) { /* (\p{L})-(\d) */
+        if (cp[i + 1] == HYPHEN && (kinds[i] & LETTER) && (kinds[i + 2] & DIGIT)) {
+            cp[i + 1] = UNDERSCORE;
+            kinds[i + 1] = joined;
+            i += 3;
+            continue;
+        }
+        i++;
+    }
+}
+
+/* End of (?:https?://|www\.)\S*[^\s.,;:!?'"()\[\]{}<>] matched at i (0: none). */
+static int64_t url_end(const int32_t *cp, const uint8_t *kinds, int64_t n, int64_t i) {
+    int64_t start = 0;
+    if (cp[i] == 'h' && i + 7 <= n && cp[i + 1] == 't' && cp[i + 2] == 't' && cp[i + 3] == 'p') {
+        int64_t colon = cp[i + 4] == 's' ? i + 5 : i + 4; /* https? */
+        if (colon + 3 <= n && cp[colon] == ':' && cp[colon + 1] == '/' && cp[colon + 2] == '/')
+            start = colon + 3;
+    } else if (cp[i] == 'w' && i + 4 <= n && cp[i + 1] == 'w' && cp[i + 2] == 'w' &&
+               cp[i + 3] == '.') {
+        start = i + 4;
+    }
+    int64_t end = 0;
+    for (int64_t j = start; start && j < n && !(kinds[j] & SPACE); j++)
+        if (!is_one_of(cp[j], ".,;:!?'\"()[]{}<>")) end = j + 1;
+    return end;
+}
+
+/* End of the word WORD_PATTERN matches at the non-space position i: its alternatives in order
+ * (the last, \S, always matches). */
+static int64_t word_end(const int32_t *cp, const uint8_t *kinds, int64_t n, int64_t i,
+                        const int32_t *abbreviations, const int64_t *lengths, int64_t n_abbr,
+                        int64_t abbr_width) {
+    int32_t c = cp[i];
+    uint8_t kind = kinds[i];
+    if (c == 'h' || c == 'w') {
+        int64_t end = url_end(cp, kinds, n, i);
+        if (end) return end;
+    }
+    if ((kind & LETTER) && i + 1 < n && cp[i + 1] == DOT) { /* (?:\p{L}\.){2,}|\p{L}\. */
+        int64_t pairs = 1;
+        while (i + 2 * pairs + 1 < n && (kinds[i + 2 * pairs] & LETTER) &&
+               cp[i + 2 * pairs + 1] == DOT)
+            pairs++;
+        return i + 2 * pairs;
+    }
+    if (kind & WORD) {
+        int64_t j = i + 1;
+        while (j < n && (kinds[j] & WORD)) j++;
+        /* (?:ABBREVIATIONS)\.: they are word characters only, so they are the whole run */
+        if (j < n && cp[j] == DOT && j - i <= abbr_width) {
+            for (int64_t row = 0; row < n_abbr; row++) {
+                if (lengths[row] != j - i) continue;
+                int64_t k = 0;
+                while (k < j - i && cp[i + k] == abbreviations[row * abbr_width + k]) k++;
+                if (k == j - i) return j + 1;
+            }
+        }
+        while (j + 1 < n) { /* \w+(?:(?:[.,:/]\d|\.\p{Ll}|[@&]\w)\w*)* */
+            int32_t joint = cp[j];
+            uint8_t after = kinds[j + 1];
+            if (!((is_one_of(joint, ".,:/") && (after & DIGIT)) || (joint == DOT && (after & LOWER)) ||
+                  ((joint == '@' || joint == '&') && (after & WORD))))
+                break;
+            j += 2;
+            while (j < n && (kinds[j] & WORD)) j++;
+        }
+        return j;
+    }
+    if ((c == APOSTROPHE || c == RIGHT_QUOTE) && i + 1 < n) { /* ['’](?:[sSdDmMtT]|ll|...) */
+        int32_t second = cp[i + 1], third = i + 2 < n ? cp[i + 2] : -1;
+        if (is_one_of(second, "sSdDmMtT")) return i + 2;
+        if ((second == 'l' && third == 'l') || (second == 'L' && third == 'L') ||
+            ((second == 'r' || second == 'v') && third == 'e') ||
+            ((second == 'R' || second == 'V') && third == 'E'))
+            return i + 3;
+    }
+    if (c == DOT || c == HYPHEN || c == SLASH) { /* \.{2,}|-{2,}|/{2,} */
+        int64_t j = i + 1;
+        while (j < n && cp[j] == c) j++;
+        if (j - i >= 2) return j;
+    }
+    if (c == APOSTROPHE && i + 1 < n && cp[i + 1] == APOSTROPHE) return i + 2; /* '' */
+    return i + 1;                                                              /* \S */
+}
+
+/* The words of n_docs texts (offsets: n_docs + 1 byte offsets into data). counts[d]: words of
+ * text d; chars, hashes, flags: one entry per word, room for capacity of them (a text has at
+ * most one word per code point). Returns the number of words, or -1 when out of memory. */
+int64_t scan_words(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
+                   const uint8_t *classes, const int32_t *abbreviations, const int64_t *lengths,
+                   int64_t n_abbr, int64_t abbr_width, int64_t *counts, uint32_t *chars,
+                   uint64_t *hashes, uint8_t *flags) {
+    int64_t longest = 0;
+    for (int64_t d = 0; d < n_docs; d++)
+        if (offsets[d + 1] - offsets[d] > longest) longest = offsets[d + 1] - offsets[d];
+    int32_t *cp = malloc((longest + 1) * sizeof(int32_t));
+    uint8_t *kinds = malloc(longest + 1);
+    if (!cp || !kinds) {
+        free(cp);
+        free(kinds);
+        return -1;
+    }
+    int64_t w = 0;
+    for (int64_t d = 0; d < n_docs; d++) {
+        int64_t n = decode(data, offsets[d], offsets[d + 1], cp, kinds, classes);
+        join(cp, kinds, n, classes[UNDERSCORE]);
+        int64_t before = w;
+        for (int64_t i = 0; i < n;) {
+            if (kinds[i] & SPACE) {
+                i++;
+                continue;
+            }
+            int64_t end = word_end(cp, kinds, n, i, abbreviations, lengths, n_abbr, abbr_width);
+            uint64_t digest = 0xCBF29CE484222325ULL;
+            uint8_t word_flags = 0;
+            for (int64_t k = i; k < end; k++) {
+                digest = (digest ^ (uint64_t)cp[k]) * 0x100000001B3ULL;
+                if (kinds[k] & LETTER) word_flags |= ALPHA;
+                if (!(kinds[k] & PUNCT)) word_flags |= CONTENT;
+            }
+            chars[w] = (uint32_t)(end - i);
+            hashes[w] = digest;
+            flags[w] = word_flags;
+            w++;
+            i = end;
+        }
+        counts[d] = w - before;
+    }
+    free(cp);
+    free(kinds);
+    return w;
+}
+
+/* datatrove's find_all_duplicate walk over the repeated n-grams of length n, in word order
+ * (gopher_repetition._greedy_dup_chars): an n-gram whose key was seen counts its characters
+ * and the walk jumps past it. keys include the document. Returns 0, or -1 when out of memory. */
+int walk_repeated(const uint32_t *doc, const int64_t *starts, const uint64_t *keys,
+                  const int64_t *chars, int64_t count, int64_t n, int64_t *totals) {
+    int64_t size = 16;
+    while (size < 2 * count) size <<= 1;
+    uint64_t *table = calloc(size, sizeof(uint64_t));
+    uint8_t *used = calloc(size, 1);
+    if (!table || !used) {
+        free(table);
+        free(used);
+        return -1;
+    }
+    int64_t next_free = 0;
+    for (int64_t i = 0; i < count; i++) {
+        if (starts[i] < next_free) continue;
+        uint64_t key = keys[i];
+        int64_t slot = (int64_t)((key * 0x9E3779B97F4A7C15ULL) >> 1) & (size - 1);
+        while (used[slot] && table[slot] != key) slot = (slot + 1) & (size - 1);
+        if (used[slot]) {
+            totals[doc[i]] += chars[i];
+            next_free = starts[i] + n;
+        } else {
+            used[slot] = 1;
+            table[slot] = key;
+        }
+    }
+    free(table);
+    free(used);
+    return 0;
+}
