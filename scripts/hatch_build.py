@@ -13,7 +13,9 @@ import tempfile
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 SOURCE = "tokenmill/filters/word_scan.c"
-LIBRARY = "tokenmill/filters/_word_scan.so"
+# Not a name Python's import system takes for an extension module ("*.so"): the package's
+# modules are walked (tests/test_bad_files.py) and it is none.
+LIBRARY = "tokenmill/filters/libword_scan.so.1"
 
 
 class CustomBuildHook(BuildHookInterface):

@@ -79,7 +79,7 @@ def _pointer(dtype) -> type:
 @functools.cache
 def library() -> ctypes.CDLL:
     """word_scan.c, compiled."""
-    path = Path(__file__).with_name("_word_scan.so")
+    path = Path(__file__).with_name("libword_scan.so.1")
     if not path.exists():
         raise ImportError(
             f"{path} is missing: install the project (uv sync; it needs a C compiler, cc)"
