@@ -71,18 +71,12 @@ class _Ngrams(NamedTuple):
 
 
 def _occurrences(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Number of occurrences of each key and whether it is the first (an argsort of integers is
-    several times faster than hashing them)."""
-    if not len(keys):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-    order = np.argsort(keys)
-    sorted_keys = keys[order]
-    group_start = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
-    size = np.diff(np.r_[group_start, len(keys)])
+    """Number of occurrences of each key and whether it is the first (counted in one hash table,
+    word_scan.c: several times faster than sorting the keys)."""
     count = np.empty(len(keys), dtype=np.int64)
-    count[order] = np.repeat(size, size)
-    first = np.zeros(len(keys), dtype=bool)
-    first[np.minimum.reduceat(order, group_start)] = True
+    first = np.empty(len(keys), dtype=bool)
+    if library().count_occurrences(np.ascontiguousarray(keys), len(keys), count, first):
+        raise MemoryError("counting n-grams")
     return count, first
 
 

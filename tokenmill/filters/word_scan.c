@@ -258,3 +258,33 @@ int walk_repeated(const uint32_t *doc, const int64_t *starts, const uint64_t *ke
     free(used);
     return 0;
 }
+
+/* For each of the count keys: how many times it occurs (occurrences) and whether it is its
+ * first occurrence (first). Returns 0, or -1 when out of memory. */
+int count_occurrences(const uint64_t *keys, int64_t count, int64_t *occurrences, uint8_t *first) {
+    int64_t size = 16;
+    while (size < 2 * count) size <<= 1;
+    uint64_t *table = malloc(size * sizeof(uint64_t));
+    int64_t *slots = malloc((count + 1) * sizeof(int64_t));
+    int64_t *counts = calloc(size, sizeof(int64_t));
+    if (!table || !slots || !counts) {
+        free(table);
+        free(slots);
+        free(counts);
+        return -1;
+    }
+    for (int64_t i = 0; i < count; i++) {
+        uint64_t key = keys[i];
+        int64_t slot = (int64_t)((key * 0x9E3779B97F4A7C15ULL) >> 1) & (size - 1);
+        while (counts[slot] && table[slot] != key) slot = (slot + 1) & (size - 1);
+        first[i] = counts[slot] == 0;
+        table[slot] = key;
+        counts[slot]++;
+        slots[i] = slot;
+    }
+    for (int64_t i = 0; i < count; i++) occurrences[i] = counts[slots[i]];
+    free(table);
+    free(slots);
+    free(counts);
+    return 0;
+}

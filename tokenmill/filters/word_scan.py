@@ -111,6 +111,13 @@ def library() -> ctypes.CDLL:
         i64,
         _pointer(np.int64),
     ]
+    compiled.count_occurrences.restype = ctypes.c_int
+    compiled.count_occurrences.argtypes = [
+        _pointer(np.uint64),
+        i64,
+        _pointer(np.int64),
+        _pointer(np.bool_),
+    ]
     return compiled
 
 
