@@ -98,6 +98,7 @@ def test_null_and_sliced_texts_scan_like_the_rest():
     scanned = scan_words(text.slice(1, 3))
     assert scanned.counts.tolist() == [0, 2, 1]
     assert scanned.chars.tolist() == [5, 2, 4]
+    assert scan_words(pl.Series([], dtype=pl.Utf8)).counts.tolist() == []
 
 
 def test_the_features_column_round_trips():
@@ -106,6 +107,9 @@ def test_the_features_column_round_trips():
     assert column.len() == len(CASES)
     for got, expected in zip(words_in(column), scanned, strict=True):
         assert np.array_equal(got, expected)
+    tail = words_in(column[2:])  # a slice of the column: its offset is honoured
+    assert tail.counts.tolist() == scanned.counts[2:].tolist()
+    assert np.array_equal(tail.hashes, scanned.hashes[scanned.counts[:2].sum() :])
     filtered = words_in(column.filter(pl.Series([i % 2 == 1 for i in range(len(CASES))])))
     assert filtered.counts.tolist() == scanned.counts[1::2].tolist()
     assert filtered.chars.sum() == sum(

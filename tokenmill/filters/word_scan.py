@@ -189,7 +189,8 @@ def words_in(column: pl.Series) -> Words:
         lists = lists.combine_chunks()
     flat = lists.flatten()
     counts = column.list.len().fill_null(0).to_numpy().astype(np.int64)
-    chars, hashes, flags = (flat.field(name).to_numpy(zero_copy_only=False) for name in _FIELDS)
+    # flatten(), not field(): it honours the struct array's own offset
+    chars, hashes, flags = (field.to_numpy(zero_copy_only=False) for field in flat.flatten())
     return Words(counts, chars, hashes, flags)
 
 
