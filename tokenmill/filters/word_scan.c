@@ -226,65 +226,73 @@ int64_t scan_words(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
     return w;
 }
 
+/* Keys in an open-addressing table (linear probing): each slot's key and how often it was
+ * counted (0: empty). */
+typedef struct {
+    uint64_t *keys;
+    int64_t *counts;
+    int64_t mask;
+} KeyTable;
+
+static int key_table_init(KeyTable *table, int64_t count) {
+    int64_t size = 16;
+    while (size < 2 * count) size <<= 1;
+    table->mask = size - 1;
+    table->keys = malloc(size * sizeof(uint64_t));
+    table->counts = calloc(size, sizeof(int64_t));
+    return table->keys && table->counts ? 0 : -1;
+}
+
+static void key_table_free(KeyTable *table) {
+    free(table->keys);
+    free(table->counts);
+}
+
+/* The slot holding key, or the empty one where it goes. */
+static int64_t key_slot(const KeyTable *table, uint64_t key) {
+    int64_t slot = (int64_t)((key * 0x9E3779B97F4A7C15ULL) >> 1) & table->mask;
+    while (table->counts[slot] && table->keys[slot] != key) slot = (slot + 1) & table->mask;
+    return slot;
+}
+
 /* datatrove's find_all_duplicate walk over the repeated n-grams of length n, in word order
  * (gopher_repetition._greedy_dup_chars): an n-gram whose key was seen counts its characters
  * and the walk jumps past it. keys include the document. Returns 0, or -1 when out of memory. */
 int walk_repeated(const uint32_t *doc, const int64_t *starts, const uint64_t *keys,
                   const int64_t *chars, int64_t count, int64_t n, int64_t *totals) {
-    int64_t size = 16;
-    while (size < 2 * count) size <<= 1;
-    uint64_t *table = calloc(size, sizeof(uint64_t));
-    uint8_t *used = calloc(size, 1);
-    if (!table || !used) {
-        free(table);
-        free(used);
-        return -1;
-    }
+    KeyTable seen;
+    int ok = key_table_init(&seen, count) == 0;
     int64_t next_free = 0;
-    for (int64_t i = 0; i < count; i++) {
+    for (int64_t i = 0; ok && i < count; i++) {
         if (starts[i] < next_free) continue;
-        uint64_t key = keys[i];
-        int64_t slot = (int64_t)((key * 0x9E3779B97F4A7C15ULL) >> 1) & (size - 1);
-        while (used[slot] && table[slot] != key) slot = (slot + 1) & (size - 1);
-        if (used[slot]) {
+        int64_t slot = key_slot(&seen, keys[i]);
+        if (seen.counts[slot]) {
             totals[doc[i]] += chars[i];
             next_free = starts[i] + n;
         } else {
-            used[slot] = 1;
-            table[slot] = key;
+            seen.keys[slot] = keys[i];
+            seen.counts[slot] = 1;
         }
     }
-    free(table);
-    free(used);
-    return 0;
+    key_table_free(&seen);
+    return ok ? 0 : -1;
 }
 
 /* For each of the count keys: how many times it occurs (occurrences) and whether it is its
  * first occurrence (first). Returns 0, or -1 when out of memory. */
 int count_occurrences(const uint64_t *keys, int64_t count, int64_t *occurrences, uint8_t *first) {
-    int64_t size = 16;
-    while (size < 2 * count) size <<= 1;
-    uint64_t *table = malloc(size * sizeof(uint64_t));
+    KeyTable table;
     int64_t *slots = malloc((count + 1) * sizeof(int64_t));
-    int64_t *counts = calloc(size, sizeof(int64_t));
-    if (!table || !slots || !counts) {
-        free(table);
-        free(slots);
-        free(counts);
-        return -1;
-    }
-    for (int64_t i = 0; i < count; i++) {
-        uint64_t key = keys[i];
-        int64_t slot = (int64_t)((key * 0x9E3779B97F4A7C15ULL) >> 1) & (size - 1);
-        while (counts[slot] && table[slot] != key) slot = (slot + 1) & (size - 1);
-        first[i] = counts[slot] == 0;
-        table[slot] = key;
-        counts[slot]++;
+    int ok = key_table_init(&table, count) == 0 && slots;
+    for (int64_t i = 0; ok && i < count; i++) {
+        int64_t slot = key_slot(&table, keys[i]);
+        first[i] = table.counts[slot] == 0;
+        table.keys[slot] = keys[i];
+        table.counts[slot]++;
         slots[i] = slot;
     }
-    for (int64_t i = 0; i < count; i++) occurrences[i] = counts[slots[i]];
-    free(table);
+    for (int64_t i = 0; ok && i < count; i++) occurrences[i] = table.counts[slots[i]];
+    key_table_free(&table);
     free(slots);
-    free(counts);
-    return 0;
+    return ok ? 0 : -1;
 }
