@@ -16,13 +16,13 @@ from data_assets.recipe import PluginFilter, Recipe
 from data_assets.results import stage_result
 from tests.conftest import SHARED
 from tests.demo_pipeline import extracted_demo_unit
-from tokenmill.filters import FilterChain
+from tokenmill.filters import FilterChain, PIIMasker
 from tokenmill.lake import Lake
 from tokenmill.layout import CLEANED, DOC_SCHEMA, EXTRACTED, MANIFESTS, MARKER
 from tokenmill.outputs import StageReport
 from tokenmill.parts import run_stage_work
 from tokenmill.stages import stage_named
-from tokenmill.stages.cleaned import CleanSettings
+from tokenmill.stages.cleaned import CleanSettings, rejected_text
 from tokenmill.stages.extracted import SIGNALS, ExtractSettings
 
 CRAWL = "CC-MAIN-TEST-2026-02"
@@ -131,6 +131,29 @@ def test_rejections_name_filter_and_reason(landed, default_run):
     for name in BUILTIN + ["language"]:
         assert report.dropped[f"filter:{name}"] == counts.get(name, 0)
     assert extraction.dropped["extract:non_html"] == counts["extract:non_html"]
+
+
+def test_rejected_rows_point_at_the_extracted_text_or_copy_its_start(landed, default_run):
+    lake, unit, _ = landed
+    _, _, rejected, _ = default_run
+    dropped = rejected.filter(~pl.col("filter").str.starts_with("extract:"))
+    assert dropped.height and dropped["text"].null_count() == dropped.height
+    extracted = pl.concat(
+        pl.read_parquet(lake.path(k)) for k in _files(lake, unit, EXTRACTED, "docs")
+    ).select("doc_id", "text")
+    texts = dropped.join(extracted, on="doc_id", how="left")["text_right"]
+    assert texts.null_count() == 0  # every dropped document's text, by its doc_id
+    chars = 300
+    everything = CleanSettings(rejected_text_chars=chars, gopher_quality={"min_doc_words": 10**5})
+    _, _, copied, _ = run(landed, everything)  # drops them all
+    copied = copied.filter(~pl.col("filter").str.starts_with("extract:"))
+    assert copied["text"].null_count() == 0 and (copied["text"].str.len_chars() <= chars).all()
+    starts = copied.join(extracted, on="doc_id").select(pl.col("text_right").str.slice(0, chars))
+    assert copied["text"].to_list() == PIIMasker()(starts.rename({"text_right": "text"})).to_list()
+    # the demo has no e-mail address: one dropped document that has
+    one = pl.DataFrame({"doc_id": ["d"], "text": ["write to jane@mail.example.com today"]})
+    (text,) = rejected_text(one, everything, PIIMasker())["text"]
+    assert text == "write to email@example.com today"
 
 
 def test_per_filter_drop_counts_are_numeric_metadata(landed, default_run):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple, Protocol
 
+import numpy as np
 import polars as pl
 
 from tokenmill.filters.text import SPLIT_COLUMNS, WORD_COUNTS, rewritten
@@ -68,37 +69,108 @@ class FilterChain:
         self.total_drop_counts: dict[str, int] = dict.fromkeys(names, 0)
         self.stored = signals.serves(self.filters, self.formatters) if signals else set()
 
-    def apply(self, docs: pl.DataFrame, finish: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
+    def apply(
+        self, docs: pl.DataFrame, finish: bool = True, rejected_columns: list[str] | None = None
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
         """``finish=False``: decisions only, the kept documents' text as it stands (no waiting
-        rewrites applied)."""
+        rewrites applied). ``rejected_columns``: the input columns ``rejected`` keeps (all)."""
         pending: list = list(self.formatters)  # text transforms not applied to `docs` yet
+        self._rejected_columns = rejected_columns
         rejected = [
-            docs.clear().with_columns(filter=pl.lit(None, pl.Utf8), reason=pl.lit(None, pl.Utf8))
+            self._rejected_part(docs.clear()).with_columns(
+                filter=pl.lit(None, pl.Utf8), reason=pl.lit(None, pl.Utf8)
+            )
         ]
-        for flt in self.filters:
-            if flt.name in self.stored:
-                result = FilterResult(self._judged(flt, docs)) if docs.height else _NONE
-                if getattr(flt, "rewrites", False):
-                    pending.append(flt)
-            else:
+        for group in self._groups():
+            if not self._judged_without_text(group[0]):
+                (flt,) = group
                 if getattr(flt, "reads_text", True):
                     docs, pending = _transformed(docs, pending), []
                 if docs.height:
                     docs = with_words_for(flt, docs)
                 result = _as_result(flt(docs), docs.height) if docs.height else _NONE
-            drop = result.reasons.is_not_null()
-            dropped = docs.filter(drop).with_columns(
-                filter=pl.lit(flt.name, pl.Utf8), reason=result.reasons.filter(drop)
-            )
-            rejected.append(dropped.drop(*SPLIT_COLUMNS, WORD_COUNTS, strict=False))
-            self.drop_counts[flt.name] = dropped.height
-            self.total_drop_counts[flt.name] += dropped.height
-            if result.text is not None:
-                docs = rewritten(docs, result.text, result.word_counts)
-            docs = docs.filter(~drop)
+                docs = self._dropped([flt], [result.reasons], docs, rejected)
+                if result.text is not None:
+                    kept = result.reasons.is_null()
+                    counts = result.word_counts
+                    docs = rewritten(
+                        docs,
+                        result.text.filter(kept),
+                        None if counts is None else counts.filter(kept),
+                    )
+                continue
+            docs = self._dropped(group, self._group_reasons(group, docs), docs, rejected)
+            pending += [flt for flt in group if getattr(flt, "rewrites", False)]
         if finish:
             docs = _transformed(docs, pending)
         return docs.drop(*SPLIT_COLUMNS, WORD_COUNTS, strict=False), pl.concat(rejected)
+
+    def _judged_without_text(self, flt) -> bool:
+        return flt.name in self.stored or not getattr(flt, "reads_text", True)
+
+    def _groups(self) -> list[list]:
+        """The filters in order, runs of those judged without the text (from stored signals,
+        or reading other columns) together: each of them decides on every document the run
+        receives, and a document's first failing one drops it, as in turn."""
+        groups: list[list] = []
+        for flt in self.filters:
+            joins = groups and self._judged_without_text(flt)
+            if joins and self._judged_without_text(groups[-1][0]):
+                groups[-1].append(flt)
+            else:
+                groups.append([flt])
+        return groups
+
+    def _group_reasons(self, group: list, docs: pl.DataFrame) -> list[pl.Series]:
+        """Each filter's reasons in a run judged without the text: those from stored signals
+        on every document (a few column operations), the others only on the documents the
+        run's earlier filters keep (the URL filter after the language filter: far fewer)."""
+        reasons, failed = [], np.zeros(docs.height, dtype=bool)
+        for flt in group:
+            if flt.name in self.stored or not failed.any():
+                found = self._reasons(flt, docs)
+            else:
+                found = pl.Series("reason", [None] * docs.height, pl.Utf8)
+                if not failed.all():
+                    alive = docs.filter(pl.Series(~failed))
+                    found = found.scatter(np.flatnonzero(~failed), self._reasons(flt, alive))
+            failed |= found.is_not_null().to_numpy()
+            reasons.append(found)
+        return reasons
+
+    def _reasons(self, flt, docs: pl.DataFrame) -> pl.Series:
+        if not docs.height:
+            return _NONE.reasons
+        if flt.name in self.stored:
+            return self._judged(flt, docs)
+        result = _as_result(flt(docs), docs.height)
+        if result.text is not None:
+            raise ValueError(f"filter {flt.name} rewrites text it does not read (reads_text)")
+        return result.reasons
+
+    def _dropped(self, group: list, reasons: list[pl.Series], docs, rejected) -> pl.DataFrame:
+        """``docs`` without those a filter of ``group`` drops (its reason in ``reasons``);
+        those go to ``rejected`` with the first such filter's name and reason."""
+        failed = np.column_stack([r.is_not_null().to_numpy() for r in reasons])
+        drop = failed.any(axis=1)
+        first = failed.argmax(axis=1)
+        counts = np.bincount(first[drop], minlength=len(group))
+        for flt, count in zip(group, counts.tolist(), strict=True):
+            self.drop_counts[flt.name] = count
+            self.total_drop_counts[flt.name] += count
+        if not drop.any():
+            return docs
+        rows = pl.Series(np.flatnonzero(drop))
+        names = pl.Series([flt.name for flt in group], dtype=pl.Utf8).gather(first[drop])
+        reason = pl.select(pl.coalesce(reasons)).to_series().gather(rows)
+        dropped = self._rejected_part(docs)[rows]
+        rejected.append(dropped.with_columns(filter=names, reason=reason))
+        return docs.filter(pl.Series(~drop))
+
+    def _rejected_part(self, docs: pl.DataFrame) -> pl.DataFrame:
+        if self._rejected_columns is None:
+            return docs.drop(*SPLIT_COLUMNS, WORD_COUNTS, strict=False)
+        return docs.select(self._rejected_columns)
 
     @staticmethod
     def _judged(flt, docs: pl.DataFrame) -> pl.Series:

@@ -36,6 +36,7 @@ from tokenmill.layout import (
     CLEANED,
     DOC_SCHEMA,
     EXTRACTED,
+    PROVENANCE_FIELDS,
     REJECTED_SCHEMA,
     SCORE_DISTRIBUTION,
     SCORED,
@@ -46,9 +47,6 @@ from tokenmill.scoring import part_scores, with_scores
 from tokenmill.stage import Pod, Scope, Stage, Work, parsed_items, setting
 from tokenmill.stages.extracted import SIGNALS, preview_of, provenance_resolves
 from tokenmill.stages.score_distribution import crawl_top_share
-
-REJECTED_TEXT_CHARS = 2000
-
 
 FILTER_SETTINGS = {cls.name: filter_settings(cls, __name__) for cls in BUILTIN_FILTERS}
 URLFilterSettings = FILTER_SETTINGS[URLFilter.name]
@@ -63,6 +61,12 @@ class CleanSettings:
     keep_languages: list[str] = setting(["en"], "Languages to keep (ISO 639-1); empty keeps all")
     min_language_score: float = setting(0.65, "Minimum language probability")
     mask_pii: bool = setting(True, "Mask e-mail addresses and public IPs")
+    rejected_text_chars: int = setting(
+        0,
+        "Copy the first this many characters of each dropped document's text (PII masked) "
+        "into rejected.parquet; 0 copies none: every document's text is in extracted's "
+        "docs.parquet under the same doc_id",
+    )
     skip_filters: list[str] = setting([], "Names of built-in filters to skip")
     # Each built-in filter's thresholds (FineWeb's values by default), named after the filter.
     url: URLFilterSettings = filter_field(URLFilterSettings, "URL blocklist filter")
@@ -181,6 +185,9 @@ def run(work: Work) -> StageReport:
         report.unusable_file(name, reason)
     for flt in chain.filters:  # zero counts too, so every partition plots every filter
         report.drop(f"filter:{flt.name}", 0)
+    rejected_columns = [name for name, _ in PROVENANCE_FIELDS]
+    if settings.rejected_text_chars:
+        rejected_columns.append("text")
     with work.writer(report) as out:
         docs = out.parquet("docs.parquet", DOC_SCHEMA)
         rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA)
@@ -192,21 +199,27 @@ def run(work: Work) -> StageReport:
             report.records_in += frame.height
             report.bytes_in += batch.nbytes
             report.histograms = merge_counts(report.histograms, rule_histograms(frame, chain))
-            kept, dropped = chain.apply(frame)
+            kept, dropped = chain.apply(frame, rejected_columns=rejected_columns)
             for name, count in dropped.group_by("filter").len().iter_rows():
                 report.drop(f"filter:{name}", count)
             docs.write_table(kept.select(DOC_SCHEMA.names).to_arrow())
-            dropped = dropped.select(REJECTED_SCHEMA.names).with_columns(
-                pl.col("text").str.slice(0, REJECTED_TEXT_CHARS)
-            )
-            if mask and dropped.height:  # judged from signals: dropped before the masking
-                dropped = dropped.with_columns(mask(dropped))
-            rejected.write_table(dropped.to_arrow())
+            dropped = rejected_text(dropped, settings, mask)
+            rejected.write_table(dropped.select(REJECTED_SCHEMA.names).to_arrow())
             report.records_out += kept.height
             report.add_preview(preview_of(kept))
     if cuts := classifier_cuts(chain):
         report.counts["classifier_thresholds"] = cuts
     return report
+
+
+def rejected_text(dropped: pl.DataFrame, settings: CleanSettings, mask) -> pl.DataFrame:
+    """``dropped`` with the start of its text (masked), or none, as the recipe asks."""
+    if not settings.rejected_text_chars:
+        return dropped.with_columns(text=pl.lit(None, pl.Utf8))
+    dropped = dropped.with_columns(pl.col("text").str.slice(0, settings.rejected_text_chars))
+    if mask and dropped.height:  # judged from signals: dropped before the masking
+        dropped = dropped.with_columns(mask(dropped))
+    return dropped
 
 
 STAGE = Stage(
