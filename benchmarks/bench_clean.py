@@ -721,6 +721,7 @@ def bench_stage_vs_bare(
     sample: int = 5000,
     warcs: Path | None = None,
     files: int = 7,
+    extractor: str = DEFAULT_EXTRACTOR,
 ) -> None:
     """The shared per-unit work (the extracted stage: extraction, language ID, every signal,
     committed Parquet), the bare fastwarc + resiliparse loop on the same WARC files, and two
@@ -750,7 +751,7 @@ def bench_stage_vs_bare(
         warc_bytes = sum(p.stat().st_size for p in paths)
         runs = {
             "bare": functools.partial(fastwarc_resiliparse, paths),
-            "shared": functools.partial(whole_stage, str(root / "lake"), unit, DEFAULT_EXTRACTOR),
+            "shared": functools.partial(whole_stage, str(root / "lake"), unit, extractor),
             "recipe": functools.partial(filter_pass, str(root / "lake"), unit),
             "change": functools.partial(filter_pass, str(root / "lake"), unit, STRICTER),
         }
@@ -863,6 +864,12 @@ def main() -> None:
     parser.add_argument(
         "--warcs", type=Path, help="stage-vs-bare on the WARC files of this folder, as they are"
     )
+    parser.add_argument(
+        "--extractor",
+        choices=EXTRACTORS,
+        default=DEFAULT_EXTRACTOR,
+        help=f"the extracted stage's extractor in stage-vs-bare ({DEFAULT_EXTRACTOR})",
+    )
     arguments = parser.parse_args()
     sections = arguments.sections or list(SECTIONS)
     unknown = set(sections) - set(SECTIONS)
@@ -875,6 +882,7 @@ def main() -> None:
                 sample=arguments.sample,
                 warcs=arguments.warcs,
                 files=arguments.files,
+                extractor=arguments.extractor,
             )
         else:
             SECTIONS[section]()
