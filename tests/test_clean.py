@@ -232,6 +232,8 @@ def test_bad_settings_fail_at_once():
         ExtractSettings(extractor="boilerpipe")
     with pytest.raises(ValueError, match="language_backend"):
         ExtractSettings(language_backend="cld2")
+    with pytest.raises(ValueError, match="rejected_text_chars"):
+        CleanSettings(rejected_text_chars=-1)
 
 
 def test_every_builtin_threshold_is_a_recipe_setting_with_finewebs_value():

@@ -75,12 +75,7 @@ class FilterChain:
         """``finish=False``: decisions only, the kept documents' text as it stands (no waiting
         rewrites applied). ``rejected_columns``: the input columns ``rejected`` keeps (all)."""
         pending: list = list(self.formatters)  # text transforms not applied to `docs` yet
-        self._rejected_columns = rejected_columns
-        rejected = [
-            self._rejected_part(docs.clear()).with_columns(
-                filter=pl.lit(None, pl.Utf8), reason=pl.lit(None, pl.Utf8)
-            )
-        ]
+        rejected = _Rejected(docs, rejected_columns)
         for group in self._groups():
             if not self._judged_without_text(group[0]):
                 (flt,) = group
@@ -103,7 +98,7 @@ class FilterChain:
             pending += [flt for flt in group if getattr(flt, "rewrites", False)]
         if finish:
             docs = _transformed(docs, pending)
-        return docs.drop(*SPLIT_COLUMNS, WORD_COUNTS, strict=False), pl.concat(rejected)
+        return docs.drop(*SPLIT_COLUMNS, WORD_COUNTS, strict=False), pl.concat(rejected.parts)
 
     def _judged_without_text(self, flt) -> bool:
         return flt.name in self.stored or not getattr(flt, "reads_text", True)
@@ -148,7 +143,9 @@ class FilterChain:
             raise ValueError(f"filter {flt.name} rewrites text it does not read (reads_text)")
         return result.reasons
 
-    def _dropped(self, group: list, reasons: list[pl.Series], docs, rejected) -> pl.DataFrame:
+    def _dropped(
+        self, group: list, reasons: list[pl.Series], docs: pl.DataFrame, rejected: _Rejected
+    ) -> pl.DataFrame:
         """``docs`` without those a filter of ``group`` drops (its reason in ``reasons``);
         those go to ``rejected`` with the first such filter's name and reason."""
         failed = np.column_stack([r.is_not_null().to_numpy() for r in reasons])
@@ -163,14 +160,8 @@ class FilterChain:
         rows = pl.Series(np.flatnonzero(drop))
         names = pl.Series([flt.name for flt in group], dtype=pl.Utf8).gather(first[drop])
         reason = pl.select(pl.coalesce(reasons)).to_series().gather(rows)
-        dropped = self._rejected_part(docs)[rows]
-        rejected.append(dropped.with_columns(filter=names, reason=reason))
+        rejected.add(docs, rows, names, reason)
         return docs.filter(pl.Series(~drop))
-
-    def _rejected_part(self, docs: pl.DataFrame) -> pl.DataFrame:
-        if self._rejected_columns is None:
-            return docs.drop(*SPLIT_COLUMNS, WORD_COUNTS, strict=False)
-        return docs.select(self._rejected_columns)
 
     @staticmethod
     def _judged(flt, docs: pl.DataFrame) -> pl.Series:
@@ -179,6 +170,24 @@ class FilterChain:
 
 
 _NONE = FilterResult(pl.Series("reason", [], pl.Utf8))
+
+
+class _Rejected:
+    """The dropped documents of one ``apply``: ``columns`` of them (all but the split words
+    when None), with ``filter`` and ``reason``."""
+
+    def __init__(self, docs: pl.DataFrame, columns: list[str] | None):
+        self.columns = columns
+        empty = pl.lit(None, pl.Utf8)
+        self.parts = [self._columns_of(docs.clear()).with_columns(filter=empty, reason=empty)]
+
+    def add(self, docs: pl.DataFrame, rows: pl.Series, names: pl.Series, reason: pl.Series):
+        self.parts.append(self._columns_of(docs)[rows].with_columns(filter=names, reason=reason))
+
+    def _columns_of(self, docs: pl.DataFrame) -> pl.DataFrame:
+        if self.columns is None:
+            return docs.drop(*SPLIT_COLUMNS, WORD_COUNTS, strict=False)
+        return docs.select(self.columns)
 
 
 def _transformed(docs: pl.DataFrame, pending: list) -> pl.DataFrame:

@@ -110,6 +110,9 @@ class CleanSettings:
             raise ValueError(
                 f"clean.skip_filters: unknown filters {unknown}; built-in: {list(FILTER_SETTINGS)}"
             )
+        chars = self.rejected_text_chars
+        if isinstance(chars, int) and chars < 0:
+            raise ValueError(f"clean.rejected_text_chars: {chars} is negative")
         if self.classifier_combine not in COMBINES:
             raise ValueError(
                 f"clean.classifier_combine must be one of {COMBINES}, not "
