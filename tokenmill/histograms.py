@@ -55,35 +55,35 @@ def lower_edge(index: int) -> float:
     return 10 ** ((index - LINEAR_BINS) / BINS_PER_DECADE)
 
 
-def rule_histograms(docs: pl.DataFrame, chain) -> dict[str, dict]:
+def rule_histograms(docs: pl.DataFrame, chain, judged: dict | None = None) -> dict[str, dict]:
     """The histogram of each rule's value over `docs`, for the chain's filters judged from
-    stored signals (`<filter>.<signal>` columns); a rule's thresholds as the chain sets them."""
+    stored signals (`<filter>.<signal>` columns); a rule's thresholds as the chain sets them.
+    ``judged``: ``chain.judge_stored(docs)``, when the caller has it already."""
+    judged = chain.judge_stored(docs) if judged is None else judged
     thresholds = rule_thresholds(chain)
-    rules: dict[str, pl.Expr] = {}  # one picture per label: n_words has two thresholds
-    frames = []
+    columns, keys = [], []  # one picture per label: n_words has two thresholds
     for flt in chain.filters:
         if flt.name not in chain.stored:
             continue
-        mine = {}
-        for rule in flt._rules():
-            mine.setdefault(f"{flt.name}/{rule.label}", rule.value.cast(pl.Float64))
-        stats = docs.lazy().select(pl.col(f"{flt.name}.{s}").alias(s) for s in flt.signals)
-        frames.append(stats.select(value.alias(key) for key, value in mine.items()))
-        rules.update(mine)
-    if not frames:
+        values = judged[flt.name].values
+        for i, rule in enumerate(flt.judgement().rules):
+            key = f"{flt.name}/{rule.label}"
+            if key not in keys:
+                keys.append(key)
+                columns.append(values[:, i])
+    if not keys:
         return {}
-    # one (documents x rules) array: a bin per value, NaN and null in none
-    values = pl.concat(pl.collect_all(frames), how="horizontal").fill_null(np.nan).to_numpy()
+    values = np.column_stack(columns)  # (documents x rules): a bin per value, NaN in none
     present = ~np.isnan(values)
     offsets = np.arange(values.shape[1]) * BINS
     cells = (bin_of(np.where(present, values, 0.0)) + offsets)[present]
-    counts = np.bincount(cells, minlength=BINS * len(rules)).reshape(len(rules), BINS)
+    counts = np.bincount(cells, minlength=BINS * len(keys)).reshape(len(keys), BINS)
     return {
         key: {
             "bins": {str(i): int(row[i]) for i in np.flatnonzero(row)},
             THRESHOLDS: thresholds[key],
         }
-        for key, row in zip(rules, counts, strict=True)
+        for key, row in zip(keys, counts, strict=True)
     }
 
 

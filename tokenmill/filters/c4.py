@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 
 from tokenmill.filters.chain import FilterResult
-from tokenmill.filters.rules import Rule, rule_reasons
+from tokenmill.filters.rules import Judgement, Rule, judged
 from tokenmill.filters.text import (
     ABBREVIATIONS,
     NEW_WORD_COUNTS,
@@ -155,7 +155,10 @@ class C4QualityFilter:
         return tuple(v for k, v in vars(self).items() if k != "min_num_sentences")
 
     def judge(self, stats: pl.DataFrame) -> pl.Series:
-        return stats["fatal"].fill_null(rule_reasons(stats, self._rules())).alias("reason")
+        return judged(stats, self.judgement()).reasons
+
+    def judgement(self) -> Judgement:
+        return Judgement(self._rules(), fatal="fatal")
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         """Per document: ``sentences`` in the kept lines, ``fatal`` (a kept line's reason to

@@ -8,6 +8,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import polars as pl
 
+from tokenmill.filters.rules import Judged, judged, judged_from, judging
 from tokenmill.filters.text import SPLIT_COLUMNS, WORD_COUNTS, rewritten
 from tokenmill.filters.word_scan import with_words_for
 
@@ -70,12 +71,18 @@ class FilterChain:
         self.stored = signals.serves(self.filters, self.formatters) if signals else set()
 
     def apply(
-        self, docs: pl.DataFrame, finish: bool = True, rejected_columns: list[str] | None = None
+        self,
+        docs: pl.DataFrame,
+        finish: bool = True,
+        rejected_columns: list[str] | None = None,
+        judged: dict[str, Judged] | None = None,
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
         """``finish=False``: decisions only, the kept documents' text as it stands (no waiting
-        rewrites applied). ``rejected_columns``: the input columns ``rejected`` keeps (all)."""
+        rewrites applied). ``rejected_columns``: the input columns ``rejected`` keeps (all).
+        ``judged``: ``judge_stored(docs)``, when the caller has it already."""
         pending: list = list(self.formatters)  # text transforms not applied to `docs` yet
         rejected = _Rejected(docs, rejected_columns)
+        self._judged_input = judged or {}  # valid while `docs` holds every input row
         for group in self._groups():
             if not self._judged_without_text(group[0]):
                 (flt,) = group
@@ -133,11 +140,23 @@ class FilterChain:
             reasons.append(found)
         return reasons
 
+    def judge_stored(self, docs: pl.DataFrame) -> dict[str, Judged]:
+        """Every filter judged from stored signals, on every document of ``docs``: its rules'
+        values (the histograms') and its reasons."""
+        stored = [(f, f.judgement()) for f in self.filters if f.name in self.stored]
+        queries = [judging(_signals_of(f, docs.lazy()), rules) for f, rules in stored]
+        frames = pl.collect_all(queries)  # one call: polars plans them together
+        return {
+            f.name: judged_from(frame, rules, docs.height)
+            for (f, rules), frame in zip(stored, frames, strict=True)
+        }
+
     def _reasons(self, flt, docs: pl.DataFrame) -> pl.Series:
         if not docs.height:
             return _NONE.reasons
         if flt.name in self.stored:
-            return self._judged(flt, docs)
+            known = self._judged_input.get(flt.name)
+            return known.reasons if known else judged_from_signals(flt, docs).reasons
         result = _as_result(flt(docs), docs.height)
         if result.text is not None:
             raise ValueError(f"filter {flt.name} rewrites text it does not read (reads_text)")
@@ -157,19 +176,24 @@ class FilterChain:
             self.total_drop_counts[flt.name] += count
         if not drop.any():
             return docs
+        self._judged_input = {}
         rows = pl.Series(np.flatnonzero(drop))
         names = pl.Series([flt.name for flt in group], dtype=pl.Utf8).gather(first[drop])
         reason = pl.select(pl.coalesce(reasons)).to_series().gather(rows)
         rejected.add(docs, rows, names, reason)
         return docs.filter(pl.Series(~drop))
 
-    @staticmethod
-    def _judged(flt, docs: pl.DataFrame) -> pl.Series:
-        stats = docs.select(pl.col(f"{flt.name}.{signal}").alias(signal) for signal in flt.signals)
-        return flt.judge(stats).cast(pl.Utf8).alias("reason")
-
 
 _NONE = FilterResult(pl.Series("reason", [], pl.Utf8))
+
+
+def judged_from_signals(flt, docs: pl.DataFrame) -> Judged:
+    """``flt`` judged from its stored signal columns (``<filter>.<signal>``)."""
+    return judged(_signals_of(flt, docs.lazy()).collect(), flt.judgement())
+
+
+def _signals_of(flt, docs: pl.LazyFrame) -> pl.LazyFrame:
+    return docs.select(pl.col(f"{flt.name}.{signal}").alias(signal) for signal in flt.signals)
 
 
 class _Rejected:

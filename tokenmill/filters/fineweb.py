@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from tokenmill.filters.rules import Rule, rule_reasons
+from tokenmill.filters.rules import Judgement, Rule, judged
 from tokenmill.filters.text import (
     TERMINAL_PUNCTUATION,
     count_per_doc,
@@ -69,7 +69,10 @@ class FineWebQualityFilter:
         return (self.short_line_length, self._ends_with_stop_char)
 
     def judge(self, stats: pl.DataFrame) -> pl.Series:
-        return rule_reasons(stats, self._rules(), empty=pl.col("n_lines") == 0)
+        return judged(stats, self.judgement()).reasons
+
+    def judgement(self) -> Judgement:
+        return Judgement(self._rules(), empty=pl.col("n_lines") == 0)
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         text = docs["text"].fill_null("")

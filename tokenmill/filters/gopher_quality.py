@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
-from tokenmill.filters.rules import Rule, rule_reasons
+from tokenmill.filters.rules import Judgement, Rule, judged
 from tokenmill.filters.text import LINE_BREAKS, count_per_doc, line_counts
 from tokenmill.filters.word_scan import ALPHA, CONTENT, hash_of, word_features_of, words_in
 
@@ -79,7 +79,10 @@ class GopherQualityFilter:
         return (tuple(self.stop_words),)
 
     def judge(self, stats: pl.DataFrame) -> pl.Series:
-        return rule_reasons(stats, self._rules())
+        return judged(stats, self.judgement()).reasons
+
+    def judgement(self) -> Judgement:
+        return Judgement(self._rules())
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         text = docs["text"].fill_null("")

@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from tokenmill.filters.rules import Rule, rule_reasons
+from tokenmill.filters.rules import Judgement, Rule, judged, rule_reasons
 from tokenmill.filters.text import doc_keys, explode, find_duplicates
 from tokenmill.filters.word_scan import library, word_features_of, words_in
 
@@ -238,7 +238,10 @@ class GopherRepetitionFilter:
         )
 
     def judge(self, stats: pl.DataFrame) -> pl.Series:
-        return rule_reasons(stats, self._rules(), empty=pl.col("chars") == 0)
+        return judged(stats, self.judgement()).reasons
+
+    def judgement(self) -> Judgement:
+        return Judgement(self._rules(), empty=pl.col("chars") == 0)
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         """Every statistic of every document, whatever the thresholds (see exact_dup_above)."""

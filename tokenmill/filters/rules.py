@@ -1,4 +1,5 @@
-"""Threshold rules and the drop reason of the first one a document fails."""
+"""Threshold rules and the drop reason of the first one a document fails (a rule whose
+threshold is None / 0 / False is off, as in datatrove)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,6 @@ class Rule(NamedTuple):
     threshold: float | None
 
 
-def active(rules: Sequence[Rule]) -> list[Rule]:
-    """The rules that judge: None / 0 / False disable a rule, as in datatrove."""
-    return [rule for rule in rules if rule.threshold]
-
-
 def failures(values: np.ndarray, rules: Sequence[Rule]) -> np.ndarray:
     """(documents x rules) whether each document fails each rule, from its rule values (NaN,
     null's stand-in, fails none)."""
@@ -30,35 +26,68 @@ def failures(values: np.ndarray, rules: Sequence[Rule]) -> np.ndarray:
         return np.where(above, values > thresholds, values < thresholds)
 
 
-def rule_values(stats: pl.DataFrame, rules: Sequence[Rule], *extra: pl.Expr) -> pl.DataFrame:
-    """Each rule's value per document as float columns ``0, 1, ...`` (NaN for null), then
-    ``extra`` (boolean or text columns judged beside them), in one query."""
-    values = [
-        rule.value.cast(pl.Float64).fill_null(np.nan).alias(str(i)) for i, rule in enumerate(rules)
+class Judgement(NamedTuple):
+    """How a filter judges its signals: its rules in order, documents that are ``empty`` (a
+    boolean expression) whatever the rules, and a ``fatal`` column whose value, where set, is
+    the reason before any rule's."""
+
+    rules: list[Rule]
+    empty: pl.Expr | None = None
+    fatal: str | None = None
+
+
+class Judged(NamedTuple):
+    values: np.ndarray  # (documents x rules) every rule's value, NaN for null
+    reasons: pl.Series  # null where a document passes
+
+
+def judging(stats: pl.LazyFrame, judgement: Judgement) -> pl.LazyFrame:
+    """The query ``judged_from`` reads: each rule's value as float columns ``0, 1, ...``
+    (NaN for null), then ``empty`` (1.0 where empty) and ``fatal`` if the judgement has them."""
+    columns = [
+        rule.value.cast(pl.Float64).fill_null(np.nan).alias(str(i))
+        for i, rule in enumerate(judgement.rules)
     ]
-    return stats.select(*values, *extra)
+    if judgement.empty is not None:
+        columns.append(judgement.empty.fill_null(False).cast(pl.Float64).alias("empty"))
+    if judgement.fatal is not None:
+        columns.append(pl.col(judgement.fatal).alias("fatal"))
+    return stats.select(columns or [pl.lit(0)])  # no column at all: nothing to read
+
+
+def judged_from(frame: pl.DataFrame, judgement: Judgement, documents: int) -> Judged:
+    """Per document, every rule's value and ``"<label>=<value><op><threshold>"`` of the first
+    rule it fails, in order (null if it fails none), from ``judging``'s result. The messages
+    are formatted for the failing documents only: most documents pass, and formatting every
+    value is most of a polars ``when/then`` judgement's cost."""
+    rules = judgement.rules
+    numeric = len(rules) + (judgement.empty is not None)
+    matrix = frame[:, :numeric].to_numpy() if numeric else np.empty((documents, 0))
+    values = matrix[:, : len(rules)]
+    reasons = np.full(documents, None, dtype=object)
+    if on := [i for i, rule in enumerate(rules) if rule.threshold]:
+        judging_rules = [rules[i] for i in on]
+        fails = failures(values[:, on], judging_rules)
+        rows = np.flatnonzero(fails.any(axis=1))
+        first = fails[rows].argmax(axis=1)
+        shown = pl.Series(values[:, on][rows, first], dtype=pl.Float64).round(4).cast(pl.Utf8)
+        reasons[rows] = [
+            f"{judging_rules[j].label}={text}{judging_rules[j].op}{judging_rules[j].threshold}"
+            for j, text in zip(first.tolist(), shown.to_list(), strict=True)
+        ]
+    if judgement.empty is not None:
+        reasons[matrix[:, -1] == 1] = "empty"
+    found = pl.Series("reason", reasons.tolist(), dtype=pl.Utf8)
+    if judgement.fatal is not None:
+        found = frame["fatal"].fill_null(found).alias("reason")
+    return Judged(values, found)
+
+
+def judged(stats: pl.DataFrame, judgement: Judgement) -> Judged:
+    return judged_from(judging(stats.lazy(), judgement).collect(), judgement, stats.height)
 
 
 def rule_reasons(
     stats: pl.DataFrame, rules: Sequence[Rule], empty: pl.Expr | None = None
 ) -> pl.Series:
-    """Per document, ``"<label>=<value><op><threshold>"`` of the first rule it fails, in order
-    (null if it fails none), or ``"empty"`` where ``empty``. The messages are formatted for the
-    failing documents only: most documents pass, and formatting every value is most of a
-    polars ``when/then`` judgement's cost."""
-    rules = active(rules)
-    flags = [] if empty is None else [empty.fill_null(False).cast(pl.Float64)]
-    values = rule_values(stats, rules, *flags).to_numpy() if rules or flags else None
-    reasons = np.full(stats.height, None, dtype=object)
-    if rules:
-        fails = failures(values[:, : len(rules)], rules)
-        rows = np.flatnonzero(fails.any(axis=1))
-        first = fails[rows].argmax(axis=1)
-        shown = pl.Series(values[rows, first], dtype=pl.Float64).round(4).cast(pl.Utf8).to_list()
-        reasons[rows] = [
-            f"{rules[j].label}={text}{rules[j].op}{rules[j].threshold}"
-            for j, text in zip(first.tolist(), shown, strict=True)
-        ]
-    if flags:
-        reasons[values[:, -1] == 1] = "empty"
-    return pl.Series("reason", reasons.tolist(), dtype=pl.Utf8)
+    return judged(stats, Judgement(list(rules), empty)).reasons

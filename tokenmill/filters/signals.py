@@ -101,7 +101,7 @@ class SignalProfile:
             measured_by = next((m for m in self.filters if m.name == flt.name), None)
             if (
                 measured_by is not None
-                and hasattr(flt, "judge")
+                and hasattr(flt, "judgement")
                 and _fits(flt, measured_by)
                 and states[flt.name] == self._states[flt.name]
             ):

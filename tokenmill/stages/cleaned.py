@@ -201,8 +201,11 @@ def run(work: Work) -> StageReport:
                 offset += frame.height
             report.records_in += frame.height
             report.bytes_in += batch.nbytes
-            report.histograms = merge_counts(report.histograms, rule_histograms(frame, chain))
-            kept, dropped = chain.apply(frame, rejected_columns=rejected_columns)
+            judged = chain.judge_stored(frame)  # the histograms' values and the decisions
+            report.histograms = merge_counts(
+                report.histograms, rule_histograms(frame, chain, judged)
+            )
+            kept, dropped = chain.apply(frame, rejected_columns=rejected_columns, judged=judged)
             for name, count in dropped.group_by("filter").len().iter_rows():
                 report.drop(f"filter:{name}", count)
             docs.write_table(kept.select(DOC_SCHEMA.names).to_arrow())
