@@ -67,6 +67,10 @@ RELEASE_SIDECAR = pa.schema(
 )
 
 
+# the sidecar's columns of few distinct values; ids, URLs and numbers are written plain
+SIDECAR_DICTIONARY = ["source", "crawl", "source_file", "language"]
+
+
 class ReleaseError(ValueError):
     """A release that cannot be made from its inputs or settings: the message names them."""
 

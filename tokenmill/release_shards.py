@@ -50,6 +50,7 @@ from tokenmill.phases import Claims, Phase, PlanChangedError, run_job
 from tokenmill.release import (
     COPIED_FIELDS,
     RELEASE_SIDECAR,
+    SIDECAR_DICTIONARY,
     SPLITS,
     Plan,
     ReleaseError,
@@ -434,7 +435,9 @@ class _SplitDataset:
             for suffix in (".bin", ".idx", ".provenance.parquet")
         }
         self.files, self.tokens = files, files[".bin"]
-        self.sidecar = ParquetSink(files[".provenance.parquet"], RELEASE_SIDECAR)
+        self.sidecar = ParquetSink(
+            files[".provenance.parquet"], RELEASE_SIDECAR, dictionary=SIDECAR_DICTIONARY
+        )
         self.rows = 0
 
     def add_rows(self, rows: pa.Table) -> None:
