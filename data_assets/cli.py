@@ -338,6 +338,20 @@ def cmd_preview(args: argparse.Namespace) -> None:
         print(f"\ndistributions with both thresholds: {args.html}")
 
 
+def cmd_dropped(args: argparse.Namespace) -> None:
+    from tokenmill.dropped import dropped_documents, text_report
+    from tokenmill.stages.cleaned import CleanSettings
+    from tokenmill.units import registered_crawls, registered_units
+
+    dataset = chosen_recipe(args.recipe)
+    lake = dataset.lake(default_lake())
+    crawls = args.crawl or registered_crawls(lake)
+    units = (unit for crawl in crawls for unit in registered_units(lake, crawl))
+    mask = dataset.recipe.settings(CleanSettings).mask_pii
+    found = dropped_documents(lake, units, args.filter, args.limit, args.chars, mask)
+    print(text_report(found))
+
+
 RETRAINED_TAG = "tokenmill/retrained"
 RELEASED_TAG = "tokenmill/released"
 
@@ -539,6 +553,16 @@ def main(argv: list[str] | None = None) -> None:
     preview.add_argument("--sample", type=int, default=3, help="sample URLs per rule")
     preview.add_argument("--html", help="write the distributions, thresholds marked, here")
     preview.set_defaults(func=cmd_preview)
+
+    dropped = commands.add_parser(
+        "dropped", help="documents a recipe dropped: filter, reason, URL and the start of the text"
+    )
+    dropped.add_argument("--recipe", help="whose filtering (default: the only recipe)")
+    dropped.add_argument("--crawl", action="append", help="only this crawl (default: every one)")
+    dropped.add_argument("--filter", action="append", help="only this filter's (default: any)")
+    dropped.add_argument("--limit", type=int, default=10, help="documents shown (10)")
+    dropped.add_argument("--chars", type=int, default=300, help="characters of each text (300)")
+    dropped.set_defaults(func=cmd_dropped)
 
     retrain = commands.add_parser(
         "retrain-tokenizer", help="build a recipe's tokenizer again, on purpose (a tagged run)"

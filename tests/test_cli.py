@@ -164,6 +164,39 @@ def test_preview_prints_what_a_recipe_would_flip_and_draws_the_distributions(
     assert re.search(r"long-docs\.yaml.*min_words", capsys.readouterr().err)
 
 
+def test_dropped_shows_a_recipes_rejections_with_their_extracted_text(landed, capsys):
+    import polars as pl
+
+    from data_assets.cli import chosen_recipe
+    from tokenmill.parts import run_stage_work
+    from tokenmill.stages import stage_named
+    from tokenmill.units import register_new_files
+
+    (unit,) = register_new_files(landed, CRAWL, files_per_unit=1).units
+    for name in ("raw_crawl", "extracted"):
+        run_stage_work(stage_named(name), landed, unit=unit, workers=1)
+    recipe_lake = chosen_recipe(None).lake(landed)
+    run_stage_work(stage_named("cleaned"), recipe_lake, unit=unit, workers=1)
+    rejected = pl.read_parquet(
+        recipe_lake.path(f"{unit.part_prefix('cleaned', 0)}/rejected.parquet")
+    )
+    texts = pl.read_parquet(landed.path(f"{unit.part_prefix('extracted', 0)}/docs.parquet"))
+    assert rejected.height >= 3 and rejected["text"].null_count() == rejected.height
+    cli(["dropped", "--limit", "3", "--chars", "40"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 9  # filter, reason and URL; provenance; the text's start
+    entries = [lines[i : i + 3] for i in range(0, len(lines), 3)]
+    for row, (head, _, text) in zip(rejected.head(3).iter_rows(named=True), entries, strict=True):
+        assert head == f"{row['filter']}  {row['reason']}  {row['url']}"
+        start = texts.filter(pl.col("doc_id") == row["doc_id"])["text"][0][:40]
+        assert text.strip() == start.replace("\n", " ⏎ ").strip()
+    some = rejected["filter"][0]
+    cli(["dropped", "--filter", some, "--limit", "100"])
+    heads = capsys.readouterr().out.splitlines()[0::3]
+    assert len(heads) == (rejected["filter"] == some).sum()
+    assert all(head.startswith(f"{some}  ") for head in heads)
+
+
 def test_run_prints_the_checks_that_failed(landed, capsys):
     # 20 pages hold far too little text for the default 16,384-token vocabulary
     cli(["run", "--crawl", CRAWL, "--files-per-unit", "1"])
