@@ -69,6 +69,7 @@ class FilterChain:
         self.drop_counts: dict[str, int] = dict.fromkeys(names, 0)
         self.total_drop_counts: dict[str, int] = dict.fromkeys(names, 0)
         self.stored = signals.serves(self.filters, self.formatters) if signals else set()
+        self._judged_input: dict[str, Judged] = {}
 
     def apply(
         self,
