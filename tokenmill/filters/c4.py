@@ -149,13 +149,10 @@ class C4QualityFilter:
     def __call__(self, docs: pl.DataFrame) -> FilterResult:
         stats = self.measure(docs)
         counts = stats.get_column(NEW_WORD_COUNTS, default=None)
-        return FilterResult(self.judge(stats), stats["new_text"], counts)
+        return FilterResult(judged(stats, self.judgement()).reasons, stats["new_text"], counts)
 
     def measure_key(self) -> tuple:
         return tuple(v for k, v in vars(self).items() if k != "min_num_sentences")
-
-    def judge(self, stats: pl.DataFrame) -> pl.Series:
-        return judged(stats, self.judgement()).reasons
 
     def judgement(self) -> Judgement:
         return Judgement(self._rules(), fatal="fatal")

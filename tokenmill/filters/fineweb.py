@@ -63,13 +63,10 @@ class FineWebQualityFilter:
     )
 
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
-        return self.judge(self.measure(docs))
+        return judged(self.measure(docs), self.judgement()).reasons
 
     def measure_key(self) -> tuple:
         return (self.short_line_length, self._ends_with_stop_char)
-
-    def judge(self, stats: pl.DataFrame) -> pl.Series:
-        return judged(stats, self.judgement()).reasons
 
     def judgement(self) -> Judgement:
         return Judgement(self._rules(), empty=pl.col("n_lines") == 0)

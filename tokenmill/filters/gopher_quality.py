@@ -73,13 +73,10 @@ class GopherQualityFilter:
     )
 
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
-        return self.judge(self.measure(docs))
+        return judged(self.measure(docs), self.judgement()).reasons
 
     def measure_key(self) -> tuple:
         return (tuple(self.stop_words),)
-
-    def judge(self, stats: pl.DataFrame) -> pl.Series:
-        return judged(stats, self.judgement()).reasons
 
     def judgement(self) -> Judgement:
         return Judgement(self._rules())

@@ -223,7 +223,7 @@ class GopherRepetitionFilter:
         ngrams = self._ngram_stats(
             word_features_of(docs), stats["chars"], failed, dict(self.dup_n_grams), stop=True
         )
-        return self.judge(stats.with_columns(**ngrams))
+        return judged(stats.with_columns(**ngrams), self.judgement()).reasons
 
     def measure_key(self) -> tuple:
         return (tuple(n for n, _ in self.top_n_grams), tuple(n for n, _ in self.dup_n_grams))
@@ -236,9 +236,6 @@ class GopherRepetitionFilter:
             and self.measure_key() == measured_by.measure_key()
             and all(not t or t >= measured_by.exact_dup_above for _, t in self.dup_n_grams)
         )
-
-    def judge(self, stats: pl.DataFrame) -> pl.Series:
-        return judged(stats, self.judgement()).reasons
 
     def judgement(self) -> Judgement:
         return Judgement(self._rules(), empty=pl.col("chars") == 0)
