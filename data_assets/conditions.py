@@ -3,13 +3,22 @@ scale (90,000 units per asset) costs milliseconds. Each condition node's subsets
 written into the sensor's cursor every tick, so no node may hold a set the size of the corpus
 while nothing happens: operands that keep the previous tick's whole `missing` set (Dagster's
 `newly_missing`, and `on_missing` built on it) are replaced by `NewlyAddedCondition`, and
-conjunctions start with the operand that is empty when idle."""
+conjunctions start with the operand that is empty when idle. Nor may an idle tick read the unit
+list: `NewlyAddedCondition` reads the keys added after the last one it saw, and the lake-scope
+stage asks its inputs' asset records whether they have anything materialized
+(`AnyDepsMaterializedCondition`) before it computes their missing partitions."""
 
 from __future__ import annotations
 
 import logging
 
-from dagster import AssetSelection, AutomationCondition, AutomationContext, AutomationResult
+from dagster import (
+    AssetSelection,
+    AutomationCondition,
+    AutomationContext,
+    AutomationResult,
+    DynamicPartitionsDefinition,
+)
 
 from data_assets.partitions import crawl_units
 from tokenmill.stage import Scope, Stage
@@ -21,8 +30,9 @@ log = logging.getLogger("tokenmill")
 class NewlyAddedCondition(AutomationCondition):
     """Partitions added to the asset's dynamic partitions since the previous evaluation.
 
-    Its cursor is the number of partition keys seen and the last of them: keys are listed in
-    the order they were added, so the new ones follow it. None on the first evaluation."""
+    Its cursor is the storage id of the last partition key seen (``id:`` and Dagster's
+    pagination cursor): a tick reads only the keys added after it, not the 90,000 already there.
+    None are new on the first evaluation."""
 
     @property
     def name(self) -> str:
@@ -39,25 +49,52 @@ class NewlyAddedCondition(AutomationCondition):
         return hash(type(self))
 
     def evaluate(self, context: AutomationContext) -> AutomationResult:
-        keys = list(context.partitions_def.get_partition_keys()) if context.partitions_def else []
-        added = keys[first_added(keys, context.cursor) :]
+        partitions_def = context.partitions_def
+        if not isinstance(partitions_def, DynamicPartitionsDefinition):
+            return AutomationResult(context, context.get_empty_subset(), cursor=None)
+        added, cursor = added_since(
+            context.asset_graph_view.instance, partitions_def.name, context.cursor
+        )
         subset = (
             context.asset_graph_view.get_subset_from_partition_keys(
-                context.key, context.partitions_def, set(added)
+                context.key, partitions_def, set(added)
             )
             if added
             else context.get_empty_subset()
         )
-        cursor = f"{len(keys)}:{keys[-1]}" if keys else "0:"
         return AutomationResult(
             context, context.candidate_subset.compute_intersection(subset), cursor=cursor
         )
 
 
-def first_added(keys: list[str], cursor: str | None) -> int:
-    """Where the keys added since `cursor` start; none are new on the first evaluation."""
+ID_CURSOR = "id:"
+PAGE_KEYS = 10_000
+
+
+def added_since(store, name: str, cursor: str | None) -> tuple[list[str], str]:
+    """The keys of dynamic partitions definition `name` added after `cursor`, and the cursor
+    after them."""
+    if cursor is not None and cursor.startswith(ID_CURSOR):
+        added, page = [], cursor.removeprefix(ID_CURSOR)
+        while True:
+            found = store.get_paginated_dynamic_partitions(name, PAGE_KEYS, True, page)
+            added += found.results
+            page = found.cursor
+            if not found.has_more:
+                return added, ID_CURSOR + page
+    # the newest key's storage id, taken before the keys are read: a key added in between is
+    # launched twice (this tick and the next) rather than never
+    newest = ID_CURSOR + store.get_paginated_dynamic_partitions(name, 1, False).cursor
     if cursor is None:
-        return len(keys)
+        return [], newest
+    # a cursor of an earlier version: the number of keys seen and the last of them
+    keys = list(store.get_dynamic_partitions(name))
+    return keys[first_added(keys, cursor) :], newest
+
+
+def first_added(keys: list[str], cursor: str) -> int:
+    """Where the keys added since a cursor of the number of keys seen and the last of them
+    start (the cursor before storage ids)."""
     count, _, last = cursor.partition(":")
     seen = int(count)
     if seen == 0:
@@ -69,6 +106,40 @@ def first_added(keys: list[str], cursor: str | None) -> int:
         return keys.index(last) + 1
     log.warning("partitions were deleted since the last tick: none launched as new this tick")
     return len(keys)
+
+
+class AnyDepsMaterializedCondition(AutomationCondition):
+    """Whether a partition of any input was ever materialized, from the inputs' asset records:
+    Dagster's `any_deps_match(~missing())` computes every input's missing partitions (90,000
+    keys read and hashed into the cursor) to answer the same (partitions are never deleted)."""
+
+    @property
+    def name(self) -> str:
+        return "any_deps_materialized"
+
+    @property
+    def description(self) -> str:
+        return "Any input has a materialized partition"
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def evaluate(self, context: AutomationContext) -> AutomationResult:
+        queryer = context.asset_graph_view.get_inner_queryer_for_back_compat()
+        records = (
+            queryer.get_asset_record(key)
+            for key in context.asset_graph.get(context.key).parent_entity_keys
+        )
+        materialized = any(
+            record is not None and record.asset_entry.last_materialization_record is not None
+            for record in records
+        )
+        return AutomationResult(
+            context, context.candidate_subset if materialized else context.get_empty_subset()
+        )
 
 
 def newly_registered() -> AutomationCondition:
@@ -118,7 +189,7 @@ def automation_condition(stage: Stage) -> AutomationCondition | None:
         # so that is a deliberate launch.
         return (
             AutomationCondition.missing()
-            & AutomationCondition.any_deps_match(~AutomationCondition.missing())
+            & AnyDepsMaterializedCondition()
             & ~AutomationCondition.any_deps_missing()
             & ~AutomationCondition.any_deps_in_progress()
             & ~AutomationCondition.in_progress()

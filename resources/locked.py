@@ -5,9 +5,12 @@ from __future__ import annotations
 from dagster import (
     ConfigurableIOManager,
     ConfigurableResource,
+    DagsterInvalidConfigError,
     IOManagerDefinition,
     ResourceDefinition,
+    build_init_resource_context,
 )
+from dagster._config.post_process import post_process_config
 
 
 def locked(resource: ConfigurableResource | ConfigurableIOManager) -> ResourceDefinition:
@@ -23,8 +26,23 @@ def locked(resource: ConfigurableResource | ConfigurableIOManager) -> ResourceDe
         IOManagerDefinition if isinstance(resource, ConfigurableIOManager) else ResourceDefinition
     )
 
-    def initialized(_context):
-        with resource.process_config_and_initialize_cm() as value:  # with its teardown, if any
+    def initialized(context):
+        # Dagster's `process_config_and_initialize_cm`, but with the instance of the context
+        # that initializes it: without one, Dagster builds an ephemeral instance (an in-memory
+        # SQLite database and its migrations) for every resource of every sensor tick.
+        config = post_process_config(
+            resource._config_schema.config_type, resource._convert_to_config_dictionary()
+        )
+        if not config.success:
+            raise DagsterInvalidConfigError(
+                "Errors while initializing resource", config.errors, config
+            )
+        with (
+            build_init_resource_context(config=config.value, instance=context.instance) as init,
+            resource.from_resource_context_cm(
+                init, nested_resources=resource.nested_resources
+            ) as value,  # with its teardown, if any
+        ):
             yield value
 
     return definition(
