@@ -30,6 +30,10 @@ def locked(resource: ConfigurableResource | ConfigurableIOManager) -> ResourceDe
         # Dagster's `process_config_and_initialize_cm`, but with the instance of the context
         # that initializes it: without one, Dagster builds an ephemeral instance (an in-memory
         # SQLite database and its migrations) for every resource of every sensor tick.
+        if not hasattr(resource, "_convert_to_config_dictionary"):  # a Dagster without it
+            with resource.process_config_and_initialize_cm() as value:
+                yield value
+            return
         config = post_process_config(
             resource._config_schema.config_type, resource._convert_to_config_dictionary()
         )

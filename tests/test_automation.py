@@ -694,6 +694,30 @@ def test_run_config_cannot_repoint_the_deployments_resources(lake, tmp_path, mon
     assert unit_files(lake, Unit(CRAWL, "00000")) == [f"{LANDING}/{CRAWL}/a.warc.gz"]
 
 
+def test_a_sensor_tick_builds_its_resources_with_the_ticks_instance(lake, monkeypatch):
+    """Resources initialized without an instance made Dagster build an ephemeral one (an
+    in-memory SQLite database and its migrations) for each resource on every tick of the
+    landing and failure sensors."""
+    instance = DagsterInstance.ephemeral()
+    defs = definitions(lake)
+    land(lake, ["a.warc.gz"])
+    built = []
+    ephemeral = DagsterInstance.ephemeral
+    monkeypatch.setattr(
+        DagsterInstance, "ephemeral", staticmethod(lambda *a, **k: built.append(1) or ephemeral())
+    )
+    with build_sensor_context(
+        instance=instance, resources=defs.get_repository_def().get_top_level_resources()
+    ) as context:
+        result = defs.resolve_sensor_def("landing_zone")(context)
+    assert result.dynamic_partitions_requests  # the tick ran and registered the landed file
+    assert built == []
+    # the same tick without an instance still runs (Dagster builds one, as before)
+    with build_sensor_context(resources=defs.get_repository_def().get_top_level_resources()) as c:
+        defs.resolve_sensor_def("landing_zone")(c)
+    assert built
+
+
 def test_every_run_has_a_maximum_runtime(lake):
     """Run monitoring fails a run older than its dagster/max_runtime tag: the stage jobs (and
     the backfills and sensor runs of them), the automation sensors' runs and the hourly
