@@ -213,9 +213,9 @@ def wait_for_tick(
 
 def idle_cpu(server: subprocess.Popen, intervals: int) -> dict:
     """CPU seconds per automation interval (30 s) of the code server, where the automation
-    sensors are evaluated (their ticks run in parallel threads: the sum of their durations
-    counts a tick waiting for another's turn at the interpreter too), and of the daemon,
-    measured over `intervals` idle intervals."""
+    sensors are evaluated (the benchmark's instance has no `sensors:` section: its daemon
+    ticks them one after another), and of the daemon, measured over `intervals` idle
+    intervals."""
     import psutil
 
     def roles() -> dict[str, list]:
