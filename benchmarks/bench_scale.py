@@ -13,7 +13,8 @@ registers a landed crawl; automation ticks (the first one sees every unit new, t
 nothing new), and the CPU the code server and the daemon spend per automation interval
 while nothing happens; the UI's partition page through GraphQL; launching a backfill of one
 whole crawl; and how many runs were requested for partitions that are not registered units
-(phantoms).
+(phantoms). Last, the idle ticks once more with the daemon otherwise quiet (the backfills
+marked canceled, so it stops submitting their runs into the closed queue).
 `--recipes N` serves N recipes side by side (the project's and N-1 variants of it, written to
 DIR/recipes). The last line printed is one JSON object.
 """
@@ -409,6 +410,25 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recip
     figures["backfill_launch_s"] = round(time.perf_counter() - started, 2)
     figures["backfill_partitions"] = len(crawl_units)
     figures["backfill_launched"] = launched["__typename"] == "LaunchBackfillSuccess"
+    quiet_daemon(figures, url, instance, names, server)
+
+
+def quiet_daemon(figures, url, instance, names, server) -> None:
+    """The idle ticks again with the daemon otherwise quiet, as in an instance that has caught
+    up: the backfills stop submitting their runs (marked canceled; what they submitted stays
+    queued), so the daemon's backfill thread no longer holds the interpreter."""
+    from dagster._core.execution.backfill import BulkActionStatus
+
+    for backfill in instance.get_backfills():
+        if backfill.status == BulkActionStatus.REQUESTED:
+            instance.update_backfill(backfill.with_status(BulkActionStatus.CANCELED))
+    quiet = time.time() + 5
+    ticks = {name: wait_for_tick(url, name, quiet, 2)[-1]["seconds"] for name in names}
+    figures["quiet_daemon_idle_ticks_sum_s"] = round(sum(ticks.values()), 1)
+    figures["quiet_daemon_idle_ticks_s"] = {
+        name.removeprefix("automation_"): seconds for name, seconds in ticks.items()
+    }
+    figures.update({f"quiet_{k}": v for k, v in idle_cpu(server, 1).items()})
 
 
 if __name__ == "__main__":
