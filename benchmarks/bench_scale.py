@@ -13,8 +13,9 @@ registers a landed crawl; automation ticks (the first one sees every unit new, t
 nothing new), and the CPU the code server and the daemon spend per automation interval
 while nothing happens; the UI's partition page through GraphQL; launching a backfill of one
 whole crawl; and how many runs were requested for partitions that are not registered units
-(phantoms). Last, the idle ticks once more with the daemon otherwise quiet (the backfills
-marked canceled, so it stops submitting their runs into the closed queue).
+(phantoms). Last, the idle ticks once more with the daemon otherwise quiet (`dagster dev`
+stopped, the unfinished backfills marked canceled, started again: it no longer submits their
+runs into the closed queue).
 `--recipes N` serves N recipes side by side (the project's and N-1 variants of it, written to
 DIR/recipes). The last line printed is one JSON object.
 """
@@ -297,6 +298,7 @@ def main() -> None:
         measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recipes, server)
     finally:
         stop(server)
+    quiet_daemon(figures, port, instance)
     print_table(
         f"tokenmill at corpus scale: {figures['crawls']} crawls, {figures['files']:,} WARC "
         f"files, {args.files_per_unit} files per unit, {storage} instance",
@@ -410,25 +412,34 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recip
     figures["backfill_launch_s"] = round(time.perf_counter() - started, 2)
     figures["backfill_partitions"] = len(crawl_units)
     figures["backfill_launched"] = launched["__typename"] == "LaunchBackfillSuccess"
-    quiet_daemon(figures, url, instance, names, server)
 
 
-def quiet_daemon(figures, url, instance, names, server) -> None:
+def quiet_daemon(figures: dict, port: int, instance) -> None:
     """The idle ticks again with the daemon otherwise quiet, as in an instance that has caught
-    up: the backfills stop submitting their runs (marked canceled; what they submitted stays
-    queued), so the daemon's backfill thread no longer holds the interpreter."""
+    up: with `dagster dev` stopped (its backfill thread rewrites a backfill it holds), every
+    unfinished backfill is marked canceled, so the restarted daemon submits no more of their
+    runs (those submitted stay queued); then one interval of ticks and CPU."""
     from dagster._core.execution.backfill import BulkActionStatus
 
+    from tokenmill.stages import STAGES
+
+    done = (BulkActionStatus.CANCELED, BulkActionStatus.COMPLETED_SUCCESS)
     for backfill in instance.get_backfills():
-        if backfill.status == BulkActionStatus.REQUESTED:
+        if backfill.status not in done:
             instance.update_backfill(backfill.with_status(BulkActionStatus.CANCELED))
-    quiet = time.time() + 5
-    ticks = {name: wait_for_tick(url, name, quiet, 2)[-1]["seconds"] for name in names}
-    figures["quiet_daemon_idle_ticks_sum_s"] = round(sum(ticks.values()), 1)
-    figures["quiet_daemon_idle_ticks_s"] = {
-        name.removeprefix("automation_"): seconds for name, seconds in ticks.items()
-    }
-    figures.update({f"quiet_{k}": v for k, v in idle_cpu(server, 1).items()})
+    server = start_dagster_dev(os.environ.copy(), port)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        names = [f"automation_{stage.name}" for stage in STAGES if stage.automatic]
+        quiet = time.time() + 5
+        ticks = {name: wait_for_tick(url, name, quiet, 2)[-1]["seconds"] for name in names}
+        figures["quiet_daemon_idle_ticks_sum_s"] = round(sum(ticks.values()), 1)
+        figures["quiet_daemon_idle_ticks_s"] = {
+            name.removeprefix("automation_"): seconds for name, seconds in ticks.items()
+        }
+        figures.update({f"quiet_{k}": v for k, v in idle_cpu(server, 1).items()})
+    finally:
+        stop(server)
 
 
 if __name__ == "__main__":
