@@ -329,7 +329,6 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recip
     from data_assets.partitions import unit_partitions
     from data_assets.runner import register
     from tokenmill.sources import CrawlSource
-    from tokenmill.stages import STAGES
 
     wait_for_tick(url, "automation_raw_crawl", 0, 1)
     registering = time.time()
@@ -375,7 +374,7 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recip
     figures["landed_to_requested_s"] = round(requested_at - landed, 1) if requested_at else None
     # The daemon's own automation ticks (one sensor per stage) from the registration on: the
     # ones that saw the new units, then idle ones.
-    names = [f"automation_{stage.name}" for stage in STAGES if stage.automatic]
+    names = automation_sensors()
     for name in names:
         wait_for_tick(url, name, landing_tick["endTimestamp"], 2)
     ticks = {name: wait_for_tick(url, name, registering, 100, at_least=False) for name in names}
@@ -383,12 +382,9 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recip
     figures["automation_ticks"] = len(every)
     figures["automation_max_tick_s"] = max(t["seconds"] for t in every)
     figures["automation_requested"] = sum(t["requestedAssetMaterializationCount"] for t in every)
-    idle = [ticks[name][-1]["seconds"] for name in names]
-    figures["automation_idle_tick_max_s"] = max(idle)
-    figures["automation_idle_ticks_sum_s"] = round(sum(idle), 1)
-    figures["automation_idle_ticks_s"] = {
-        name.removeprefix("automation_"): ticks[name][-1]["seconds"] for name in names
-    }
+    idle = {name: ticks[name][-1]["seconds"] for name in names}
+    figures["automation_idle_tick_max_s"] = max(idle.values())
+    figures.update(idle_ticks("automation_idle", idle))
     figures.update(idle_cpu(server, IDLE_INTERVALS))
     units = set(instance.get_dynamic_partitions(unit_partitions.name))
     requested = requested_keys(instance)
@@ -414,14 +410,26 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recip
     figures["backfill_launched"] = launched["__typename"] == "LaunchBackfillSuccess"
 
 
+def automation_sensors() -> list[str]:
+    from tokenmill.stages import STAGES
+
+    return [f"automation_{stage.name}" for stage in STAGES if stage.automatic]
+
+
+def idle_ticks(prefix: str, seconds: dict[str, float]) -> dict:
+    """One idle tick per automation sensor: their sum and each, by stage."""
+    return {
+        f"{prefix}_ticks_sum_s": round(sum(seconds.values()), 1),
+        f"{prefix}_ticks_s": {name.removeprefix("automation_"): s for name, s in seconds.items()},
+    }
+
+
 def quiet_daemon(figures: dict, port: int, instance) -> None:
     """The idle ticks again with the daemon otherwise quiet, as in an instance that has caught
     up: with `dagster dev` stopped (its backfill thread rewrites a backfill it holds), every
     unfinished backfill is marked canceled, so the restarted daemon submits no more of their
     runs (those submitted stay queued); then one interval of ticks and CPU."""
     from dagster._core.execution.backfill import BulkActionStatus
-
-    from tokenmill.stages import STAGES
 
     done = (BulkActionStatus.CANCELED, BulkActionStatus.COMPLETED_SUCCESS)
     for backfill in instance.get_backfills():
@@ -430,13 +438,11 @@ def quiet_daemon(figures: dict, port: int, instance) -> None:
     server = start_dagster_dev(os.environ.copy(), port)
     try:
         url = f"http://127.0.0.1:{port}"
-        names = [f"automation_{stage.name}" for stage in STAGES if stage.automatic]
         quiet = time.time() + 5
-        ticks = {name: wait_for_tick(url, name, quiet, 2)[-1]["seconds"] for name in names}
-        figures["quiet_daemon_idle_ticks_sum_s"] = round(sum(ticks.values()), 1)
-        figures["quiet_daemon_idle_ticks_s"] = {
-            name.removeprefix("automation_"): seconds for name, seconds in ticks.items()
+        ticks = {
+            name: wait_for_tick(url, name, quiet, 2)[-1]["seconds"] for name in automation_sensors()
         }
+        figures.update(idle_ticks("quiet_daemon_idle", ticks))
         figures.update({f"quiet_{k}": v for k, v in idle_cpu(server, 1).items()})
     finally:
         stop(server)

@@ -27,7 +27,17 @@ from tokenmill.stages import STAGES
 log = logging.getLogger("tokenmill")
 
 
-class NewlyAddedCondition(AutomationCondition):
+class ParameterlessCondition(AutomationCondition):
+    """A custom condition without parameters: all of its kind are one condition."""
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+
+class NewlyAddedCondition(ParameterlessCondition):
     """Partitions added to the asset's dynamic partitions since the previous evaluation.
 
     Its cursor is the storage id of the last partition key seen (``id:`` and Dagster's
@@ -41,12 +51,6 @@ class NewlyAddedCondition(AutomationCondition):
     @property
     def description(self) -> str:
         return "Partition added since the previous evaluation"
-
-    def __eq__(self, other) -> bool:
-        return type(other) is type(self)
-
-    def __hash__(self) -> int:
-        return hash(type(self))
 
     def evaluate(self, context: AutomationContext) -> AutomationResult:
         partitions_def = context.partitions_def
@@ -108,7 +112,7 @@ def first_added(keys: list[str], cursor: str) -> int:
     return len(keys)
 
 
-class AnyDepsMaterializedCondition(AutomationCondition):
+class AnyDepsMaterializedCondition(ParameterlessCondition):
     """Whether a partition of any input was ever materialized, from the inputs' asset records:
     Dagster's `any_deps_match(~missing())` computes every input's missing partitions (90,000
     keys read and hashed into the cursor) to answer the same (partitions are never deleted)."""
@@ -120,12 +124,6 @@ class AnyDepsMaterializedCondition(AutomationCondition):
     @property
     def description(self) -> str:
         return "Any input has a materialized partition"
-
-    def __eq__(self, other) -> bool:
-        return type(other) is type(self)
-
-    def __hash__(self) -> int:
-        return hash(type(self))
 
     def evaluate(self, context: AutomationContext) -> AutomationResult:
         queryer = context.asset_graph_view.get_inner_queryer_for_back_compat()
