@@ -91,7 +91,9 @@ def asset_options(stage: Stage, dataset: Dataset) -> dict:
         # One partition per run: its metadata, row count and data version are its own.
         backfill_policy=BackfillPolicy.multi_run(1) if scope is not Scope.LAKE else None,
         automation_condition=automation_condition(stage),
-        code_version=f"{CODE_VERSION}-{dataset.recipe.version(stage.settings)}",
+        code_version="-".join(
+            filter(None, (CODE_VERSION, dataset.recipe.version(stage.settings), stage.version))
+        ),
         group_name=dataset.prefix or stage.group,
         kinds=set(stage.kinds),
         check_specs=[AssetCheckSpec(c.name, asset=key) for c in stage.checks],

@@ -160,12 +160,27 @@ def test_nested_main_regions_are_not_trusted():
 
 
 @pytest.mark.parametrize("region", ["<main>{}</main>", "<div role='main'>{}</div>"])
-def test_trafilatura_recovers_a_marked_main_region_resiliparse_lost(region):
+def test_a_marked_main_region_replaces_what_resiliparse_lost(region):
     body = SIDEBAR_PAGE[
         SIDEBAR_PAGE.index("<div class='sidebar'>") : SIDEBAR_PAGE.index("<footer>")
     ]
-    html = SIDEBAR_PAGE.replace(body, region.format(body))
+    menu = "<nav><a href='/a'>All our guides</a> <a href='/b'>Tools we sell</a></nav>"
+    extra = "<aside><p>Subscribe to our letter for more winter tips and offers</p></aside>"
+    html = SIDEBAR_PAGE.replace(body, region.format(menu + body + extra))
     text, route = main_content_route(html, fallback=True)
+    assert route == "main region"
+    assert text.startswith("Gardening in winter\nParagraph 0: the soil stays cold")
+    assert text.count("the soil stays cold") == 8
+    assert "All our guides" not in text and "Subscribe" not in text
+    assert main_content_route(html, fallback=False)[1] == "with comments"  # resiliparse alone
+
+
+def test_trafilatura_when_the_marked_main_region_looks_lost_too():
+    body = SIDEBAR_PAGE[
+        SIDEBAR_PAGE.index("<div class='sidebar'>") : SIDEBAR_PAGE.index("<footer>")
+    ]
+    teaser = "<main><div class='sidebar'><p>Read on for our guide, friends.</p></div></main>"
+    text, route = main_content_route(SIDEBAR_PAGE.replace(body, teaser + body), fallback=True)
     assert route == "trafilatura"
     assert text.count("the soil stays cold") == 8
 

@@ -2,12 +2,12 @@
 bounded decompression, is `tokenmill.http`).
 
 Extractors (``EXTRACTORS``): ``resiliparse`` (its main-content heuristics, fast), ``trafilatura``
-(slower, the library as it comes) and ``hybrid`` (the default): resiliparse, falling back to
-trafilatura (``fast`` mode, no comments, without ``<nav>`` and ``<footer>``) only on pages where
-resiliparse's main content looks lost (``looks_lost``) and that are small enough for the
-fallback to stay cheap (``FALLBACK_MAX_TAGS``), unless that text is what the page marks as its
-main region (``covers_main_region``). The route depends on the page alone, never on what a
-recipe keeps (languages, thresholds): extraction is shared by every recipe.
+(slower, the library as it comes) and ``hybrid`` (the default): resiliparse, and where its main
+content looks lost (``looks_lost``) on a page small enough (``FALLBACK_MAX_TAGS``), the page's
+marked main region when that text is not it and does not look lost itself (``main_region``), else
+trafilatura (``fast`` mode, no comments, without ``<nav>`` and ``<footer>``). The route depends on
+the page alone, never on what a recipe keeps (languages, thresholds): extraction is shared by
+every recipe.
 Both resiliparse-based extractors first drop comment sections and keep them only when nothing
 else is left (forum threads), and drop repeated lines.
 ``benchmarks/bench_clean.py`` measures all three.
@@ -152,14 +152,13 @@ def html_to_text(
     return main_content_route(html, fallback=extractor == "hybrid")[0]
 
 
-ROUTES = ("main content", "with comments", "trafilatura")
+ROUTES = ("main content", "with comments", "main region", "trafilatura")
 
 
 def main_content_route(html: str, fallback: bool) -> tuple[str, str]:
     """Main content by resiliparse, and which of ``ROUTES`` gave it: without comment sections;
-    with them when nothing else is left (forum threads); trafilatura (if ``fallback``) when
-    resiliparse's text still looks lost and the page is small enough, unless that text is the
-    page's marked main region (``covers_main_region``)."""
+    with them when nothing else is left (forum threads); if ``fallback``, when resiliparse's
+    text still looks lost and the page is small enough, what ``_recovered`` finds instead."""
     tree = HTMLTree.parse(html)
     text, route = _resiliparse(tree, main_content=True, comments=False), ROUTES[0]
     if _fewer_words(text, FALLBACK_MAX_WORDS):
@@ -170,16 +169,25 @@ def main_content_route(html: str, fallback: bool) -> tuple[str, str]:
             if _has_comment_sections(tree):
                 text = _resiliparse(tree, main_content=True, comments=True)
             route = ROUTES[1]
-            if (
-                fallback
-                and looks_lost(text, page_words)
-                and html.count("<") <= FALLBACK_MAX_TAGS
-                and not covers_main_region(tree, text, len(html))
-            ):
-                recovered = _trafilatura(html, fast=True)
-                if recovered:
-                    text, route = recovered, ROUTES[2]
+            if fallback and looks_lost(text, page_words) and html.count("<") <= FALLBACK_MAX_TAGS:
+                text, route = _recovered(tree, html, text, page_words) or (text, route)
     return _without_repeats(text), route
+
+
+def _recovered(tree: HTMLTree, html: str, text: str, page_words: int) -> tuple[str, str] | None:
+    """What replaces a main content that looks lost, and its route: nothing when it is the
+    page's marked main region (``covers``); that region's text when it does not look lost
+    itself (a documentation page's tables and lists, which resiliparse drops as boilerplate);
+    else trafilatura's main content, if it finds any."""
+    region = main_region(tree, len(html))
+    if region is not None:
+        if covers(region, text):
+            return None
+        region_text = _lines(_plain_text(region, main_content=False, skip=REGION_BOILERPLATE))
+        if not looks_lost(region_text, page_words):
+            return region_text, ROUTES[2]
+    recovered = _trafilatura(html, fast=True)
+    return (recovered, ROUTES[3]) if recovered else None
 
 
 def looks_lost(main_text: str, page_words: int) -> bool:
@@ -196,26 +204,30 @@ MAIN_REGION = "main, [role=main]"
 REGION_PRECISION = 0.9
 REGION_SLACK = 5  # words outside the region a text may have whatever its length (a title, a date)
 REGION_COVERAGE = 0.7
+# Left out of a main region's text when it replaces a lost main content: landmarks that are
+# never the content (a region's <header> holds its title, kept).
+REGION_BOILERPLATE = ["nav", "footer", "aside"]
 WORD = re.compile(r"\w+")
 
 
-def covers_main_region(tree: HTMLTree, text: str, page_chars: int) -> bool:
-    """Whether ``text`` is the page's marked main region: at least ``REGION_PRECISION`` of its
-    words (all but ``REGION_SLACK`` of a short text) are the region's, and they are at least
-    ``REGION_COVERAGE`` of the region's words outside links. Chosen on wcxb-dev-sample (its F1
-    unchanged) and documentation pages (see the README's Cleaning cost). ``page_chars``: the
-    length of the page's HTML; regions nested in each other so deep that their HTML adds up to
-    more than twice that are not checked."""
+def main_region(tree: HTMLTree, page_chars: int) -> HTMLTree | None:
+    """The page's marked main region(s), parsed on their own (a node's .text runs the text of
+    adjacent blocks together), or None: none marked, or regions nested in each other so deep
+    that their HTML adds up to more than twice the page's length, ``page_chars``."""
     parts, chars = [], 0
     for node in tree.document.query_selector_all(MAIN_REGION):
         parts.append(node.html)
         chars += len(parts[-1])
         if chars > 2 * page_chars:
-            return False
-    if not parts:
-        return False
-    # the region parsed on its own: a node's .text runs the text of adjacent blocks together
-    region = HTMLTree.parse("".join(parts))
+            return None
+    return HTMLTree.parse("".join(parts)) if parts else None
+
+
+def covers(region: HTMLTree, text: str) -> bool:
+    """Whether ``text`` is the main ``region``: at least ``REGION_PRECISION`` of its words (all
+    but ``REGION_SLACK`` of a short text) are the region's, and they are at least
+    ``REGION_COVERAGE`` of the region's words outside links. Chosen on wcxb-dev-sample (its F1
+    unchanged) and documentation pages (see the README's Cleaning cost)."""
     found = _word_bag(text)
     shared = (found & _word_bag(_plain_text(region, main_content=False))).total()
     outside = found.total() - shared
@@ -223,6 +235,12 @@ def covers_main_region(tree: HTMLTree, text: str, page_chars: int) -> bool:
         return False
     prose = _word_bag(_plain_text(region, main_content=False, skip=["a"]))
     return (found & prose).total() >= REGION_COVERAGE * prose.total()
+
+
+def covers_main_region(tree: HTMLTree, text: str, page_chars: int) -> bool:
+    """Whether ``text`` is the page's marked main region (``main_region``, ``covers``)."""
+    region = main_region(tree, page_chars)
+    return region is not None and covers(region, text)
 
 
 def _word_bag(text: str) -> Counter:

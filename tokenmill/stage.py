@@ -158,6 +158,10 @@ class Stage:
     # Built once for every recipe (reading and extraction); the others are built per recipe,
     # each recipe's in its own zones (`Lake.with_zones`).
     shared: bool = False
+    # Changed when a change of its code changes what it writes (empty: never yet): part of its
+    # code version, so the automation builds its partitions again, and below them only those
+    # whose inputs' data changed.
+    version: str = ""
 
 
 def settings_fields(settings: type) -> list[tuple[str, Any, Any, str]]:

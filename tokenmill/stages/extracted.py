@@ -303,6 +303,7 @@ STAGE = Stage(
     max_runtime_s=12 * 3600,  # the heaviest per-unit stage
     checks=(provenance_resolves(EXTRACTED),),
     schema=EXTRACTED_SCHEMA,
+    version="2",  # 2: a lost main content gives way to the page's marked main region first
     data_files=("docs.parquet",),
     shared=True,
     description="Main-content text of every HTML response with language, provenance and every "
