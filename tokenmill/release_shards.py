@@ -61,7 +61,6 @@ from tokenmill.release import (
     shard_name,
     unit_digest,
 )
-from tokenmill.spans import gather
 from tokenmill.spill import (
     Source,
     SpillWriter,
@@ -331,8 +330,13 @@ class _Routed:
         self.meta.add(rows.take(order), ranges[order])
         self.meta.flush()
         which = np.repeat(np.arange(len(buffers)), [len(s) for s in starts])[order]
-        begins, sizes = np.concatenate(starts)[order], np.concatenate(sizes)[order]
-        self.tokens.write_raw(ranges[order], list(buffers), which, begins, sizes)
+        begins = np.concatenate(starts)[order]
+        ends = begins + np.concatenate(sizes)[order]
+        views = [memoryview(buffer) for buffer in buffers]
+        places = zip(which.tolist(), begins.tolist(), ends.tolist(), strict=True)
+        pieces = [views[w][a:b] for w, a, b in places]
+        self.tokens.write_raw(ranges[order], pieces)
+        del pieces, views
         _pool.give(buffer for buffer in buffers if isinstance(buffer, bytearray))
 
     def commit(self, summary: dict) -> dict:
@@ -579,7 +583,10 @@ def _copy_tokens(lake: Lake, pieces: list, documents: _Documents, target, files)
         read_raw_into(lake, reads, source)
         for split, file in enumerate(files):
             chosen = np.flatnonzero(target[start:stop] == split)
-            filled = gather([source], np.zeros(len(chosen)), held[chosen], size[chosen], out)
+            filled = 0
+            for begin, length in zip(held[chosen].tolist(), size[chosen].tolist(), strict=True):
+                out[filled : filled + length] = source[begin : begin + length]
+                filled += length
             if filled:
                 file.write(out[:filled])
         start = stop

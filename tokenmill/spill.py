@@ -16,6 +16,7 @@ piece holds at most ``chunk_bytes`` of rows: a reader holds one at a time.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterator
@@ -26,14 +27,13 @@ import polars as pl
 import pyarrow as pa
 
 from tokenmill.lake import Lake
-from tokenmill.spans import gather
 
 DONE = "_done"
 RANGE = "__range"  # the column a unique flush adds: a row is unique within its range
 UNIQUE_ROWS = 1 << 20
 READERS = 8  # ranged reads at once on an object store
 PREFETCH_BYTES = 64 << 20
-GATHER_BYTES = 32 << 20  # bytes ``write_raw`` gathers before writing them
+IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 Piece = tuple[str, int, int]  # a file, the offset and length of a range's rows in it
 
 
@@ -81,7 +81,6 @@ class SpillWriter:
         self.held: list[tuple[pa.Table, np.ndarray]] = []
         self.held_bytes = self.chunks = self.bytes = 0
         self.files: list[tuple[str, int]] = []  # each file and its size
-        self._gathered: bytearray | None = None  # write_raw's buffer, kept for its next chunk
 
     def add(self, table: pa.Table, ranges: np.ndarray) -> None:
         """Rows of ``table``, row i going to range ``ranges[i]``."""
@@ -118,31 +117,17 @@ class SpillWriter:
 
         self._write_chunk(ranges, write_rows)
 
-    def write_raw(self, ranges: np.ndarray, sources: list, which, begins, sizes) -> None:
-        """A chunk of bytes, not rows: element ``i``, ``sizes[i]`` bytes at ``begins[i]`` of
-        the buffer ``sources[which[i]]``, goes to range ``ranges[i]`` (sorted); a range's reader
-        gets its elements' bytes, one after the other. Gathered (`tokenmill.spans`) into a
-        buffer of ``GATHER_BYTES`` at most, written as it fills."""
-        which, begins, sizes = (np.asarray(a, np.int64) for a in (which, begins, sizes))
-        if not len(sizes):
-            return
-        ends = np.cumsum(sizes)
-        if self._gathered is None or len(self._gathered) < min(int(ends[-1]), GATHER_BYTES):
-            self._gathered = bytearray(min(int(ends[-1]), GATHER_BYTES))
+    def write_raw(self, ranges: np.ndarray, views: list) -> None:
+        """A chunk of bytes, not rows: ``views[i]`` (a buffer) goes to range ``ranges[i]``
+        (sorted); a range's reader gets its views' bytes, one after the other. Written as
+        they are (``writev``), without copying them into one buffer first."""
 
-        def write_run(f, start: int, end: int) -> None:
-            while start < end:
-                done = ends[start] - sizes[start]  # what the elements before start hold
-                stop = int(np.searchsorted(ends, done + len(self._gathered), side="right"))
-                stop = min(max(stop, start + 1), end)
-                if ends[stop - 1] - done > len(self._gathered):  # one element larger than it
-                    self._gathered = bytearray(int(ends[stop - 1] - done))
-                part = slice(start, stop)
-                filled = gather(sources, which[part], begins[part], sizes[part], self._gathered)
-                f.write(memoryview(self._gathered)[:filled])
-                start = stop
+        def write_views(f, start: int, end: int) -> None:
+            f.flush()
+            write_all(f.fileno(), views[start:end])
+            f.seek(0, os.SEEK_END)  # the buffered file's position, past what went around it
 
-        self._write_chunk(np.asarray(ranges, np.int64), write_run)
+        self._write_chunk(np.asarray(ranges, np.int64), write_views)
 
     def _write_chunk(self, ranges: np.ndarray, write_rows) -> None:
         """A chunk file: ``write_rows(f, start, end)`` for each run of equal ``ranges``, then
@@ -279,6 +264,18 @@ def read_raw_into(lake: Lake, pieces: list[Piece], buffer: memoryview) -> None:
     read = [functools.partial(_read_range, lake, piece, buffer[a:b]) for piece, a, b in places]
     for _ in _in_order(lake, read, lambda call: call(), lambda call: call.args[1][2]):
         pass
+
+
+def write_all(descriptor: int, views: list) -> None:
+    """Every buffer of ``views`` written at the file's position, in order, ``IOV_MAX`` to a
+    system call."""
+    for start in range(0, len(views), IOV_MAX):
+        batch = views[start : start + IOV_MAX]
+        written = os.writev(descriptor, batch)
+        if written < sum(len(view) for view in batch):  # a short write: the rest one by one
+            rest = memoryview(b"".join(batch))[written:]
+            while rest:
+                rest = rest[os.write(descriptor, rest) :]
 
 
 def read_sources(
