@@ -589,6 +589,24 @@ def test_the_recipe_sets_every_run_and_its_changes_rerun_only_its_stages(tmp_pat
     assert cleaned_languages(lake, unit) == {"it"}
 
 
+def test_a_stages_output_version_is_in_its_code_version_only():
+    """``Stage.version``, bumped when a stage's code changes what it writes, makes that stage's
+    partitions stale and no other's (below it, the data versions decide)."""
+    import dataclasses
+
+    from data_assets.assets import asset_options
+
+    shared = Dataset(Recipe.load())
+    extracted = stage_named("extracted")
+    assert extracted.version
+    version = asset_options(extracted, shared)["code_version"]
+    assert version.endswith(f"-{extracted.version}")
+    bumped = dataclasses.replace(extracted, version=f"{extracted.version}.1")
+    assert asset_options(bumped, shared)["code_version"] != version
+    raw = stage_named("raw_crawl")
+    assert not raw.version and not asset_options(raw, shared)["code_version"].endswith("-")
+
+
 class Webhook(BaseHTTPRequestHandler):
     received: list[dict] = []
 

@@ -16,11 +16,12 @@ from tokenmill.extract import (
     EXTRACTORS,
     FALLBACK_MAX_TAGS,
     Skip,
-    covers_main_region,
+    covers,
     decode_html,
     extract_document,
     html_to_text,
     main_content_route,
+    main_region,
 )
 from tokenmill.http import parse_http_response
 from tokenmill.warc import BadRecord, iter_records
@@ -144,19 +145,18 @@ def test_a_short_text_may_have_a_few_words_outside_the_region():
     page = (
         "<html><body><main><p>Install the package with pip and import it.</p></main></body></html>"
     )
-    tree = HTMLTree.parse(page)
+    region = main_region(HTMLTree.parse(page), len(page))
     text = "Install the package with pip and import it."
-    assert covers_main_region(tree, text, len(page))
-    assert covers_main_region(tree, f"Updated 3 March 2026\n{text}", len(page))
-    assert not covers_main_region(
-        tree, "Sign in to your account to read on\nInstall it.", len(page)
-    )
-    assert not covers_main_region(tree, "Install the package.", len(page))  # under 70 %
+    assert covers(region, text)
+    assert covers(region, f"Updated 3 March 2026\n{text}")
+    assert not covers(region, "Sign in to your account to read on\nInstall it.")
+    assert not covers(region, "Install the package.")  # under 70 %
 
 
 def test_nested_main_regions_are_not_trusted():
     page = "<main>" * 3000 + "<p>" + "word " * 100_000 + "</p>" + "</main>" * 3000
-    assert not covers_main_region(HTMLTree.parse(page), "word " * 100_000, len(page))
+    assert main_region(HTMLTree.parse(page), len(page)) is None
+    assert main_region(HTMLTree.parse("<p>no region</p>"), 16) is None
 
 
 @pytest.mark.parametrize("region", ["<main>{}</main>", "<div role='main'>{}</div>"])

@@ -237,12 +237,6 @@ def covers(region: HTMLTree, text: str) -> bool:
     return (found & prose).total() >= REGION_COVERAGE * prose.total()
 
 
-def covers_main_region(tree: HTMLTree, text: str, page_chars: int) -> bool:
-    """Whether ``text`` is the page's marked main region (``main_region``, ``covers``)."""
-    region = main_region(tree, page_chars)
-    return region is not None and covers(region, text)
-
-
 def _word_bag(text: str) -> Counter:
     return Counter(WORD.findall(text.lower()))
 
