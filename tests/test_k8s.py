@@ -225,7 +225,18 @@ def render_instance(values: dict) -> dict:
             "poll_interval_seconds": daemon["runMonitoring"]["pollIntervalSeconds"],
         },
         "telemetry": {"enabled": values["telemetry"]["enabled"]},
-    }
+    } | _sensors(daemon.get("sensors", {}))
+
+
+def _sensors(sensors: dict) -> dict:
+    """The chart's `sensors:` section: rendered only when useThreads is set."""
+    if not sensors.get("useThreads"):
+        return {}
+    rendered = {"use_threads": True}
+    for key, snake in [("numWorkers", "num_workers"), ("numSubmitWorkers", "num_submit_workers")]:
+        if sensors.get(key):
+            rendered[snake] = sensors[key]
+    return {"sensors": rendered}
 
 
 STORAGES = ("run_storage", "event_log_storage", "schedule_storage")
@@ -240,6 +251,7 @@ def test_chart_renders_the_production_instance(values):
         "run_retries",
         "run_monitoring",
         "telemetry",
+        "sensors",
     ):
         assert rendered[section] == production[section], section
     for section in STORAGES:
