@@ -108,6 +108,9 @@ def test_repeated_lines_are_dropped_but_single_tokens_stay():
 
 # resiliparse's main-content pass drops a page whose text sits in a "sidebar" block
 SIDEBAR_PAGE = BODY.replace("<article>", "<div class='sidebar'>").replace("</article>", "</div>")
+SIDEBAR_BODY = SIDEBAR_PAGE[
+    SIDEBAR_PAGE.index("<div class='sidebar'>") : SIDEBAR_PAGE.index("<footer>")
+]  # the page's text
 
 
 def test_trafilatura_recovers_what_resiliparse_loses():
@@ -161,12 +164,9 @@ def test_nested_main_regions_are_not_trusted():
 
 @pytest.mark.parametrize("region", ["<main>{}</main>", "<div role='main'>{}</div>"])
 def test_a_marked_main_region_replaces_what_resiliparse_lost(region):
-    body = SIDEBAR_PAGE[
-        SIDEBAR_PAGE.index("<div class='sidebar'>") : SIDEBAR_PAGE.index("<footer>")
-    ]
     menu = "<nav><a href='/a'>All our guides</a> <a href='/b'>Tools we sell</a></nav>"
     extra = "<aside><p>Subscribe to our letter for more winter tips and offers</p></aside>"
-    html = SIDEBAR_PAGE.replace(body, region.format(menu + body + extra))
+    html = SIDEBAR_PAGE.replace(SIDEBAR_BODY, region.format(menu + SIDEBAR_BODY + extra))
     text, route = main_content_route(html, fallback=True)
     assert route == "main region"
     assert text.startswith("Gardening in winter\nParagraph 0: the soil stays cold")
@@ -176,11 +176,9 @@ def test_a_marked_main_region_replaces_what_resiliparse_lost(region):
 
 
 def test_trafilatura_when_the_marked_main_region_looks_lost_too():
-    body = SIDEBAR_PAGE[
-        SIDEBAR_PAGE.index("<div class='sidebar'>") : SIDEBAR_PAGE.index("<footer>")
-    ]
     teaser = "<main><div class='sidebar'><p>Read on for our guide, friends.</p></div></main>"
-    text, route = main_content_route(SIDEBAR_PAGE.replace(body, teaser + body), fallback=True)
+    html = SIDEBAR_PAGE.replace(SIDEBAR_BODY, teaser + SIDEBAR_BODY)
+    text, route = main_content_route(html, fallback=True)
     assert route == "trafilatura"
     assert text.count("the soil stays cold") == 8
 
