@@ -293,6 +293,72 @@ def test_filter_decision(name, text, url, expected, datatrove_filters):
         assert keeps == (reason is None), f"datatrove disagrees with {reason!r}"
 
 
+# No word is the start of another: their concatenations (datatrove's find_all_duplicate joins
+# an n-gram's words without spaces) are as distinct as the word sequences.
+PREFIX_FREE = ("the", "of", "cat", "sat", "on", "mat", "xy", "dog", "run", "big", "red", "zap")
+# Rules out of n order: top_6 is judged before dup_1, and an off rule (0) sits between.
+OUT_OF_ORDER = {
+    "top_n_grams": ((2, 0.2), (6, 0.1)),
+    "dup_n_grams": ((1, 0.3), (5, 0.0), (12, 0.05)),
+}
+
+
+def repetitive_texts(seed: int, count: int = 300) -> list[str]:
+    """Random words of a few to all of ``PREFIX_FREE``, every other text with a phrase of six
+    of them repeated in between."""
+    rng = random.Random(seed)
+    texts = ["", "cat", "the cat", "of of", "the cat the cat the cat"]
+    for number in range(count):
+        vocabulary = PREFIX_FREE[: rng.randint(1, len(PREFIX_FREE))]
+        words = rng.choices(vocabulary, k=rng.randint(0, 400))
+        if number % 2:
+            phrase = rng.choices(PREFIX_FREE, k=6)
+            for _ in range(rng.randint(1, 8)):
+                at = rng.randint(0, len(words))
+                words[at:at] = phrase
+        texts.append(" ".join(words))
+    return texts
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("settings", [{}, OUT_OF_ORDER], ids=["fineweb", "out-of-order"])
+def test_gopher_n_gram_statistics_are_datatroves(seed, settings):
+    """Most frequent n-gram exactly; repeated n-grams exactly above ``exact_dup_above`` of the
+    text, at least the exact value below it."""
+    gopher = pytest.importorskip("datatrove.pipeline.filters.gopher_repetition_filter")
+    flt = GopherRepetitionFilter(**settings)
+    texts = repetitive_texts(seed)
+    stats = flt.measure(pl.DataFrame({"text": texts, "url": [GOOD_URL] * len(texts)}))
+    for text, row in zip(texts, stats.iter_rows(named=True), strict=True):
+        words = text.split()
+        for n, _ in flt.top_n_grams:
+            ngrams = gopher.get_n_grams(words, n)
+            assert row[f"top_{n}"] == (gopher.find_top_duplicate(ngrams) if ngrams else 0)
+        for n, _ in flt.dup_n_grams:
+            exact = gopher.find_all_duplicate(words, n)
+            if row[f"dup_{n}"] / max(len(text), 1) > flt.exact_dup_above:
+                assert row[f"dup_{n}"] == exact, (n, text)
+            else:
+                assert exact <= row[f"dup_{n}"] <= flt.exact_dup_above * max(len(text), 1)
+
+
+def test_gopher_repetition_reports_the_first_failing_rule_whatever_the_n_order():
+    """Judging measures n in increasing order and stops at a failure only once every rule
+    before the failing one is known: the reason is the stored signals' (rule order)."""
+    from tokenmill.filters.rules import judged
+
+    flt = GopherRepetitionFilter(**OUT_OF_ORDER)
+    texts = repetitive_texts(2)
+    docs = pl.DataFrame({"text": texts, "url": [GOOD_URL] * len(texts)})
+    stats = flt.measure(docs)
+    expected = judged(stats, flt.judgement()).reasons
+    assert flt(docs).to_list() == expected.to_list()
+    # texts failing top_6 and dup_1: stopping at dup_1 (n = 1) would give another reason
+    assert (
+        expected.str.starts_with("top_6_gram") & (stats["dup_1"] / stats["chars"] > 0.3)
+    ).sum() > 10
+
+
 def test_reasons_name_value_and_threshold():
     reason = ours("gopher_quality", "The cat sat on the mat and that was it.", GOOD_URL)
     assert reason == "n_words=10.0<50"

@@ -2,165 +2,64 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
-from typing import NamedTuple
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
 
 from tokenmill.filters.rules import Judgement, Rule, judged, rule_reasons
-from tokenmill.filters.text import doc_keys, explode, find_duplicates
-from tokenmill.filters.word_scan import library, word_features_of, words_in
-
-# n-gram statistics are computed on slices of about this many words: their hash tables then stay
-# in the CPU cache (3x faster than one table for a batch of 1,000 web pages).
-CHUNK_WORDS = 1 << 17
-_NGRAM_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+from tokenmill.filters.text import explode, find_duplicates
+from tokenmill.filters.word_scan import Words, library, word_features_of, words_in
 
 # Paragraphs are split on a sentinel; a NUL inside web text would be (harmlessly) a split point.
 _SENTINEL = "\x00"
 
 
-class _FlatWords(NamedTuple):
-    doc: np.ndarray  # document index of each word
-    word_hash: np.ndarray
-    cum: np.ndarray  # characters of the words before each position (one more entry)
-    n_docs: int
-    n_words: np.ndarray  # per document
-    doc_start: np.ndarray  # position of each document's first word
+def ngram_stats(
+    words: Words,
+    chars: np.ndarray,
+    top_limits: dict[int, float],
+    dup_limits: dict[int, float],
+    exact_above: dict[int, float],
+    stop: bool,
+) -> dict[str, np.ndarray]:
+    """Per text of ``words`` (``chars`` characters, at least 1): ``top_<n>``, the characters of
+    its most frequent n-gram (joined by spaces; the first seen among equals, datatrove's
+    ``Counter.most_common``) times its count, and ``dup_<n>``, the characters of the words in
+    n-grams repeating an earlier one: exact (datatrove's greedy ``find_all_duplicate``) where
+    their share of ``chars`` is above ``exact_above[n]``, an upper bound below. With ``stop``, a
+    text passing a limit (n ascending, top before dup) is left at 0 from then on: later rules
+    cannot change its reason. Compiled (word_scan.c), a text at a time: its hash tables stay in
+    the CPU cache."""
+    tops, dups = list(top_limits), list(dup_limits)
+    top = np.zeros((len(chars), len(tops)), dtype=np.int64)
+    dup = np.zeros((len(chars), len(dups)), dtype=np.int64)
 
+    def limits(sizes, found: dict[int, float]) -> np.ndarray:
+        return np.array([found[n] or np.inf for n in sizes], dtype=np.float64)
 
-def _flat_words(features: pl.Series) -> _FlatWords:
-    words = words_in(features)
-    cum = np.zeros(len(words.chars) + 1, dtype=np.int64)
-    np.cumsum(words.chars, out=cum[1:])
-    return _FlatWords(
-        doc=words.doc,
-        word_hash=words.hashes,
-        cum=cum,
-        n_docs=len(words.counts),
-        n_words=words.counts,
-        doc_start=np.cumsum(words.counts) - words.counts,
-    )
-
-
-def _chunks(sizes: np.ndarray, limit: int) -> Iterator[slice]:
-    """Consecutive ranges of documents of about ``limit`` words in all (at least one each)."""
-    ends = np.cumsum(sizes)
-    start = 0
-    while start < len(sizes):
-        before = ends[start - 1] if start else 0
-        stop = max(int(np.searchsorted(ends, before + limit, side="right")), start + 1)
-        yield slice(start, stop)
-        start = stop
-
-
-class _Ngrams(NamedTuple):
-    """n-grams of one length in word order: start position and key of each, and the number of
-    occurrences of its n-gram in its document and whether this one is the first."""
-
-    n: int
-    starts: np.ndarray
-    keys: np.ndarray
-    count: np.ndarray
-    first: np.ndarray
-
-    def filter(self, mask: np.ndarray) -> _Ngrams:
-        kept = np.flatnonzero(mask)  # once: a boolean mask would be searched for each column
-        return _Ngrams(self.n, *(column.take(kept) for column in self[1:]))
-
-
-def _occurrences(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Number of occurrences of each key and whether it is the first (counted in one hash table,
-    word_scan.c: several times faster than sorting the keys)."""
-    count = np.empty(len(keys), dtype=np.int64)
-    first = np.empty(len(keys), dtype=bool)
-    if library().count_occurrences(np.ascontiguousarray(keys), len(keys), count, first):
+    if library().ngram_stats(
+        words.hashes,
+        words.chars,
+        words.counts,
+        np.ascontiguousarray(chars, dtype=np.float64),
+        len(chars),
+        np.array(tops, dtype=np.int64),
+        limits(tops, top_limits),
+        len(tops),
+        np.array(dups, dtype=np.int64),
+        limits(dups, exact_above),
+        limits(dups, dup_limits),
+        len(dups),
+        stop,
+        top,
+        dup,
+    ):
         raise MemoryError("counting n-grams")
-    return count, first
-
-
-def _repeated_ngrams(flat: _FlatWords, sizes: Collection[int], done: np.ndarray):
-    """Yield the n-grams occurring at least twice in their document (all words for n = 1) for
-    each n of ``sizes``, in increasing order. n-grams never span documents. Documents the caller
-    marks in ``done`` (between steps) are left out from then on.
-
-    Keys hash the word sequence and the document, so equal keys mean "same n-gram, same doc"
-    (64-bit polynomial hash: collisions are negligible at these sizes). An n-gram can only repeat
-    where its (n-1)-gram prefix repeats, so the candidate set shrinks quickly as n grows.
-    """
-    positions = np.arange(len(flat.doc))
-    doc_ends = flat.doc_start + flat.n_words
-    words_left = doc_ends[flat.doc] - positions  # words from each position to its doc's end
-    starts, keys = positions, doc_keys(flat.doc, flat.word_hash)
-    if 1 in sizes:  # most single words repeat: filtering them costs more than it saves
-        yield _Ngrams(1, starts, keys, *_occurrences(keys))
-    for n in range(2, max(sizes, default=0) + 1):
-        extendable = np.flatnonzero((words_left[starts] >= n) & ~done[flat.doc[starts]])
-        starts, keys = starts.take(extendable), keys.take(extendable)
-        keys = keys * _NGRAM_MULTIPLIER + flat.word_hash[starts + n - 1]
-        ngrams = _Ngrams(n, starts, keys, *_occurrences(keys))
-        ngrams = ngrams.filter(ngrams.count > 1)
-        starts, keys = ngrams.starts, ngrams.keys
-        if n in sizes:
-            yield ngrams
-
-
-def _top_ngram_chars(flat: _FlatWords, ngrams: _Ngrams) -> np.ndarray:
-    """len(" ".join(top n-gram)) * its count per doc (Counter.most_common: ties -> first seen).
-
-    ``ngrams`` are the repeated n-grams; a doc without any scores its first n-gram once.
-    """
-    n, cum = ngrams.n, flat.cum
-    result = _first_ngram_chars(flat, n)
-    if not len(ngrams.starts):
-        return result
-    first = np.flatnonzero(ngrams.first)
-    pos, count = ngrams.starts.take(first), ngrams.count.take(first)
-    doc = flat.doc[pos]  # in word order: grouped by document
-    doc_start = np.flatnonzero(np.r_[True, doc[1:] != doc[:-1]])
-    doc_size = np.diff(np.r_[doc_start, len(doc)])
-    most = count == np.repeat(np.maximum.reduceat(count, doc_start), doc_size)
-    top = np.flatnonzero(most)
-    top = top[np.r_[True, doc[top][1:] != doc[top][:-1]]]  # the first seen of the most frequent
-    result[doc[top]] = (cum[pos[top] + n] - cum[pos[top]] + (n - 1)) * count[top]
-    return result
-
-
-def _first_ngram_chars(flat: _FlatWords, n: int) -> np.ndarray:
-    has_ngram = flat.n_words >= n
-    first = flat.doc_start[has_ngram]
-    result = np.zeros(flat.n_docs, dtype=np.int64)
-    result[has_ngram] = flat.cum[first + n] - flat.cum[first] + (n - 1)
-    return result
-
-
-def _covered_dup_chars(flat: _FlatWords, ngrams: _Ngrams) -> np.ndarray:
-    """Characters of words inside any n-gram that already occurred earlier in the same doc.
-
-    An upper bound of datatrove's greedy find_all_duplicate (whose counted n-grams are disjoint
-    repeated n-grams): documents above a threshold are re-checked exactly.
-    """
-    n, starts, cum = ngrams.n, ngrams.starts[~ngrams.first], flat.cum
-    # the union of the spans [start, start + n): sorted spans of equal length only overlap the
-    # one before (n-grams never span documents, so neither do overlaps)
-    previous_end = np.r_[0, starts[:-1] + n]
-    chars = cum[starts + n] - cum[np.maximum(starts, previous_end)]
-    return np.bincount(flat.doc[starts], weights=chars, minlength=flat.n_docs)
-
-
-def _greedy_dup_chars(flat: _FlatWords, ngrams: _Ngrams, docs: np.ndarray) -> np.ndarray:
-    """datatrove's find_all_duplicate for each of ``docs`` (exact): walking the words, an n-gram
-    seen before counts its characters and the walk jumps past it. n-grams that occur once in
-    their document never count, so only the repeated ones (``ngrams``) are walked."""
-    n, starts, keys, cum = ngrams.n, ngrams.starts, ngrams.keys, flat.cum
-    walked = np.flatnonzero(np.isin(flat.doc[starts], docs))
-    starts, keys = starts.take(walked), keys.take(walked)
-    totals = np.zeros(flat.n_docs, dtype=np.int64)
-    doc, chars = flat.doc.take(starts), cum.take(starts + n) - cum.take(starts)
-    if library().walk_repeated(doc, starts, keys, chars, len(starts), n, totals):
-        raise MemoryError("walking repeated n-grams")
-    return totals[docs]
+    return {
+        **{f"top_{n}": top[:, i] for i, n in enumerate(tops)},
+        **{f"dup_{n}": dup[:, i] for i, n in enumerate(dups)},
+    }
 
 
 class GopherRepetitionFilter:
@@ -275,43 +174,19 @@ class GopherRepetitionFilter:
         stop: bool,
     ) -> dict[str, np.ndarray]:
         """Top and duplicated n-gram character counts of the documents not ``failed`` yet (0 for
-        the others, which an earlier rule drops anyway), a slice of documents at a time."""
+        the others, which an earlier rule drops anyway)."""
         todo = np.flatnonzero(~failed)
-        words, chars = words.gather(todo), chars.gather(todo)
+        found = ngram_stats(
+            words_in(words.gather(todo)),
+            np.maximum(chars.gather(todo).to_numpy(), 1),
+            dict(self.top_n_grams),
+            dict(self.dup_n_grams),
+            exact_above,
+            stop,
+        )
         columns = {name: np.zeros(len(failed)) for name in self._ngram_columns()}
-        for part in _chunks(words.list.len().to_numpy(), CHUNK_WORDS):
-            found = self._chunk_ngram_stats(
-                words[part], np.maximum(chars[part].to_numpy(), 1), exact_above, stop
-            )
-            for name, values in found.items():
-                columns[name][todo[part]] = values
-        return columns
-
-    def _chunk_ngram_stats(
-        self, words: pl.Series, chars: np.ndarray, exact_above: dict[int, float], stop: bool
-    ) -> dict[str, np.ndarray]:
-        """The n-gram statistics; repeated n-gram characters are exact where their share is
-        above ``exact_above[n]``. With ``stop``, a document failing a rule (the thresholds'
-        own) is skipped from then on: later rules cannot change its reason."""
-        flat = _flat_words(words)
-        top_n = dict(self.top_n_grams)
-        dup_n = dict(self.dup_n_grams)
-        failed = np.zeros(len(words), dtype=bool)
-        columns = {}
-        for ngrams in _repeated_ngrams(flat, {*top_n, *dup_n}, failed):
-            n = ngrams.n
-            if n in top_n:
-                top = _top_ngram_chars(flat, ngrams)
-                if stop:
-                    failed |= top / chars > top_n[n]
-                columns[f"top_{n}"] = top
-            if n in dup_n:
-                covered = _covered_dup_chars(flat, ngrams)
-                candidates = np.flatnonzero((covered / chars > exact_above[n]) & ~failed)
-                covered[candidates] = _greedy_dup_chars(flat, ngrams, candidates)
-                if stop:
-                    failed |= covered / chars > dup_n[n]
-                columns[f"dup_{n}"] = covered
+        for name, values in found.items():
+            columns[name][todo] = values
         return columns
 
     def _rules(self) -> list[Rule]:

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { WORD = 1, LETTER = 2, LOWER = 4, DIGIT = 8, SPACE = 16, PUNCT = 32 };
 enum { ALPHA = 1, CONTENT = 2 };
@@ -255,44 +256,144 @@ static int64_t key_slot(const KeyTable *table, uint64_t key) {
     return slot;
 }
 
-/* datatrove's find_all_duplicate walk over the repeated n-grams of length n, in word order
- * (gopher_repetition._greedy_dup_chars): an n-gram whose key was seen counts its characters
- * and the walk jumps past it. keys include the document. Returns 0, or -1 when out of memory. */
-int walk_repeated(const uint32_t *doc, const int64_t *starts, const uint64_t *keys,
-                  const int64_t *chars, int64_t count, int64_t n, int64_t *totals) {
-    KeyTable seen;
-    int ok = key_table_init(&seen, count) == 0;
-    int64_t next_free = 0;
-    for (int64_t i = 0; ok && i < count; i++) {
-        if (starts[i] < next_free) continue;
-        int64_t slot = key_slot(&seen, keys[i]);
-        if (seen.counts[slot]) {
-            totals[doc[i]] += chars[i];
-            next_free = starts[i] + n;
-        } else {
-            seen.keys[slot] = keys[i];
-            seen.counts[slot] = 1;
-        }
-    }
-    key_table_free(&seen);
-    return ok ? 0 : -1;
+/* A key table cleared for count keys (at most the capacity it was allocated for): only the
+ * slots it will use are zeroed, so a small document's keys stay in the CPU cache. */
+static void key_table_reset(KeyTable *table, int64_t count) {
+    int64_t size = 16;
+    while (size < 2 * count) size <<= 1;
+    table->mask = size - 1;
+    memset(table->counts, 0, size * sizeof(int64_t));
 }
 
-/* For each of the count keys: how many times it occurs (occurrences) and whether it is its
- * first occurrence (first). Returns 0, or -1 when out of memory. */
-int count_occurrences(const uint64_t *keys, int64_t count, int64_t *occurrences, uint8_t *first) {
-    KeyTable table;
-    int64_t *slots = malloc((count + 1) * sizeof(int64_t));
-    int ok = key_table_init(&table, count) == 0 && slots;
-    for (int64_t i = 0; ok && i < count; i++) {
-        int64_t slot = key_slot(&table, keys[i]);
-        first[i] = table.counts[slot] == 0;
-        table.keys[slot] = keys[i];
-        table.counts[slot]++;
-        slots[i] = slot;
+/* Where n appears in sizes (-1: not there). */
+static int64_t index_of(const int64_t *sizes, int64_t count, int64_t n) {
+    for (int64_t i = 0; i < count; i++)
+        if (sizes[i] == n) return i;
+    return -1;
+}
+
+/* Gopher repetition's n-gram statistics (gopher_repetition.GopherRepetitionFilter), a document
+ * at a time. Words: their hashes and lengths, doc_words per document. For each n of top_sizes:
+ * the characters of the document's most frequent n-gram (joined by spaces, the first seen among
+ * equals) times its count, into top (n_docs x n_top). For each n of dup_sizes, into dup: the
+ * characters of the words in n-grams repeating an earlier one (the union of their spans), or,
+ * where that share of doc_chars is above dup_exact[i], datatrove's find_all_duplicate walk:
+ * exact. With stop, a document is left at zero once it passes a limit (top_limit, then
+ * dup_limit: the rules in order) and every rule before that one is known: later rules cannot
+ * change its first failing rule. An n-gram can only repeat where its (n-1)-gram prefix does:
+ * each step extends only the repeated ones. Returns 0, or -1 when out of memory. */
+int ngram_stats(const uint64_t *hashes, const uint32_t *chars, const int64_t *doc_words,
+                const double *doc_chars, int64_t n_docs, const int64_t *top_sizes,
+                const double *top_limit, int64_t n_top, const int64_t *dup_sizes,
+                const double *dup_exact, const double *dup_limit, int64_t n_dup, int stop,
+                int64_t *top, int64_t *dup) {
+    int64_t most = 1, max_n = 0;
+    for (int64_t d = 0; d < n_docs; d++) most = doc_words[d] > most ? doc_words[d] : most;
+    for (int64_t i = 0; i < n_top; i++) max_n = top_sizes[i] > max_n ? top_sizes[i] : max_n;
+    for (int64_t i = 0; i < n_dup; i++) max_n = dup_sizes[i] > max_n ? dup_sizes[i] : max_n;
+    int64_t *cum = malloc((most + 1) * sizeof(int64_t));
+    int64_t *starts = malloc(most * sizeof(int64_t));
+    uint64_t *keys = malloc(most * sizeof(uint64_t));
+    int64_t *slots = malloc(most * sizeof(int64_t));
+    uint8_t *first = malloc(most);
+    int64_t rules = n_top + n_dup, none = rules;
+    int64_t *known_at = malloc((rules + 1) * sizeof(int64_t)); /* n when the rules before are */
+    KeyTable table = {0}, seen = {0};
+    int ok = cum && starts && keys && slots && first && known_at &&
+             key_table_init(&table, most) == 0 && key_table_init(&seen, most) == 0;
+    for (int64_t r = 0; ok && r <= rules; r++) {
+        known_at[r] = r ? known_at[r - 1] : 0;
+        int64_t size = r == 0 ? 0 : r - 1 < n_top ? top_sizes[r - 1] : dup_sizes[r - 1 - n_top];
+        known_at[r] = size > known_at[r] ? size : known_at[r];
     }
-    for (int64_t i = 0; ok && i < count; i++) occurrences[i] = table.counts[slots[i]];
-    key_table_free(&table);
+    int64_t offset = 0;
+    for (int64_t d = 0; ok && d < n_docs; offset += doc_words[d], d++) {
+        const uint64_t *hash = hashes + offset;
+        int64_t words = doc_words[d], count = words, failed = none; /* first rule passed */
+        cum[0] = 0;
+        for (int64_t i = 0; i < words; i++) {
+            cum[i + 1] = cum[i] + chars[offset + i];
+            starts[i] = i;
+            keys[i] = hash[i];
+        }
+        for (int64_t n = 1; n <= max_n && !(stop && failed < none && known_at[failed] < n); n++) {
+            int64_t t = index_of(top_sizes, n_top, n), u = index_of(dup_sizes, n_dup, n);
+            if (n > 1) { /* the repeated (n-1)-grams with room for one more word, extended */
+                int64_t kept = 0;
+                for (int64_t i = 0; i < count; i++) {
+                    if (starts[i] + n > words) continue;
+                    starts[kept] = starts[i];
+                    keys[kept++] = keys[i] * 0x9E3779B97F4A7C15ULL + hash[starts[i] + n - 1];
+                }
+                count = kept;
+            }
+            if (n == 1 && t < 0 && u < 0) continue; /* most single words repeat: not worth it */
+            key_table_reset(&table, count);
+            for (int64_t i = 0; i < count; i++) {
+                int64_t slot = key_slot(&table, keys[i]);
+                first[i] = table.counts[slot] == 0;
+                table.keys[slot] = keys[i];
+                table.counts[slot]++;
+                slots[i] = slot;
+            }
+            if (t >= 0 && words >= n) {
+                int64_t best = -1, best_count = 1;
+                for (int64_t i = 0; i < count; i++) {
+                    if (table.counts[slots[i]] > best_count) {
+                        best_count = table.counts[slots[i]];
+                        best = starts[i];
+                    }
+                }
+                int64_t at = best < 0 ? 0 : best;
+                int64_t found = (cum[at + n] - cum[at] + n - 1) * best_count;
+                top[d * n_top + t] = found;
+                if ((double)found / doc_chars[d] > top_limit[t] && t < failed) failed = t;
+            }
+            int64_t kept = 0;
+            for (int64_t i = 0; i < count; i++) {
+                if (table.counts[slots[i]] < 2) continue;
+                starts[kept] = starts[i];
+                keys[kept] = keys[i];
+                first[kept++] = first[i];
+            }
+            count = kept;
+            if (u >= 0) {
+                int64_t covered = 0, previous_end = 0;
+                for (int64_t i = 0; i < count; i++) {
+                    if (first[i]) continue;
+                    int64_t from = starts[i] > previous_end ? starts[i] : previous_end;
+                    covered += cum[starts[i] + n] - cum[from];
+                    previous_end = starts[i] + n;
+                }
+                if (!(stop && failed < n_top + u) && (double)covered / doc_chars[d] > dup_exact[u]) {
+                    int64_t next_free = 0;
+                    covered = 0;
+                    key_table_reset(&seen, count);
+                    for (int64_t i = 0; i < count; i++) {
+                        if (starts[i] < next_free) continue;
+                        int64_t slot = key_slot(&seen, keys[i]);
+                        if (seen.counts[slot]) {
+                            covered += cum[starts[i] + n] - cum[starts[i]];
+                            next_free = starts[i] + n;
+                        } else {
+                            seen.keys[slot] = keys[i];
+                            seen.counts[slot] = 1;
+                        }
+                    }
+                }
+                dup[d * n_dup + u] = covered;
+                if ((double)covered / doc_chars[d] > dup_limit[u] && n_top + u < failed)
+                    failed = n_top + u;
+            }
+        }
+    }
+    free(cum);
+    free(starts);
+    free(keys);
     free(slots);
+    free(first);
+    free(known_at);
+    key_table_free(&table);
+    key_table_free(&seen);
     return ok ? 0 : -1;
 }

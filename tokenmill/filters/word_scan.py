@@ -101,22 +101,23 @@ def library() -> ctypes.CDLL:
         _pointer(np.uint64),
         _pointer(np.uint8),
     ]
-    compiled.walk_repeated.restype = ctypes.c_int
-    compiled.walk_repeated.argtypes = [
+    compiled.ngram_stats.restype = ctypes.c_int
+    compiled.ngram_stats.argtypes = [
+        _pointer(np.uint64),
         _pointer(np.uint32),
         _pointer(np.int64),
-        _pointer(np.uint64),
-        _pointer(np.int64),
-        i64,
+        _pointer(np.float64),
         i64,
         _pointer(np.int64),
-    ]
-    compiled.count_occurrences.restype = ctypes.c_int
-    compiled.count_occurrences.argtypes = [
-        _pointer(np.uint64),
+        _pointer(np.float64),
         i64,
         _pointer(np.int64),
-        _pointer(np.bool_),
+        _pointer(np.float64),
+        _pointer(np.float64),
+        i64,
+        ctypes.c_int,
+        _pointer(np.int64),
+        _pointer(np.int64),
     ]
     return compiled
 
