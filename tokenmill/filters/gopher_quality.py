@@ -8,10 +8,12 @@ import numpy as np
 import polars as pl
 
 from tokenmill.filters.rules import Judgement, Rule, judged
-from tokenmill.filters.text import LINE_BREAKS, count_per_doc, line_counts
-from tokenmill.filters.word_scan import ALPHA, CONTENT, hash_of, word_features_of, words_in
+from tokenmill.filters.text import LINE_BREAKS, line_counts
+from tokenmill.filters.word_scan import hash_of, library, word_features_of, words_in
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
+# What word_scan.c's word_totals counts per document, in its order.
+_WORD_TOTALS = ("n_content", "content_chars", "n_alpha", "n_stop")
 
 
 class GopherQualityFilter:
@@ -85,21 +87,20 @@ class GopherQualityFilter:
         text = docs["text"].fill_null("")
         n_docs = len(text)
         words = words_in(word_features_of(docs))
-        doc = words.doc
-        is_alpha = (words.flags & ALPHA) != 0
-        is_content = (words.flags & CONTENT) != 0
-        content = np.flatnonzero(is_content)
-        per_doc = pl.DataFrame(
-            {
-                "n_words": words.counts,
-                "n_content": count_per_doc(doc, n_docs, is_content),
-                "content_chars": count_per_doc(
-                    doc.take(content), n_docs, words.chars.take(content)
-                ),
-                "n_alpha": count_per_doc(doc, n_docs, is_alpha),
-                "n_stop": self._distinct_stop_words(doc, words.hashes, n_docs),
-            }
-        )
+        totals = {name: np.zeros(n_docs, np.int64) for name in _WORD_TOTALS}
+        stop_hashes = np.unique(np.array([hash_of(w) for w in self.stop_words], dtype=np.uint64))
+        if library().word_totals(
+            words.chars,
+            words.flags,
+            words.hashes,
+            words.counts,
+            n_docs,
+            stop_hashes,
+            len(stop_hashes),
+            *totals.values(),
+        ):
+            raise MemoryError("counting words")
+        per_doc = pl.DataFrame({"n_words": words.counts, **totals})
         lines = text.str.replace_all(LINE_BREAKS, "\n")
         return per_doc.with_columns(
             n_hash=text.str.count_matches("#", literal=True),
@@ -109,14 +110,6 @@ class GopherQualityFilter:
             n_bullet_lines=lines.str.count_matches(r"(?m)^[^\S\n]*[•-]"),
             n_ellipsis_lines=lines.str.count_matches(r"(?m)(?:\.\.\.|…)[^\S\n]*$"),
         )
-
-    def _distinct_stop_words(self, doc: np.ndarray, hashes: np.ndarray, n_docs: int) -> np.ndarray:
-        """How many of the stop words each document holds (each counted once)."""
-        stop_hashes = np.unique(np.array([hash_of(w) for w in self.stop_words], dtype=np.uint64))
-        found = np.flatnonzero(np.isin(hashes, stop_hashes))
-        which = np.searchsorted(stop_hashes, hashes.take(found))
-        pairs = np.unique(doc.take(found).astype(np.int64) * len(stop_hashes) + which)
-        return count_per_doc(pairs // len(stop_hashes), n_docs)
 
     def _rules(self) -> list[Rule]:
         n_words = pl.col("n_words")

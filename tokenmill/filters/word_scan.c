@@ -397,3 +397,42 @@ int ngram_stats(const uint64_t *hashes, const uint32_t *chars, const int64_t *do
     key_table_free(&seen);
     return ok ? 0 : -1;
 }
+
+/* Per text of the words (doc_words of them each): words holding a non-punctuation character
+ * and their characters, words holding a letter, and how many distinct words of stop (sorted
+ * hashes) it holds (gopher_quality.GopherQualityFilter). Returns 0, or -1 when out of memory. */
+int word_totals(const uint32_t *chars, const uint8_t *flags, const uint64_t *hashes,
+                const int64_t *doc_words, int64_t n_docs, const uint64_t *stop, int64_t n_stop,
+                int64_t *n_content, int64_t *content_chars, int64_t *n_alpha,
+                int64_t *stop_words) {
+    int64_t *seen_in = malloc((n_stop + 1) * sizeof(int64_t)); /* the text a stop word was in */
+    if (!seen_in) return -1;
+    for (int64_t s = 0; s < n_stop; s++) seen_in[s] = -1;
+    int64_t w = 0;
+    for (int64_t d = 0; d < n_docs; d++) {
+        int64_t content = 0, letters = 0, alpha = 0, found = 0;
+        for (int64_t end = w + doc_words[d]; w < end; w++) {
+            if (flags[w] & CONTENT) {
+                content++;
+                letters += chars[w];
+            }
+            alpha += (flags[w] & ALPHA) != 0;
+            int64_t low = 0, high = n_stop; /* the first stop hash >= the word's */
+            while (low < high) {
+                int64_t middle = (low + high) / 2;
+                if (stop[middle] < hashes[w]) low = middle + 1;
+                else high = middle;
+            }
+            if (low < n_stop && stop[low] == hashes[w] && seen_in[low] != d) {
+                seen_in[low] = d;
+                found++;
+            }
+        }
+        n_content[d] = content;
+        content_chars[d] = letters;
+        n_alpha[d] = alpha;
+        stop_words[d] = found;
+    }
+    free(seen_in);
+    return 0;
+}

@@ -101,6 +101,17 @@ def library() -> ctypes.CDLL:
         _pointer(np.uint64),
         _pointer(np.uint8),
     ]
+    compiled.word_totals.restype = ctypes.c_int
+    compiled.word_totals.argtypes = [
+        _pointer(np.uint32),
+        _pointer(np.uint8),
+        _pointer(np.uint64),
+        _pointer(np.int64),
+        i64,
+        _pointer(np.uint64),
+        i64,
+        *[_pointer(np.int64)] * 4,
+    ]
     compiled.ngram_stats.restype = ctypes.c_int
     compiled.ngram_stats.argtypes = [
         _pointer(np.uint64),
