@@ -28,9 +28,9 @@ def ngram_stats(
     ``Counter.most_common``) times its count, and ``dup_<n>``, the characters of the words in
     n-grams repeating an earlier one: exact (datatrove's greedy ``find_all_duplicate``) where
     their share of ``chars`` is above ``exact_above[n]``, an upper bound below. With ``stop``, a
-    text passing a limit (n ascending, top before dup) is left at 0 from then on: later rules
-    cannot change its reason. Compiled (word_scan.c), a text at a time: its hash tables stay in
-    the CPU cache."""
+    text that passes a limit (a limit of 0 or None: none) is left at 0 once every rule before
+    that one (tops, then dups, in order) is known: later rules cannot change its reason.
+    Compiled (word_scan.c), a text at a time: its hash tables stay in the CPU cache."""
     tops, dups = list(top_limits), list(dup_limits)
     top = np.zeros((len(chars), len(tops)), dtype=np.int64)
     dup = np.zeros((len(chars), len(dups)), dtype=np.int64)

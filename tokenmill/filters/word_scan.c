@@ -2,7 +2,9 @@
  * alternative by alternative as the regex engine's leftmost-first search tries them, over the
  * UTF-8 texts of an Arrow string array. Per word: its length in code points, an FNV-1a hash of
  * its code points and flags (ALPHA, CONTENT). Character classes come from the caller
- * (word_scan.char_classes: the regex engine's own). Built by hatch_build.py; loaded by ctypes. */
+ * (word_scan.char_classes: the regex engine's own). Then what the filters count over those words,
+ * a text at a time: Gopher repetition's n-grams (ngram_stats) and Gopher quality's totals
+ * (word_totals). Built by hatch_build.py; loaded by ctypes. */
 
 #include <stdint.h>
 #include <stdlib.h>

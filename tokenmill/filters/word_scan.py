@@ -7,7 +7,8 @@ project is installed: scripts/hatch_build.py) follows `text.WORD_PATTERN` and th
 (`text._JOINS`) alternative by alternative, as the regex engine's leftmost-first search does; the
 Unicode classes it reads (\\w, \\p{L}, \\p{Ll}, \\d, \\s and the punctuation) come from that same
 engine, asked once per code point (`char_classes`), so both agree on every character.
-`tests/test_word_scan.py` holds them equal.
+`tests/test_word_scan.py` holds them equal. The same library counts over the words what the
+Gopher filters measure (`gopher_repetition.ngram_stats`, `GopherQualityFilter.measure`).
 """
 
 from __future__ import annotations
