@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -164,6 +165,12 @@ def merge_counts(into: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+# Writes of at least this many bytes are hashed in a thread while the file takes them: both
+# release the GIL, so on a second core the hash costs no time (a release's shards: 256 MB
+# windows).
+HASH_BESIDE_BYTES = 1 << 20
+
+
 class HashingFile:
     """A write-only file that keeps the sha256 of what passes through it."""
 
@@ -173,9 +180,26 @@ class HashingFile:
         self.size = 0
 
     def write(self, data) -> int:
-        self.sha256.update(data)
         self.size += len(data)
-        return self.file.write(data)
+        if len(data) < HASH_BESIDE_BYTES:
+            self.sha256.update(data)
+            return self.file.write(data)
+        failed: list[BaseException] = []
+
+        def update() -> None:
+            try:
+                self.sha256.update(data)
+            except BaseException as error:  # re-raised in the writing thread
+                failed.append(error)
+
+        hashing = threading.Thread(target=update, name="sha256")
+        hashing.start()
+        try:
+            return self.file.write(data)
+        finally:
+            hashing.join()  # the caller may reuse data's buffer once this returns
+            if failed:
+                raise failed[0]
 
     def tell(self) -> int:
         return self.size
