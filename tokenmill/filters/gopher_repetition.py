@@ -35,7 +35,7 @@ def ngram_stats(
     top = np.zeros((len(chars), len(tops)), dtype=np.int64)
     dup = np.zeros((len(chars), len(dups)), dtype=np.int64)
 
-    def limits(sizes, found: dict[int, float]) -> np.ndarray:
+    def limits(sizes, found: dict[int, float]) -> np.ndarray:  # a limit of 0 or None: none
         return np.array([found[n] or np.inf for n in sizes], dtype=np.float64)
 
     if library().ngram_stats(
@@ -48,7 +48,7 @@ def ngram_stats(
         limits(tops, top_limits),
         len(tops),
         np.array(dups, dtype=np.int64),
-        limits(dups, exact_above),
+        np.array([exact_above[n] or 0.0 for n in dups], dtype=np.float64),
         limits(dups, dup_limits),
         len(dups),
         stop,
