@@ -300,9 +300,9 @@ int ngram_stats(const uint64_t *hashes, const uint32_t *chars, const int64_t *do
     uint8_t *first = malloc(most);
     int64_t rules = n_top + n_dup, none = rules;
     int64_t *known_at = malloc((rules + 1) * sizeof(int64_t)); /* n when the rules before are */
-    KeyTable table = {0}, seen = {0};
+    KeyTable table = {0}; /* counts an n's keys, then holds the walk's seen ones */
     int ok = cum && starts && keys && slots && first && known_at &&
-             key_table_init(&table, most) == 0 && key_table_init(&seen, most) == 0;
+             key_table_init(&table, most) == 0;
     for (int64_t r = 0; ok && r <= rules; r++) {
         known_at[r] = r ? known_at[r - 1] : 0;
         int64_t size = r == 0 ? 0 : r - 1 < n_top ? top_sizes[r - 1] : dup_sizes[r - 1 - n_top];
@@ -370,16 +370,16 @@ int ngram_stats(const uint64_t *hashes, const uint32_t *chars, const int64_t *do
                 if (!(stop && failed < n_top + u) && (double)covered / doc_chars[d] > dup_exact[u]) {
                     int64_t next_free = 0;
                     covered = 0;
-                    key_table_reset(&seen, count);
+                    key_table_reset(&table, count);
                     for (int64_t i = 0; i < count; i++) {
                         if (starts[i] < next_free) continue;
-                        int64_t slot = key_slot(&seen, keys[i]);
-                        if (seen.counts[slot]) {
+                        int64_t slot = key_slot(&table, keys[i]);
+                        if (table.counts[slot]) {
                             covered += cum[starts[i] + n] - cum[starts[i]];
                             next_free = starts[i] + n;
                         } else {
-                            seen.keys[slot] = keys[i];
-                            seen.counts[slot] = 1;
+                            table.keys[slot] = keys[i];
+                            table.counts[slot] = 1;
                         }
                     }
                 }
@@ -396,7 +396,6 @@ int ngram_stats(const uint64_t *hashes, const uint32_t *chars, const int64_t *do
     free(first);
     free(known_at);
     key_table_free(&table);
-    key_table_free(&seen);
     return ok ? 0 : -1;
 }
 
