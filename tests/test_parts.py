@@ -126,3 +126,28 @@ def test_a_units_cpu_seconds_count_its_worker_processes(tmp_path, warc_dir):
     own = time.process_time() - started
     assert report.cpu_s > own  # the workers' CPU seconds are in it, not only this process's
     assert report.cpu_s > 0.3 * in_process.cpu_s  # the same work, wherever it ran
+
+
+def test_a_hashed_output_files_digest_is_its_contents_whatever_the_write_sizes():
+    """Writes of 1 MB and more are hashed in a thread beside the write: the digest is still
+    that of the bytes in order, and a failing write fails the caller."""
+    import hashlib
+    import io
+
+    from tokenmill.outputs import HASH_BESIDE_BYTES, HashingFile
+
+    pieces = [os.urandom(n) for n in (10, HASH_BESIDE_BYTES, 3, 3 * HASH_BESIDE_BYTES + 1, 0)]
+    sink = io.BytesIO()
+    hashed = HashingFile(sink)
+    for piece in pieces:
+        hashed.write(memoryview(piece))
+    assert sink.getvalue() == b"".join(pieces)
+    assert hashed.size == len(sink.getvalue())
+    assert hashed.sha256.hexdigest() == hashlib.sha256(b"".join(pieces)).hexdigest()
+
+    class Full(io.BytesIO):
+        def write(self, data):
+            raise OSError("no space left on device")
+
+    with pytest.raises(OSError, match="no space"):
+        HashingFile(Full()).write(bytes(2 * HASH_BESIDE_BYTES))
