@@ -237,9 +237,16 @@ typedef struct {
     int64_t mask;
 } KeyTable;
 
-static int key_table_init(KeyTable *table, int64_t count) {
+/* The slots count keys take: twice as many, a power of two (linear probing stays short). */
+static int64_t key_table_size(int64_t count) {
     int64_t size = 16;
     while (size < 2 * count) size <<= 1;
+    return size;
+}
+
+/* A table for up to count keys, empty. */
+static int key_table_init(KeyTable *table, int64_t count) {
+    int64_t size = key_table_size(count);
     table->mask = size - 1;
     table->keys = malloc(size * sizeof(uint64_t));
     table->counts = calloc(size, sizeof(int64_t));
@@ -261,8 +268,7 @@ static int64_t key_slot(const KeyTable *table, uint64_t key) {
 /* A key table cleared for count keys (at most the capacity it was allocated for): only the
  * slots it will use are zeroed, so a small document's keys stay in the CPU cache. */
 static void key_table_reset(KeyTable *table, int64_t count) {
-    int64_t size = 16;
-    while (size < 2 * count) size <<= 1;
+    int64_t size = key_table_size(count);
     table->mask = size - 1;
     memset(table->counts, 0, size * sizeof(int64_t));
 }
