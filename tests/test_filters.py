@@ -507,6 +507,47 @@ def test_word_counts_c4_derives_for_its_new_texts_equal_counting_them():
     ).sum() > 100
 
 
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"remove_citations": False}, {"min_words_per_line": 1, "max_word_length": 12}],
+)
+def test_c4_rewrites_from_its_stored_removed_lines_as_its_line_rules_do(settings):
+    """A recipe judged from stored signals rewrites C4's kept documents from the lines the
+    extraction's measurement removed (``removed_lines``): the same texts as the line rules
+    give, on every document or a subset of them, whatever line breaks they hold; stored lines
+    that do not fit the text fail."""
+    rng = random.Random(7)
+    lines = [
+        *PROSE[0].split(". "),
+        "Menu",
+        "Enable javascript to see this page.",
+        "We use cookies.",
+        "A claim worth a citation[1] and [edit] another here.",
+        "   ",
+        "",
+        "x" * 40 + " long word line",
+        "lorem ipsum dolor sit",
+        "{ braces } in a line",
+    ]
+    breaks = ["\n", "\r\n", "\u2028", "\x85", "\x0b", "\x1c", "\n\n"]
+    texts = [
+        "".join(rng.choice(lines) + rng.choice(breaks) for _ in range(rng.randint(0, 12)))
+        for _ in range(400)
+    ] + ["", None, "one line", "\r\n"]
+    docs = pl.DataFrame({"text": texts})
+    c4 = C4QualityFilter(**settings)
+    measured = c4.measure(docs)
+    stored = docs.with_columns(measured["removed_lines"].alias("c4_quality.removed_lines"))
+    assert measured["removed_lines"].list.len().sum() > 500
+    assert c4.rewrite(stored).equals(measured["new_text"])
+    assert c4.rewrite(docs).equals(measured["new_text"])  # an extraction without the column
+    every_third = stored[::3]
+    assert c4.rewrite(every_third).equals(measured["new_text"][::3])
+    shifted = stored.with_columns(pl.col("c4_quality.removed_lines").list.eval(pl.element() + 12))
+    with pytest.raises(ValueError, match="removed lines"):
+        c4.rewrite(shifted)
+
+
 def test_c4_lowercases_only_the_lines_that_could_hold_its_phrases(monkeypatch):
     """Lines lowercased only where a case-insensitive search finds a phrase: the same lines
     removed and the same documents dropped as lowercasing every line, with letters whose

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from tokenmill.filters.chain import FilterResult
 from tokenmill.filters.rules import Judgement, Rule, judged
@@ -74,6 +75,28 @@ def _lowered(lines: pl.Series) -> pl.Series:
     candidates = lines.str.contains("(?i)" + _any_of(_LOWERCASE_PHRASES)).arg_true()
     lowered = pl.repeat("", len(lines), dtype=pl.String, eager=True)
     return lowered.scatter(candidates, lines.gather(candidates).str.to_lowercase())
+
+
+def _joined(doc: np.ndarray, lines: pl.Series, n_docs: int) -> pl.Series:
+    """Per document, its ``lines`` (in order; ``doc`` says whose) joined by newlines and
+    stripped; "" for a document without one."""
+    per_doc = (
+        pl.DataFrame({"doc": doc, "line": lines})
+        .group_by("doc", maintain_order=True)
+        .agg(pl.col("line").str.join("\n").str.strip_chars())
+    )
+    texts = pl.repeat("", n_docs, dtype=pl.String, eager=True).alias("new_text")
+    return texts.scatter(per_doc["doc"], per_doc["line"]) if per_doc.height else texts
+
+
+def _line_numbers(doc: np.ndarray, chosen: np.ndarray, n_docs: int) -> pl.Series:
+    """Per document, the numbers of its ``chosen`` lines, from every line's document ``doc``
+    (in document order) and whether it is ``chosen``."""
+    first = np.searchsorted(doc, np.arange(n_docs))
+    numbers = (np.arange(len(doc)) - first[doc])[chosen].astype(np.uint32)
+    offsets = np.zeros(n_docs + 1, dtype=np.int32)
+    np.cumsum(np.bincount(doc[chosen], minlength=n_docs), out=offsets[1:])
+    return pl.from_arrow(pa.ListArray.from_arrays(pa.array(offsets), pa.array(numbers)))
 
 
 def _new_word_counts(docs: pl.DataFrame, lines: pl.DataFrame) -> pl.Series:
@@ -145,6 +168,9 @@ class C4QualityFilter:
 
     signals = ("sentences", "fatal")
     rewrites = True  # its `measure` gives each document's new text, `new_text`
+    # Stored beside the signals: the lines it removes, so that a recipe judged from the stored
+    # signals rewrites its kept documents without evaluating the line rules again.
+    rewrite_signal = "removed_lines"
 
     def __call__(self, docs: pl.DataFrame) -> FilterResult:
         stats = self.measure(docs)
@@ -159,13 +185,34 @@ class C4QualityFilter:
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         """Per document: ``sentences`` in the kept lines, ``fatal`` (a kept line's reason to
-        drop the whole document, or null) and ``new_text`` (the kept lines)."""
+        drop the whole document, or null), ``new_text`` (the kept lines) and ``removed_lines``
+        (the numbers, in ``split_lines``, of the lines it removes)."""
         return self._per_document(docs, judging=True)
 
     def rewrite(self, docs: pl.DataFrame) -> pl.Series:
         """The kept lines of each document (``measure``'s ``new_text``), when its signals are
-        stored: no sentence counting (most of the cost) and no fatal line."""
+        stored: from the stored ``removed_lines`` where ``docs`` carry them (measured on this
+        same text), else by the line rules without counting sentences (most of the cost)."""
+        stored = f"{self.name}.{self.rewrite_signal}"
+        if stored in docs.columns:
+            return self._without_lines(docs["text"].fill_null(""), docs[stored])
         return self._per_document(docs, judging=False)["new_text"]
+
+    def _without_lines(self, text: pl.Series, removed: pl.Series) -> pl.Series:
+        lines = explode(split_lines(text))
+        first = np.searchsorted(lines.doc, np.arange(len(text)))  # each document's first line
+        lines_of = np.diff(first, append=len(lines.doc))
+        cut = explode(removed)
+        numbers = cut.values.to_numpy()
+        if len(numbers) and (numbers >= lines_of[cut.doc]).any():
+            raise ValueError(f"{self.name}: stored removed lines beyond a document's last line")
+        keep = np.ones(len(lines.doc), dtype=bool)
+        keep[first[cut.doc] + numbers] = False
+        kept = lines.filter(keep)
+        line = kept.values.str.strip_chars()
+        if self.remove_citations:
+            line = line.str.replace_all(CITATION_PATTERN, "")
+        return _joined(kept.doc, line, len(text))
 
     def _per_document(self, docs: pl.DataFrame, judging: bool) -> pl.DataFrame:
         text = docs["text"].fill_null("")
@@ -193,6 +240,9 @@ class C4QualityFilter:
         stats = stats.sort("doc").select(
             pl.col("sentences").fill_null(0), "fatal", pl.col("new_text").fill_null("")
         )
+        if judging:
+            removed = _line_numbers(lines["doc"].to_numpy(), ~lines["kept"].to_numpy(), len(text))
+            stats = stats.with_columns(removed.alias(self.rewrite_signal))
         if counting:
             stats = stats.with_columns(_new_word_counts(docs, lines).alias(NEW_WORD_COUNTS))
         return stats

@@ -70,17 +70,23 @@ class SignalProfile:
         }
 
     def fields(self) -> list[pa.Field]:
+        """The signal columns, then the rewriting filters' stored rewrites (``rewrites()``)."""
         return [
             pa.field(name, pa.string() if kind == pl.Utf8 else pa.float64())
             for name, kind in self.columns().items()
-        ]
+        ] + [pa.field(name, pa.list_(pa.uint32())) for name in self.rewrites()]
+
+    def rewrites(self) -> list[str]:
+        """The columns where a rewriting filter keeps what it changes in a text (C4: the lines
+        it removes): read by its ``rewrite`` when its signals judge a recipe."""
+        return [column(f, f.rewrite_signal) for f in self.filters if hasattr(f, "rewrite_signal")]
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         """The signal columns of `docs` (`text`, `url`), one row per document."""
         for formatter in self.formatters:
             docs = docs.with_columns(formatter(docs).alias("text"))
         types = self.columns()
-        columns = []
+        columns, rewrites = [], []
         for flt in self.filters:
             docs = with_words_for(flt, docs)
             stats = flt.measure(docs)
@@ -90,7 +96,9 @@ class SignalProfile:
             if getattr(flt, "rewrites", False):
                 counts = stats.get_column(NEW_WORD_COUNTS, default=None)
                 docs = rewritten(docs, stats["new_text"], counts)
-        return pl.DataFrame(columns)
+            if stored := getattr(flt, "rewrite_signal", None):
+                rewrites.append(stats[stored].alias(column(flt, stored)))
+        return pl.DataFrame(columns + rewrites)
 
     def serves(self, filters: list[DocumentFilter], formatters: list[Formatter]) -> set[str]:
         """Names of the `filters` whose stored signals judge them, in a chain with
