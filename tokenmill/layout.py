@@ -154,6 +154,10 @@ DOC_SCHEMA = pa.schema(
 REJECTED_SCHEMA = pa.schema(
     PROVENANCE_FIELDS + [("filter", pa.string()), ("reason", pa.string()), ("text", pa.string())]
 )
+# The document tables' columns with few distinct values in a file, dictionary-encoded; not the
+# others (ids, URLs, offsets, text, signals): a dictionary tried on distinct values costs time
+# to write and to read (README: Cleaning cost).
+DOC_DICTIONARY = ["crawl", "unit", "part", "source_file", "charset", "language", "filter", "reason"]
 QUALITY_COLUMN = "quality_score"
 
 

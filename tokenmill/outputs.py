@@ -304,8 +304,10 @@ class PartitionWriter:
         )
         return self.written[name]
 
-    def parquet(self, name: str, schema: pa.Schema) -> ParquetSink:
-        self.sinks[name] = ParquetSink(self.open(name), schema)
+    def parquet(
+        self, name: str, schema: pa.Schema, dictionary: list[str] | None = None
+    ) -> ParquetSink:
+        self.sinks[name] = ParquetSink(self.open(name), schema, dictionary=dictionary)
         return self.sinks[name]
 
     def _commit(self) -> None:

@@ -34,6 +34,7 @@ from tokenmill.histograms import rule_histograms
 from tokenmill.lake import Lake
 from tokenmill.layout import (
     CLEANED,
+    DOC_DICTIONARY,
     DOC_SCHEMA,
     EXTRACTED,
     PROVENANCE_FIELDS,
@@ -192,8 +193,8 @@ def run(work: Work) -> StageReport:
     if settings.rejected_text_chars:
         rejected_columns.append("text")
     with work.writer(report) as out:
-        docs = out.parquet("docs.parquet", DOC_SCHEMA)
-        rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA)
+        docs = out.parquet("docs.parquet", DOC_SCHEMA, DOC_DICTIONARY)
+        rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA, DOC_DICTIONARY)
         for batch in read_batches(work.lake, f"{work.input(EXTRACTED)}/docs.parquet"):
             frame = pl.from_arrow(batch)
             if scores is not None:

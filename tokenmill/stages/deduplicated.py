@@ -10,6 +10,7 @@ from tokenmill.layout import (
     CLEANED,
     DEDUP_CLUSTERS,
     DEDUPLICATED,
+    DOC_DICTIONARY,
     DOC_SCHEMA,
     REMOVED_SCHEMA,
     Unit,
@@ -43,8 +44,8 @@ def _without_removed(work: Work, clusters_key: str) -> StageReport:
     removed = pl.from_arrow(clusters.drop_columns(["unit", "part"]))
     report = StageReport()
     with work.writer(report) as out:
-        docs = out.parquet("docs.parquet", DOC_SCHEMA)
-        removed_docs = out.parquet("removed.parquet", REMOVED_SCHEMA)
+        docs = out.parquet("docs.parquet", DOC_SCHEMA, DOC_DICTIONARY)
+        removed_docs = out.parquet("removed.parquet", REMOVED_SCHEMA, DOC_DICTIONARY)
         for batch in read_batches(lake, f"{source}/docs.parquet"):
             frame = pl.from_arrow(pa.Table.from_batches([batch]))
             kept = frame.join(removed, on="doc_id", how="anti", maintain_order="left")

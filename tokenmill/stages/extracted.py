@@ -24,6 +24,7 @@ from tokenmill.extract import DEFAULT_EXTRACTOR, EXTRACTORS, Extracted, Skip, ex
 from tokenmill.filters.signals import SignalProfile
 from tokenmill.language import BACKENDS, DEFAULT_BACKEND, identifier
 from tokenmill.layout import (
+    DOC_DICTIONARY,
     DOC_SCHEMA,
     EXTRACTED,
     RAW_CRAWL,
@@ -97,8 +98,8 @@ def run(work: Work) -> StageReport:
     )
     report = StageReport()
     with work.writer(report) as out:
-        docs = out.parquet("docs.parquet", EXTRACTED_SCHEMA)
-        rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA)
+        docs = out.parquet("docs.parquet", EXTRACTED_SCHEMA, DOC_DICTIONARY)
+        rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA, DOC_DICTIONARY)
         identify = identifier(settings.language_backend)
         readable = raw["counts"]["readable"]
         try:
