@@ -597,6 +597,29 @@ def test_pii_masker_matches_datatrove():
         assert PIIMasker().mask(text) == formatters.PIIFormatter().format(text)
 
 
+def test_pii_masking_from_the_stored_flag_masks_as_measuring_does():
+    """The extraction stores whether masking changes each text (``pii.masked``); a recipe
+    whose masker is the profile's masks only those documents, giving the same texts on every
+    document or a subset; a masker with other settings is not served by the flag."""
+    from tokenmill.filters.signals import SignalProfile
+
+    rng = random.Random(11)
+    pieces = ["write to jane@mail.org", "host 8.8.8.8", "lan 192.168.1.1", "no pii", "a@b", ""]
+    texts = [" ".join(rng.choices(pieces, k=rng.randint(0, 4))) for _ in range(300)] + [None]
+    docs = pl.DataFrame({"text": texts})
+    profile = SignalProfile([], [PIIMasker()])
+    stored = pl.concat([docs, profile.measure(docs)], how="horizontal")
+    flags = stored["pii.masked"]
+    assert 50 < flags.sum() < 250 and not flags[-1]
+    masker = PIIMasker()
+    assert masker.rewrite(stored).equals(masker(docs))
+    assert masker.rewrite(stored[1::2]).equals(masker(docs[1::2]))
+    assert masker.rewrite(docs).equals(masker(docs))  # an extraction without the flag
+    assert profile.serves_formatters([PIIMasker()]) == {"pii"}
+    assert not profile.serves_formatters([PIIMasker(only_remove_public_ips=False)])
+    assert not profile.serves_formatters([])
+
+
 def test_pii_masker_matches_datatrove_on_many_documents_at_once():
     """The IP matches found by polars and placed back by position give datatrove's text, on
     documents dense with near-addresses (versions, out-of-range octets, runs of dots)."""

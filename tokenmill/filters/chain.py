@@ -69,6 +69,8 @@ class FilterChain:
         self.drop_counts: dict[str, int] = dict.fromkeys(names, 0)
         self.total_drop_counts: dict[str, int] = dict.fromkeys(names, 0)
         self.stored = signals.serves(self.filters, self.formatters) if signals else set()
+        # formatters whose stored rewrites apply (masking only the documents it changes)
+        self.stored_formatters = signals.serves_formatters(self.formatters) if signals else set()
         self._judged_input: dict[str, Judged] = {}
 
     def apply(
@@ -88,7 +90,7 @@ class FilterChain:
             if not self._judged_without_text(group[0]):
                 (flt,) = group
                 if getattr(flt, "reads_text", True):
-                    docs, pending = _transformed(docs, pending), []
+                    docs, pending = self._transformed(docs, pending), []
                 if docs.height:
                     docs = with_words_for(flt, docs)
                 result = _as_result(flt(docs), docs.height) if docs.height else _NONE
@@ -105,8 +107,25 @@ class FilterChain:
             docs = self._dropped(group, self._group_reasons(group, docs), docs, rejected)
             pending += [flt for flt in group if getattr(flt, "rewrites", False)]
         if finish:
-            docs = _transformed(docs, pending)
+            docs = self._transformed(docs, pending)
         return docs.drop(*SPLIT_COLUMNS, WORD_COUNTS, strict=False), pl.concat(rejected.parts)
+
+    def _transformed(self, docs: pl.DataFrame, pending: list) -> pl.DataFrame:
+        """``docs`` with the waiting text transforms applied: formatters (from their stored
+        rewrites where those apply), and the rewrites of filters judged from stored signals
+        (their ``rewrite``, else their ``measure``, gives the new text)."""
+        for transform in pending:
+            if not docs.height:
+                break
+            if getattr(transform, "rewrites", False):
+                rewrite = getattr(transform, "rewrite", None)
+                new_text = rewrite(docs) if rewrite else transform.measure(docs)["new_text"]
+                docs = rewritten(docs, new_text)
+            elif transform.name in self.stored_formatters:
+                docs = rewritten(docs, transform.rewrite(docs))
+            else:
+                docs = rewritten(docs, transform(docs).alias("text"))
+        return docs
 
     def _judged_without_text(self, flt) -> bool:
         return flt.name in self.stored or not getattr(flt, "reads_text", True)
@@ -213,18 +232,3 @@ class _Rejected:
         if self.columns is None:
             return docs.drop(*SPLIT_COLUMNS, WORD_COUNTS, strict=False)
         return docs.select(self.columns)
-
-
-def _transformed(docs: pl.DataFrame, pending: list) -> pl.DataFrame:
-    """``docs`` with the waiting text transforms applied: formatters, and the rewrites of
-    filters judged from stored signals (their ``measure`` gives the new text)."""
-    for transform in pending:
-        if not docs.height:
-            break
-        if getattr(transform, "rewrites", False):
-            rewrite = getattr(transform, "rewrite", None)
-            new_text = rewrite(docs) if rewrite else transform.measure(docs)["new_text"]
-            docs = rewritten(docs, new_text)
-        else:
-            docs = rewritten(docs, transform(docs).alias("text"))
-    return docs

@@ -160,6 +160,9 @@ class PIIMasker:
     """
 
     name = "pii"
+    # Stored beside the signals: whether masking changes a document's text, so that a recipe
+    # masking as the extraction measured masks only those documents.
+    rewrite_signal = "masked"
 
     def __init__(
         self,
@@ -169,6 +172,13 @@ class PIIMasker:
         email_replacement: Sequence[str] | str = EMAIL_REPLACEMENTS,
         ip_replacement: Sequence[str] | str = IP_REPLACEMENTS,
     ):
+        self.key = (
+            remove_emails,
+            remove_ips,
+            only_remove_public_ips,
+            tuple(email_replacement),
+            tuple(ip_replacement),
+        )
         self.replacers: list[_CyclingReplacer] = []
         if remove_emails:
             self.replacers.append(
@@ -189,6 +199,21 @@ class PIIMasker:
         for replace in self.replacers:
             text = replace.masked(text)
         return text.alias("text")
+
+    def measure_key(self) -> tuple:
+        return self.key
+
+    def rewrite(self, docs: pl.DataFrame) -> pl.Series:
+        """``self(docs)`` from the extraction's ``pii.masked`` where ``docs`` carry it (measured
+        on this same text by a masker of the same settings): only those documents are masked."""
+        stored = f"{self.name}.{self.rewrite_signal}"
+        if stored not in docs.columns:
+            return self(docs)
+        text = docs["text"].fill_null("").alias("text")
+        rows = np.flatnonzero(docs[stored].fill_null(True).to_numpy())
+        if not len(rows):
+            return text
+        return text.scatter(rows, self(pl.DataFrame({"text": text.gather(rows)})))
 
     def mask(self, text: str) -> str:
         """Mask one string (convenience for callers outside polars)."""

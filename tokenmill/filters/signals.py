@@ -26,6 +26,7 @@ from tokenmill.filters.word_scan import with_words_for
 
 # What `fatal` and the other non-numeric signals hold; every other signal is a number.
 TEXT_SIGNALS = {(C4QualityFilter.name, "fatal")}
+REWRITE_TYPES = {"masked": pa.bool_(), "removed_lines": pa.list_(pa.uint32())}
 
 
 def column(flt: DocumentFilter, signal: str) -> str:
@@ -34,7 +35,7 @@ def column(flt: DocumentFilter, signal: str) -> str:
 
 def _text_states(filters, formatters) -> dict[str, tuple]:
     """Per filter: the transforms its text went through (formatters, then earlier rewrites)."""
-    state: tuple = tuple(f.name for f in formatters)
+    state: tuple = tuple((f.name, getattr(f, "measure_key", tuple)()) for f in formatters)
     states = {}
     for flt in filters:
         states[flt.name] = state
@@ -70,23 +71,32 @@ class SignalProfile:
         }
 
     def fields(self) -> list[pa.Field]:
-        """The signal columns, then the rewriting filters' stored rewrites (``rewrites()``)."""
+        """The signal columns, then the stored rewrites (``rewrites()``)."""
         return [
             pa.field(name, pa.string() if kind == pl.Utf8 else pa.float64())
             for name, kind in self.columns().items()
-        ] + [pa.field(name, pa.list_(pa.uint32())) for name in self.rewrites()]
+        ] + [pa.field(name, kind) for name, kind in self.rewrites().items()]
 
-    def rewrites(self) -> list[str]:
-        """The columns where a rewriting filter keeps what it changes in a text (C4: the lines
-        it removes): read by its ``rewrite`` when its signals judge a recipe."""
-        return [column(f, f.rewrite_signal) for f in self.filters if hasattr(f, "rewrite_signal")]
+    def rewrites(self) -> dict[str, pa.DataType]:
+        """The columns where a formatter or rewriting filter keeps what it changes in a text
+        (PII: whether masking changes it; C4: the lines it removes), read by its ``rewrite``
+        in a recipe that the stored signals serve, and their types."""
+        return {
+            column(t, t.rewrite_signal): REWRITE_TYPES[t.rewrite_signal]
+            for t in [*self.formatters, *self.filters]
+            if hasattr(t, "rewrite_signal")
+        }
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         """The signal columns of `docs` (`text`, `url`), one row per document."""
-        for formatter in self.formatters:
-            docs = docs.with_columns(formatter(docs).alias("text"))
-        types = self.columns()
         columns, rewrites = [], []
+        for formatter in self.formatters:
+            text = formatter(docs)
+            if stored := getattr(formatter, "rewrite_signal", None):
+                changed = text != docs["text"].fill_null("")
+                rewrites.append(changed.alias(column(formatter, stored)))
+            docs = docs.with_columns(text.alias("text"))
+        types = self.columns()
         for flt in self.filters:
             docs = with_words_for(flt, docs)
             stats = flt.measure(docs)
@@ -99,6 +109,16 @@ class SignalProfile:
             if stored := getattr(flt, "rewrite_signal", None):
                 rewrites.append(stats[stored].alias(column(flt, stored)))
         return pl.DataFrame(columns + rewrites)
+
+    def serves_formatters(self, formatters: list[Formatter]) -> set[str]:
+        """Names of the `formatters` whose stored rewrites apply: the profile's own ones, in
+        its order from the first, with its settings."""
+        served = set()
+        for flt, measured_by in zip(formatters, self.formatters, strict=False):
+            if type(flt) is not type(measured_by) or flt.measure_key() != measured_by.measure_key():
+                break
+            served.add(flt.name)
+        return served
 
     def serves(self, filters: list[DocumentFilter], formatters: list[Formatter]) -> set[str]:
         """Names of the `filters` whose stored signals judge them, in a chain with
