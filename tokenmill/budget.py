@@ -36,22 +36,37 @@ class OverBudget(Exception):
     pass
 
 
+class cpu_budget:  # noqa: N801 - used as a function: `with cpu_budget(seconds):`
+    """Raises `OverBudget` in the block once it has spent `seconds` of CPU (main thread only).
+
+    The handler is installed once per process and raises only while a budget is armed (a
+    record at a time: installing and restoring it around every record cost more than the
+    timer); a signal that arrives as the block ends finds nothing armed."""
+
+    armed = False
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.timing = bool(seconds) and threading.current_thread() is threading.main_thread()
+
+    def __enter__(self) -> None:
+        if self.timing:
+            if signal.getsignal(signal.SIGPROF) is not _raise:
+                signal.signal(signal.SIGPROF, _raise)
+            cpu_budget.armed = True
+            signal.setitimer(signal.ITIMER_PROF, self.seconds)
+
+    def __exit__(self, *exc) -> bool:
+        if self.timing:
+            cpu_budget.armed = False
+            signal.setitimer(signal.ITIMER_PROF, 0)
+        return False
+
+
 def _raise(signum, frame):
-    raise OverBudget
-
-
-@contextmanager
-def cpu_budget(seconds: float | None) -> Iterator[None]:
-    if not seconds or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGPROF, _raise)
-    signal.setitimer(signal.ITIMER_PROF, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.signal(signal.SIGPROF, previous)
+    if cpu_budget.armed:
+        cpu_budget.armed = False
+        raise OverBudget
 
 
 POST_BYTES = 1024  # a posted record, padded with spaces: each write covers the last one
