@@ -574,6 +574,18 @@ def test_c4_lowercases_only_the_lines_that_could_hold_its_phrases(monkeypatch):
     assert (found["new_text"] != docs["text"]).sum() > 100
 
 
+def test_a_url_filter_that_lists_nothing_passes_every_document():
+    """``use_integrated_lists: false`` and no list of its own: a reason (none) per document,
+    not one for the whole batch (the chain refused that batch before)."""
+    docs = pl.DataFrame(
+        {"url": ["https://a.example/x", None, "https://pornhub.com/"], "text": ["a", "b", "c"]}
+    )
+    assert URLFilter(use_integrated_lists=False)(docs).to_list() == [None, None, None]
+    kept, rejected = FilterChain([URLFilter(use_integrated_lists=False)]).apply(docs)
+    assert kept["text"].to_list() == ["a", "b", "c"] and rejected.height == 0
+    assert FilterChain([URLFilter()]).apply(docs)[1]["reason"].to_list() == ["domain"]
+
+
 @pytest.mark.parametrize(
     ("text", "masked"),
     [

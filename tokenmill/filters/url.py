@@ -185,8 +185,9 @@ class URLFilter:
         reasons = [
             pl.when(hit.fill_null(False)).then(pl.lit(label)) for lst, label, hit in rules if lst
         ]
-        reason = pl.coalesce(reasons) if reasons else pl.lit(None, pl.Utf8)
-        return docs.select(reason.cast(pl.Utf8).alias("reason")).to_series()
+        if not reasons:  # nothing listed: every document passes (a literal would be one row)
+            return pl.Series("reason", [None] * docs.height, pl.Utf8)
+        return docs.select(pl.coalesce(reasons).cast(pl.Utf8).alias("reason")).to_series()
 
     def _soft_words_hit(self, words: pl.Expr) -> pl.Expr:
         n_soft = words.list.eval(pl.element().is_in(self.soft_banned_words)).list.sum()
