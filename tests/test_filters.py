@@ -543,6 +543,8 @@ def test_c4_rewrites_from_its_stored_removed_lines_as_its_line_rules_do(settings
     assert c4.rewrite(docs).equals(measured["new_text"])  # an extraction without the column
     every_third = stored[::3]
     assert c4.rewrite(every_third).equals(measured["new_text"][::3])
+    unknown = stored.with_columns(pl.col("c4_quality.removed_lines").shift(1))  # a null first
+    assert c4.rewrite(unknown).equals(measured["new_text"])  # measured again where unknown
     shifted = stored.with_columns(pl.col("c4_quality.removed_lines").list.eval(pl.element() + 12))
     with pytest.raises(ValueError, match="removed lines"):
         c4.rewrite(shifted)

@@ -194,7 +194,7 @@ class C4QualityFilter:
         stored: from the stored ``removed_lines`` where ``docs`` carry them (measured on this
         same text), else by the line rules without counting sentences (most of the cost)."""
         stored = f"{self.name}.{self.rewrite_signal}"
-        if stored in docs.columns:
+        if stored in docs.columns and not docs[stored].null_count():
             return self._without_lines(docs["text"].fill_null(""), docs[stored])
         return self._per_document(docs, judging=False)["new_text"]
 
