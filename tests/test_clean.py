@@ -90,7 +90,7 @@ def test_the_unit_marker_holds_the_distribution_of_every_rule_over_every_documen
     parts = [lake.read_json(f"{unit.part_prefix(CLEANED, p)}/{MARKER}") for p in range(2)]
     words = "gopher_quality/n_words"
     assert sum(marker["histograms"][words]["bins"].values()) == report.records_in
-    assert {key.split("/")[0] for key in marker["histograms"]} == set(BUILTIN) - {"url"}
+    assert {key.split("/")[0] for key in marker["histograms"]} == set(BUILTIN)
     for key, histogram in marker["histograms"].items():
         for index, count in histogram["bins"].items():
             assert count == sum(p["histograms"][key]["bins"].get(index, 0) for p in parts)
@@ -299,6 +299,9 @@ def _random_settings(rng: random.Random) -> CleanSettings:
         min_language_score=rng.choice([0.5, 0.65, 0.8]),
         mask_pii=rng.random() > 0.2,
         skip_filters=rng.choice([[], [], [], ["c4_quality"], ["gopher_repetition"]]),
+        # another list is measured from the URLs again; a threshold is judged from the signals
+        url={"soft_word_threshold": rng.choice([1, 2, 3])}
+        | rng.choice([{}, {}, {"banned_words": ["page", "html"]}]),
         gopher_repetition={
             "dup_line_frac": rng.choice([0.1, 0.3, 0.5]),
             "top_n_grams": [[2, rng.choice([0.1, 0.2])], [3, 0.18], [4, 0.16]],
@@ -353,9 +356,26 @@ def test_stored_signals_judge_as_measuring_the_text_does(landed):
     for _ in range(16):
         served.update(_judged_as_measured(docs, _random_settings(rng)))
     # FineWeb's own filters from the stored signals in many tries, from the text in others
-    assert all(served[n] >= 4 for n in BUILTIN if n != "url"), served
+    assert all(served[n] >= 4 for n in BUILTIN), served
+    assert served["url"] < 16, served
     assert served["gopher_repetition"] < 16 and served["fineweb_quality"] < 16, served
     assert not _judged_as_measured(docs, CleanSettings(mask_pii=False))  # another text
+
+
+def test_an_extraction_without_the_url_signals_is_judged_as_one_with_them(landed):
+    """An extraction from before the URL filter's signals were stored: they are measured from
+    the URLs when it is read (`SignalProfile.completed`), and judge as the stored ones do."""
+    docs = _extracted_docs(*landed[:2])
+    older = docs.drop([c for c in docs.columns if c.startswith("url.")])
+    completed = SIGNALS.completed(older)
+    assert completed.select(docs.columns).equals(docs)
+    settings = CleanSettings(url={"soft_word_threshold": 1}, keep_languages=[])
+    assert "url" in settings.chain().stored
+    kept, rejected = settings.chain().apply(docs)
+    assert (rejected["filter"] == "url").sum() > 0
+    kept_older, rejected_older = settings.chain().apply(completed)
+    assert kept_older.select(kept.columns).equals(kept)
+    assert rejected_older.select(rejected.columns).equals(rejected)
 
 
 def test_a_recipe_change_never_reads_the_warc_files(landed, tmp_path):

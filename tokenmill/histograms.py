@@ -116,7 +116,7 @@ def counts_of(histogram: dict) -> np.ndarray:
 
 
 def threshold_values(thresholds: Iterable[str]) -> list[float]:
-    return [float(t.lstrip("<>")) for t in thresholds]
+    return [float(t.lstrip("<>=")) for t in thresholds]
 
 
 def png(counts: np.ndarray, marks: dict[str, list[float]]) -> tuple[bytes, float, float]:

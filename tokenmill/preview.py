@@ -69,7 +69,7 @@ def preview(lake: Lake, units: Iterable[Unit], current, proposed, samples: int =
             scores = part_scores(lake, unit, part, scored) if scored else None
             offset = 0
             for batch in read_batches(lake, key, result.columns_read):
-                docs = pl.from_arrow(batch)
+                docs = SIGNALS.completed(pl.from_arrow(batch))
                 if scores is not None:
                     docs = with_scores(docs, scores, offset)
                     offset += docs.height

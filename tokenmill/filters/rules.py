@@ -13,17 +13,22 @@ import polars as pl
 class Rule(NamedTuple):
     label: str
     value: pl.Expr
-    op: str  # drop when value `op` threshold
+    op: str  # drop when value `op` threshold: "<", ">" or ">="
     threshold: float | None
+    reason: str | None = None  # the drop reason, when not "<label>=<value><op><threshold>"
+
+
+OPS = {"<": np.less, ">": np.greater, ">=": np.greater_equal}
 
 
 def failures(values: np.ndarray, rules: Sequence[Rule]) -> np.ndarray:
     """(documents x rules) whether each document fails each rule, from its rule values (NaN,
     null's stand-in, fails none)."""
-    thresholds = np.array([rule.threshold for rule in rules], dtype=np.float64)
-    above = np.array([rule.op == ">" for rule in rules])
+    fails = np.zeros(values.shape, dtype=bool)
     with np.errstate(invalid="ignore"):
-        return np.where(above, values > thresholds, values < thresholds)
+        for j, rule in enumerate(rules):
+            fails[:, j] = OPS[rule.op](values[:, j], rule.threshold)
+    return fails
 
 
 class Judgement(NamedTuple):
@@ -72,7 +77,8 @@ def judged_from(frame: pl.DataFrame, judgement: Judgement, documents: int) -> Ju
         first = fails[rows].argmax(axis=1)
         shown = pl.Series(values[:, on][rows, first], dtype=pl.Float64).round(4).cast(pl.Utf8)
         reasons[rows] = [
-            f"{judging_rules[j].label}={text}{judging_rules[j].op}{judging_rules[j].threshold}"
+            judging_rules[j].reason
+            or f"{judging_rules[j].label}={text}{judging_rules[j].op}{judging_rules[j].threshold}"
             for j, text in zip(first.tolist(), shown.to_list(), strict=True)
         ]
     if judgement.empty is not None:

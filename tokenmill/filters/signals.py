@@ -22,6 +22,7 @@ from tokenmill.filters.gopher_quality import GopherQualityFilter
 from tokenmill.filters.gopher_repetition import GopherRepetitionFilter
 from tokenmill.filters.pii import PIIMasker
 from tokenmill.filters.text import NEW_WORD_COUNTS, rewritten
+from tokenmill.filters.url import URLFilter
 from tokenmill.filters.word_scan import with_words_for
 
 # What `fatal` and the other non-numeric signals hold; every other signal is a number.
@@ -55,6 +56,7 @@ class SignalProfile:
     @classmethod
     def fineweb(cls) -> SignalProfile:
         filters = [
+            URLFilter(),
             GopherRepetitionFilter(),
             GopherQualityFilter(),
             C4QualityFilter(),
@@ -86,6 +88,18 @@ class SignalProfile:
             for t in [*self.formatters, *self.filters]
             if hasattr(t, "rewrite_signal")
         }
+
+    def completed(self, docs: pl.DataFrame) -> pl.DataFrame:
+        """``docs`` of an extraction from before some signals were stored, with those that
+        need no text (the URL filter's) measured now; other missing columns stay missing."""
+        for flt in self.filters:
+            missing = [s for s in flt.signals if column(flt, s) not in docs.columns]
+            if missing and not getattr(flt, "reads_text", True):
+                stats = flt.measure(docs)
+                docs = docs.with_columns(
+                    stats[s].cast(pl.Float64).alias(column(flt, s)) for s in missing
+                )
+        return docs
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         """The signal columns of `docs` (`text`, `url`), one row per document."""

@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 import polars as pl
+
+from tokenmill.filters.rules import Judgement, Rule, judged
 
 BLOCKED_DOMAINS = frozenset(
     {
@@ -166,38 +169,66 @@ class URLFilter:
             [*banned_subwords, *(BANNED_URL_SUBWORDS if builtin else ())]
         )
 
+    # Per document, how many of each list's entries its URL hits (the rules' values)
+    signals = ("domain", "url", "banned_word", "soft_banned_words", "banned_subword")
+
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
+        return judged(self.measure(docs), self.judgement()).reasons
+
+    def measure_key(self) -> tuple:
+        return tuple(map(tuple, self._lists().values()))
+
+    def judgement(self) -> Judgement:
+        return Judgement(self._rules())
+
+    def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
+        """Per document: whether its host is (under) a blocked domain, whether it is a blocked
+        URL, and how many distinct banned words, soft-banned words and banned subwords it holds
+        (0 where the list is empty)."""
         url = pl.col("url").fill_null("")
         host = url.str.extract(_HOST_PATTERN, 1).str.to_lowercase().str.strip_suffix(".")
         words = url.str.extract_all(r"[a-zA-Z0-9]+").list.unique()
         normalized = url.str.replace_all(r"[^a-zA-Z0-9]+", "").str.to_lowercase()
-        rules = [
-            (self.domains, "domain", _any_domain_suffix(host, self.domains)),
-            (self.urls, "url", url.is_in(self.urls)),
-            (self.banned_words, "banned_word", _any_word(words, self.banned_words)),
-            (self.soft_banned_words, "soft_banned_words", self._soft_words_hit(words)),
-            (
-                self.banned_subwords,
-                "banned_subword",
-                normalized.str.contains_any(self.banned_subwords),
-            ),
+        hits = {
+            "domain": lambda: _any_domain_suffix(host, self.domains),
+            "url": lambda: url.is_in(self.urls),
+            "banned_word": lambda: _words_in(words, self.banned_words),
+            "soft_banned_words": lambda: _words_in(words, self.soft_banned_words),
+            "banned_subword": lambda: normalized.str.contains_any(self.banned_subwords),
+        }
+        columns = [
+            (hits[name]().cast(pl.Int64).fill_null(0) if listed else pl.lit(0, pl.Int64)).alias(
+                name
+            )
+            for name, listed in self._lists().items()
         ]
-        reasons = [
-            pl.when(hit.fill_null(False)).then(pl.lit(label)) for lst, label, hit in rules if lst
-        ]
-        if not reasons:  # nothing listed: every document passes (a literal would be one row)
-            return pl.Series("reason", [None] * docs.height, pl.Utf8)
-        return docs.select(pl.coalesce(reasons).cast(pl.Utf8).alias("reason")).to_series()
+        # the URL column sets the length: zeros of empty lists are literals
+        return docs.select(url.alias("_url"), *columns).drop("_url")
 
-    def _soft_words_hit(self, words: pl.Expr) -> pl.Expr:
-        n_soft = words.list.eval(pl.element().is_in(self.soft_banned_words)).list.sum()
-        return n_soft >= self.soft_word_threshold
+    def _lists(self) -> dict[str, list[str]]:
+        return {
+            "domain": self.domains,
+            "url": self.urls,
+            "banned_word": self.banned_words,
+            "soft_banned_words": self.soft_banned_words,
+            "banned_subword": self.banned_subwords,
+        }
+
+    def _rules(self) -> list[Rule]:
+        """A rule per list (off where it is empty), its reason the list's name, in order."""
+        soft = self.soft_word_threshold if self.soft_word_threshold > 0 else -np.inf
+        return [
+            Rule(name, pl.col(name), ">=", (soft if name == "soft_banned_words" else 1), name)
+            if listed
+            else Rule(name, pl.col(name), ">=", None, name)
+            for name, listed in self._lists().items()
+        ]
+
+
+def _words_in(words: pl.Expr, listed: Sequence[str]) -> pl.Expr:
+    return words.list.eval(pl.element().is_in(listed)).list.sum()
 
 
 def _any_domain_suffix(host: pl.Expr, domains: Sequence[str]) -> pl.Expr:
     alternatives = "|".join(re.escape(d) for d in domains)
     return host.str.contains(rf"(?:^|\.)(?:{alternatives})$")
-
-
-def _any_word(words: pl.Expr, banned: Sequence[str]) -> pl.Expr:
-    return words.list.eval(pl.element().is_in(banned)).list.any()

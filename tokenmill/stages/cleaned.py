@@ -196,7 +196,7 @@ def run(work: Work) -> StageReport:
         docs = out.parquet("docs.parquet", DOC_SCHEMA, DOC_DICTIONARY)
         rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA, DOC_DICTIONARY)
         for batch in read_batches(work.lake, f"{work.input(EXTRACTED)}/docs.parquet"):
-            frame = pl.from_arrow(batch)
+            frame = SIGNALS.completed(pl.from_arrow(batch))
             if scores is not None:
                 frame = with_scores(frame, scores, offset)
                 offset += frame.height
