@@ -611,24 +611,36 @@ def test_pii_masker_matches_datatrove():
         assert PIIMasker().mask(text) == formatters.PIIFormatter().format(text)
 
 
-def test_pii_masking_from_the_stored_flag_masks_as_measuring_does():
-    """The extraction stores whether masking changes each text (``pii.masked``); a recipe
-    whose masker is the profile's masks only those documents, giving the same texts on every
-    document or a subset; a masker with other settings is not served by the flag."""
+def test_pii_masking_from_the_stored_cut_masks_as_measuring_does():
+    """The extraction stores where masking replaced values (``pii.cut``); a recipe whose
+    masker is the profile's puts the replacements there, giving the same texts as masking
+    them again, on every document or a subset, whatever the e-mails and IPs and their turns;
+    a masker with other settings is not served by it."""
     from tokenmill.filters.signals import SignalProfile
 
     rng = random.Random(11)
-    pieces = ["write to jane@mail.org", "host 8.8.8.8", "lan 192.168.1.1", "no pii", "a@b", ""]
-    texts = [" ".join(rng.choices(pieces, k=rng.randint(0, 4))) for _ in range(300)] + [None]
+    pieces = [
+        "write to jane@mail.org",
+        "or j.d@x.co.uk",
+        "host 8.8.8.8",
+        "lan 192.168.1.1",
+        "v 2.6.32.5",
+        "no pii",
+        "a@b",
+        "é ü 漢字",
+        "",
+    ]
+    texts = [" ".join(rng.choices(pieces, k=rng.randint(0, 9))) for _ in range(300)] + [None]
     docs = pl.DataFrame({"text": texts})
     profile = SignalProfile([], [PIIMasker()])
     stored = pl.concat([docs, profile.measure(docs)], how="horizontal")
-    flags = stored["pii.masked"]
-    assert 50 < flags.sum() < 250 and not flags[-1]
+    cuts = stored["pii.cut"]
     masker = PIIMasker()
+    assert (cuts.list.len() > 0).sum() > 150 and cuts.list.len().max() > 12
+    assert ((cuts.list.len() > 0) == (masker(docs) != docs["text"].fill_null(""))).all()
     assert masker.rewrite(stored).equals(masker(docs))
     assert masker.rewrite(stored[1::2]).equals(masker(docs[1::2]))
-    assert masker.rewrite(docs).equals(masker(docs))  # an extraction without the flag
+    assert masker.rewrite(docs).equals(masker(docs))  # an extraction without the column
     assert profile.serves_formatters([PIIMasker()]) == {"pii"}
     assert not profile.serves_formatters([PIIMasker(only_remove_public_ips=False)])
     assert not profile.serves_formatters([])

@@ -100,37 +100,56 @@ class _CyclingReplacer:
         self.is_pii = functools.lru_cache(maxsize=4096)(is_pii)
 
     def __call__(self, text: str, found: Sequence[str] | None = None) -> str:
+        return self.replaced(text, found)[0]
+
+    def replaced(self, text: str, found: Sequence[str] | None = None) -> tuple[str, list[int]]:
+        """``text`` masked, and where the values it replaced were in ``text`` (start, end,
+        start, end, ...)."""
         spans = (
             ((m.start(), m.end()) for m in self.matches(text))
             if found is None
             else _spans(text, found)
         )
-        pieces, done, turn = [], 0, 0
+        pieces, done, turn, cut = [], 0, 0, []
         for start, end in spans:
             value = text[start:end]
             if self.is_pii(value):
                 value = self.replacements[turn]
                 turn = (turn + 1) % len(self.replacements)
+                cut += (start, end)
             pieces += (text[done:start], value)
+            done = end
+        return "".join([*pieces, text[done:]]), cut
+
+    def put_back(self, text: str, cut: Sequence[int]) -> str:
+        """``replaced(text)``'s text from its ``cut``: the values there replaced in turn."""
+        pieces, done = [], 0
+        for turn, (start, end) in enumerate(zip(cut[::2], cut[1::2], strict=True)):
+            pieces += (text[done:start], self.replacements[turn % len(self.replacements)])
             done = end
         return "".join([*pieces, text[done:]])
 
-    def masked(self, text: pl.Series) -> pl.Series:
+    def masked(self, text: pl.Series, cuts: list[list[int]] | None = None) -> pl.Series:
         """Every text of ``text`` masked; those without a match (or, with polars finding
-        them, without one that is PII) are left as they are."""
+        them, without one that is PII) are left as they are. ``cuts``: a list per text, to
+        which each masked text's ``replaced`` cut is added."""
         candidates = np.flatnonzero(text.str.contains(self.pattern).to_numpy())
         if not len(candidates):
             return text
-        if not self.found_by_polars:
-            masked = [self(t) for t in text.gather(candidates).to_list()]
-            return text.scatter(candidates, masked)
-        found = text.gather(candidates).str.extract_all(self.pattern).to_list()
-        keep = [i for i, matches in enumerate(found) if any(map(self.is_pii, matches))]
-        if not keep:
+        if self.found_by_polars:
+            found = text.gather(candidates).str.extract_all(self.pattern).to_list()
+            keep = [i for i, matches in enumerate(found) if any(map(self.is_pii, matches))]
+            candidates, found = candidates[keep], [found[i] for i in keep]
+        else:
+            found = [None] * len(candidates)
+        if not len(candidates):
             return text
-        texts = text.gather(candidates[keep]).to_list()
-        masked = [self(t, found[i]) for t, i in zip(texts, keep, strict=True)]
-        return text.scatter(candidates[keep], masked)
+        texts = text.gather(candidates).to_list()
+        done = [self.replaced(t, f) for t, f in zip(texts, found, strict=True)]
+        if cuts is not None:
+            for row, (_, cut) in zip(candidates.tolist(), done, strict=True):
+                cuts[row] += cut
+        return text.scatter(candidates, [masked for masked, _ in done])
 
 
 def _spans(text: str, found: Sequence[str]) -> Iterator[tuple[int, int]]:
@@ -160,9 +179,10 @@ class PIIMasker:
     """
 
     name = "pii"
-    # Stored beside the signals: whether masking changes a document's text, so that a recipe
-    # masking as the extraction measured masks only those documents.
-    rewrite_signal = "masked"
+    # Stored beside the signals: where masking replaced values in a document (``measure``'s
+    # ``cut``), so that a recipe masking as the extraction measured puts the replacements there
+    # without searching the texts again.
+    rewrite_signal = "cut"
 
     def __init__(
         self,
@@ -203,17 +223,43 @@ class PIIMasker:
     def measure_key(self) -> tuple:
         return self.key
 
+    def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
+        """Per document: ``new_text`` (``self(docs)``) and ``cut``: where each masker in turn
+        replaced values in the text it was given (masker, start, end, ... in characters)."""
+        text = docs["text"].fill_null("")
+        cuts: list[list[int]] = [[] for _ in range(len(text))]
+        for number, replace in enumerate(self.replacers):
+            found: list[list[int]] = [[] for _ in range(len(text))]
+            text = replace.masked(text, found)
+            for row, cut in enumerate(found):
+                for at in range(0, len(cut), 2):
+                    cuts[row] += (number, cut[at], cut[at + 1])
+        return pl.DataFrame({"new_text": text, "cut": pl.Series(cuts, dtype=pl.List(pl.UInt32))})
+
     def rewrite(self, docs: pl.DataFrame) -> pl.Series:
-        """``self(docs)`` from the extraction's ``pii.masked`` where ``docs`` carry it (measured
-        on this same text by a masker of the same settings): only those documents are masked."""
+        """``self(docs)`` from the extraction's ``pii.cut`` where every document carries it
+        (measured on this same text by a masker of the same settings): the replacements put
+        where it says, no text searched."""
         stored = f"{self.name}.{self.rewrite_signal}"
-        if stored not in docs.columns:
+        if stored not in docs.columns or docs[stored].null_count():
             return self(docs)
         text = docs["text"].fill_null("").alias("text")
-        rows = np.flatnonzero(docs[stored].fill_null(True).to_numpy())
+        rows = np.flatnonzero(docs[stored].list.len().to_numpy())
         if not len(rows):
             return text
-        return text.scatter(rows, self(pl.DataFrame({"text": text.gather(rows)})))
+        cuts = docs[stored].gather(rows).to_list()
+        texts = [
+            self._put_back(t, c) for t, c in zip(text.gather(rows).to_list(), cuts, strict=True)
+        ]
+        return text.scatter(rows, texts)
+
+    def _put_back(self, text: str, cut: list[int]) -> str:
+        triples = list(zip(cut[::3], cut[1::3], cut[2::3], strict=True))
+        for number, replace in enumerate(self.replacers):
+            mine = [at for owner, start, end in triples if owner == number for at in (start, end)]
+            if mine:
+                text = replace.put_back(text, mine)
+        return text
 
     def mask(self, text: str) -> str:
         """Mask one string (convenience for callers outside polars)."""

@@ -27,7 +27,7 @@ from tokenmill.filters.word_scan import with_words_for
 
 # What `fatal` and the other non-numeric signals hold; every other signal is a number.
 TEXT_SIGNALS = {(C4QualityFilter.name, "fatal")}
-REWRITE_TYPES = {"masked": pa.bool_(), "removed_lines": pa.list_(pa.uint32())}
+REWRITE_TYPES = {"cut": pa.list_(pa.uint32()), "removed_lines": pa.list_(pa.uint32())}
 
 
 def column(flt: DocumentFilter, signal: str) -> str:
@@ -81,7 +81,7 @@ class SignalProfile:
 
     def rewrites(self) -> dict[str, pa.DataType]:
         """The columns where a formatter or rewriting filter keeps what it changes in a text
-        (PII: whether masking changes it; C4: the lines it removes), read by its ``rewrite``
+        (PII: where it replaced values; C4: the lines it removes), read by its ``rewrite``
         in a recipe that the stored signals serve, and their types."""
         return {
             column(t, t.rewrite_signal): REWRITE_TYPES[t.rewrite_signal]
@@ -105,10 +105,12 @@ class SignalProfile:
         """The signal columns of `docs` (`text`, `url`), one row per document."""
         columns, rewrites = [], []
         for formatter in self.formatters:
-            text = formatter(docs)
             if stored := getattr(formatter, "rewrite_signal", None):
-                changed = text != docs["text"].fill_null("")
-                rewrites.append(changed.alias(column(formatter, stored)))
+                stats = formatter.measure(docs)
+                text = stats["new_text"]
+                rewrites.append(stats[stored].alias(column(formatter, stored)))
+            else:
+                text = formatter(docs)
             docs = docs.with_columns(text.alias("text"))
         types = self.columns()
         for flt in self.filters:
