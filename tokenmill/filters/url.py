@@ -133,6 +133,8 @@ class URLFilter:
 
     name = "url"
     reads_text = False
+    # Per document, how many of each list's entries its URL hits (the rules' values)
+    signals = ("domain", "url", "banned_word", "soft_banned_words", "banned_subword")
     settings = {
         "soft_word_threshold": "This many soft-banned words in a URL drop its document",
         "extra_domains": "Blocked domains (and their subdomains) beside the built-in list",
@@ -168,9 +170,6 @@ class URLFilter:
         self.banned_subwords = _normalized_words(
             [*banned_subwords, *(BANNED_URL_SUBWORDS if builtin else ())]
         )
-
-    # Per document, how many of each list's entries its URL hits (the rules' values)
-    signals = ("domain", "url", "banned_word", "soft_banned_words", "banned_subword")
 
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
         return judged(self.measure(docs), self.judgement()).reasons
@@ -215,12 +214,15 @@ class URLFilter:
         }
 
     def _rules(self) -> list[Rule]:
-        """A rule per list (off where it is empty), its reason the list's name, in order."""
-        soft = self.soft_word_threshold if self.soft_word_threshold > 0 else -np.inf
+        """A rule per list (off where it is empty), its reason the list's name, in order: one
+        hit drops a document, but soft-banned words count up to ``soft_word_threshold`` (at
+        most 0: every document, as ``count >= 0`` was)."""
+        hits = dict.fromkeys(self.signals, 1)
+        hits["soft_banned_words"] = (
+            self.soft_word_threshold if self.soft_word_threshold > 0 else -np.inf
+        )
         return [
-            Rule(name, pl.col(name), ">=", (soft if name == "soft_banned_words" else 1), name)
-            if listed
-            else Rule(name, pl.col(name), ">=", None, name)
+            Rule(name, pl.col(name), ">=", hits[name] if listed else None, name)
             for name, listed in self._lists().items()
         ]
 
