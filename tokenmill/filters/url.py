@@ -195,14 +195,11 @@ class URLFilter:
             "soft_banned_words": lambda: _words_in(words, self.soft_banned_words),
             "banned_subword": lambda: normalized.str.contains_any(self.banned_subwords),
         }
-        columns = [
-            (hits[name]().cast(pl.Int64).fill_null(0) if listed else pl.lit(0, pl.Int64)).alias(
-                name
-            )
+        nothing = pl.repeat(0, pl.len(), dtype=pl.Int64)  # an empty list's column
+        return docs.select(
+            (hits[name]().cast(pl.Int64).fill_null(0) if listed else nothing).alias(name)
             for name, listed in self._lists().items()
-        ]
-        # the URL column sets the length: zeros of empty lists are literals
-        return docs.select(url.alias("_url"), *columns).drop("_url")
+        )
 
     def _lists(self) -> dict[str, list[str]]:
         return {

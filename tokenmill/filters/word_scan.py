@@ -77,6 +77,62 @@ def _pointer(dtype) -> type:
     return np.ctypeslib.ndpointer(dtype=dtype, flags="C_CONTIGUOUS")
 
 
+_I64 = ctypes.c_int64
+# word_scan.c's functions: (return type, argument types)
+_SIGNATURES = {
+    "scan_words": (
+        _I64,
+        [
+            _pointer(np.uint8),
+            _pointer(np.int64),
+            _I64,
+            _pointer(np.uint8),
+            _pointer(np.int32),
+            _pointer(np.int64),
+            _I64,
+            _I64,
+            _pointer(np.int64),
+            _pointer(np.uint32),
+            _pointer(np.uint64),
+            _pointer(np.uint8),
+        ],
+    ),
+    "word_totals": (
+        ctypes.c_int,
+        [
+            _pointer(np.uint32),
+            _pointer(np.uint8),
+            _pointer(np.uint64),
+            _pointer(np.int64),
+            _I64,
+            _pointer(np.uint64),
+            _I64,
+            *[_pointer(np.int64)] * 4,
+        ],
+    ),
+    "ngram_stats": (
+        ctypes.c_int,
+        [
+            _pointer(np.uint64),
+            _pointer(np.uint32),
+            _pointer(np.int64),
+            _pointer(np.float64),
+            _I64,
+            _pointer(np.int64),
+            _pointer(np.float64),
+            _I64,
+            _pointer(np.int64),
+            _pointer(np.float64),
+            _pointer(np.float64),
+            _I64,
+            ctypes.c_int,
+            _pointer(np.int64),
+            _pointer(np.int64),
+        ],
+    ),
+}
+
+
 @functools.cache
 def library() -> ctypes.CDLL:
     """word_scan.c, compiled."""
@@ -86,51 +142,9 @@ def library() -> ctypes.CDLL:
             f"{path} is missing: install the project (uv sync; it needs a C compiler, cc)"
         )
     compiled = ctypes.CDLL(str(path))
-    i64 = ctypes.c_int64
-    compiled.scan_words.restype = i64
-    compiled.scan_words.argtypes = [
-        _pointer(np.uint8),
-        _pointer(np.int64),
-        i64,
-        _pointer(np.uint8),
-        _pointer(np.int32),
-        _pointer(np.int64),
-        i64,
-        i64,
-        _pointer(np.int64),
-        _pointer(np.uint32),
-        _pointer(np.uint64),
-        _pointer(np.uint8),
-    ]
-    compiled.word_totals.restype = ctypes.c_int
-    compiled.word_totals.argtypes = [
-        _pointer(np.uint32),
-        _pointer(np.uint8),
-        _pointer(np.uint64),
-        _pointer(np.int64),
-        i64,
-        _pointer(np.uint64),
-        i64,
-        *[_pointer(np.int64)] * 4,
-    ]
-    compiled.ngram_stats.restype = ctypes.c_int
-    compiled.ngram_stats.argtypes = [
-        _pointer(np.uint64),
-        _pointer(np.uint32),
-        _pointer(np.int64),
-        _pointer(np.float64),
-        i64,
-        _pointer(np.int64),
-        _pointer(np.float64),
-        i64,
-        _pointer(np.int64),
-        _pointer(np.float64),
-        _pointer(np.float64),
-        i64,
-        ctypes.c_int,
-        _pointer(np.int64),
-        _pointer(np.int64),
-    ]
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        function = getattr(compiled, name)
+        function.restype, function.argtypes = restype, argtypes
     return compiled
 
 
