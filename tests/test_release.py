@@ -174,8 +174,9 @@ def test_the_same_inputs_and_seed_give_the_same_bytes_and_a_published_release_st
     assert other != version
 
 
+@pytest.mark.parametrize("gather", [False, True])
 @pytest.mark.parametrize("killed", ["mid-route", "after-a-shard"])
-def test_a_killed_release_resumes_to_the_same_bytes(lake, killed):
+def test_a_killed_release_resumes_to_the_same_bytes(lake, killed, gather):
     from tokenmill.release import finish_release
     from tokenmill.release_shards import Writing, release_job, write_release
 
@@ -185,7 +186,8 @@ def test_a_killed_release_resumes_to_the_same_bytes(lake, killed):
     release(lake, settings)
     clean = {k: lake.read_bytes(k) for k in lake.list(plan.prefix)}
     lake.delete_prefix(plan.prefix)
-    route, shards = release_job(Writing(lake, settings, plan.version, documents=1))
+    writing = Writing(lake, settings, plan.version, documents=1, gather=gather)
+    route, shards = release_job(writing)
     assert len(route.tasks) >= 4  # a route task per file
     for task in route.tasks[: 1 if killed == "mid-route" else None]:
         route.run(task)
@@ -194,13 +196,45 @@ def test_a_killed_release_resumes_to_the_same_bytes(lake, killed):
     assert not lake.exists(f"{plan.prefix}/{MARKER}")  # not published: readers see none
     with pytest.raises(FileNotFoundError):
         release_report(lake, plan.version)
-    ran = write_release(lake, plan, settings, documents=1)  # the step's retry
+    ran = write_release(lake, plan, settings, documents=1, gather=gather)  # the step's retry
     assert ran["tasks_found"] == (1 if killed == "mid-route" else len(route.tasks) + 1)
-    tokens = Writing(lake, settings, plan.version, documents=1).level("route")[1]
-    spent = lake.list(tokens)  # cleared but for markers
+    meta, tokens = writing.level("route")
+    assert bool(lake.list(tokens)) != gather  # gathering shards route no tokens
+    spent = lake.list(meta) + lake.list(tokens)  # cleared but for markers
     assert spent and all("/_done/" in key for key in spent)
     finish_release(lake, plan, settings)
     assert {k: lake.read_bytes(k) for k in lake.list(plan.prefix)} == clean
+
+
+def test_shards_gather_their_tokens_only_from_few_large_files_of_a_local_lake(lake, monkeypatch):
+    """Gathering reads each input file a shard's window meets: worth it when a window takes
+    ``GATHER_DOCUMENTS`` (4) or more documents from each file and the inputs stay in the page
+    cache from window to window (or there are two windows at most), never on an object
+    store."""
+    import tokenmill.release_shards as shards
+    from tokenmill.lake import Lake
+    from tokenmill.release_shards import gathers
+
+    def plan(shard_tokens, crawls):
+        return plan_release(lake, replace(SMALL, shard_tokens=shard_tokens, crawls=crawls))
+
+    def per_shard_and_files(plan):
+        (group,) = plan.groups.values()
+        return group.per_shard, len(group.files)
+
+    assert per_shard_and_files(plan(2000, [FIRST])) == (3, 4)
+    assert not gathers(lake, plan(2000, [FIRST]))
+    assert per_shard_and_files(plan(20_000, [FIRST])) == (35, 4)
+    assert gathers(lake, plan(20_000, [FIRST]))
+    assert per_shard_and_files(plan(20_000, [FIRST, SECOND, COPY])) == (35, 12)
+    assert not gathers(lake, plan(20_000, [FIRST, SECOND, COPY]))
+    assert gathers(lake, plan(10**9, [FIRST, SECOND, COPY]))  # one shard of every document
+    s3 = Lake.from_url("s3://bucket/lake", endpoint_url="http://127.0.0.1:9")
+    assert not gathers(s3, plan(10**9, [FIRST, SECOND, COPY]))
+    monkeypatch.setattr(shards, "GATHER_CACHED_BYTES", 1000)  # inputs beyond the page cache
+    assert plan(20_000, [FIRST]).groups["all"].shards == 3
+    assert not gathers(lake, plan(20_000, [FIRST]))  # read 3 times
+    assert gathers(lake, plan(10**9, [FIRST, SECOND, COPY]))  # read once
 
 
 def test_the_split_goes_by_text_and_never_moves_a_document(lake):
@@ -339,11 +373,15 @@ def test_crawls_tokenized_with_different_tokenizers_are_refused(lake, tmp_path):
     assert FIRST in str(error.value) and SECOND in str(error.value)
 
 
-@pytest.mark.parametrize(("workers", "direct"), [(1, 256), (2, 256), (1, 2), (2, 3)])
-def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct):
+@pytest.mark.parametrize(
+    ("workers", "direct", "gather"),
+    [(1, 256, False), (2, 256, False), (1, 2, False), (2, 3, False), (1, 256, True), (2, 3, True)],
+)
+def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct, gather):
     """Route tasks of one file or of several, spill chunks of a few documents or of many,
     shards written in one window or in many, in this process or in workers, one level of
-    routing or two: the same bytes as the default."""
+    routing or two, tokens routed or gathered from the input files (mapped, or read one by
+    one): the same bytes as the default."""
     import tokenmill.release_shards as shards
     from tokenmill.release import finish_release
 
@@ -354,9 +392,12 @@ def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct):
     if workers == 1:  # constants do not reach worker processes
         monkeypatch.setattr(shards, "TOKEN_CHUNK_BYTES", 4096)
         monkeypatch.setattr(shards, "WINDOW_BYTES", 2048)  # a shard written in many windows
+        monkeypatch.setattr(shards, "MAPPED_GAP", 0)  # gathered by a read per document
     plan = plan_release(lake, settings)
-    ran = shards.write_release(lake, plan, settings, workers=workers, documents=50, direct=direct)
-    writing = shards.Writing(lake, settings, plan.version, 50, direct)
+    ran = shards.write_release(
+        lake, plan, settings, workers=workers, documents=50, direct=direct, gather=gather
+    )
+    writing = shards.Writing(lake, settings, plan.version, 50, direct, gather)
     splits = len(writing.splits())  # second-level tasks: with more shards than `direct`
     assert (writing.per_bucket > 1) == (splits > 0) == (len(plan.pieces()) > direct)
     assert direct == 256 or splits

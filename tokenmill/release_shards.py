@@ -22,6 +22,13 @@ tokens), reading each input file once per shard. Instead:
    a window of ``WINDOW_BYTES`` of positions at a time: each piece holds a window's documents
    as one run of bytes (its documents are in position order), read once.
 
+On a local lake whose input files are few and large for the release (``gathers``: each gives
+a shard's window several documents, and the inputs stay in the page cache from window to
+window), the tokens are not routed: route sends the rows alone, with where each document's
+tokens are in its input file, and a shard task reads them from there, file by file, into the
+window (a map of a file's span where its documents lie close, a read each where they do not):
+every token is written once.
+
 Steps share every phase through the lake (claims, markers); a killed step resumes from the
 committed tasks. Every position of a shard must arrive exactly once: a shard that misses or
 repeats one fails naming it.
@@ -31,8 +38,10 @@ from __future__ import annotations
 
 import functools
 import math
+import mmap
+import os
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from contextlib import ExitStack
 from dataclasses import dataclass
 
@@ -82,6 +91,15 @@ ROUTE, SPLIT = "route", "split"  # the two levels of routing (the second for man
 DIRECT_SHARDS = 256  # up to this many shards, documents are routed to their shard at once
 PLAN_FILE = "plan.npz"
 WORK_FORMAT = 2  # of the routed files: a killed run's older files are not read
+# Documents an input file gives a shard's window, on average, from which the shard gathers
+# them from the input files itself (a local lake only): an open and a map of the file cost
+# about what routing a few documents' tokens through range files does.
+GATHER_DOCUMENTS = 4
+# Every window reads a little of each input file, so the inputs are read once per window: from
+# the page cache when they fit (a release's pod has 6 GiB), else only with one or two windows.
+GATHER_CACHED_BYTES = 4 << 30
+OPEN_INPUTS = 256  # input files a gathering shard keeps open
+MAPPED_GAP = 32 << 10  # see _InputFiles
 
 
 class RouteError(ReleaseError):
@@ -99,6 +117,7 @@ class Writing:
     version: str
     documents: int = ROUTE_DOCUMENTS
     direct: int = DIRECT_SHARDS
+    gather: bool = False  # shards read their tokens from the input files (``gathers``)
 
     def plan(self) -> Plan:
         """The plan the plan step stored (``store_plan``), else made again from the markers."""
@@ -126,7 +145,10 @@ class Writing:
 
     @property
     def prefix(self) -> str:
-        return f"{RELEASE}/{self.version}/_work/f{WORK_FORMAT}-{self.documents}-{self.direct}"
+        gather = "-gather" if self.gather else ""
+        return (
+            f"{RELEASE}/{self.version}/_work/f{WORK_FORMAT}-{self.documents}-{self.direct}{gather}"
+        )
 
     @property
     def per_bucket(self) -> int:
@@ -180,6 +202,29 @@ class Writing:
 
 def shards_per_range(shards: int, direct: int = DIRECT_SHARDS) -> int:
     return 1 if shards <= direct else math.isqrt(shards - 1) + 1
+
+
+def gathers(lake: Lake, plan: Plan) -> bool:
+    """Whether the shards read their documents' tokens from the input files themselves
+    (the tokens written once) instead of from range files (written twice): on a local lake,
+    when each input file gives a shard's window ``GATHER_DOCUMENTS`` documents or more on
+    average, and the windows' reads of the inputs stay in the page cache or are few. Not for a
+    corpus of millions of files, where a window meets most files for one document or none,
+    nor on an object store, where each read is a request."""
+    if not lake.is_local:
+        return False
+    itemsize = np.dtype(plan.dtype).itemsize
+    for group in plan.groups.values():
+        input_bytes = group.files.tokens * itemsize
+        document_bytes = max(input_bytes / max(group.documents, 1), 1)
+        per_shard = min(group.per_shard, group.documents)
+        per_window = min(per_shard, WINDOW_BYTES / document_bytes)
+        windows = group.shards * math.ceil(per_shard / per_window)
+        if per_window < GATHER_DOCUMENTS * len(group.files) or (
+            input_bytes > GATHER_CACHED_BYTES and windows > 2
+        ):
+            return False
+    return True
 
 
 _plans: dict[str, Plan] = {}  # per process: the plan of the version being written
@@ -238,9 +283,9 @@ def _shard_numbers(plan: Plan) -> dict[str, int]:
     return numbers
 
 
-def _read_input(lake: Lake, source: str, documents: int):
-    """An input file's sidecar rows, token lengths, tokens, and where each document's tokens
-    start there, checked against its marker."""
+def _read_input(lake: Lake, source: str, documents: int, tokens: bool = True):
+    """An input file's sidecar rows, token lengths, tokens (None without ``tokens``), and
+    where each document's tokens start there (in bytes), checked against its marker."""
     with lake.open_input(f"{source}/provenance.parquet") as f:
         rows = pq.read_table(f)
     if "text_hash" not in rows.column_names:
@@ -256,9 +301,12 @@ def _read_input(lake: Lake, source: str, documents: int):
             "tokenized_shards"
         )
     lengths = index.lengths.astype(np.int64)
-    with lake.open_input(f"{source}/tokens.bin") as f:
-        buffer = _pool.take(f.size())
-        size = f.readinto(memoryview(buffer)[: f.size()])
+    if tokens:
+        with lake.open_input(f"{source}/tokens.bin") as f:
+            buffer = _pool.take(f.size())
+            size = f.readinto(memoryview(buffer)[: f.size()])
+    else:
+        buffer, size = None, lake.size(f"{source}/tokens.bin")
     starts = index.pointers.astype(np.int64)
     if len(starts) and (starts.min() < 0 or (starts + lengths * index.dtype.itemsize).max() > size):
         raise MissingInputError(
@@ -306,14 +354,16 @@ class _Routed:
         meta, tokens = writing.level(level)
         lake = writing.lake
         self.meta = SpillWriter(lake, meta, task, ranges, UNBOUNDED)
-        self.tokens = SpillWriter(lake, tokens, task, ranges, UNBOUNDED, compression=None)
+        self.tokens = None  # gathering shards read the tokens where they are
+        if not writing.gather:
+            self.tokens = SpillWriter(lake, tokens, task, ranges, UNBOUNDED, compression=None)
         self.held: list[tuple] = []
         self.held_bytes = self.documents = 0
 
     def add(self, rows: pa.Table, ranges, data, starts: np.ndarray, sizes: np.ndarray) -> None:
         """Documents: their rows (with ``position``), ranges, and their tokens, ``sizes[i]``
         bytes at ``starts[i]`` of ``data`` (a ``bytearray`` goes back to the pool once
-        written)."""
+        written; None when the shards gather the tokens)."""
         self.held.append((rows, np.asarray(ranges, np.int64), data, starts, sizes))
         self.held_bytes += int(sizes.sum())
         self.documents += rows.num_rows
@@ -329,6 +379,8 @@ class _Routed:
         order = np.lexsort((rows.column("position").to_numpy(), ranges))
         self.meta.add(rows.take(order), ranges[order])
         self.meta.flush()
+        if self.tokens is None:
+            return
         which = np.repeat(np.arange(len(buffers)), [len(s) for s in starts])[order]
         begins = np.concatenate(starts)[order]
         ends = begins + np.concatenate(sizes)[order]
@@ -341,14 +393,20 @@ class _Routed:
 
     def commit(self, summary: dict) -> dict:
         self.flush()
-        self.tokens.commit(summary)
+        if self.tokens is not None:
+            self.tokens.commit(summary)
         return self.meta.commit(summary)
 
 
-def _range_pieces(lake: Lake, sources: tuple[list[Source], list[Source], int]) -> list[tuple]:
+def _range_pieces(
+    lake: Lake, sources: tuple[list[Source], list[Source], int], gather: bool = False
+) -> list[tuple]:
     """A range's pieces of rows and of tokens, in pairs (the same documents; documents without
-    tokens have an empty piece of tokens)."""
+    tokens, or every document when the shards ``gather`` the tokens, have an empty piece of
+    tokens)."""
     meta_sources, token_sources, index = sources
+    if gather:
+        return [(piece, (piece[0], 0, 0)) for piece in range_files(lake, meta_sources, index)]
     tokens = {
         piece[0].rsplit("/", 1)[1]: piece for piece in range_files(lake, token_sources, index)
     }
@@ -361,10 +419,11 @@ def _range_pieces(lake: Lake, sources: tuple[list[Source], list[Source], int]) -
     return pairs
 
 
-def _piece_sizes(rows: pa.Table, tokens: tuple, itemsize: int) -> np.ndarray:
-    """Each routed document's size in bytes, checked against its tokens piece."""
+def _piece_sizes(rows: pa.Table, tokens: tuple, itemsize: int, gather: bool) -> np.ndarray:
+    """Each routed document's size in bytes, checked against its tokens piece (unless the
+    shards ``gather`` the tokens: there is none)."""
     sizes = rows.column("length").to_numpy() * itemsize
-    if int(sizes.sum()) != tokens[2]:
+    if not gather and int(sizes.sum()) != tokens[2]:
         raise RouteError(
             f"routed tokens {tokens[0]} hold {tokens[2]} bytes where their rows say "
             f"{int(sizes.sum())}"
@@ -387,7 +446,8 @@ def route_task(writing: Writing, task: str) -> dict:
     routed = _Routed(writing, ROUTE, task, -(-shards // per_bucket))
     for file in range(first, last):
         source = group.files.source(file)
-        rows, lengths, data, at = _read_input(writing.lake, source, group.files.documents[file])
+        documents = group.files.documents[file]
+        rows, lengths, data, at = _read_input(writing.lake, source, documents, not writing.gather)
         positions = shuffle.position_of(starts[file] + np.arange(len(lengths)))
         shard = positions // group.per_shard + first_shard
         spans = pc.subtract(rows.column("token_end"), rows.column("token_start"))
@@ -397,6 +457,7 @@ def route_task(writing: Writing, task: str) -> dict:
             .append_column("source_doc_index", pa.array(np.arange(len(lengths)), pa.int64()))
             .append_column("text_tokens", spans.cast(pa.int64()))
             .append_column("length", pa.array(lengths, pa.int64()))
+            .append_column("token_offset", pa.array(at, pa.int64()))  # in bytes
             .append_column("position", pa.array(positions, pa.int64()))
             .append_column("shard", pa.array(shard, pa.int64()))
         )
@@ -411,13 +472,15 @@ def split_task(writing: Writing, task: str) -> dict:
     base, lake = bucket * writing.per_bucket, writing.lake
     routed = _Routed(writing, SPLIT, task, writing.per_bucket)
     meta_prefix, tokens_prefix = writing.level(ROUTE)
-    pairs = _range_pieces(lake, ([(meta_prefix, routes)], [(tokens_prefix, routes)], bucket))
+    sources = ([(meta_prefix, routes)], [(tokens_prefix, routes)], bucket)
+    pairs = _range_pieces(lake, sources, writing.gather)
     tables = read_files(lake, [meta for meta, _ in pairs])
     for (_, tokens), rows, data in zip(
         pairs, tables, read_raw(lake, [t for _, t in pairs]), strict=True
     ):
-        sizes = _piece_sizes(rows, tokens, writing.itemsize)
+        sizes = _piece_sizes(rows, tokens, writing.itemsize, writing.gather)
         starts = np.cumsum(sizes) - sizes
+        data = None if writing.gather else data
         routed.add(rows, rows.column("shard").to_numpy() - base, data, starts, sizes)
     return routed.commit({"documents": routed.documents})
 
@@ -481,13 +544,14 @@ def write_shard(writing: Writing, piece: str) -> dict:
     group, number = plan.groups[name], int(number)
     first = number * group.per_shard
     expected = min(first + group.per_shard, group.documents) - first
-    pairs = _range_pieces(lake, writing.shard_sources(plan.pieces().index(piece)))
+    sources = writing.shard_sources(plan.pieces().index(piece))
+    pairs = _range_pieces(lake, sources, writing.gather)
     tables = list(read_files(lake, [meta for meta, _ in pairs]))
     if not tables:
         raise RouteError(f"release shard {piece}: none of its {expected} documents was routed")
     rows = pa.concat_tables(tables)
     sizes = [
-        _piece_sizes(table, tokens, writing.itemsize)
+        _piece_sizes(table, tokens, writing.itemsize, writing.gather)
         for table, (_, tokens) in zip(tables, pairs, strict=True)
     ]
     positions = rows.column("position").to_numpy() - first
@@ -520,11 +584,14 @@ def write_shard(writing: Writing, piece: str) -> dict:
             for split, keep in split_of.items():
                 part = chunk.filter(pa.array(keep[start : start + ROWS_PER_GROUP]))
                 datasets[split].add_rows(part)
-                counted[split]["crawls"].update(part.column("crawl").to_pylist())
+                counted[split]["crawls"].update(_counts(part.column("crawl")))
                 languages = part.column("language").fill_null("unknown")
-                counted[split]["languages"].update(languages.to_pylist())
+                counted[split]["languages"].update(_counts(languages))
         files = [datasets[split].tokens for split in SPLITS]
-        _copy_tokens(lake, [tokens for _, tokens in pairs], documents, held_out, files)
+        if writing.gather:
+            _gather_tokens(lake, plan, rows, documents.size, held_out, files)
+        else:
+            _copy_tokens(lake, [tokens for _, tokens in pairs], documents, held_out, files)
         outputs = {split: datasets[split].close() for split in SPLITS}
     summary = {
         "piece": piece,
@@ -536,6 +603,12 @@ def write_shard(writing: Writing, piece: str) -> dict:
         summary[split] |= counted[split]
     lake.write_json(key, summary)
     return summary
+
+
+def _counts(values: pa.ChunkedArray) -> dict:
+    counts = pc.value_counts(values)
+    values, numbers = counts.field("values").to_pylist(), counts.field("counts").to_pylist()
+    return dict(zip(values, numbers, strict=True))
 
 
 @dataclass
@@ -592,6 +665,97 @@ def _copy_tokens(lake: Lake, pieces: list, documents: _Documents, target, files)
         start = stop
     del source, out
     _pool.give(buffers)
+
+
+def _gather_tokens(lake: Lake, plan: Plan, rows: pa.Table, sizes, target, files) -> None:
+    """Each document's tokens (``rows`` in position order, ``sizes`` in bytes) read from its
+    input file and appended to its split's file (``target``: 0 train, 1 valid), a window of
+    about ``WINDOW_BYTES`` at a time: the window's documents are read file by file, front to
+    back, into their places in the window (its train documents, then its validation ones),
+    then the window is written."""
+    sources = rows.column("source").combine_chunks().dictionary_encode()
+    names, codes = sources.dictionary.to_pylist(), sources.indices.to_numpy()
+    check_inputs(lake, plan, {"/".join(name.split("/")[1:3]) for name in names})
+    offsets = rows.column("token_offset").to_numpy()
+    ends = np.cumsum(sizes)
+    buffer = _pool.take(min(int(ends[-1]), WINDOW_BYTES + int(sizes.max())))
+    out = memoryview(buffer)
+    start = 0
+    with _InputFiles(lake) as inputs:
+        while start < len(ends):
+            stop = int(np.searchsorted(ends, ends[start] - sizes[start] + WINDOW_BYTES))
+            stop = max(stop, start + 1)
+            size, split = sizes[start:stop], np.asarray(target[start:stop], np.int8)
+            by_split = np.argsort(split, kind="stable")
+            place = np.empty(stop - start, np.int64)
+            place[by_split] = np.cumsum(size[by_split]) - size[by_split]
+            code, offset = codes[start:stop], offsets[start:stop]
+            by_file = np.lexsort((offset, code))
+            by_file = by_file[size[by_file] > 0]
+            runs = np.flatnonzero(np.diff(code[by_file], prepend=-1, append=-1))
+            for first, last in zip(runs[:-1].tolist(), runs[1:].tolist(), strict=True):
+                chosen = by_file[first:last]
+                source = names[code[chosen[0]]]
+                inputs.copy(source, offset[chosen], size[chosen], place[chosen], out)
+            train = int(size[split == 0].sum())
+            for number, (a, b) in enumerate([(0, train), (train, int(size.sum()))]):
+                if b > a:
+                    files[number].write(out[a:b])
+            start = stop
+    del out
+    _pool.give([buffer])
+
+
+class _InputFiles:
+    """The input files a shard gathers from, open (``OPEN_INPUTS`` at most) until it is done;
+    a file's documents in a window are read from a map of their span when they lie close
+    (no more than ``MAPPED_GAP`` bytes a document), else one read each (a map would fault in
+    a page per document, and unmapping costs more than the reads)."""
+
+    def __init__(self, lake: Lake):
+        self.lake = lake
+        self.open: OrderedDict[str, tuple[int, int]] = OrderedDict()  # key -> (fd, size)
+
+    def __enter__(self) -> _InputFiles:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        while self.open:
+            os.close(self.open.popitem()[1][0])
+
+    def _file(self, key: str) -> tuple[int, int]:
+        if key in self.open:
+            self.open.move_to_end(key)
+            return self.open[key]
+        if len(self.open) >= OPEN_INPUTS:
+            os.close(self.open.popitem(last=False)[1][0])
+        descriptor = os.open(self.lake.path(key), os.O_RDONLY)
+        self.open[key] = descriptor, os.fstat(descriptor).st_size
+        return self.open[key]
+
+    def copy(self, source: str, offsets, sizes, places, out: memoryview) -> None:
+        """Documents' tokens, ``sizes[i]`` bytes at ``offsets[i]`` of ``source``'s tokens.bin
+        (``offsets`` ascending), to ``places[i]`` of ``out``."""
+        key = f"{source}/tokens.bin"
+        descriptor, size = self._file(key)
+        first, end = int(offsets[0]), int((offsets + sizes).max())
+        if end > size:
+            raise MissingInputError(
+                f"{self.lake.uri(key)} is shorter ({size} bytes) than its documents routed to "
+                "this release say: rematerialize tokenized_shards and re-run the stage"
+            )
+        spans = zip(offsets.tolist(), sizes.tolist(), places.tolist(), strict=True)
+        if end - first > MAPPED_GAP * len(offsets):
+            for at, length, place in spans:
+                if os.preadv(descriptor, [out[place : place + length]], at) != length:
+                    raise MissingInputError(f"{self.lake.uri(key)} changed while read")
+            return
+        base = first - first % mmap.ALLOCATIONGRANULARITY
+        with mmap.mmap(descriptor, end - base, access=mmap.ACCESS_READ, offset=base) as mapped:
+            view = memoryview(mapped)
+            for at, length, place in spans:
+                out[place : place + length] = view[at - base : at - base + length]
+            view.release()
 
 
 def _check_positions(positions: np.ndarray, expected: int, piece: str) -> None:
@@ -664,10 +828,13 @@ def write_release(
     steps: int = 1,
     documents: int = ROUTE_DOCUMENTS,
     direct: int = DIRECT_SHARDS,
+    gather: bool | None = None,
 ) -> dict:
     """Every train shard of ``plan`` committed, as step ``step`` of ``steps``, in ``workers``
-    processes (this one when 1)."""
+    processes (this one when 1); the shards gather their tokens from the input files or read
+    them routed (``gather``; None: as ``gathers`` chooses)."""
     _plans.clear()
     _plans[plan.version] = plan
-    writing = Writing(lake, settings, plan.version, documents, direct)
+    gather = gathers(lake, plan) if gather is None else gather
+    writing = Writing(lake, settings, plan.version, documents, direct, gather)
     return run_job(functools.partial(release_job, writing), workers, step, steps, workers <= 1)
