@@ -74,13 +74,14 @@ def _lines(text: str) -> str:
 
 def _without_repeats(text: str) -> str:
     """Drop the repeats of a line of two words or more (captions rendered twice, "Read more"
-    under every teaser); single tokens such as prices or closing braces stay."""
-    lines = text.splitlines()
-    if len(set(lines)) < len(lines):
-        seen: set[str] = set()
-        remember = seen.add  # returns None: keeps the line after remembering it
-        lines = [line for line in lines if not (line in seen and " " in line or remember(line))]
-    return "\n".join(lines)
+    under every teaser); single tokens such as prices or closing braces stay. ``text`` is one
+    ``_lines`` made: "\n" is its only line break, and most texts come back as they are."""
+    lines = text.split("\n")
+    if len(set(lines)) == len(lines):
+        return text
+    seen: set[str] = set()
+    remember = seen.add  # returns None: keeps the line after remembering it
+    return "\n".join(line for line in lines if not (line in seen and " " in line or remember(line)))
 
 
 def _resiliparse(tree: HTMLTree, main_content: bool, comments: bool = True) -> str:
