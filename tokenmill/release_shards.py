@@ -91,9 +91,9 @@ ROUTE, SPLIT = "route", "split"  # the two levels of routing (the second for man
 DIRECT_SHARDS = 256  # up to this many shards, documents are routed to their shard at once
 PLAN_FILE = "plan.npz"
 WORK_FORMAT = 2  # of the routed files: a killed run's older files are not read
-# Documents an input file gives a shard's window, on average, from which the shard gathers
-# them from the input files itself (a local lake only): an open and a map of the file cost
-# about what routing a few documents' tokens through range files does.
+# Documents an input file gives a shard's window, on average, from which shards gather their
+# tokens from the input files (a local lake only): with fewer, opening the files a window meets
+# costs more than routing the tokens through range files.
 GATHER_DOCUMENTS = 4
 # Every window reads a little of each input file, so the inputs are read once per window: from
 # the page cache when they fit (a release's pod has 6 GiB), else only with one or two windows.
@@ -751,11 +751,12 @@ class _InputFiles:
                     raise MissingInputError(f"{self.lake.uri(key)} changed while read")
             return
         base = first - first % mmap.ALLOCATIONGRANULARITY
-        with mmap.mmap(descriptor, end - base, access=mmap.ACCESS_READ, offset=base) as mapped:
-            view = memoryview(mapped)
+        with (
+            mmap.mmap(descriptor, end - base, access=mmap.ACCESS_READ, offset=base) as mapped,
+            memoryview(mapped) as view,
+        ):
             for at, length, place in spans:
                 out[place : place + length] = view[at - base : at - base + length]
-            view.release()
 
 
 def _check_positions(positions: np.ndarray, expected: int, piece: str) -> None:
