@@ -425,6 +425,32 @@ def test_an_input_file_that_disagrees_with_its_marker_fails_naming_it(lake, tmp_
     assert not [key for key in copy.list("release") if "/train-" in key]
 
 
+@pytest.mark.parametrize("damage", ["truncated", "deleted"])
+def test_a_gathered_input_file_damaged_after_the_routing_fails_naming_it(lake, tmp_path, damage):
+    import shutil
+
+    from tokenmill.lake import Lake
+    from tokenmill.outputs import MissingInputError
+    from tokenmill.release_shards import Writing, release_job
+
+    copy = Lake.from_url(str(shutil.copytree(lake.real_root, tmp_path / "lake")))
+    copy.delete_prefix("release")
+    settings = replace(SMALL, crawls=[FIRST], seed=5)
+    plan = plan_release(copy, settings)
+    route, shards = release_job(Writing(copy, settings, plan.version, gather=True))
+    for task in route.tasks:
+        route.run(task)
+    source = f"{registered_units(copy, FIRST)[0].prefix(TOKENIZED_SHARDS)}/00001/tokens.bin"
+    path = tmp_path / "lake" / source
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+    else:
+        path.unlink()
+    with pytest.raises(MissingInputError, match=source):
+        for task in shards.tasks:
+            shards.run(task)
+
+
 def test_the_manifest_names_its_inputs_data(lake):
     from tokenmill.release import unit_digest
 

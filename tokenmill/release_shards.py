@@ -501,6 +501,7 @@ class _SplitDataset:
         self.sidecar = ParquetSink(
             files[".provenance.parquet"], RELEASE_SIDECAR, dictionary=SIDECAR_DICTIONARY
         )
+        stack.callback(self.sidecar.writer.close)  # a failed shard's, before its files go
         self.rows = 0
 
     def add_rows(self, rows: pa.Table) -> None:
@@ -729,7 +730,13 @@ class _InputFiles:
             return self.open[key]
         if len(self.open) >= OPEN_INPUTS:
             os.close(self.open.popitem(last=False)[1][0])
-        descriptor = os.open(self.lake.path(key), os.O_RDONLY)
+        try:
+            descriptor = os.open(self.lake.path(key), os.O_RDONLY)
+        except FileNotFoundError as error:
+            raise MissingInputError(
+                f"{self.lake.uri(key)} is gone since this release routed its documents: "
+                "rematerialize tokenized_shards and re-run the stage"
+            ) from error
         self.open[key] = descriptor, os.fstat(descriptor).st_size
         return self.open[key]
 
