@@ -475,12 +475,10 @@ def split_task(writing: Writing, task: str) -> dict:
     sources = ([(meta_prefix, routes)], [(tokens_prefix, routes)], bucket)
     pairs = _range_pieces(lake, sources, writing.gather)
     tables = read_files(lake, [meta for meta, _ in pairs])
-    for (_, tokens), rows, data in zip(
-        pairs, tables, read_raw(lake, [t for _, t in pairs]), strict=True
-    ):
+    routed_tokens = [None] * len(pairs) if writing.gather else read_raw(lake, [t for _, t in pairs])
+    for (_, tokens), rows, data in zip(pairs, tables, routed_tokens, strict=True):
         sizes = _piece_sizes(rows, tokens, writing.itemsize, writing.gather)
         starts = np.cumsum(sizes) - sizes
-        data = None if writing.gather else data
         routed.add(rows, rows.column("shard").to_numpy() - base, data, starts, sizes)
     return routed.commit({"documents": routed.documents})
 
@@ -590,7 +588,8 @@ def write_shard(writing: Writing, piece: str) -> dict:
                 counted[split]["languages"].update(_counts(languages))
         files = [datasets[split].tokens for split in SPLITS]
         if writing.gather:
-            _gather_tokens(lake, plan, rows, documents.size, held_out, files)
+            check_inputs(lake, plan, set(group.files.units))  # the files it reads are theirs
+            _gather_tokens(lake, rows, documents.size, held_out, files)
         else:
             _copy_tokens(lake, [tokens for _, tokens in pairs], documents, held_out, files)
         outputs = {split: datasets[split].close() for split in SPLITS}
@@ -668,7 +667,7 @@ def _copy_tokens(lake: Lake, pieces: list, documents: _Documents, target, files)
     _pool.give(buffers)
 
 
-def _gather_tokens(lake: Lake, plan: Plan, rows: pa.Table, sizes, target, files) -> None:
+def _gather_tokens(lake: Lake, rows: pa.Table, sizes, target, files) -> None:
     """Each document's tokens (``rows`` in position order, ``sizes`` in bytes) read from its
     input file and appended to its split's file (``target``: 0 train, 1 valid), a window of
     about ``WINDOW_BYTES`` at a time: the window's documents are read file by file, front to
@@ -676,7 +675,6 @@ def _gather_tokens(lake: Lake, plan: Plan, rows: pa.Table, sizes, target, files)
     then the window is written."""
     sources = rows.column("source").combine_chunks().dictionary_encode()
     names, codes = sources.dictionary.to_pylist(), sources.indices.to_numpy()
-    check_inputs(lake, plan, {"/".join(name.split("/")[1:3]) for name in names})
     offsets = rows.column("token_offset").to_numpy()
     ends = np.cumsum(sizes)
     buffer = _pool.take(min(int(ends[-1]), WINDOW_BYTES + int(sizes.max())))
