@@ -13,6 +13,7 @@ with the reason `over_budget`.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import resource
 import signal
@@ -39,11 +40,13 @@ class OverBudget(Exception):
 class cpu_budget:  # noqa: N801 - used as a function: `with cpu_budget(seconds):`
     """Raises `OverBudget` in the block once it has spent `seconds` of CPU (main thread only).
 
-    The handler is installed once per process and raises only while a budget is armed (a
-    record at a time: installing and restoring it around every record cost more than the
-    timer); a signal that arrives as the block ends finds nothing armed."""
+    The handler is installed once per process (forked workers inherit it) and raises only while
+    a budget is armed (a record at a time: installing and restoring it around every record cost
+    more than the timer, and so did asking `signal.getsignal`, which builds an enum member each
+    time); a signal that arrives as the block ends finds nothing armed."""
 
     armed = False
+    installed = False
 
     def __init__(self, seconds: float | None):
         self.seconds = seconds
@@ -51,8 +54,9 @@ class cpu_budget:  # noqa: N801 - used as a function: `with cpu_budget(seconds):
 
     def __enter__(self) -> None:
         if self.timing:
-            if signal.getsignal(signal.SIGPROF) is not _raise:
+            if not cpu_budget.installed:
                 signal.signal(signal.SIGPROF, _raise)
+                cpu_budget.installed = True
             cpu_budget.armed = True
             signal.setitimer(signal.ITIMER_PROF, self.seconds)
 
@@ -69,43 +73,54 @@ def _raise(signum, frame):
         raise OverBudget
 
 
-POST_BYTES = 1024  # a posted record, padded with spaces: each write covers the last one
+POST_BYTES = 1024  # a post's file is this long, or the longest post's length if longer
 
 
 class RecordWatch:
     """Posts the record a worker process is on, for its parent's `police` (workers only).
 
-    The post is one file per process, kept open and overwritten in place, blank between records
-    (creating and removing a file per record cost more than language ID): a post that is not
-    JSON, blank or caught mid-write, means no record."""
+    The post is one file per process, mapped into memory and overwritten in place, blank
+    between records (creating and removing a file per record cost more than language ID, and a
+    `json.dumps` and two writes per record a third of that): a post that is not JSON, blank or
+    caught mid-write, means no record. Its label is the same for every record of a part."""
 
     enabled = False
-    _posts: dict[int, int] = {}  # process id -> descriptor of its open post
+    _posts: dict[int, mmap.mmap] = {}  # process id -> its post, mapped
 
     def __init__(self, label: dict):
-        self.label = label
         self.post = NOTES / f"{os.getpid()}.current"
+        head = json.dumps(label)[:-1]  # the label's object, left open for the record's fields
+        self._head = f"{head}, " if label else head
 
-    def _descriptor(self) -> int:
+    def _mapped(self, size: int) -> mmap.mmap:
         pid = os.getpid()
-        if pid not in RecordWatch._posts:
+        post = RecordWatch._posts.get(pid)
+        if post is None or len(post) < size:
             NOTES.mkdir(parents=True, exist_ok=True)
-            RecordWatch._posts[pid] = os.open(self.post, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-        return RecordWatch._posts[pid]
+            descriptor = os.open(self.post, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                os.ftruncate(descriptor, max(size, POST_BYTES, len(post) if post else 0))
+                post = RecordWatch._posts[pid] = mmap.mmap(descriptor, 0)
+            finally:
+                os.close(descriptor)
+            post[:] = b" " * len(post)
+        return post
 
     @contextmanager
     def record(self, offset: int, seconds: float | None) -> Iterator[None]:
         if not (RecordWatch.enabled and seconds):
             yield
             return
-        entry = self.label | {"offset": offset, "cpu": time.process_time(), "budget": seconds}
-        post = self._descriptor()
-        payload = json.dumps(entry).encode().ljust(POST_BYTES)
-        os.pwrite(post, payload, 0)
+        payload = (
+            f'{self._head}"offset": {offset}, "cpu": {time.process_time()!r}, '
+            f'"budget": {float(seconds)!r}}}'
+        ).encode()
+        post = self._mapped(len(payload))
+        post[: len(payload)] = payload
         try:
             yield
         finally:
-            os.pwrite(post, b" " * len(payload), 0)
+            post[: len(payload)] = b" " * len(payload)
 
 
 def enable_watchdog() -> None:
