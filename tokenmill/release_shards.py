@@ -287,7 +287,9 @@ def _read_input(lake: Lake, source: str, documents: int, tokens: bool = True):
     """An input file's sidecar rows, token lengths, tokens (None without ``tokens``), and
     where each document's tokens start there (in bytes), checked against its marker."""
     with lake.open_input(f"{source}/provenance.parquet") as f:
-        rows = pq.read_table(f)
+        # few-valued columns stay dictionaries through the routing (sorted, spilled, read back
+        # and sorted again: their strings would be copied at every step)
+        rows = pq.read_table(f, read_dictionary=SIDECAR_DICTIONARY)
     if "text_hash" not in rows.column_names:
         raise MissingInputError(
             f"{source} was tokenized before documents carried a text hash: "
@@ -453,7 +455,7 @@ def route_task(writing: Writing, task: str) -> dict:
         spans = pc.subtract(rows.column("token_end"), rows.column("token_start"))
         meta = (
             rows.select([f.name for f in COPIED_FIELDS])
-            .append_column("source", pa.array([source] * len(lengths), pa.string()))
+            .append_column("source", _constant(source, len(lengths)))
             .append_column("source_doc_index", pa.array(np.arange(len(lengths)), pa.int64()))
             .append_column("text_tokens", spans.cast(pa.int64()))
             .append_column("length", pa.array(lengths, pa.int64()))
@@ -463,6 +465,10 @@ def route_task(writing: Writing, task: str) -> dict:
         )
         routed.add(meta, shard // per_bucket, data, at, lengths * writing.itemsize)
     return routed.commit({"documents": routed.documents, "files": last - first})  # its marker
+
+
+def _constant(value: str, length: int) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(length, np.int32)), pa.array([value]))
 
 
 def split_task(writing: Writing, task: str) -> dict:
