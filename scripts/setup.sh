@@ -32,7 +32,7 @@ if ! command -v uv >/dev/null; then
   $sudo "$UV_HOME/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
   $sudo ln -sf "$UV_HOME/bin/uv" /usr/local/bin/uv
 fi
-# Installing the project compiles the word scanner's C library (scripts/hatch_build.py).
+# Installing the project compiles its C libraries (scripts/hatch_build.py).
 if ! command -v "${CC:-cc}" >/dev/null; then
   apt_install gcc libc6-dev
 fi

@@ -380,8 +380,8 @@ def test_crawls_tokenized_with_different_tokenizers_are_refused(lake, tmp_path):
 def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct, gather):
     """Route tasks of one file or of several, spill chunks of a few documents or of many,
     shards written in one window or in many, in this process or in workers, one level of
-    routing or two, tokens routed or gathered from the input files (mapped, or read one by
-    one): the same bytes as the default."""
+    routing or two, tokens routed or gathered from the input files: the same bytes as the
+    default."""
     import tokenmill.release_shards as shards
     from tokenmill.release import finish_release
 
@@ -392,7 +392,6 @@ def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct, 
     if workers == 1:  # constants do not reach worker processes
         monkeypatch.setattr(shards, "TOKEN_CHUNK_BYTES", 4096)
         monkeypatch.setattr(shards, "WINDOW_BYTES", 2048)  # a shard written in many windows
-        monkeypatch.setattr(shards, "MAPPED_GAP", 0)  # gathered by a read per document
     plan = plan_release(lake, settings)
     ran = shards.write_release(
         lake, plan, settings, workers=workers, documents=50, direct=direct, gather=gather

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import functools
 import math
-import mmap
 import os
 import threading
 from collections import Counter, OrderedDict
@@ -70,6 +69,7 @@ from tokenmill.release import (
     shard_name,
     unit_digest,
 )
+from tokenmill.spans import read_spans
 from tokenmill.spill import (
     Source,
     SpillWriter,
@@ -99,7 +99,6 @@ GATHER_DOCUMENTS = 4
 # the page cache when they fit (a release's pod has 6 GiB), else only with one or two windows.
 GATHER_CACHED_BYTES = 4 << 30
 OPEN_INPUTS = 256  # input files a gathering shard keeps open
-MAPPED_GAP = 32 << 10  # see _InputFiles
 
 
 class RouteError(ReleaseError):
@@ -684,7 +683,7 @@ def _gather_tokens(lake: Lake, rows: pa.Table, sizes, target, files) -> None:
     offsets = rows.column("token_offset").to_numpy()
     ends = np.cumsum(sizes)
     buffer = _pool.take(min(int(ends[-1]), WINDOW_BYTES + int(sizes.max())))
-    out = memoryview(buffer)
+    out, window = memoryview(buffer), np.frombuffer(buffer, np.uint8)
     start = 0
     with _InputFiles(lake) as inputs:
         while start < len(ends):
@@ -701,21 +700,21 @@ def _gather_tokens(lake: Lake, rows: pa.Table, sizes, target, files) -> None:
             for first, last in zip(runs[:-1].tolist(), runs[1:].tolist(), strict=True):
                 chosen = by_file[first:last]
                 source = names[code[chosen[0]]]
-                inputs.copy(source, offset[chosen], size[chosen], place[chosen], out)
+                inputs.copy(source, offset[chosen], size[chosen], place[chosen], window)
             train = int(size[split == 0].sum())
             for number, (a, b) in enumerate([(0, train), (train, int(size.sum()))]):
                 if b > a:
                     files[number].write(out[a:b])
             start = stop
-    del out
+    del out, window
     _pool.give([buffer])
 
 
 class _InputFiles:
     """The input files a shard gathers from, open (``OPEN_INPUTS`` at most) until it is done;
-    a file's documents in a window are read from a map of their span when they lie close
-    (no more than ``MAPPED_GAP`` bytes a document), else one read each (a map would fault in
-    a page per document, and unmapping costs more than the reads)."""
+    a file's documents in a window are read one ``pread`` each, in one call of compiled code
+    (`tokenmill.spans`): a map of their span cost more (a page fault per document, unmapping),
+    and so did a Python call per document."""
 
     def __init__(self, lake: Lake):
         self.lake = lake
@@ -744,30 +743,18 @@ class _InputFiles:
         self.open[key] = descriptor, os.fstat(descriptor).st_size
         return self.open[key]
 
-    def copy(self, source: str, offsets, sizes, places, out: memoryview) -> None:
+    def copy(self, source: str, offsets, sizes, places, out: np.ndarray) -> None:
         """Documents' tokens, ``sizes[i]`` bytes at ``offsets[i]`` of ``source``'s tokens.bin
         (``offsets`` ascending), to ``places[i]`` of ``out``."""
         key = f"{source}/tokens.bin"
         descriptor, size = self._file(key)
-        first, end = int(offsets[0]), int((offsets + sizes).max())
-        if end > size:
+        if int((offsets + sizes).max()) > size:
             raise MissingInputError(
                 f"{self.lake.uri(key)} is shorter ({size} bytes) than its documents routed to "
                 "this release say: rematerialize tokenized_shards and re-run the stage"
             )
-        spans = zip(offsets.tolist(), sizes.tolist(), places.tolist(), strict=True)
-        if end - first > MAPPED_GAP * len(offsets):
-            for at, length, place in spans:
-                if os.preadv(descriptor, [out[place : place + length]], at) != length:
-                    raise MissingInputError(f"{self.lake.uri(key)} changed while read")
-            return
-        base = first - first % mmap.ALLOCATIONGRANULARITY
-        with (
-            mmap.mmap(descriptor, end - base, access=mmap.ACCESS_READ, offset=base) as mapped,
-            memoryview(mapped) as view,
-        ):
-            for at, length, place in spans:
-                out[place : place + length] = view[at - base : at - base + length]
+        if read_spans(descriptor, size, out, offsets, sizes, places) < len(offsets):
+            raise MissingInputError(f"{self.lake.uri(key)} changed while read")
 
 
 def _check_positions(positions: np.ndarray, expected: int, piece: str) -> None:

@@ -30,6 +30,7 @@ from tokenmill.filters.text import (
     per_text,
     words_of,
 )
+from tokenmill.native import I64, load, pointer
 
 # Bits of a character's class (`char_classes`), as word_scan.c reads them.
 _WORD, _LETTER, _LOWER, _DIGIT, _SPACE, _PUNCT = 1, 2, 4, 8, 16, 32
@@ -73,61 +74,56 @@ _ABBREVIATIONS = _abbreviations()
 _ABBREVIATION_LENGTHS = (_ABBREVIATIONS != 0).sum(axis=1).astype(np.int64)
 
 
-def _pointer(dtype) -> type:
-    return np.ctypeslib.ndpointer(dtype=dtype, flags="C_CONTIGUOUS")
-
-
-_I64 = ctypes.c_int64
 # word_scan.c's functions: (return type, argument types)
 _SIGNATURES = {
     "scan_words": (
-        _I64,
+        I64,
         [
-            _pointer(np.uint8),
-            _pointer(np.int64),
-            _I64,
-            _pointer(np.uint8),
-            _pointer(np.int32),
-            _pointer(np.int64),
-            _I64,
-            _I64,
-            _pointer(np.int64),
-            _pointer(np.uint32),
-            _pointer(np.uint64),
-            _pointer(np.uint8),
+            pointer(np.uint8),
+            pointer(np.int64),
+            I64,
+            pointer(np.uint8),
+            pointer(np.int32),
+            pointer(np.int64),
+            I64,
+            I64,
+            pointer(np.int64),
+            pointer(np.uint32),
+            pointer(np.uint64),
+            pointer(np.uint8),
         ],
     ),
     "word_totals": (
         ctypes.c_int,
         [
-            _pointer(np.uint32),
-            _pointer(np.uint8),
-            _pointer(np.uint64),
-            _pointer(np.int64),
-            _I64,
-            _pointer(np.uint64),
-            _I64,
-            *[_pointer(np.int64)] * 4,
+            pointer(np.uint32),
+            pointer(np.uint8),
+            pointer(np.uint64),
+            pointer(np.int64),
+            I64,
+            pointer(np.uint64),
+            I64,
+            *[pointer(np.int64)] * 4,
         ],
     ),
     "ngram_stats": (
         ctypes.c_int,
         [
-            _pointer(np.uint64),
-            _pointer(np.uint32),
-            _pointer(np.int64),
-            _pointer(np.float64),
-            _I64,
-            _pointer(np.int64),
-            _pointer(np.float64),
-            _I64,
-            _pointer(np.int64),
-            _pointer(np.float64),
-            _pointer(np.float64),
-            _I64,
+            pointer(np.uint64),
+            pointer(np.uint32),
+            pointer(np.int64),
+            pointer(np.float64),
+            I64,
+            pointer(np.int64),
+            pointer(np.float64),
+            I64,
+            pointer(np.int64),
+            pointer(np.float64),
+            pointer(np.float64),
+            I64,
             ctypes.c_int,
-            _pointer(np.int64),
-            _pointer(np.int64),
+            pointer(np.int64),
+            pointer(np.int64),
         ],
     ),
 }
@@ -136,16 +132,7 @@ _SIGNATURES = {
 @functools.cache
 def library() -> ctypes.CDLL:
     """word_scan.c, compiled."""
-    path = Path(__file__).with_name("libword_scan.so.1")
-    if not path.exists():
-        raise ImportError(
-            f"{path} is missing: install the project (uv sync; it needs a C compiler, cc)"
-        )
-    compiled = ctypes.CDLL(str(path))
-    for name, (restype, argtypes) in _SIGNATURES.items():
-        function = getattr(compiled, name)
-        function.restype, function.argtypes = restype, argtypes
-    return compiled
+    return load(Path(__file__).with_name("libword_scan.so.1"), _SIGNATURES)
 
 
 class Words(NamedTuple):

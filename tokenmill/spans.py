@@ -1,0 +1,33 @@
+"""Many byte spans of a file read in one call (`spans.c`)."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from tokenmill.native import I64, load, pointer
+
+_SPANS = [pointer(np.int64)] * 3
+_SIGNATURES = {
+    "read_spans": (I64, [ctypes.c_int, pointer(np.uint8), *_SPANS, I64]),
+}
+
+
+@functools.cache
+def library() -> ctypes.CDLL:
+    return load(Path(__file__).with_name("libspans.so.1"), _SIGNATURES)
+
+
+def read_spans(descriptor: int, size: int, target: np.ndarray, at, sizes, places) -> int:
+    """``sizes[i]`` bytes at offset ``at[i]`` of the open file ``descriptor`` (``size`` bytes
+    long) to ``places[i]`` of ``target``; returns how many spans were read whole (all of them
+    unless the file changed)."""
+    at, sizes, places = (np.ascontiguousarray(a, np.int64) for a in (at, sizes, places))
+    if len(sizes) and (sizes.min() < 0 or places.min() < 0 or (places + sizes).max() > len(target)):
+        raise ValueError("a span lies outside the target")
+    if len(sizes) and (at.min() < 0 or (at + sizes).max() > size):
+        return int(np.argmax((at < 0) | (at + sizes > size)))
+    return library().read_spans(descriptor, target, at, sizes, places, len(sizes))
