@@ -216,7 +216,8 @@ class ParquetSink:
     """Streams rows into a zstd Parquet file, one row group per batch of `rows_per_batch` rows
     or `bytes_per_batch` bytes of string and binary values, whichever comes first.
     ``dictionary``: the columns to dictionary-encode (all by default; trying it on a column of
-    distinct short strings, ids and URLs, costs time and bytes)."""
+    distinct short strings, ids and URLs, costs time and bytes). ``statistics``: the columns
+    whose row groups record their min and max (all by default); ``level``: zstd's."""
 
     def __init__(
         self,
@@ -225,14 +226,17 @@ class ParquetSink:
         rows_per_batch: int = ROWS_PER_BATCH,
         bytes_per_batch: int = BYTES_PER_BATCH,
         dictionary: list[str] | None = None,
+        statistics: list[str] | None = None,
+        level: int = 3,
     ):
         self.schema = schema
         self.writer = pq.ParquetWriter(
             file,
             schema,
             compression="zstd",
-            compression_level=3,
+            compression_level=level,
             use_dictionary=True if dictionary is None else dictionary,
+            write_statistics=True if statistics is None else statistics,
         )
         self.rows_per_batch = rows_per_batch
         self.bytes_per_batch = bytes_per_batch

@@ -69,6 +69,21 @@ RELEASE_SIDECAR = pa.schema(
 
 # the sidecar's columns of few distinct values; ids, URLs and numbers are written plain
 SIDECAR_DICTIONARY = ["source", "crawl", "source_file", "language"]
+# the columns a reader looks documents up by (a token's document, a source document): the
+# min and max of ids and URLs per row group narrow nothing and cost time to keep
+SIDECAR_STATISTICS = ["doc_index", "token_start", "token_end", "source_doc_index"]
+
+
+def sidecar_sink(file) -> ParquetSink:
+    """The writer of a release shard's provenance sidecar (zstd level 1: a third less CPU than
+    3 for about the same bytes, ids and URLs)."""
+    return ParquetSink(
+        file,
+        RELEASE_SIDECAR,
+        dictionary=SIDECAR_DICTIONARY,
+        statistics=SIDECAR_STATISTICS,
+        level=1,
+    )
 
 
 class ReleaseError(ValueError):
@@ -314,7 +329,7 @@ class _Dataset:
         self.stack.__enter__()
         self.files = {suffix: self._file(suffix) for suffix in (".bin", ".provenance.parquet")}
         self.writer = IndexedDatasetWriter(self.files[".bin"], self.dtype)
-        self.sidecar = ParquetSink(self.files[".provenance.parquet"], RELEASE_SIDECAR)
+        self.sidecar = sidecar_sink(self.files[".provenance.parquet"])
         return self
 
     def add(self, chunk: Chunk) -> None:

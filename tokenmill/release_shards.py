@@ -52,12 +52,11 @@ import pyarrow.parquet as pq
 from tokenmill.lake import Lake
 from tokenmill.layout import RELEASE, TOKENIZED_SHARDS, Unit
 from tokenmill.megatron import IndexedDataset, write_index
-from tokenmill.outputs import HashingFile, MissingInputError, ParquetSink, require_committed
+from tokenmill.outputs import HashingFile, MissingInputError, require_committed
 from tokenmill.permutation import Permutation
 from tokenmill.phases import Claims, Phase, PlanChangedError, run_job
 from tokenmill.release import (
     COPIED_FIELDS,
-    RELEASE_SIDECAR,
     SIDECAR_DICTIONARY,
     SPLITS,
     Plan,
@@ -67,6 +66,7 @@ from tokenmill.release import (
     is_valid,
     plan_release,
     shard_name,
+    sidecar_sink,
     unit_digest,
 )
 from tokenmill.spans import read_spans
@@ -501,9 +501,7 @@ class _SplitDataset:
             for suffix in (".bin", ".idx", ".provenance.parquet")
         }
         self.files, self.tokens = files, files[".bin"]
-        self.sidecar = ParquetSink(
-            files[".provenance.parquet"], RELEASE_SIDECAR, dictionary=SIDECAR_DICTIONARY
-        )
+        self.sidecar = sidecar_sink(files[".provenance.parquet"])
         stack.callback(self.sidecar.writer.close)  # a failed shard's, before its files go
         self.rows = 0
 
