@@ -354,7 +354,7 @@ class _Routed:
     def __init__(self, writing: Writing, level: str, task: str, ranges: int):
         meta, tokens = writing.level(level)
         lake = writing.lake
-        self.meta = SpillWriter(lake, meta, task, ranges, UNBOUNDED)
+        self.meta = SpillWriter(lake, meta, task, ranges, UNBOUNDED, compression="lz4")
         self.tokens = None  # gathering shards read the tokens where they are
         if not writing.gather:
             self.tokens = SpillWriter(lake, tokens, task, ranges, UNBOUNDED, compression=None)
