@@ -392,6 +392,8 @@ def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct, 
     if workers == 1:  # constants do not reach worker processes
         monkeypatch.setattr(shards, "TOKEN_CHUNK_BYTES", 4096)
         monkeypatch.setattr(shards, "WINDOW_BYTES", 2048)  # a shard written in many windows
+        # routed tokens written through a buffer smaller than some documents
+        monkeypatch.setattr(shards, "STAGING_BYTES", 1000)
     plan = plan_release(lake, settings)
     ran = shards.write_release(
         lake, plan, settings, workers=workers, documents=50, direct=direct, gather=gather

@@ -66,27 +66,3 @@ def test_a_lost_work_file_is_named(tmp_path):
     clear_data(lake, "work/phase")  # the files go, the marker stays
     with pytest.raises(SpillFileError, match="work/phase/a.0000.arrows is missing"):
         list(read_sources(lake, [("work/phase", ("a",))], 0))
-
-
-def test_a_short_write_is_finished(tmp_path, monkeypatch):
-    """The kernel may write less than asked (a signal, a full disk's last blocks): what it left
-    is written after, in order, and more than IOV_MAX buffers take several system calls."""
-    import os
-
-    from tokenmill import spill
-
-    real_writev, calls = os.writev, []
-
-    def short_writev(descriptor, buffers):
-        calls.append(len(buffers))
-        kept = list(buffers)[: max(1, len(buffers) // 3)]  # the first third, and one byte less
-        return real_writev(descriptor, [*kept[:-1], memoryview(kept[-1])[:-1]])
-
-    monkeypatch.setattr(spill.os, "writev", short_writev)
-    rng = np.random.default_rng(3)
-    views = [rng.bytes(int(size)) for size in rng.integers(1, 50, 2 * spill.IOV_MAX + 7)]
-    path = tmp_path / "out.bin"
-    with open(path, "wb") as out:
-        spill.write_all(out.fileno(), [memoryview(view) for view in views])
-    assert path.read_bytes() == b"".join(views)
-    assert calls == [spill.IOV_MAX, spill.IOV_MAX, 7]

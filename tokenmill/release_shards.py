@@ -69,7 +69,7 @@ from tokenmill.release import (
     sidecar_sink,
     unit_digest,
 )
-from tokenmill.spans import read_spans
+from tokenmill.spans import copy_spans, read_spans
 from tokenmill.spill import (
     Source,
     SpillWriter,
@@ -83,6 +83,7 @@ from tokenmill.spill import (
 
 ROUTE_DOCUMENTS = 1_000_000  # documents a route task reads, about (a task per input file at least)
 TOKEN_CHUNK_BYTES = 256 << 20  # tokens a route task holds before writing them out
+STAGING_BYTES = 8 << 20  # a route task's routed tokens are written through this much, in order
 WINDOW_BYTES = 256 << 20  # tokens a shard task writes at a time
 UNBOUNDED = 1 << 62
 KEPT_BYTES = 768 << 20  # buffers a process keeps for its next task
@@ -360,6 +361,7 @@ class _Routed:
             self.tokens = SpillWriter(lake, tokens, task, ranges, UNBOUNDED, compression=None)
         self.held: list[tuple] = []
         self.held_bytes = self.documents = 0
+        self.staging = bytearray(STAGING_BYTES if self.tokens is not None else 0)
 
     def add(self, rows: pa.Table, ranges, data, starts: np.ndarray, sizes: np.ndarray) -> None:
         """Documents: their rows (with ``position``), ranges, and their tokens, ``sizes[i]``
@@ -383,13 +385,9 @@ class _Routed:
         if self.tokens is None:
             return
         which = np.repeat(np.arange(len(buffers)), [len(s) for s in starts])[order]
-        begins = np.concatenate(starts)[order]
-        ends = begins + np.concatenate(sizes)[order]
-        views = [memoryview(buffer) for buffer in buffers]
-        places = zip(which.tolist(), begins.tolist(), ends.tolist(), strict=True)
-        pieces = [views[w][a:b] for w, a, b in places]
-        self.tokens.write_raw(ranges[order], pieces)
-        del pieces, views
+        begins, sizes = np.concatenate(starts)[order], np.concatenate(sizes)[order]
+        stage = functools.partial(_write_staged, buffers, which, begins, sizes, self.staging)
+        self.tokens.write_raw(ranges[order], stage)
         _pool.give(buffer for buffer in buffers if isinstance(buffer, bytearray))
 
     def commit(self, summary: dict) -> dict:
@@ -397,6 +395,33 @@ class _Routed:
         if self.tokens is not None:
             self.tokens.commit(summary)
         return self.meta.commit(summary)
+
+
+def _write_staged(buffers, which, begins, sizes, staging: bytearray, f, start: int, end: int):
+    """Documents ``start`` to ``end`` (``sizes[i]`` bytes at ``begins[i]`` of
+    ``buffers[which[i]]``) written to ``f`` in order, copied into ``staging`` a few MB at a
+    time (a document larger than it on its own)."""
+    target = np.frombuffer(staging, np.uint8)
+    ends = np.cumsum(sizes[start:end])  # within the run
+    done = 0
+    while done < len(ends):
+        base = int(ends[done] - sizes[start + done])
+        stop = max(int(np.searchsorted(ends, base + len(staging), "right")), done + 1)
+        run = slice(start + done, start + stop)
+        if stop == done + 1 and sizes[run.start] > len(staging):
+            with memoryview(buffers[which[run.start]]) as view:
+                f.write(view[begins[run.start] : begins[run.start] + sizes[run.start]])
+        else:
+            places = ends[done:stop] - sizes[run] - base
+            for number in np.unique(which[run]).tolist():
+                chosen = which[run] == number
+                copy_spans(
+                    target, buffers[number], begins[run][chosen], sizes[run][chosen], places[chosen]
+                )
+            with memoryview(staging) as view:
+                f.write(view[: int(ends[stop - 1]) - base])
+        done = stop
+    del target
 
 
 def _range_pieces(
@@ -634,6 +659,7 @@ def _copy_tokens(lake: Lake, pieces: list, documents: _Documents, target, files)
     capacity = min(int(ends[-1]), WINDOW_BYTES + int(documents.size.max()))
     buffers = [_pool.take(capacity), _pool.take(capacity)]
     source, out = map(memoryview, buffers)
+    window = np.frombuffer(buffers[1], np.uint8)
     start = 0
     while start < len(ends):
         stop = int(np.searchsorted(ends, ends[start] - documents.size[start] + WINDOW_BYTES))
@@ -659,14 +685,12 @@ def _copy_tokens(lake: Lake, pieces: list, documents: _Documents, target, files)
         read_raw_into(lake, reads, source)
         for split, file in enumerate(files):
             chosen = np.flatnonzero(target[start:stop] == split)
-            filled = 0
-            for begin, length in zip(held[chosen].tolist(), size[chosen].tolist(), strict=True):
-                out[filled : filled + length] = source[begin : begin + length]
-                filled += length
-            if filled:
+            lengths = size[chosen]
+            copy_spans(window, buffers[0], held[chosen], lengths, np.cumsum(lengths) - lengths)
+            if filled := int(lengths.sum()):
                 file.write(out[:filled])
         start = stop
-    del source, out
+    del source, out, window
     _pool.give(buffers)
 
 

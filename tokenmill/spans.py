@@ -1,4 +1,4 @@
-"""Many byte spans of a file read in one call (`spans.c`)."""
+"""Many byte spans copied in one call (`spans.c`): from a buffer, or read from a file."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tokenmill.native import I64, load, pointer
 
 _SPANS = [pointer(np.int64)] * 3
 _SIGNATURES = {
+    "copy_spans": (None, [pointer(np.uint8), pointer(np.uint8), *_SPANS, I64]),
     "read_spans": (I64, [ctypes.c_int, pointer(np.uint8), *_SPANS, I64]),
 }
 
@@ -21,13 +22,28 @@ def library() -> ctypes.CDLL:
     return load(Path(__file__).with_name("libspans.so.1"), _SIGNATURES)
 
 
+def _checked(at, sizes, places, target: np.ndarray) -> tuple[np.ndarray, ...]:
+    at, sizes, places = (np.ascontiguousarray(a, np.int64) for a in (at, sizes, places))
+    if len(sizes) and (sizes.min() < 0 or places.min() < 0 or (places + sizes).max() > len(target)):
+        raise ValueError("a span lies outside the target")
+    return at, sizes, places
+
+
+def copy_spans(target: np.ndarray, source, at, sizes, places) -> None:
+    """``sizes[i]`` bytes at ``at[i]`` of ``source`` (a buffer) to ``places[i]`` of ``target``
+    (a uint8 array)."""
+    at, sizes, places = _checked(at, sizes, places, target)
+    source = np.frombuffer(source, np.uint8)
+    if len(sizes) and (at.min() < 0 or (at + sizes).max() > len(source)):
+        raise ValueError("a span lies outside the source")
+    library().copy_spans(target, source, at, sizes, places, len(sizes))
+
+
 def read_spans(descriptor: int, size: int, target: np.ndarray, at, sizes, places) -> int:
     """``sizes[i]`` bytes at offset ``at[i]`` of the open file ``descriptor`` (``size`` bytes
     long) to ``places[i]`` of ``target``; returns how many spans were read whole (all of them
     unless the file changed)."""
-    at, sizes, places = (np.ascontiguousarray(a, np.int64) for a in (at, sizes, places))
-    if len(sizes) and (sizes.min() < 0 or places.min() < 0 or (places + sizes).max() > len(target)):
-        raise ValueError("a span lies outside the target")
+    at, sizes, places = _checked(at, sizes, places, target)
     if len(sizes) and (at.min() < 0 or (at + sizes).max() > size):
         return int(np.argmax((at < 0) | (at + sizes > size)))
     return library().read_spans(descriptor, target, at, sizes, places, len(sizes))

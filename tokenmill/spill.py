@@ -16,7 +16,6 @@ piece holds at most ``chunk_bytes`` of rows: a reader holds one at a time.
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterator
@@ -33,7 +32,6 @@ RANGE = "__range"  # the column a unique flush adds: a row is unique within its 
 UNIQUE_ROWS = 1 << 20
 READERS = 8  # ranged reads at once on an object store
 PREFETCH_BYTES = 64 << 20
-IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 Piece = tuple[str, int, int]  # a file, the offset and length of a range's rows in it
 
 
@@ -117,17 +115,11 @@ class SpillWriter:
 
         self._write_chunk(ranges, write_rows)
 
-    def write_raw(self, ranges: np.ndarray, views: list) -> None:
-        """A chunk of bytes, not rows: ``views[i]`` (a buffer) goes to range ``ranges[i]``
-        (sorted); a range's reader gets its views' bytes, one after the other. Written as
-        they are (``writev``), without copying them into one buffer first."""
-
-        def write_views(f, start: int, end: int) -> None:
-            f.flush()
-            write_all(f.fileno(), views[start:end])
-            f.seek(0, os.SEEK_END)  # the buffered file's position, past what went around it
-
-        self._write_chunk(np.asarray(ranges, np.int64), write_views)
+    def write_raw(self, ranges: np.ndarray, write) -> None:
+        """A chunk of bytes, not rows: item i of ``ranges`` (sorted) goes to range
+        ``ranges[i]``, and ``write(f, start, end)`` writes the bytes of items ``start`` to
+        ``end`` (one range's) to ``f``; a range's reader gets them one after the other."""
+        self._write_chunk(np.asarray(ranges, np.int64), write)
 
     def _write_chunk(self, ranges: np.ndarray, write_rows) -> None:
         """A chunk file: ``write_rows(f, start, end)`` for each run of equal ``ranges``, then
@@ -264,18 +256,6 @@ def read_raw_into(lake: Lake, pieces: list[Piece], buffer: memoryview) -> None:
     read = [functools.partial(_read_range, lake, piece, buffer[a:b]) for piece, a, b in places]
     for _ in _in_order(lake, read, lambda call: call(), lambda call: call.args[1][2]):
         pass
-
-
-def write_all(descriptor: int, views: list) -> None:
-    """Every buffer of ``views`` written at the file's position, in order, ``IOV_MAX`` to a
-    system call."""
-    for start in range(0, len(views), IOV_MAX):
-        batch = views[start : start + IOV_MAX]
-        written = os.writev(descriptor, batch)
-        if written < sum(len(view) for view in batch):  # a short write: the rest one by one
-            rest = memoryview(b"".join(batch))[written:]
-            while rest:
-                rest = rest[os.write(descriptor, rest) :]
 
 
 def read_sources(
