@@ -97,9 +97,11 @@ class RecordWatch:
         post = RecordWatch._posts.get(pid)
         if post is None or len(post) < size:
             NOTES.mkdir(parents=True, exist_ok=True)
+            if post is not None:
+                post.close()
             descriptor = os.open(self.post, os.O_RDWR | os.O_CREAT, 0o600)
             try:
-                os.ftruncate(descriptor, max(size, POST_BYTES, len(post) if post else 0))
+                os.ftruncate(descriptor, max(size, POST_BYTES))
                 post = RecordWatch._posts[pid] = mmap.mmap(descriptor, 0)
             finally:
                 os.close(descriptor)

@@ -421,7 +421,6 @@ def _write_staged(buffers, which, begins, sizes, staging: bytearray, f, start: i
             with memoryview(staging) as view:
                 f.write(view[: int(ends[stop - 1]) - base])
         done = stop
-    del target
 
 
 def _range_pieces(
