@@ -29,7 +29,7 @@ def test_spans_land_where_they_are_placed(data_file):
     places = np.empty(500, np.int64)
     places[order] = np.cumsum(sizes[order]) - sizes[order]
     target = np.zeros(int(sizes.sum()) + 7, np.uint8)
-    assert read_spans(descriptor, len(data), target, at, sizes, places) == 500
+    assert read_spans(descriptor, target, at, sizes, places) == 500
     expected = b"".join(data[at[i] : at[i] + sizes[i]] for i in order)
     assert target[: len(expected)].tobytes() == expected
     assert not target[len(expected) :].any()
@@ -39,15 +39,15 @@ def test_a_file_shorter_than_its_spans_says_which_span_came_short(data_file, tmp
     path, descriptor, data = data_file
     target = np.zeros(300, np.uint8)
     at, sizes, places = [0, 50_000, 99_950], [100, 100, 100], [0, 100, 200]
-    assert read_spans(descriptor, len(data), target, at, sizes, places) == 2  # past its end
+    assert read_spans(descriptor, target, at, sizes, places) == 2  # past its end
     os.truncate(path, 50_050)  # changed since its size was taken
-    assert read_spans(descriptor, len(data), target, at[:2], sizes[:2], places[:2]) == 1
+    assert read_spans(descriptor, target, at[:2], sizes[:2], places[:2]) == 1
     assert target[:100].tobytes() == data[:100]
 
 
 def test_a_span_outside_the_target_is_refused(data_file):
     _, descriptor, data = data_file
     with pytest.raises(ValueError):
-        read_spans(descriptor, len(data), np.zeros(10, np.uint8), [0], [11], [0])
+        read_spans(descriptor, np.zeros(10, np.uint8), [0], [11], [0])
     with pytest.raises(ValueError):
-        read_spans(descriptor, len(data), np.zeros(10, np.uint8), [0], [1], [-1])
+        read_spans(descriptor, np.zeros(10, np.uint8), [0], [1], [-1])

@@ -386,6 +386,8 @@ class _Routed:
             return
         which = np.repeat(np.arange(len(buffers)), [len(s) for s in starts])[order]
         begins, sizes = np.concatenate(starts)[order], np.concatenate(sizes)[order]
+        if (largest := int(sizes.max(initial=0))) > len(self.staging):  # a document larger
+            self.staging = bytearray(largest)
         stage = functools.partial(_write_staged, buffers, which, begins, sizes, self.staging)
         self.tokens.write_raw(ranges[order], stage)
         _pool.give(buffer for buffer in buffers if isinstance(buffer, bytearray))
@@ -399,27 +401,23 @@ class _Routed:
 
 def _write_staged(buffers, which, begins, sizes, staging: bytearray, f, start: int, end: int):
     """Documents ``start`` to ``end`` (``sizes[i]`` bytes at ``begins[i]`` of
-    ``buffers[which[i]]``) written to ``f`` in order, copied into ``staging`` a few MB at a
-    time (a document larger than it on its own)."""
+    ``buffers[which[i]]``) written to ``f`` in order, copied into ``staging`` (at least as large
+    as any of them) a few MB at a time."""
     target = np.frombuffer(staging, np.uint8)
     ends = np.cumsum(sizes[start:end])  # within the run
     done = 0
     while done < len(ends):
         base = int(ends[done] - sizes[start + done])
-        stop = max(int(np.searchsorted(ends, base + len(staging), "right")), done + 1)
+        stop = int(np.searchsorted(ends, base + len(staging), "right"))
         run = slice(start + done, start + stop)
-        if stop == done + 1 and sizes[run.start] > len(staging):
-            with memoryview(buffers[which[run.start]]) as view:
-                f.write(view[begins[run.start] : begins[run.start] + sizes[run.start]])
-        else:
-            places = ends[done:stop] - sizes[run] - base
-            for number in np.unique(which[run]).tolist():
-                chosen = which[run] == number
-                copy_spans(
-                    target, buffers[number], begins[run][chosen], sizes[run][chosen], places[chosen]
-                )
-            with memoryview(staging) as view:
-                f.write(view[: int(ends[stop - 1]) - base])
+        places = ends[done:stop] - sizes[run] - base
+        for number in np.unique(which[run]).tolist():
+            chosen = which[run] == number
+            copy_spans(
+                target, buffers[number], begins[run][chosen], sizes[run][chosen], places[chosen]
+            )
+        with memoryview(staging) as view:
+            f.write(view[: int(ends[stop - 1]) - base])
         done = stop
 
 
@@ -774,7 +772,7 @@ class _InputFiles:
                 f"{self.lake.uri(key)} is shorter ({size} bytes) than its documents routed to "
                 "this release say: rematerialize tokenized_shards and re-run the stage"
             )
-        if read_spans(descriptor, size, out, offsets, sizes, places) < len(offsets):
+        if read_spans(descriptor, out, offsets, sizes, places) < len(offsets):
             raise MissingInputError(f"{self.lake.uri(key)} changed while read")
 
 

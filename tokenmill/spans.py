@@ -39,11 +39,9 @@ def copy_spans(target: np.ndarray, source, at, sizes, places) -> None:
     library().copy_spans(target, source, at, sizes, places, len(sizes))
 
 
-def read_spans(descriptor: int, size: int, target: np.ndarray, at, sizes, places) -> int:
-    """``sizes[i]`` bytes at offset ``at[i]`` of the open file ``descriptor`` (``size`` bytes
-    long) to ``places[i]`` of ``target``; returns how many spans were read whole (all of them
-    unless the file changed)."""
+def read_spans(descriptor: int, target: np.ndarray, at, sizes, places) -> int:
+    """``sizes[i]`` bytes at offset ``at[i]`` of the open file ``descriptor`` to ``places[i]`` of
+    ``target``; returns how many spans were read whole (all of them unless the file is shorter
+    than they say)."""
     at, sizes, places = _checked(at, sizes, places, target)
-    if len(sizes) and (at.min() < 0 or (at + sizes).max() > size):
-        return int(np.argmax((at < 0) | (at + sizes > size)))
     return library().read_spans(descriptor, target, at, sizes, places, len(sizes))
