@@ -1,4 +1,5 @@
-"""The compiled word scanner against the regex it follows (`split_words`), word for word."""
+"""The compiled word scanner against the regex it follows (`split_words`), word for word, and
+the compiled sentence counter against C4's two regexes."""
 
 import random
 
@@ -6,12 +7,14 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tokenmill.filters.c4 import _NON_SENTENCE_PERIODS, _SENTENCE_BOUNDARY
 from tokenmill.filters.text import NON_PUNCTUATION, explode, split_words
 from tokenmill.filters.word_scan import (
     ALPHA,
     CONTENT,
     as_column,
     char_classes,
+    count_sentences,
     hash_of,
     scan_words,
     words_in,
@@ -126,3 +129,61 @@ def test_character_classes_are_the_regex_engines():
     assert table[ord("5")] & 8 and not table[ord("5")] & 2
     assert table[ord(" ")] & 16 and table[0x3000] & 16 and not table[ord("x")] & 16
     assert table[ord("!")] & 32 and not table[ord("a")] & 32
+    assert table[ord("A")] & 128 and table[0x0130] & 128 and not table[ord("a")] & 128
+    assert table[ord("-")] & 64 and table[0x3002] & 64 and not table[ord("+")] & 64
+
+
+# Where C4's sentence regexes turn: sentence ends, punctuation after them, abbreviations and
+# single letters before a period, lower and upper case around one.
+SENTENCE_TRICKY = (
+    list(".!?\u0589\u061f\u06d4\u0964\u0965\u3002\uff01\uff0e\uff1f\uff61\u203c\u203d\u2047\u2049")
+    + list("\"')]»”-…,;: \t\u00a0\u3000\u2028")
+    + ["..", "...", "Mr", "Mrs", "Sep", "Sept", "Co", "Corp", "co", "vs", "Wash", "e", "J"]
+    + list("aAzZxXéÉßİıǅ")
+    + ["word", "Word", "日本", "Да", "١٢", "😀", "_", "9"]
+)
+SENTENCE_CASES = [
+    "",
+    "One. Two! Three? Four",
+    'Mr. Smith went to Washington... He said: "Yes." Then left.',
+    "e.g. this, i.e. that. J. R. R. Tolkien wrote. U.S.A. is big.",
+    "end.Start and.Next x.Y",
+    "日本語の文。次の文！最後？ Да. Нет! Что?",
+    "Wow!!! Really?! (Yes.) [No.] ...and so. . . on",
+    "Sept. 5th. Co. Ltd. vs. Jan. Feb.",
+    ". ! ? .",
+]
+
+
+def reference_sentences(lines: list[str]) -> list[int]:
+    series = pl.Series(lines, dtype=pl.Utf8)
+    without = series.str.replace_all(_NON_SENTENCE_PERIODS, "$1")
+    return (without.str.count_matches(_SENTENCE_BOUNDARY) + 1).to_list()
+
+
+def test_sentences_are_counted_as_the_regexes_count_them():
+    assert count_sentences(pl.Series(SENTENCE_CASES)).tolist() == reference_sentences(
+        SENTENCE_CASES
+    )
+    rng = random.Random(7)
+    lines = ["".join(rng.choices(SENTENCE_TRICKY, k=rng.randrange(0, 40))) for _ in range(20000)]
+    counted = count_sentences(pl.Series(lines)).tolist()
+    expected = reference_sentences(lines)
+    pairs = zip(lines, counted, expected, strict=True)
+    differing = [(line, c, e) for line, c, e in pairs if c != e]
+    assert not differing, differing[:5]
+
+
+def test_sentences_of_every_character_are_counted_as_the_regexes_count_them():
+    """Every code point after a sentence end and a space, between a lower- and an upper-case
+    letter around a period, and before a period."""
+    every = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF][::3]
+    lines = [f"a. {c} x.{c} {c}.B {c}J. Mr. z" for c in every]
+    assert count_sentences(pl.Series(lines)).tolist() == reference_sentences(lines)
+
+
+def test_null_and_sliced_lines_count_one_sentence_or_theirs():
+    lines = pl.Series(["A. B. C", None, "One. Two. Three", "x"])
+    assert count_sentences(lines).tolist() == [1, 1, 3, 1]
+    assert count_sentences(lines.slice(2, 2)).tolist() == [3, 1]
+    assert count_sentences(pl.Series([], dtype=pl.Utf8)).tolist() == []

@@ -4,13 +4,14 @@
  * its code points and flags (ALPHA, CONTENT). Character classes come from the caller
  * (word_scan.char_classes: the regex engine's own). Then what the filters count over those words,
  * a text at a time: Gopher repetition's n-grams (ngram_stats) and Gopher quality's totals
- * (word_totals). Built by hatch_build.py; loaded by ctypes. */
+ * (word_totals). And C4's sentences in a line (count_sentences), as the regexes of c4.py find
+ * them. Built by hatch_build.py; loaded by ctypes. */
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { WORD = 1, LETTER = 2, LOWER = 4, DIGIT = 8, SPACE = 16, PUNCT = 32 };
+enum { WORD = 1, LETTER = 2, LOWER = 4, DIGIT = 8, SPACE = 16, PUNCT = 32, P = 64, UPPER = 128 };
 enum { ALPHA = 1, CONTENT = 2 };
 enum { APOSTROPHE = 39, RIGHT_QUOTE = 0x2019, UNDERSCORE = 95, DOT = 46, HYPHEN = 45, SLASH = 47 };
 
@@ -441,5 +442,115 @@ int word_totals(const uint32_t *chars, const uint8_t *flags, const uint64_t *has
         stop_words[d] = found;
     }
     free(seen_in);
+    return 0;
+}
+
+static int is_ascii_letter(int32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+/* Whether the letters cp[start, end) are [A-Za-z] or one of the abbreviations. */
+static int is_short_word(const int32_t *cp, int64_t start, int64_t end, const int32_t *abbreviations,
+                         const int64_t *lengths, int64_t n_abbr, int64_t abbr_width) {
+    if (end - start == 1) return 1;
+    for (int64_t row = 0; row < n_abbr; row++) {
+        if (lengths[row] != end - start) continue;
+        int64_t k = 0;
+        while (k < end - start && cp[start + k] == abbreviations[row * abbr_width + k]) k++;
+        if (k == end - start) return 1;
+    }
+    return 0;
+}
+
+static int is_sentence_end(int32_t c) { /* c4._SENTENCE_END (all of them \p{P}) */
+    return c == '.' || c == '!' || c == '?' || c == 0x589 || c == 0x61F || c == 0x6D4 ||
+           c == 0x964 || c == 0x965 || c == 0x3002 || c == 0xFF01 || c == 0xFF0E ||
+           c == 0xFF1F || c == 0xFF61 || c == 0x203C || c == 0x203D ||
+           (c >= 0x2047 && c <= 0x2049);
+}
+
+/* The code points (and classes) of cp[0, n) that c4._NON_SENTENCE_PERIODS leaves, as
+ * str.replace_all(_NON_SENTENCE_PERIODS, "$1") does, in out (and out_kinds); their number. Every match holds
+ * a period: \.{2,} starts at one, and (^|\W)(?:[A-Za-z]|ABBREVIATIONS)\. ends at one, its
+ * letters being the whole run of ASCII letters before it (the abbreviations are ASCII letters,
+ * and a letter before them would be \w). At each period, in order, the second (starting earlier)
+ * is tried first; a match cannot start inside the previous one (before `taken`). */
+static int64_t without_non_sentence_periods(const int32_t *cp, const uint8_t *kinds, int64_t n,
+                                             int32_t *out, uint8_t *out_kinds,
+                                             const int32_t *abbreviations, const int64_t *lengths,
+                                             int64_t n_abbr, int64_t abbr_width) {
+    int64_t w = 0, taken = 0;
+    for (int64_t i = 0; i < n;) {
+        if (cp[i] != DOT) {
+            out[w] = cp[i];
+            out_kinds[w++] = kinds[i++];
+            continue;
+        }
+        int64_t letters = 0; /* the run of ASCII letters before the period, all of them kept */
+        while (letters < i && letters <= abbr_width && is_ascii_letter(cp[i - letters - 1]))
+            letters++;
+        int64_t start = i - letters; /* of the letters; the match starts before them, or at ^ */
+        if (letters && letters <= abbr_width &&
+            (start == 0 ? taken == 0 : start - 1 >= taken && !(kinds[start - 1] & WORD)) &&
+            is_short_word(cp, start, i, abbreviations, lengths, n_abbr, abbr_width)) {
+            w -= letters;
+            taken = ++i;
+            continue;
+        }
+        if (i + 1 < n && cp[i + 1] == DOT) {
+            while (i < n && cp[i] == DOT) i++;
+            taken = i;
+            continue;
+        }
+        out[w] = cp[i];
+        out_kinds[w++] = kinds[i++];
+    }
+    return w;
+}
+
+/* word_scan.count_sentences of n strings (offsets: n + 1 byte offsets into data): per string,
+ * the matches of c4._SENTENCE_BOUNDARY, searched leftmost-first without overlaps, plus one,
+ * once c4._NON_SENTENCE_PERIODS' are removed. Returns 0, or -1 when out of memory. */
+int count_sentences(const uint8_t *data, const int64_t *offsets, int64_t n_strings,
+                    const uint8_t *classes, const int32_t *abbreviations, const int64_t *lengths,
+                    int64_t n_abbr, int64_t abbr_width, int64_t *counts) {
+    int64_t longest = 0;
+    for (int64_t d = 0; d < n_strings; d++)
+        if (offsets[d + 1] - offsets[d] > longest) longest = offsets[d + 1] - offsets[d];
+    int32_t *read = malloc(2 * (longest + 1) * sizeof(int32_t)), *cp = read + longest + 1;
+    uint8_t *read_kinds = malloc(2 * (longest + 1)), *kinds = read_kinds + longest + 1;
+    if (!read || !read_kinds) {
+        free(read);
+        free(read_kinds);
+        return -1;
+    }
+    for (int64_t d = 0; d < n_strings; d++) {
+        int64_t n = decode(data, offsets[d], offsets[d + 1], read, read_kinds, classes);
+        n = without_non_sentence_periods(read, read_kinds, n, cp, kinds, abbreviations, lengths,
+                                         n_abbr, abbr_width);
+        int64_t found = 0;
+        for (int64_t i = 0; i < n;) {
+            /* _SENTENCE_END\p{P}*\s[\s\p{P}]*[^\s\p{P}] */
+            if ((kinds[i] & P) && is_sentence_end(cp[i])) {
+                int64_t j = i + 1;
+                while (j < n && (kinds[j] & P)) j++;
+                if (j < n && (kinds[j] & SPACE)) {
+                    while (j < n && (kinds[j] & (SPACE | P))) j++;
+                    if (j < n) {
+                        found++;
+                        i = j + 1;
+                        continue;
+                    }
+                }
+            } else if (i + 2 < n && cp[i + 1] == DOT && (kinds[i] & LOWER) &&
+                       (kinds[i + 2] & UPPER)) { /* \p{Ll}\.\p{Lu} */
+                found++;
+                i += 3;
+                continue;
+            }
+            i++;
+        }
+        counts[d] = found + 1;
+    }
+    free(read);
+    free(read_kinds);
     return 0;
 }

@@ -5,10 +5,11 @@ whether it holds a letter or a non-punctuation character, without making a strin
 count words only need these features of them. The scanner (`word_scan.c`, compiled when the
 project is installed: scripts/hatch_build.py) follows `text.WORD_PATTERN` and the joins before it
 (`text._JOINS`) alternative by alternative, as the regex engine's leftmost-first search does; the
-Unicode classes it reads (\\w, \\p{L}, \\p{Ll}, \\d, \\s and the punctuation) come from that same
-engine, asked once per code point (`char_classes`), so both agree on every character.
-`tests/test_word_scan.py` holds them equal. The same library counts over the words what the
-Gopher filters measure (`gopher_repetition.ngram_stats`, `GopherQualityFilter.measure`).
+Unicode classes it reads (\\w, \\p{L}, \\p{Ll}, \\p{Lu}, \\d, \\s, \\p{P} and the punctuation) come
+from that same engine, asked once per code point (`char_classes`), so both agree on every
+character. `tests/test_word_scan.py` holds them equal. The same library counts over the words
+what the Gopher filters measure (`gopher_repetition.ngram_stats`, `GopherQualityFilter.measure`)
+and, over lines, C4's sentences (`count_sentences`, as `c4`'s regexes find them).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from tokenmill.filters.text import (
 from tokenmill.native import I64, load, pointer
 
 # Bits of a character's class (`char_classes`), as word_scan.c reads them.
-_WORD, _LETTER, _LOWER, _DIGIT, _SPACE, _PUNCT = 1, 2, 4, 8, 16, 32
+_WORD, _LETTER, _LOWER, _DIGIT, _SPACE, _PUNCT, _P, _UPPER = 1, 2, 4, 8, 16, 32, 64, 128
 # Bits of a word's flags.
 ALPHA = 1  # holds a letter (\p{L})
 CONTENT = 2  # holds a character that is not punctuation (text.NON_PUNCTUATION)
@@ -45,6 +46,8 @@ _CLASS_PATTERNS = (
     (_DIGIT, r"\d"),
     (_SPACE, r"\s"),
     (_PUNCT, _PUNCTUATION_CLASS),
+    (_P, r"\p{P}"),
+    (_UPPER, r"\p{Lu}"),
 )
 # Planes 4 to 13 hold no assigned character and 15 and 16 private use only: class 0 there.
 _CLASSIFIED = ((0, 0xD800), (0xE000, 0x40000), (0xE0000, 0xF0000))
@@ -91,6 +94,20 @@ _SIGNATURES = {
             pointer(np.uint32),
             pointer(np.uint64),
             pointer(np.uint8),
+        ],
+    ),
+    "count_sentences": (
+        ctypes.c_int,
+        [
+            pointer(np.uint8),
+            pointer(np.int64),
+            I64,
+            pointer(np.uint8),
+            pointer(np.int32),
+            pointer(np.int64),
+            I64,
+            I64,
+            pointer(np.int64),
         ],
     ),
     "word_totals": (
@@ -150,8 +167,8 @@ class Words(NamedTuple):
         return np.repeat(np.arange(len(self.counts), dtype=np.uint32), self.counts)
 
 
-def scan_words(text: pl.Series) -> Words:
-    """The words of ``split_words(text)`` (null text: none)."""
+def _utf8(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of ``text`` (null: empty) and each string's byte offsets in them."""
     strings = text.fill_null("").to_arrow()
     if isinstance(strings, pa.ChunkedArray):
         strings = strings.combine_chunks()
@@ -159,16 +176,21 @@ def scan_words(text: pl.Series) -> Words:
     _, offsets, data = strings.buffers()
     offsets = np.frombuffer(offsets, dtype=np.int64)[strings.offset :][: len(strings) + 1]
     data = np.zeros(1, np.uint8) if data is None else np.frombuffer(data, dtype=np.uint8)
-    offsets = np.ascontiguousarray(offsets)
+    return data, np.ascontiguousarray(offsets)
+
+
+def scan_words(text: pl.Series) -> Words:
+    """The words of ``split_words(text)`` (null text: none)."""
+    data, offsets = _utf8(text)
     capacity = int(text.str.len_chars().sum() or 0)  # a word has a character at least
-    counts = np.zeros(len(strings), dtype=np.int64)
+    counts = np.zeros(len(text), dtype=np.int64)
     chars = np.empty(capacity, dtype=np.uint32)
     hashes = np.empty(capacity, dtype=np.uint64)
     flags = np.empty(capacity, dtype=np.uint8)
     found = library().scan_words(
         data,
         offsets,
-        len(strings),
+        len(text),
         char_classes(),
         _ABBREVIATIONS,
         _ABBREVIATION_LENGTHS,
@@ -181,6 +203,27 @@ def scan_words(text: pl.Series) -> Words:
     if found < 0:
         raise MemoryError("scanning words")
     return Words(counts, chars[:found].copy(), hashes[:found].copy(), flags[:found].copy())
+
+
+def count_sentences(lines: pl.Series) -> np.ndarray:
+    """Approximate number of spaCy sentences in each (stripped) line (null: empty): the matches
+    of ``c4._SENTENCE_BOUNDARY``, plus one, once those of ``c4._NON_SENTENCE_PERIODS`` are
+    removed (as ``str.replace_all(_NON_SENTENCE_PERIODS, "$1")`` does)."""
+    data, offsets = _utf8(lines)
+    counts = np.zeros(len(lines), dtype=np.int64)
+    failed = library().count_sentences(
+        data,
+        offsets,
+        len(lines),
+        char_classes(),
+        _ABBREVIATIONS,
+        _ABBREVIATION_LENGTHS,
+        *_ABBREVIATIONS.shape,
+        counts,
+    )
+    if failed:
+        raise MemoryError("counting sentences")
+    return counts
 
 
 _FIELDS = ("chars", "hash", "flags")
