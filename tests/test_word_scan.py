@@ -15,6 +15,7 @@ from tokenmill.filters.word_scan import (
     as_column,
     char_classes,
     count_sentences,
+    count_words,
     hash_of,
     scan_words,
     words_in,
@@ -66,6 +67,7 @@ def reference(texts: list[str]) -> tuple[np.ndarray, ...]:
 def assert_same_words(texts: list[str]) -> None:
     scanned = scan_words(pl.Series(texts, dtype=pl.Utf8))
     counts, chars, hashes, flags = reference(texts)
+    assert count_words(pl.Series(texts, dtype=pl.Utf8)).to_list() == counts.tolist()
     for got, expected, what in zip(
         scanned, (counts, chars, hashes, flags), ("counts", "chars", "hashes", "flags"), strict=True
     ):
@@ -100,6 +102,7 @@ def test_null_and_sliced_texts_scan_like_the_rest():
     text = pl.Series(["one two", None, "three's", "four"])
     scanned = scan_words(text.slice(1, 3))
     assert scanned.counts.tolist() == [0, 2, 1]
+    assert count_words(text.slice(1, 3)).to_list() == [0, 2, 1]
     assert scanned.chars.tolist() == [5, 2, 4]
     assert scan_words(pl.Series([], dtype=pl.Utf8)).counts.tolist() == []
 

@@ -11,9 +11,17 @@ import numpy as np
 I64 = ctypes.c_int64
 
 
-def pointer(dtype) -> type:
-    """A ctypes argument taking a C-contiguous NumPy array of ``dtype``."""
-    return np.ctypeslib.ndpointer(dtype=dtype, flags="C_CONTIGUOUS")
+def pointer(dtype, nullable: bool = False) -> type:
+    """A ctypes argument taking a C-contiguous NumPy array of ``dtype`` (or None, a NULL
+    pointer, when ``nullable``)."""
+    array = np.ctypeslib.ndpointer(dtype=dtype, flags="C_CONTIGUOUS")
+    if not nullable:
+        return array
+
+    def from_param(cls, value):
+        return None if value is None else array.from_param(value)
+
+    return type(f"{array.__name__}_or_null", (array,), {"from_param": classmethod(from_param)})
 
 
 def load(path: Path, signatures: dict[str, tuple]) -> ctypes.CDLL:

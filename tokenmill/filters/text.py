@@ -181,7 +181,11 @@ def word_counts_of(docs: pl.DataFrame) -> pl.Series:
 
 
 def count_words(text: pl.Series) -> pl.Series:
-    return _joined(text.fill_null("")).str.count_matches(WORD_PATTERN)
+    """``split_words(text).list.len()`` (null text: 0), counted by the compiled word scanner
+    without making the words: 2-3x faster than counting the regex's matches."""
+    from tokenmill.filters.word_scan import count_words as counted  # it imports this module
+
+    return counted(text)
 
 
 def rewritten(

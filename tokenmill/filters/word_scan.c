@@ -184,7 +184,8 @@ static int64_t word_end(const int32_t *cp, const uint8_t *kinds, int64_t n, int6
 
 /* The words of n_docs texts (offsets: n_docs + 1 byte offsets into data). counts[d]: words of
  * text d; chars, hashes, flags: one entry per word, room for capacity of them (a text has at
- * most one word per code point). Returns the number of words, or -1 when out of memory. */
+ * most one word per code point), or all NULL: counts only. Returns the number of words, or -1
+ * when out of memory. */
 int64_t scan_words(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
                    const uint8_t *classes, const int32_t *abbreviations, const int64_t *lengths,
                    int64_t n_abbr, int64_t abbr_width, int64_t *counts, uint32_t *chars,
@@ -210,6 +211,11 @@ int64_t scan_words(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
                 continue;
             }
             int64_t end = word_end(cp, kinds, n, i, abbreviations, lengths, n_abbr, abbr_width);
+            if (!chars) {
+                w++;
+                i = end;
+                continue;
+            }
             uint64_t digest = 0xCBF29CE484222325ULL;
             uint8_t word_flags = 0;
             for (int64_t k = i; k < end; k++) {

@@ -91,9 +91,9 @@ _SIGNATURES = {
             I64,
             I64,
             pointer(np.int64),
-            pointer(np.uint32),
-            pointer(np.uint64),
-            pointer(np.uint8),
+            pointer(np.uint32, nullable=True),
+            pointer(np.uint64, nullable=True),
+            pointer(np.uint8, nullable=True),
         ],
     ),
     "count_sentences": (
@@ -181,12 +181,24 @@ def _utf8(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
 
 def scan_words(text: pl.Series) -> Words:
     """The words of ``split_words(text)`` (null text: none)."""
-    data, offsets = _utf8(text)
     capacity = int(text.str.len_chars().sum() or 0)  # a word has a character at least
-    counts = np.zeros(len(text), dtype=np.int64)
     chars = np.empty(capacity, dtype=np.uint32)
     hashes = np.empty(capacity, dtype=np.uint64)
     flags = np.empty(capacity, dtype=np.uint8)
+    counts, found = _scan(text, chars, hashes, flags)
+    return Words(counts, chars[:found].copy(), hashes[:found].copy(), flags[:found].copy())
+
+
+def count_words(text: pl.Series) -> pl.Series:
+    """The number of words of ``split_words(text)`` (null text: none), unsigned 32-bit."""
+    return pl.Series(_scan(text, None, None, None)[0], dtype=pl.UInt32)
+
+
+def _scan(text: pl.Series, *words: np.ndarray | None) -> tuple[np.ndarray, int]:
+    """Each text's word count and how many words were written to ``words`` (chars, hashes,
+    flags; None: counted only)."""
+    data, offsets = _utf8(text)
+    counts = np.zeros(len(text), dtype=np.int64)
     found = library().scan_words(
         data,
         offsets,
@@ -196,13 +208,11 @@ def scan_words(text: pl.Series) -> Words:
         _ABBREVIATION_LENGTHS,
         *_ABBREVIATIONS.shape,
         counts,
-        chars,
-        hashes,
-        flags,
+        *words,
     )
     if found < 0:
         raise MemoryError("scanning words")
-    return Words(counts, chars[:found].copy(), hashes[:found].copy(), flags[:found].copy())
+    return counts, found
 
 
 def count_sentences(lines: pl.Series) -> np.ndarray:
