@@ -1,5 +1,5 @@
 """The compiled word scanner against the regex it follows (`split_words`), word for word, and
-the compiled sentence counter against C4's two regexes."""
+the compiled sentence, line and paragraph counts against the regexes they follow."""
 
 import random
 
@@ -8,7 +8,13 @@ import polars as pl
 import pytest
 
 from tokenmill.filters.c4 import _NON_SENTENCE_PERIODS, _SENTENCE_BOUNDARY
-from tokenmill.filters.text import NON_PUNCTUATION, explode, split_words
+from tokenmill.filters.text import (
+    LINE_BREAKS,
+    NON_PUNCTUATION,
+    explode,
+    find_duplicates,
+    split_words,
+)
 from tokenmill.filters.word_scan import (
     ALPHA,
     CONTENT,
@@ -16,8 +22,10 @@ from tokenmill.filters.word_scan import (
     char_classes,
     count_sentences,
     count_words,
+    element_duplicates,
     hash_of,
     scan_words,
+    text_totals,
     words_in,
 )
 
@@ -190,3 +198,89 @@ def test_null_and_sliced_lines_count_one_sentence_or_theirs():
     assert count_sentences(lines).tolist() == [1, 1, 3, 1]
     assert count_sentences(lines.slice(2, 2)).tolist() == [3, 1]
     assert count_sentences(pl.Series([], dtype=pl.Utf8)).tolist() == []
+
+
+# Where the line and paragraph counts turn: every line break of str.splitlines(), runs of
+# them, whitespace around bullets and ellipses, NUL (a paragraph break), repeated pieces.
+LINE_TRICKY = (
+    list("\n\n\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\x00")
+    + ["\r\n", " ", "\t", "\u00a0", "\u3000", "\u200b", "#", "##", ".", "..", "...", "…", "•", "-"]
+    + ["a", "b", "ab", "same line", "Same line", "日本", "é", "😀", "x" * 9, "y" * 17]
+)
+LINE_CASES = [
+    "",
+    " ",
+    "\n",
+    "a\nb\n\na\n\n\nb\n",
+    "  - one\n\t• two\n-three...\nfour…  \nfive.. \n...",
+    "p\n\np\n\n\np\x00p\x00\x00q\n \np",
+    "\r\n\r\n#x ## ...... …… \u2028- y\u2029",
+]
+
+
+def reference_text_totals(texts: list[str]) -> dict[str, list[int]]:
+    text = pl.Series(texts, dtype=pl.Utf8)
+    lines = text.str.replace_all(LINE_BREAKS, "\n")
+    return {
+        "n_hash": text.str.count_matches("#", literal=True).to_list(),
+        "n_ellipsis": (
+            text.str.count_matches("...", literal=True) + text.str.count_matches("…", literal=True)
+        ).to_list(),
+        "n_lines": (
+            (lines.str.count_matches("\n", literal=True) + 1 - lines.str.ends_with("\n"))
+            * (lines != "")
+        ).to_list(),
+        "n_bullet_lines": lines.str.count_matches(r"(?m)^[^\S\n]*[•-]").to_list(),
+        "n_ellipsis_lines": lines.str.count_matches(r"(?m)(?:\.\.\.|…)[^\S\n]*$").to_list(),
+    }
+
+
+def reference_element_duplicates(texts: list[str]) -> dict[str, list[int]]:
+    text = pl.Series(texts, dtype=pl.Utf8)
+    paragraphs = text.str.strip_chars().str.replace_all(r"\n{2,}", "\x00").str.split("\x00")
+    lines = text.str.replace_all(r"\n+", "\n").str.split("\n")
+    found = {}
+    for prefix, parts in (("para", paragraphs), ("line", lines)):
+        for stat, values in find_duplicates(explode(parts), len(texts)).items():
+            found[f"{prefix}_{stat}"] = values.tolist()
+    return found
+
+
+def assert_same_line_counts(texts: list[str]) -> None:
+    for compiled, reference in (
+        (text_totals, reference_text_totals),
+        (element_duplicates, reference_element_duplicates),
+    ):
+        got = {k: v.tolist() for k, v in compiled(pl.Series(texts, dtype=pl.Utf8)).items()}
+        expected = reference(texts)
+        assert got.keys() == expected.keys()
+        for name in got:
+            differing = [
+                i for i, (g, e) in enumerate(zip(got[name], expected[name], strict=True)) if g != e
+            ]
+            assert not differing, (name, [texts[i] for i in differing[:3]])
+
+
+def test_line_and_paragraph_counts_are_the_regexes():
+    assert_same_line_counts(LINE_CASES)
+    rng = random.Random(11)
+    texts = ["".join(rng.choices(LINE_TRICKY, k=rng.randrange(0, 60))) for _ in range(5000)]
+    assert_same_line_counts(texts)
+
+
+def test_line_counts_of_every_whitespace_and_break_character_are_the_regexes():
+    every = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    odd = [c for c in every if c.isspace() or c in "\x00\x1c\x1d\x1e" or not c.isprintable()]
+    texts = [f"{c}- a{c}\n{c}b...{c}\n\n{c}a{c}\n{c}•{c}…{c}" for c in odd[:5000]]
+    texts += [f"{c}{c}x{c}" for c in every[::101]]
+    assert_same_line_counts(texts)
+
+
+def test_null_and_sliced_texts_count_as_empty_and_theirs():
+    text = pl.Series(["x\nx", None, "a\n\na\n- b...", ""])
+    totals = text_totals(text.slice(1, 3))
+    assert totals["n_lines"].tolist() == [0, 4, 0]
+    assert totals["n_bullet_lines"].tolist() == [0, 1, 0]
+    duplicates = element_duplicates(text.slice(1, 3))
+    assert duplicates["line_dup"].tolist() == [0, 1, 0]
+    assert duplicates["para_n"].tolist() == [1, 2, 1]

@@ -8,8 +8,13 @@ import numpy as np
 import polars as pl
 
 from tokenmill.filters.rules import Judgement, Rule, judged
-from tokenmill.filters.text import LINE_BREAKS, line_counts
-from tokenmill.filters.word_scan import hash_of, library, word_features_of, words_in
+from tokenmill.filters.word_scan import (
+    hash_of,
+    library,
+    text_totals,
+    word_features_of,
+    words_in,
+)
 
 STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 # What word_scan.c's word_totals counts per document, in its order.
@@ -100,16 +105,7 @@ class GopherQualityFilter:
             *totals.values(),
         ):
             raise MemoryError("counting words")
-        per_doc = pl.DataFrame({"n_words": words.counts, **totals})
-        lines = text.str.replace_all(LINE_BREAKS, "\n")
-        return per_doc.with_columns(
-            n_hash=text.str.count_matches("#", literal=True),
-            n_ellipsis=text.str.count_matches("...", literal=True)
-            + text.str.count_matches("…", literal=True),
-            n_lines=line_counts(lines),
-            n_bullet_lines=lines.str.count_matches(r"(?m)^[^\S\n]*[•-]"),
-            n_ellipsis_lines=lines.str.count_matches(r"(?m)(?:\.\.\.|…)[^\S\n]*$"),
-        )
+        return pl.DataFrame({"n_words": words.counts, **totals, **text_totals(text)})
 
     def _rules(self) -> list[Rule]:
         n_words = pl.col("n_words")

@@ -8,11 +8,13 @@ import numpy as np
 import polars as pl
 
 from tokenmill.filters.rules import Judgement, Rule, judged, rule_reasons
-from tokenmill.filters.text import explode, find_duplicates
-from tokenmill.filters.word_scan import Words, library, word_features_of, words_in
-
-# Paragraphs are split on a sentinel; a NUL inside web text would be (harmlessly) a split point.
-_SENTINEL = "\x00"
+from tokenmill.filters.word_scan import (
+    Words,
+    element_duplicates,
+    library,
+    word_features_of,
+    words_in,
+)
 
 
 def ngram_stats(
@@ -151,16 +153,7 @@ class GopherRepetitionFilter:
 
     def _element_stats(self, docs: pl.DataFrame) -> pl.DataFrame:
         text = docs["text"].fill_null("")
-        n_docs = len(text)
-        paragraphs = (
-            text.str.strip_chars().str.replace_all(r"\n{2,}", _SENTINEL).str.split(_SENTINEL)
-        )
-        lines = text.str.replace_all(r"\n+", "\n").str.split("\n")
-        stats = {"chars": text.str.len_chars().to_numpy()}
-        for prefix, parts in (("para", paragraphs), ("line", lines)):
-            for stat, values in find_duplicates(explode(parts), n_docs).items():
-                stats[f"{prefix}_{stat}"] = values
-        return pl.DataFrame(stats)
+        return pl.DataFrame({"chars": text.str.len_chars(), **element_duplicates(text)})
 
     def _ngram_columns(self) -> list[str]:
         return [f"top_{n}" for n, _ in self.top_n_grams] + [f"dup_{n}" for n, _ in self.dup_n_grams]

@@ -215,13 +215,6 @@ def split_lines(text: pl.Series) -> pl.Series:
     return pl.select(pl.when(normalized == "").then([]).otherwise(lines)).to_series()
 
 
-def line_counts(normalized: pl.Series) -> pl.Series:
-    """``len(split_lines(text))`` from the text with line breaks normalized to "\\n"."""
-    breaks = normalized.str.count_matches("\n", literal=True).cast(pl.Int64)
-    last_break = normalized.str.ends_with("\n").cast(pl.Int64)
-    return (breaks + 1 - last_break) * (normalized != "").cast(pl.Int64)
-
-
 _DOC_MULTIPLIER = np.uint64(0xC2B2AE3D27D4EB4F)
 
 

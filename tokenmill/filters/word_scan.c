@@ -5,7 +5,8 @@
  * (word_scan.char_classes: the regex engine's own). Then what the filters count over those words,
  * a text at a time: Gopher repetition's n-grams (ngram_stats) and Gopher quality's totals
  * (word_totals). And C4's sentences in a line (count_sentences), as the regexes of c4.py find
- * them. Built by hatch_build.py; loaded by ctypes. */
+ * them; over the texts' characters, Gopher quality's symbol and line counts (text_totals) and
+ * Gopher repetition's repeated lines and paragraphs (element_duplicates). Built by hatch_build.py; loaded by ctypes. */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -558,5 +559,220 @@ int count_sentences(const uint8_t *data, const int64_t *offsets, int64_t n_strin
     }
     free(read);
     free(read_kinds);
+    return 0;
+}
+
+/* The code point starting at data[i] (valid UTF-8), its length in *size. */
+static int32_t code_point_at(const uint8_t *data, int64_t i, int *size) {
+    int32_t b = data[i];
+    if (b < 0x80) {
+        *size = 1;
+        return b;
+    }
+    if (b < 0xE0) {
+        *size = 2;
+        return ((b & 0x1F) << 6) | (data[i + 1] & 0x3F);
+    }
+    if (b < 0xF0) {
+        *size = 3;
+        return ((b & 0x0F) << 12) | ((data[i + 1] & 0x3F) << 6) | (data[i + 2] & 0x3F);
+    }
+    *size = 4;
+    return ((b & 0x07) << 18) | ((data[i + 1] & 0x3F) << 12) | ((data[i + 2] & 0x3F) << 6) |
+           (data[i + 3] & 0x3F);
+}
+
+/* Where the code point ending before data[end] starts (start < end). */
+static int64_t code_point_before(const uint8_t *data, int64_t start, int64_t end) {
+    int64_t i = end - 1;
+    while (i > start && (data[i] & 0xC0) == 0x80) i--;
+    return i;
+}
+
+/* [start, end) less the \s code points at its start and at its end: *start, *end moved. */
+static void strip_spaces(const uint8_t *data, int64_t *start, int64_t *end, const uint8_t *classes) {
+    int size;
+    while (*start < *end && (classes[code_point_at(data, *start, &size)] & SPACE)) *start += size;
+    while (*end > *start) {
+        int64_t last = code_point_before(data, *start, *end);
+        if (!(classes[code_point_at(data, last, &size)] & SPACE)) break;
+        *end = last;
+    }
+}
+
+/* Length of the str.splitlines() line break at data[i] (text.LINE_BREAKS; "\r\n" is one), or 0. */
+static int line_break_at(const uint8_t *data, int64_t i, int64_t end) {
+    uint8_t b = data[i];
+    if (b == '\n' || b == 0x0B || b == 0x0C || b == 0x1C || b == 0x1D || b == 0x1E) return 1;
+    if (b == '\r') return i + 1 < end && data[i + 1] == '\n' ? 2 : 1;
+    if (b == 0xC2 && i + 1 < end && data[i + 1] == 0x85) return 2;
+    if (b == 0xE2 && i + 2 < end && data[i + 1] == 0x80 && (data[i + 2] == 0xA8 || data[i + 2] == 0xA9))
+        return 3;
+    return 0;
+}
+
+static int is_ellipsis(const uint8_t *data, int64_t i) { /* "..." or "…" at data[i] */
+    return (data[i] == '.' && data[i + 1] == '.' && data[i + 2] == '.') ||
+           (data[i] == 0xE2 && data[i + 1] == 0x80 && data[i + 2] == 0xA6);
+}
+
+/* The bytes text_totals stops at: line breaks (those of str.splitlines(); "\x85", U+2028 and
+ * U+2029 start with 0xC2 or 0xE2), "#", "." and the start of "…" (0xE2). */
+static const uint8_t TOTALS_STOP[256] = {['\n'] = 1, ['\r'] = 1, [0x0B] = 1, [0x0C] = 1,
+                                         [0x1C] = 1, [0x1D] = 1, [0x1E] = 1, ['#'] = 1,
+                                         ['.'] = 1, [0xC2] = 1, [0xE2] = 1};
+
+/* Gopher quality's counts over each text's characters and lines (its line breaks those of
+ * str.splitlines()): "#", "..." and "…" (count_matches: without overlaps), lines, lines starting
+ * with "•" or "-" after \s, lines ending with "..." or "…" before \s. */
+void text_totals(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
+                 const uint8_t *classes, int64_t *hashes, int64_t *ellipses, int64_t *lines,
+                 int64_t *bullet_lines, int64_t *ellipsis_lines) {
+    for (int64_t d = 0; d < n_docs; d++) {
+        int64_t start = offsets[d], end = offsets[d + 1], line = start, breaks = 0;
+        int64_t hash = 0, ellipsis = 0, bullets = 0, ending = 0;
+        for (int64_t i = start;;) {
+            while (i < end && !TOTALS_STOP[data[i]]) i++;
+            int length = i < end ? line_break_at(data, i, end) : 0;
+            if (length || i >= end) { /* the line [line, i) */
+                int64_t first = line, last = i;
+                strip_spaces(data, &first, &last, classes);
+                int size;
+                if (first < last) {
+                    int32_t c = code_point_at(data, first, &size);
+                    bullets += c == '-' || c == 0x2022;
+                    ending += last - first >= 3 && is_ellipsis(data, last - 3);
+                }
+                if (i >= end) break;
+                breaks++;
+                i += length;
+                line = i;
+                continue;
+            }
+            if (data[i] == '#') {
+                hash++;
+            } else if (i + 2 < end && is_ellipsis(data, i)) {
+                ellipsis++;
+                i += 3;
+                continue;
+            }
+            i++;
+        }
+        hashes[d] = hash;
+        ellipses[d] = ellipsis;
+        /* a break ending the text ends its last line: no line after it */
+        lines[d] = end == start ? 0 : breaks + (line < end);
+        bullet_lines[d] = bullets;
+        ellipsis_lines[d] = ending;
+    }
+}
+
+/* A 64-bit hash of n bytes, 8 at a time. */
+static uint64_t hash_bytes(const uint8_t *data, int64_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n, word;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&word, data + i, 8);
+        h = (h ^ word) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    word = 0;
+    memcpy(&word, data + i, n - i);
+    h = (h ^ word) * 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 29);
+}
+
+static int64_t code_points(const uint8_t *data, int64_t start, int64_t end) {
+    int64_t n = 0;
+    for (int64_t i = start; i < end; i++) n += (data[i] & 0xC0) != 0x80;
+    return n;
+}
+
+static int64_t count_byte(const uint8_t *data, int64_t start, int64_t end, uint8_t byte) {
+    int64_t n = 0;
+    for (const uint8_t *at = data + start, *stop = data + end;
+         (at = memchr(at, byte, stop - at)) != NULL; at++)
+        n++;
+    return n;
+}
+
+/* Where the next byte of data[from, end) is, or end. */
+static int64_t next_byte(const uint8_t *data, int64_t from, int64_t end, uint8_t byte) {
+    const uint8_t *at = from < end ? memchr(data + from, byte, end - from) : NULL;
+    return at ? at - data : end;
+}
+
+/* The lines (split at runs of "\n") or paragraphs (split at runs of two "\n" or more and at each
+ * NUL) of data[start, end), counted into *n, those equal to an earlier one into *dup and their
+ * code points into *dup_chars; table: cleared for up to `most` elements. */
+static void count_duplicates(const uint8_t *data, int64_t start, int64_t end, int paragraphs,
+                             int64_t most, KeyTable *table, int64_t *n, int64_t *dup,
+                             int64_t *dup_chars) {
+    key_table_reset(table, most);
+    *n = *dup = *dup_chars = 0;
+    int64_t nul = paragraphs ? next_byte(data, start, end, 0) : end;
+    for (int64_t element = start, search = start;;) {
+        int64_t at = next_byte(data, search, end, '\n'), after;
+        if (paragraphs && at + 1 < end && data[at + 1] != '\n' && at < nul) {
+            search = at + 1; /* a single newline inside a paragraph */
+            continue;
+        }
+        if (nul < at) { /* a paragraph's NUL */
+            at = nul;
+            after = at + 1;
+            nul = next_byte(data, after, end, 0);
+        } else {
+            after = at;
+            while (after < end && data[after] == '\n') after++;
+            if (paragraphs && after - at == 1 && after < end) {
+                search = after;
+                continue;
+            }
+        }
+        uint64_t key = hash_bytes(data + element, at - element);
+        int64_t slot = key_slot(table, key);
+        if (table->counts[slot]) {
+            (*dup)++;
+            *dup_chars += code_points(data, element, at);
+        } else {
+            table->keys[slot] = key;
+        }
+        table->counts[slot]++;
+        (*n)++;
+        if (at >= end) break;
+        element = search = after;
+    }
+}
+
+/* Gopher repetition's element statistics of each text: lines (split at runs of "\n") and
+ * paragraphs (the text stripped of \s, split at runs of two "\n" or more and at each NUL), their
+ * numbers, those repeating an earlier one of the text, and the code points of those. Returns 0,
+ * or -1 when out of memory. */
+int element_duplicates(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
+                       const uint8_t *classes, int64_t *para_n, int64_t *para_dup,
+                       int64_t *para_dup_chars, int64_t *line_n, int64_t *line_dup,
+                       int64_t *line_dup_chars) {
+    int64_t most = 0; /* elements of a text, at most */
+    for (int64_t d = 0; d < n_docs; d++) {
+        int64_t n = count_byte(data, offsets[d], offsets[d + 1], '\n') +
+                    count_byte(data, offsets[d], offsets[d + 1], 0) + 1;
+        if (n > most) most = n;
+    }
+    KeyTable table;
+    if (key_table_init(&table, most)) {
+        key_table_free(&table);
+        return -1;
+    }
+    for (int64_t d = 0; d < n_docs; d++) {
+        int64_t start = offsets[d], end = offsets[d + 1];
+        int64_t elements =
+            count_byte(data, start, end, '\n') + count_byte(data, start, end, 0) + 1;
+        count_duplicates(data, start, end, 0, elements, &table, line_n + d, line_dup + d,
+                         line_dup_chars + d);
+        strip_spaces(data, &start, &end, classes);
+        count_duplicates(data, start, end, 1, elements, &table, para_n + d, para_dup + d,
+                         para_dup_chars + d);
+    }
+    key_table_free(&table);
     return 0;
 }

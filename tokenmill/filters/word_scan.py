@@ -110,6 +110,14 @@ _SIGNATURES = {
             pointer(np.int64),
         ],
     ),
+    "text_totals": (
+        None,
+        [pointer(np.uint8), pointer(np.int64), I64, pointer(np.uint8)] + [pointer(np.int64)] * 5,
+    ),
+    "element_duplicates": (
+        ctypes.c_int,
+        [pointer(np.uint8), pointer(np.int64), I64, pointer(np.uint8)] + [pointer(np.int64)] * 6,
+    ),
     "word_totals": (
         ctypes.c_int,
         [
@@ -213,6 +221,33 @@ def _scan(text: pl.Series, *words: np.ndarray | None) -> tuple[np.ndarray, int]:
     if found < 0:
         raise MemoryError("scanning words")
     return counts, found
+
+
+# text_totals' counts, in order
+TEXT_TOTALS = ("n_hash", "n_ellipsis", "n_lines", "n_bullet_lines", "n_ellipsis_lines")
+
+
+def text_totals(text: pl.Series) -> dict[str, np.ndarray]:
+    """Per text (null: empty): "#" and ellipses ("...", "…"; as ``count_matches`` counts them),
+    lines (``str.splitlines()``), lines starting with "•" or "-" after whitespace and lines
+    ending with an ellipsis before whitespace (``GopherQualityFilter``)."""
+    data, offsets = _utf8(text)
+    totals = {name: np.zeros(len(text), dtype=np.int64) for name in TEXT_TOTALS}
+    library().text_totals(data, offsets, len(text), char_classes(), *totals.values())
+    return totals
+
+
+def element_duplicates(text: pl.Series) -> dict[str, np.ndarray]:
+    """Per text (null: empty), datatrove's ``find_duplicates`` of its paragraphs (``para_``: the
+    text stripped, split at runs of two newlines or more and at each NUL) and lines (``line_``:
+    split at runs of newlines): ``n`` of them, ``dup`` repeating an earlier one, ``dup_chars``
+    the characters of those (``GopherRepetitionFilter``)."""
+    data, offsets = _utf8(text)
+    names = [f"{kind}_{stat}" for kind in ("para", "line") for stat in ("n", "dup", "dup_chars")]
+    found = {name: np.zeros(len(text), dtype=np.int64) for name in names}
+    if library().element_duplicates(data, offsets, len(text), char_classes(), *found.values()):
+        raise MemoryError("counting repeated lines")
+    return found
 
 
 def count_sentences(lines: pl.Series) -> np.ndarray:
