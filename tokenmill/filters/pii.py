@@ -6,10 +6,12 @@ import functools
 import ipaddress
 import re
 import string
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 EMAIL_PATTERN = (
     r"\b[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:(?:[A-Za-z0-9](?:["
@@ -129,10 +131,10 @@ class _CyclingReplacer:
             done = end
         return "".join([*pieces, text[done:]])
 
-    def masked(self, text: pl.Series, cuts: list[list[int]] | None = None) -> pl.Series:
+    def masked(self, text: pl.Series, cuts: dict[int, list[int]] | None = None) -> pl.Series:
         """Every text of ``text`` masked; those without a match (or, with polars finding
-        them, without one that is PII) are left as they are. ``cuts``: a list per text, to
-        which each masked text's ``replaced`` cut is added."""
+        them, without one that is PII) are left as they are. ``cuts``: lists by row, to which
+        each masked text's ``replaced`` cut is added."""
         candidates = np.flatnonzero(text.str.contains(self.pattern).to_numpy())
         if not len(candidates):
             return text
@@ -150,6 +152,19 @@ class _CyclingReplacer:
             for row, (_, cut) in zip(candidates.tolist(), done, strict=True):
                 cuts[row] += cut
         return text.scatter(candidates, [masked for masked, _ in done])
+
+
+def _lists(values: dict[int, list[int]], rows: int) -> pl.Series:
+    """A column of ``rows`` lists of unsigned 32-bit integers: ``values[row]``, else empty
+    (built from flat arrays: a Python list per row costs 15 us)."""
+    counts = np.zeros(rows, dtype=np.int32)
+    counts[list(values)] = [len(v) for v in values.values()]
+    offsets = np.zeros(rows + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    flat = np.zeros(offsets[-1], dtype=np.uint32)
+    for row, found in values.items():
+        flat[offsets[row] : offsets[row + 1]] = found
+    return pl.from_arrow(pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat)))
 
 
 def _spans(text: str, found: Sequence[str]) -> Iterator[tuple[int, int]]:
@@ -227,14 +242,14 @@ class PIIMasker:
         """Per document: ``new_text`` (``self(docs)``) and ``cut``: where each masker in turn
         replaced values in the text it was given (masker, start, end, ... in characters)."""
         text = docs["text"].fill_null("")
-        cuts: list[list[int]] = [[] for _ in range(len(text))]
+        cuts: dict[int, list[int]] = defaultdict(list)  # of the rows with any
         for number, replace in enumerate(self.replacers):
-            found: list[list[int]] = [[] for _ in range(len(text))]
+            found: dict[int, list[int]] = defaultdict(list)
             text = replace.masked(text, found)
-            for row, cut in enumerate(found):
+            for row, cut in found.items():
                 for at in range(0, len(cut), 2):
                     cuts[row] += (number, cut[at], cut[at + 1])
-        return pl.DataFrame({"new_text": text, "cut": pl.Series(cuts, dtype=pl.List(pl.UInt32))})
+        return pl.DataFrame({"new_text": text, "cut": _lists(cuts, len(text))})
 
     def rewrite(self, docs: pl.DataFrame) -> pl.Series:
         """``self(docs)`` from the extraction's ``pii.cut`` where every document carries it
