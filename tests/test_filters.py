@@ -550,32 +550,6 @@ def test_c4_rewrites_from_its_stored_removed_lines_as_its_line_rules_do(settings
         c4.rewrite(shifted)
 
 
-def test_c4_lowercases_only_the_lines_that_could_hold_its_phrases(monkeypatch):
-    """Lines lowercased only where a case-insensitive search finds a phrase: the same lines
-    removed and the same documents dropped as lowercasing every line, with letters whose
-    lowercase or case folding is unusual (Kelvin sign, dotted capital I, long s)."""
-    from tokenmill.filters import c4
-
-    lines = [
-        "Please ENABLE JAVASCRIPT to view the comments on this page.",
-        "This site USES COO\u212aIES to improve your visit, as you know.",
-        "Read the PR\u0130VACY POL\u0130CY before you write to us here.",
-        "This page u\u017fes cookies only when you ask it to.",
-        "Lorem Ipsum dolor sit amet, consectetur adipiscing elit sed.",
-        "Plain words about the weather and the sea, nothing else.",
-        "See the Terms Of Use { of this service } for the details.",
-    ]
-    rng = random.Random(2)
-    texts = ["\n".join(rng.choices(lines, k=rng.randint(0, 8))) for _ in range(200)]
-    docs = pl.DataFrame({"text": texts})
-    found = C4QualityFilter().measure(docs)
-    monkeypatch.setattr(c4, "_lowered", lambda lines: lines.str.to_lowercase())
-    expected = C4QualityFilter().measure(docs)
-    assert found.equals(expected)
-    assert found["fatal"].drop_nulls().len() > 20
-    assert (found["new_text"] != docs["text"]).sum() > 100
-
-
 def test_a_url_filter_that_lists_nothing_passes_every_document():
     """``use_integrated_lists: false`` and no list of its own: a reason (none) per document,
     not one for the whole batch (the chain refused that batch before)."""

@@ -49,7 +49,7 @@ abbreviations ("e.g." is one spaCy token, two here), URLs, emoticons and other r
 
 from __future__ import annotations
 
-from tokenmill.filters.c4 import C4QualityFilter, count_sentences
+from tokenmill.filters.c4 import C4QualityFilter
 from tokenmill.filters.chain import DocumentFilter, FilterChain, FilterResult, Formatter
 from tokenmill.filters.fineweb import FineWebQualityFilter
 from tokenmill.filters.gopher_quality import GopherQualityFilter
@@ -75,6 +75,7 @@ from tokenmill.filters.text import (
     words_of,
 )
 from tokenmill.filters.url import URLFilter
+from tokenmill.filters.word_scan import count_sentences
 
 __all__ = [
     "FILTER_MODULES_ENV",

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
-
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from tokenmill.filters.chain import FilterResult
 from tokenmill.filters.rules import Judgement, Rule, judged
 from tokenmill.filters.text import (
     ABBREVIATIONS,
     NEW_WORD_COUNTS,
-    count_per_doc,
-    count_words,
-    doc_index,
     explode,
     knows_words,
     split_lines,
     word_counts_of,
 )
-from tokenmill.filters.word_scan import count_sentences
+from tokenmill.filters.word_scan import c4_lines
 
 CITATION_PATTERN = r"\[\d*]|\[edit]|\[citation needed]"
 POLICY_SUBSTRINGS = (
@@ -43,36 +36,13 @@ _NON_SENTENCE_PERIODS = rf"\.{{2,}}|(^|\W)(?:[A-Za-z]|{ABBREVIATIONS})\."
 # punctuation token. Tokens are whitespace separated here (see the module docstring).
 _SENTENCE_BOUNDARY = _SENTENCE_END + r"\p{P}*\s[\s\p{P}]*[^\s\p{P}]|\p{Ll}\.\p{Lu}"
 # A line's sentences are counted by compiled code that follows these two regexes
-# (word_scan.count_sentences; tests/test_word_scan.py holds them equal): 5x faster.
+# (word_scan.count_sentences, in c4_lines; tests/test_word_scan.py holds them equal).
 
 
-def _any_of(substrings: Iterable[str]) -> str:
-    """A regex matching any of ``substrings`` (on C4's lines 7x faster than polars'
-    ``str.contains_any``)."""
-    return "|".join(re.escape(s) for s in substrings)
-
-
-def _has_words(lines: pl.Expr, minimum: int) -> pl.Expr:
-    """Whether each line has at least ``minimum`` whitespace-separated words (a regex search
-    stops at the first match, cheaper than counting every word)."""
-    if minimum <= 0:
-        return pl.lit(True)
-    return lines.str.contains(r"\S" + r"\S*\s+\S" * (minimum - 1))
-
-
-# What the line rules look for in a lowercased line.
+# What the line rules look for in a lowercased line, in c4_lines' order.
 _LOWERCASE_PHRASES = ("lorem ipsum", "javascript", *POLICY_SUBSTRINGS)
-
-
-def _lowered(lines: pl.Series) -> pl.Series:
-    """Each line lowercased where that could show one of ``_LOWERCASE_PHRASES``, else empty
-    (it shows none): a case-insensitive search finds every such line (the only characters
-    outside ASCII whose lowercase holds an ASCII letter are the Kelvin sign, matched as "k", and
-    "İ", lowercased to "i" and a combining dot, which no phrase ends with), and a few more (it
-    matches "ſ" as "s"), far cheaper than lowercasing every line."""
-    candidates = lines.str.contains("(?i)" + _any_of(_LOWERCASE_PHRASES)).arg_true()
-    lowered = pl.repeat("", len(lines), dtype=pl.String, eager=True)
-    return lowered.scatter(candidates, lines.gather(candidates).str.to_lowercase())
+# A line's reason to drop its whole document, by c4_lines' number for it.
+_FATAL = [None, "lorem_ipsum", "curly_bracket"]
 
 
 def _joined(doc: np.ndarray, lines: pl.Series, n_docs: int) -> pl.Series:
@@ -85,38 +55,6 @@ def _joined(doc: np.ndarray, lines: pl.Series, n_docs: int) -> pl.Series:
     )
     texts = pl.repeat("", n_docs, dtype=pl.String, eager=True).alias("new_text")
     return texts.scatter(per_doc["doc"], per_doc["line"]) if per_doc.height else texts
-
-
-def _line_numbers(doc: np.ndarray, chosen: np.ndarray, n_docs: int) -> pl.Series:
-    """Per document, the numbers of its ``chosen`` lines, from every line's document ``doc``
-    (in document order) and whether it is ``chosen``."""
-    first = np.searchsorted(doc, np.arange(n_docs))
-    numbers = (np.arange(len(doc)) - first[doc])[chosen].astype(np.uint32)
-    offsets = np.zeros(n_docs + 1, dtype=np.int32)
-    np.cumsum(np.bincount(doc[chosen], minlength=n_docs), out=offsets[1:])
-    return pl.from_arrow(pa.ListArray.from_arrays(pa.array(offsets), pa.array(numbers)))
-
-
-def _new_word_counts(docs: pl.DataFrame, lines: pl.DataFrame) -> pl.Series:
-    """The new texts' word counts: the old texts' less the words of the lines removed and of
-    the citations removed from kept lines. Words never span a line break (every break
-    ``split_lines`` splits at is whitespace to ``WORD_PATTERN``, but for U+001C..U+001E: texts
-    holding one are counted again, null) and stripping a line removes no word, so a text's words
-    are its lines' words, and only the lines that changed need counting: a small share of the
-    text, where counting the new texts costs as much as splitting them."""
-    removed = lines.filter(~pl.col("kept"))
-    cited = lines.filter(pl.col("kept") & (pl.col("line") != pl.col("original")))
-    removed_words = count_words(removed["original"]).cast(pl.Int64).to_numpy()
-    cut = (count_words(cited["original"]).cast(pl.Int64) - count_words(cited["line"])).to_numpy()
-    lost = np.bincount(removed["doc"].to_numpy(), removed_words, minlength=docs.height)
-    lost += np.bincount(cited["doc"].to_numpy(), cut, minlength=docs.height)
-    counts = word_counts_of(docs).cast(pl.Int64) - pl.Series(lost.astype(np.int64))
-    unsplit = docs["text"].fill_null("").str.contains(_NON_SPACE_BREAKS)
-    return pl.select(pl.when(unsplit).then(None).otherwise(counts)).to_series().cast(pl.UInt32)
-
-
-# Line breaks to str.splitlines() that are not whitespace to the word pattern's \s
-_NON_SPACE_BREAKS = "[\x1c\x1d\x1e]"
 
 
 class C4QualityFilter:
@@ -213,66 +151,40 @@ class C4QualityFilter:
         return _joined(kept.doc, line, len(text))
 
     def _per_document(self, docs: pl.DataFrame, judging: bool) -> pl.DataFrame:
-        text = docs["text"].fill_null("")
-        lines = explode(split_lines(text))
-        lines = pl.DataFrame({"doc": lines.doc, "line": lines.values.str.strip_chars()})
+        """``measure``'s columns (``judging``: ``rewrite`` wants the new texts only), found
+        line by line by compiled code (``word_scan.c4_lines``: 4-5x faster than the regexes
+        and group-bys it follows)."""
         counting = judging and knows_words(docs)  # the texts' words are known: count the new
-        if counting:
-            lines = lines.with_columns(original=pl.col("line"))
-        lines = lines.with_columns(
-            valid=~self._has_long_word(lines["line"])
-            & _has_words(pl.col("line"), self.min_words_per_line)
+        found = c4_lines(docs["text"], self._settings(counting), list(_LOWERCASE_PHRASES))
+        stats = pl.DataFrame(
+            {
+                "sentences": found.sentences,
+                "fatal": pl.Series(_FATAL, dtype=pl.String).gather(found.fatal),
+                "new_text": found.new_text,
+            }
         )
-        if self.remove_citations:
-            lines = lines.with_columns(pl.col("line").str.replace_all(CITATION_PATTERN, ""))
-        lines = lines.with_columns(lower=_lowered(lines["line"]))
-        lines = lines.with_columns(self._line_flags())
-        per_doc = lines.group_by("doc", maintain_order=True).agg(
-            new_text=pl.col("line").filter("kept").str.join("\n").str.strip_chars(),
-            fatal=pl.col("fatal").drop_nulls().first() if judging else pl.lit(None, pl.Utf8),
-        )
-        stats = pl.DataFrame([doc_index(len(text))]).join(per_doc, on="doc", how="left")
-        stats = stats.sort("doc").select("fatal", pl.col("new_text").fill_null(""))
         if judging:
-            kept = lines.filter("kept")
-            sentences = count_per_doc(
-                kept["doc"].to_numpy(), len(text), count_sentences(kept["line"])
-            )
-            stats = stats.with_columns(sentences=pl.Series(sentences))
-            removed = _line_numbers(lines["doc"].to_numpy(), ~lines["kept"].to_numpy(), len(text))
-            stats = stats.with_columns(removed.alias(self.rewrite_signal))
+            stats = stats.with_columns(found.removed_lines.alias(self.rewrite_signal))
         if counting:
-            stats = stats.with_columns(_new_word_counts(docs, lines).alias(NEW_WORD_COUNTS))
+            counts = word_counts_of(docs).cast(pl.Int64) - pl.Series(found.lost_words)
+            known = pl.Series(found.lost_words >= 0)
+            counts = pl.select(pl.when(known).then(counts)).to_series()
+            stats = stats.with_columns(counts.cast(pl.UInt32).alias(NEW_WORD_COUNTS))
         return stats
 
-    def _line_flags(self) -> list[pl.Expr]:
-        """Per line: ``kept`` and ``fatal`` (the reason the line drops its whole document), from
-        ``valid`` (long words, words per line), ``line`` (without citations) and ``lower``."""
-        line, valid = pl.col("line"), pl.col("valid")
-        if self.filter_no_terminal_punct:
-            valid &= line.str.contains(r"[.?!\"']$") & ~line.str.ends_with("...")
-        lower = pl.col("lower")
-        lorem = valid & lower.str.contains("lorem ipsum", literal=True) & self.filter_lorem_ipsum
-        javascript = lower.str.contains("javascript", literal=True) & self.filter_javascript
-        curly = (
-            valid & ~javascript & line.str.contains("{", literal=True) & self.filter_curly_bracket
-        )
-        policy = lower.str.contains(_any_of(POLICY_SUBSTRINGS)) & self.filter_policy
-        fatal = pl.when(lorem).then(pl.lit("lorem_ipsum")).when(curly).then(pl.lit("curly_bracket"))
-        kept = valid & ~lorem & ~javascript & ~curly & ~policy
-        return [kept.alias("kept"), fatal.alias("fatal")]
-
-    def _has_long_word(self, lines: pl.Series) -> pl.Series:
-        """Lines with a word longer than ``max_word_length``; only lines longer than that are
-        searched (a counted-repetition regex is slow)."""
-        flags = pl.Series("has_long_word", np.zeros(len(lines), dtype=bool))
-        if self.max_word_length == -1:
-            return flags
-        candidates = (lines.str.len_chars() > self.max_word_length).arg_true()
-        if len(candidates):
-            found = lines.gather(candidates).str.contains(rf"\S{{{self.max_word_length + 1}}}")
-            flags = flags.scatter(candidates, found)
-        return flags
+    def _settings(self, counting: bool) -> list[int]:
+        """``c4_lines``' settings (word_scan.c's C4_MAX_WORD_LENGTH ... C4_COUNTING)."""
+        return [
+            self.max_word_length,
+            self.min_words_per_line,
+            self.remove_citations,
+            self.filter_no_terminal_punct,
+            self.filter_lorem_ipsum,
+            self.filter_javascript,
+            self.filter_curly_bracket,
+            self.filter_policy,
+            counting,
+        ]
 
     def _rules(self) -> list[Rule]:
         threshold = None if self.min_num_sentences == -1 else self.min_num_sentences

@@ -8,6 +8,7 @@
  * them; over the texts' characters, Gopher quality's symbol and line counts (text_totals) and
  * Gopher repetition's repeated lines and paragraphs (element_duplicates). Built by hatch_build.py; loaded by ctypes. */
 
+#define _GNU_SOURCE /* memmem */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,37 @@ static int64_t word_end(const int32_t *cp, const uint8_t *kinds, int64_t n, int6
     return i + 1;                                                              /* \S */
 }
 
+/* The words of cp[0, n) (joined first: cp and kinds change), their lengths, hashes and flags
+ * written from index 0 (or, chars NULL, counted only); their number. */
+static int64_t words_in(int32_t *cp, uint8_t *kinds, int64_t n, const uint8_t *classes,
+                        const int32_t *abbreviations, const int64_t *lengths, int64_t n_abbr,
+                        int64_t abbr_width, uint32_t *chars, uint64_t *hashes, uint8_t *flags) {
+    join(cp, kinds, n, classes[UNDERSCORE]);
+    int64_t w = 0;
+    for (int64_t i = 0; i < n;) {
+        if (kinds[i] & SPACE) {
+            i++;
+            continue;
+        }
+        int64_t end = word_end(cp, kinds, n, i, abbreviations, lengths, n_abbr, abbr_width);
+        if (chars) {
+            uint64_t digest = 0xCBF29CE484222325ULL;
+            uint8_t word_flags = 0;
+            for (int64_t k = i; k < end; k++) {
+                digest = (digest ^ (uint64_t)cp[k]) * 0x100000001B3ULL;
+                if (kinds[k] & LETTER) word_flags |= ALPHA;
+                if (!(kinds[k] & PUNCT)) word_flags |= CONTENT;
+            }
+            chars[w] = (uint32_t)(end - i);
+            hashes[w] = digest;
+            flags[w] = word_flags;
+        }
+        w++;
+        i = end;
+    }
+    return w;
+}
+
 /* The words of n_docs texts (offsets: n_docs + 1 byte offsets into data). counts[d]: words of
  * text d; chars, hashes, flags: one entry per word, room for capacity of them (a text has at
  * most one word per code point), or all NULL: counts only. Returns the number of words, or -1
@@ -204,33 +236,10 @@ int64_t scan_words(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
     int64_t w = 0;
     for (int64_t d = 0; d < n_docs; d++) {
         int64_t n = decode(data, offsets[d], offsets[d + 1], cp, kinds, classes);
-        join(cp, kinds, n, classes[UNDERSCORE]);
-        int64_t before = w;
-        for (int64_t i = 0; i < n;) {
-            if (kinds[i] & SPACE) {
-                i++;
-                continue;
-            }
-            int64_t end = word_end(cp, kinds, n, i, abbreviations, lengths, n_abbr, abbr_width);
-            if (!chars) {
-                w++;
-                i = end;
-                continue;
-            }
-            uint64_t digest = 0xCBF29CE484222325ULL;
-            uint8_t word_flags = 0;
-            for (int64_t k = i; k < end; k++) {
-                digest = (digest ^ (uint64_t)cp[k]) * 0x100000001B3ULL;
-                if (kinds[k] & LETTER) word_flags |= ALPHA;
-                if (!(kinds[k] & PUNCT)) word_flags |= CONTENT;
-            }
-            chars[w] = (uint32_t)(end - i);
-            hashes[w] = digest;
-            flags[w] = word_flags;
-            w++;
-            i = end;
-        }
-        counts[d] = w - before;
+        counts[d] = words_in(cp, kinds, n, classes, abbreviations, lengths, n_abbr, abbr_width,
+                             chars ? chars + w : NULL, hashes ? hashes + w : NULL,
+                             flags ? flags + w : NULL);
+        w += counts[d];
     }
     free(cp);
     free(kinds);
@@ -513,6 +522,37 @@ static int64_t without_non_sentence_periods(const int32_t *cp, const uint8_t *ki
     return w;
 }
 
+/* The sentences of cp[0, n) (c4's regexes, see count_sentences); out, out_kinds: room for n. */
+static int64_t sentences_in(const int32_t *cp, const uint8_t *kinds, int64_t n, int32_t *out,
+                            uint8_t *out_kinds, const int32_t *abbreviations,
+                            const int64_t *lengths, int64_t n_abbr, int64_t abbr_width) {
+    n = without_non_sentence_periods(cp, kinds, n, out, out_kinds, abbreviations, lengths, n_abbr,
+                                     abbr_width);
+    int64_t found = 0;
+    for (int64_t i = 0; i < n;) {
+        /* _SENTENCE_END\p{P}*\s[\s\p{P}]*[^\s\p{P}] */
+        if ((out_kinds[i] & P) && is_sentence_end(out[i])) {
+            int64_t j = i + 1;
+            while (j < n && (out_kinds[j] & P)) j++;
+            if (j < n && (out_kinds[j] & SPACE)) {
+                while (j < n && (out_kinds[j] & (SPACE | P))) j++;
+                if (j < n) {
+                    found++;
+                    i = j + 1;
+                    continue;
+                }
+            }
+        } else if (i + 2 < n && out[i + 1] == DOT && (out_kinds[i] & LOWER) &&
+                   (out_kinds[i + 2] & UPPER)) { /* \p{Ll}\.\p{Lu} */
+            found++;
+            i += 3;
+            continue;
+        }
+        i++;
+    }
+    return found + 1;
+}
+
 /* word_scan.count_sentences of n strings (offsets: n + 1 byte offsets into data): per string,
  * the matches of c4._SENTENCE_BOUNDARY, searched leftmost-first without overlaps, plus one,
  * once c4._NON_SENTENCE_PERIODS' are removed. Returns 0, or -1 when out of memory. */
@@ -531,31 +571,8 @@ int count_sentences(const uint8_t *data, const int64_t *offsets, int64_t n_strin
     }
     for (int64_t d = 0; d < n_strings; d++) {
         int64_t n = decode(data, offsets[d], offsets[d + 1], read, read_kinds, classes);
-        n = without_non_sentence_periods(read, read_kinds, n, cp, kinds, abbreviations, lengths,
-                                         n_abbr, abbr_width);
-        int64_t found = 0;
-        for (int64_t i = 0; i < n;) {
-            /* _SENTENCE_END\p{P}*\s[\s\p{P}]*[^\s\p{P}] */
-            if ((kinds[i] & P) && is_sentence_end(cp[i])) {
-                int64_t j = i + 1;
-                while (j < n && (kinds[j] & P)) j++;
-                if (j < n && (kinds[j] & SPACE)) {
-                    while (j < n && (kinds[j] & (SPACE | P))) j++;
-                    if (j < n) {
-                        found++;
-                        i = j + 1;
-                        continue;
-                    }
-                }
-            } else if (i + 2 < n && cp[i + 1] == DOT && (kinds[i] & LOWER) &&
-                       (kinds[i + 2] & UPPER)) { /* \p{Ll}\.\p{Lu} */
-                found++;
-                i += 3;
-                continue;
-            }
-            i++;
-        }
-        counts[d] = found + 1;
+        counts[d] = sentences_in(read, read_kinds, n, cp, kinds, abbreviations, lengths, n_abbr,
+                                 abbr_width);
     }
     free(read);
     free(read_kinds);
@@ -775,4 +792,247 @@ int element_duplicates(const uint8_t *data, const int64_t *offsets, int64_t n_do
     }
     key_table_free(&table);
     return 0;
+}
+
+/* UTF-8 of the code point c at out; its length. */
+static int encode(int32_t c, uint8_t *out) {
+    if (c < 0x80) {
+        out[0] = (uint8_t)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        out[0] = (uint8_t)(0xC0 | (c >> 6));
+        out[1] = (uint8_t)(0x80 | (c & 0x3F));
+        return 2;
+    }
+    if (c < 0x10000) {
+        out[0] = (uint8_t)(0xE0 | (c >> 12));
+        out[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+        out[2] = (uint8_t)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    out[0] = (uint8_t)(0xF0 | (c >> 18));
+    out[1] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
+    out[2] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+    out[3] = (uint8_t)(0x80 | (c & 0x3F));
+    return 4;
+}
+
+static int is_line_break(int32_t c) { /* text.LINE_BREAKS, "\r\n" aside */
+    if ((uint32_t)(c - 0x20) < 0x65) return 0; /* most: from " " to "\x84" */
+    if (c < 0x20) return (c >= 0x0A && c <= 0x0D) || (c >= 0x1C && c <= 0x1E);
+    return c == 0x85 || c == 0x2028 || c == 0x2029;
+}
+
+static int starts_with(const int32_t *cp, int64_t n, const char *ascii) {
+    int64_t k = 0;
+    for (; ascii[k]; k++)
+        if (k >= n || cp[k] != ascii[k]) return 0;
+    return 1;
+}
+
+/* c4.CITATION_PATTERN's match at cp[i] (\[\d*]|\[edit]|\[citation needed]): its length, or 0. */
+static int64_t citation_at(const int32_t *cp, const uint8_t *kinds, int64_t n, int64_t i) {
+    if (cp[i] != '[') return 0;
+    int64_t j = i + 1;
+    while (j < n && (kinds[j] & DIGIT)) j++;
+    if (j < n && cp[j] == ']') return j + 1 - i;
+    if (starts_with(cp + i, n - i, "[edit]")) return 6;
+    if (starts_with(cp + i, n - i, "[citation needed]")) return 17;
+    return 0;
+}
+
+/* A code point's ASCII lowercase; "k" for the Kelvin sign; 0x80 for any other (the only code
+ * points outside ASCII whose lowercase holds an ASCII letter are the Kelvin sign and U+0130,
+ * lowercased to "i" and a combining dot: no phrase ends with "i"). */
+static uint8_t lowered(int32_t c) {
+    if (c < 0x80) return (uint8_t)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    return c == 0x212A ? 'k' : 0x80;
+}
+
+/* The ASCII phrases c4_measure looks for in a lowercased line, and, per byte, which of them
+ * start with it. */
+typedef struct {
+    const char *text[32];
+    int64_t length[32];
+    int count;
+    uint32_t starting[256];
+    uint8_t pairs[65536 / 8]; /* a bit per pair of bytes that starts a phrase */
+} Phrases;
+
+/* phrases: each NUL-terminated, an empty one after the last (at most 32). */
+static void phrases_init(Phrases *found, const char *phrases) {
+    memset(found, 0, sizeof *found);
+    for (; *phrases && found->count < 32; phrases += strlen(phrases) + 1) {
+        found->text[found->count] = phrases;
+        found->length[found->count] = (int64_t)strlen(phrases);
+        found->starting[(uint8_t)phrases[0]] |= 1u << found->count;
+        unsigned pair = (uint8_t)phrases[0] << 8 | (uint8_t)phrases[1];
+        found->pairs[pair >> 3] |= 1 << (pair & 7);
+        found->count++;
+    }
+}
+
+/* Which phrases (a bit each) line[0, n), lowercased, holds; *curly: whether it holds "{". */
+static uint32_t phrases_in(const int32_t *line, int64_t n, const Phrases *phrases, int *curly) {
+    uint32_t found = 0;
+    *curly = 0;
+    uint8_t next = n ? lowered(line[0]) : 0;
+    for (int64_t k = 0; k < n; k++) {
+        uint8_t c = next;
+        next = k + 1 < n ? lowered(line[k + 1]) : 0;
+        *curly |= c == '{';
+        unsigned pair = c << 8 | next;
+        if (!(phrases->pairs[pair >> 3] & (1 << (pair & 7)))) continue;
+        for (uint32_t maybe = phrases->starting[c] & ~found; maybe; maybe &= maybe - 1) {
+            int which = __builtin_ctz(maybe);
+            int64_t length = phrases->length[which], j = 1;
+            if (k + length > n) continue;
+            while (j < length && lowered(line[k + j]) == (uint8_t)phrases->text[which][j]) j++;
+            if (j == length) found |= 1u << which;
+        }
+    }
+    return found;
+}
+
+enum { C4_FATAL_LOREM = 1, C4_FATAL_CURLY = 2 };
+/* settings of c4_measure, in order */
+enum {
+    C4_MAX_WORD_LENGTH, C4_MIN_WORDS, C4_CITATIONS, C4_TERMINAL_PUNCT, C4_LOREM, C4_JAVASCRIPT,
+    C4_CURLY, C4_POLICY, C4_COUNTING
+};
+
+/* c4.C4QualityFilter.measure, a text at a time: its lines (str.splitlines(), stripped) judged
+ * by the line rules (see C4QualityFilter; phrase_list: "lorem ipsum", "javascript", then the
+ * policies, each NUL-terminated, an empty one after the last), the kept ones, citations removed, joined by "\n" and
+ * stripped into text_out (text_offsets: n_docs + 1), fatal (C4_FATAL_LOREM, C4_FATAL_CURLY or
+ * 0: the first line's that has one), sentences of the kept lines, the numbers of the removed
+ * lines into removed (removed_counts per text; room for removed_capacity), and, with
+ * C4_COUNTING, lost_words: the words (split_words) of the removed lines and of the citations
+ * removed, -1 where the text holds U+001C..U+001E (line breaks within a word).
+ * Returns the removed lines' number, -1 when out of memory, -2 - (that number) when it is more
+ * than removed_capacity. */
+int64_t c4_measure(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
+                   const uint8_t *classes, const int32_t *abbreviations, const int64_t *lengths,
+                   int64_t n_abbr, int64_t abbr_width, const int64_t *settings,
+                   const char *phrase_list, uint8_t *text_out, int64_t *text_offsets, int8_t *fatal, int64_t *sentences,
+                   int64_t *lost_words, uint32_t *removed, int64_t removed_capacity,
+                   int64_t *removed_counts) {
+    int64_t longest = 0;
+    for (int64_t d = 0; d < n_docs; d++)
+        if (offsets[d + 1] - offsets[d] > longest) longest = offsets[d + 1] - offsets[d];
+    int64_t room = longest + 1;
+    int32_t *cp = malloc(4 * room * sizeof(int32_t)); /* the text, a line, scratch, kept lines */
+    uint8_t *kinds = malloc(4 * room);
+    if (!cp || !kinds) {
+        free(cp);
+        free(kinds);
+        return -1;
+    }
+    int32_t *cited = cp + room, *scratch = cp + 2 * room, *kept = cp + 3 * room;
+    uint8_t *cited_kinds = kinds + room, *scratch_kinds = kinds + 2 * room;
+    uint8_t *kept_kinds = kinds + 3 * room;
+    Phrases phrases;
+    phrases_init(&phrases, phrase_list);
+    const int64_t max_word = settings[C4_MAX_WORD_LENGTH], min_words = settings[C4_MIN_WORDS];
+    int64_t total_removed = 0, written = 0;
+    text_offsets[0] = 0;
+    for (int64_t d = 0; d < n_docs; d++) {
+        int64_t n = decode(data, offsets[d], offsets[d + 1], cp, kinds, classes);
+        int64_t n_kept = 0, kept_lines = 0, doc_sentences = 0, lost = 0, number = 0;
+        int doc_fatal = 0, unsplit = 0;
+        removed_counts[d] = 0;
+        for (int64_t a = 0; a < n; number++) {
+            int64_t b = a;
+            while (b < n && !is_line_break(cp[b])) b++;
+            int64_t next = b < n && cp[b] == '\r' && b + 1 < n && cp[b + 1] == '\n' ? b + 2 : b + 1;
+            if (b < n && cp[b] >= 0x1C && cp[b] <= 0x1E) unsplit = 1;
+            while (a < b && (kinds[a] & SPACE)) a++; /* the line [a, b), stripped */
+            while (b > a && (kinds[b - 1] & SPACE)) b--;
+            int valid = 1;
+            if (max_word != -1 && b - a > max_word) {
+                for (int64_t k = a, run = 0; k < b && valid; k++)
+                    if ((kinds[k] & SPACE) ? (run = 0) : ++run > max_word) valid = 0;
+            }
+            if (valid && min_words > 0) {
+                int64_t found = 0;
+                for (int64_t k = a; k < b && found < min_words; k++)
+                    found += !(kinds[k] & SPACE) && (k == a || (kinds[k - 1] & SPACE));
+                valid = found >= min_words;
+            }
+            int32_t *line = cp + a; /* the line without citations */
+            uint8_t *line_kinds = kinds + a;
+            int64_t m = b - a;
+            if (settings[C4_CITATIONS]) {
+                int64_t k = a;
+                while (k < b && (cp[k] != '[' || !citation_at(cp, kinds, b, k))) k++;
+                if (k < b) {
+                    line = cited;
+                    line_kinds = cited_kinds;
+                    m = k - a;
+                    memcpy(line, cp + a, m * sizeof(int32_t));
+                    memcpy(line_kinds, kinds + a, m);
+                    while (k < b) {
+                        int64_t cut = citation_at(cp, kinds, b, k);
+                        if (cut) {
+                            k += cut;
+                            continue;
+                        }
+                        line[m] = cp[k];
+                        line_kinds[m++] = kinds[k++];
+                    }
+                }
+            }
+            if (valid && settings[C4_TERMINAL_PUNCT])
+                valid = m > 0 && is_one_of(line[m - 1], ".?!\"'") &&
+                        !(m >= 3 && line[m - 1] == DOT && line[m - 2] == DOT && line[m - 3] == DOT);
+            int line_fatal = 0, keep = 0;
+            if (valid) {
+                int curly;
+                uint32_t found = phrases_in(line, m, &phrases, &curly);
+                int lorem = settings[C4_LOREM] && (found & 1);
+                int javascript = settings[C4_JAVASCRIPT] && (found & 2);
+                curly = settings[C4_CURLY] && !javascript && curly;
+                int policy = settings[C4_POLICY] && (found >> 2);
+                line_fatal = lorem ? C4_FATAL_LOREM : curly ? C4_FATAL_CURLY : 0;
+                keep = !lorem && !javascript && !curly && !policy;
+            }
+            if (line_fatal && !doc_fatal) doc_fatal = line_fatal;
+            if (keep) {
+                if (kept_lines++) {
+                    kept[n_kept] = '\n';
+                    kept_kinds[n_kept++] = classes['\n'];
+                }
+                memcpy(kept + n_kept, line, m * sizeof(int32_t));
+                memcpy(kept_kinds + n_kept, line_kinds, m);
+                n_kept += m;
+                doc_sentences += sentences_in(line, line_kinds, m, scratch, scratch_kinds,
+                                              abbreviations, lengths, n_abbr, abbr_width);
+                if (settings[C4_COUNTING] && m < b - a)
+                    lost += words_in(cp + a, kinds + a, b - a, classes, abbreviations, lengths,
+                                     n_abbr, abbr_width, NULL, NULL, NULL) -
+                            words_in(line, line_kinds, m, classes, abbreviations, lengths, n_abbr,
+                                     abbr_width, NULL, NULL, NULL);
+            } else {
+                if (total_removed < removed_capacity) removed[total_removed] = (uint32_t)number;
+                total_removed++;
+                removed_counts[d]++;
+                if (settings[C4_COUNTING])
+                    lost += words_in(cp + a, kinds + a, b - a, classes, abbreviations, lengths,
+                                     n_abbr, abbr_width, NULL, NULL, NULL);
+            }
+            a = next;
+        }
+        int64_t first = 0, last = n_kept; /* "\n".join(kept lines).strip() */
+        while (first < last && (kept_kinds[first] & SPACE)) first++;
+        while (last > first && (kept_kinds[last - 1] & SPACE)) last--;
+        for (int64_t k = first; k < last; k++) written += encode(kept[k], text_out + written);
+        text_offsets[d + 1] = written;
+        fatal[d] = (int8_t)doc_fatal;
+        sentences[d] = doc_sentences;
+        lost_words[d] = unsplit ? -1 : lost;
+    }
+    free(cp);
+    free(kinds);
+    return total_removed > removed_capacity ? -2 - total_removed : total_removed;
 }

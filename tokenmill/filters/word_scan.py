@@ -118,6 +118,29 @@ _SIGNATURES = {
         ctypes.c_int,
         [pointer(np.uint8), pointer(np.int64), I64, pointer(np.uint8)] + [pointer(np.int64)] * 6,
     ),
+    "c4_measure": (
+        I64,
+        [
+            pointer(np.uint8),
+            pointer(np.int64),
+            I64,
+            pointer(np.uint8),
+            pointer(np.int32),
+            pointer(np.int64),
+            I64,
+            I64,
+            pointer(np.int64),
+            ctypes.c_char_p,
+            pointer(np.uint8),
+            pointer(np.int64),
+            pointer(np.int8),
+            pointer(np.int64),
+            pointer(np.int64),
+            pointer(np.uint32),
+            I64,
+            pointer(np.int64),
+        ],
+    ),
     "word_totals": (
         ctypes.c_int,
         [
@@ -248,6 +271,56 @@ def element_duplicates(text: pl.Series) -> dict[str, np.ndarray]:
     if library().element_duplicates(data, offsets, len(text), char_classes(), *found.values()):
         raise MemoryError("counting repeated lines")
     return found
+
+
+class C4Lines(NamedTuple):
+    """``c4_lines``' findings, per text."""
+
+    new_text: pl.Series
+    fatal: np.ndarray  # 0, or 1 + the index of its reason
+    sentences: np.ndarray
+    removed_lines: pl.Series  # a list of line numbers per text
+    lost_words: np.ndarray  # -1: unknown
+
+
+def c4_lines(text: pl.Series, settings: list[int], phrases: list[str]) -> C4Lines:
+    """``C4QualityFilter``'s line rules over each text (null: empty), by compiled code
+    (word_scan.c's c4_measure says what it finds; ``settings`` in its order)."""
+    data, offsets = _utf8(text)
+    n = len(text)
+    text_out = np.empty(max(len(data), 1), dtype=np.uint8)
+    new_offsets = np.zeros(n + 1, dtype=np.int64)
+    fatal = np.zeros(n, dtype=np.int8)
+    sentences = np.zeros(n, dtype=np.int64)
+    lost = np.zeros(n, dtype=np.int64)
+    counts = np.zeros(n, dtype=np.int64)
+    capacity = int(np.count_nonzero(data == 10)) + n  # lines: "\n" breaks, most often
+    while True:
+        removed = np.empty(capacity, dtype=np.uint32)
+        found = library().c4_measure(
+            data, offsets, n, char_classes(), _ABBREVIATIONS, _ABBREVIATION_LENGTHS,
+            *_ABBREVIATIONS.shape, np.array(settings, dtype=np.int64),
+            b"".join(phrase.encode() + b"\0" for phrase in phrases) + b"\0",
+            text_out, new_offsets, fatal, sentences, lost, removed, capacity, counts,
+        )  # fmt: skip
+        if found == -1:
+            raise MemoryError("judging C4's lines")
+        if found >= 0:
+            break
+        capacity = -2 - found
+    new_text = pa.LargeStringArray.from_buffers(
+        n, pa.py_buffer(new_offsets), pa.py_buffer(text_out[: new_offsets[-1]].copy())
+    )
+    list_offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=list_offsets[1:])
+    removed_lines = pa.ListArray.from_arrays(pa.array(list_offsets), pa.array(removed[:found]))
+    return C4Lines(
+        pl.from_arrow(new_text).cast(pl.String),
+        fatal,
+        sentences,
+        pl.from_arrow(removed_lines),
+        lost,
+    )
 
 
 def count_sentences(lines: pl.Series) -> np.ndarray:
