@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
 from tokenmill.filters.chain import FilterResult
@@ -10,13 +9,12 @@ from tokenmill.filters.rules import Judgement, Rule, judged
 from tokenmill.filters.text import (
     ABBREVIATIONS,
     NEW_WORD_COUNTS,
-    explode,
     knows_words,
-    split_lines,
     word_counts_of,
 )
 from tokenmill.filters.word_scan import c4_lines
 
+# What remove_citations removes (c4_lines follows it; tests/test_c4_lines.py holds them equal)
 CITATION_PATTERN = r"\[\d*]|\[edit]|\[citation needed]"
 POLICY_SUBSTRINGS = (
     "terms of use",
@@ -43,18 +41,6 @@ _SENTENCE_BOUNDARY = _SENTENCE_END + r"\p{P}*\s[\s\p{P}]*[^\s\p{P}]|\p{Ll}\.\p{L
 _LOWERCASE_PHRASES = ("lorem ipsum", "javascript", *POLICY_SUBSTRINGS)
 # A line's reason to drop its whole document, by c4_lines' number for it.
 _FATAL = [None, "lorem_ipsum", "curly_bracket"]
-
-
-def _joined(doc: np.ndarray, lines: pl.Series, n_docs: int) -> pl.Series:
-    """Per document, its ``lines`` (in order; ``doc`` says whose) joined by newlines and
-    stripped; "" for a document without one."""
-    per_doc = (
-        pl.DataFrame({"doc": doc, "line": lines})
-        .group_by("doc", maintain_order=True)
-        .agg(pl.col("line").str.join("\n").str.strip_chars())
-    )
-    texts = pl.repeat("", n_docs, dtype=pl.String, eager=True).alias("new_text")
-    return texts.scatter(per_doc["doc"], per_doc["line"]) if per_doc.height else texts
 
 
 class C4QualityFilter:
@@ -135,20 +121,10 @@ class C4QualityFilter:
         return self._per_document(docs, judging=False)["new_text"]
 
     def _without_lines(self, text: pl.Series, removed: pl.Series) -> pl.Series:
-        lines = explode(split_lines(text))
-        first = np.searchsorted(lines.doc, np.arange(len(text)))  # each document's first line
-        lines_of = np.diff(first, append=len(lines.doc))
-        cut = explode(removed)
-        numbers = cut.values.to_numpy()
-        if len(numbers) and (numbers >= lines_of[cut.doc]).any():
+        found = c4_lines(text, self._settings(False), list(_LOWERCASE_PHRASES), removed)
+        if (found.fatal < 0).any():
             raise ValueError(f"{self.name}: stored removed lines beyond a document's last line")
-        keep = np.ones(len(lines.doc), dtype=bool)
-        keep[first[cut.doc] + numbers] = False
-        kept = lines.filter(keep)
-        line = kept.values.str.strip_chars()
-        if self.remove_citations:
-            line = line.str.replace_all(CITATION_PATTERN, "")
-        return _joined(kept.doc, line, len(text))
+        return found.new_text
 
     def _per_document(self, docs: pl.DataFrame, judging: bool) -> pl.DataFrame:
         """``measure``'s columns (``judging``: ``rewrite`` wants the new texts only), found

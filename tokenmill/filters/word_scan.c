@@ -911,11 +911,14 @@ enum {
  * C4_COUNTING, lost_words: the words (split_words) of the removed lines and of the citations
  * removed, -1 where the text holds U+001C..U+001E (line breaks within a word).
  * Returns the removed lines' number, -1 when out of memory, -2 - (that number) when it is more
- * than removed_capacity. */
+ * than removed_capacity. With removed_given (removed_given_offsets: n_docs + 1, into it), the lines
+ * are not judged: those it numbers (in order) are removed, the others kept; fatal is -1 for a
+ * text whose numbers pass its last line. */
 int64_t c4_measure(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
                    const uint8_t *classes, const int32_t *abbreviations, const int64_t *lengths,
                    int64_t n_abbr, int64_t abbr_width, const int64_t *settings,
-                   const char *phrase_list, uint8_t *text_out, int64_t *text_offsets, int8_t *fatal, int64_t *sentences,
+                   const char *phrase_list, const uint32_t *removed_given,
+                   const int64_t *removed_given_offsets, uint8_t *text_out, int64_t *text_offsets, int8_t *fatal, int64_t *sentences,
                    int64_t *lost_words, uint32_t *removed, int64_t removed_capacity,
                    int64_t *removed_counts) {
     int64_t longest = 0;
@@ -941,6 +944,8 @@ int64_t c4_measure(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
         int64_t n = decode(data, offsets[d], offsets[d + 1], cp, kinds, classes);
         int64_t n_kept = 0, kept_lines = 0, doc_sentences = 0, lost = 0, number = 0;
         int doc_fatal = 0, unsplit = 0;
+        int64_t g = removed_given ? removed_given_offsets[d] : 0;
+        int64_t g_end = removed_given ? removed_given_offsets[d + 1] : 0;
         removed_counts[d] = 0;
         for (int64_t a = 0; a < n; number++) {
             int64_t b = a;
@@ -949,8 +954,13 @@ int64_t c4_measure(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
             if (b < n && cp[b] >= 0x1C && cp[b] <= 0x1E) unsplit = 1;
             while (a < b && (kinds[a] & SPACE)) a++; /* the line [a, b), stripped */
             while (b > a && (kinds[b - 1] & SPACE)) b--;
-            int valid = 1;
-            if (max_word != -1 && b - a > max_word) {
+            int valid = 1, stored_keep = 1;
+            if (removed_given) { /* the stored numbers of the lines to remove say */
+                stored_keep = !(g < g_end && removed_given[g] == number);
+                g += !stored_keep;
+                valid = 0;
+            }
+            if (valid && max_word != -1 && b - a > max_word) {
                 for (int64_t k = a, run = 0; k < b && valid; k++)
                     if ((kinds[k] & SPACE) ? (run = 0) : ++run > max_word) valid = 0;
             }
@@ -963,7 +973,7 @@ int64_t c4_measure(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
             int32_t *line = cp + a; /* the line without citations */
             uint8_t *line_kinds = kinds + a;
             int64_t m = b - a;
-            if (settings[C4_CITATIONS]) {
+            if (settings[C4_CITATIONS] && (valid || (removed_given && stored_keep))) {
                 int64_t k = a;
                 while (k < b && (cp[k] != '[' || !citation_at(cp, kinds, b, k))) k++;
                 if (k < b) {
@@ -997,6 +1007,7 @@ int64_t c4_measure(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
                 line_fatal = lorem ? C4_FATAL_LOREM : curly ? C4_FATAL_CURLY : 0;
                 keep = !lorem && !javascript && !curly && !policy;
             }
+            if (removed_given) keep = stored_keep;
             if (line_fatal && !doc_fatal) doc_fatal = line_fatal;
             if (keep) {
                 if (kept_lines++) {
@@ -1006,8 +1017,9 @@ int64_t c4_measure(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
                 memcpy(kept + n_kept, line, m * sizeof(int32_t));
                 memcpy(kept_kinds + n_kept, line_kinds, m);
                 n_kept += m;
-                doc_sentences += sentences_in(line, line_kinds, m, scratch, scratch_kinds,
-                                              abbreviations, lengths, n_abbr, abbr_width);
+                if (!removed_given)
+                    doc_sentences += sentences_in(line, line_kinds, m, scratch, scratch_kinds,
+                                                  abbreviations, lengths, n_abbr, abbr_width);
                 if (settings[C4_COUNTING] && m < b - a)
                     lost += words_in(cp + a, kinds + a, b - a, classes, abbreviations, lengths,
                                      n_abbr, abbr_width, NULL, NULL, NULL) -
@@ -1028,7 +1040,7 @@ int64_t c4_measure(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
         while (last > first && (kept_kinds[last - 1] & SPACE)) last--;
         for (int64_t k = first; k < last; k++) written += encode(kept[k], text_out + written);
         text_offsets[d + 1] = written;
-        fatal[d] = (int8_t)doc_fatal;
+        fatal[d] = (int8_t)(removed_given && g < g_end ? -1 : doc_fatal);
         sentences[d] = doc_sentences;
         lost_words[d] = unsplit ? -1 : lost;
     }

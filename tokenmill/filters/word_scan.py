@@ -131,6 +131,8 @@ _SIGNATURES = {
             I64,
             pointer(np.int64),
             ctypes.c_char_p,
+            pointer(np.uint32, nullable=True),
+            pointer(np.int64, nullable=True),
             pointer(np.uint8),
             pointer(np.int64),
             pointer(np.int8),
@@ -283,10 +285,21 @@ class C4Lines(NamedTuple):
     lost_words: np.ndarray  # -1: unknown
 
 
-def c4_lines(text: pl.Series, settings: list[int], phrases: list[str]) -> C4Lines:
+def c4_lines(
+    text: pl.Series, settings: list[int], phrases: list[str], to_remove: pl.Series | None = None
+) -> C4Lines:
     """``C4QualityFilter``'s line rules over each text (null: empty), by compiled code
-    (word_scan.c's c4_measure says what it finds; ``settings`` in its order)."""
+    (word_scan.c's c4_measure says what it finds; ``settings`` in its order), or, ``to_remove``
+    given (a list of line numbers per text), those lines removed instead (``fatal`` -1: the
+    numbers pass the text's last line)."""
     data, offsets = _utf8(text)
+    given = given_offsets = None
+    if to_remove is not None:
+        lists = to_remove.to_arrow()
+        lists = lists.combine_chunks() if isinstance(lists, pa.ChunkedArray) else lists
+        lists = lists.cast(pa.large_list(pa.uint32()))
+        given = lists.flatten().to_numpy(zero_copy_only=False).astype(np.uint32)
+        given_offsets = np.asarray(lists.offsets, dtype=np.int64) - lists.offsets[0].as_py()
     n = len(text)
     text_out = np.empty(max(len(data), 1), dtype=np.uint8)
     new_offsets = np.zeros(n + 1, dtype=np.int64)
@@ -301,7 +314,8 @@ def c4_lines(text: pl.Series, settings: list[int], phrases: list[str]) -> C4Line
             data, offsets, n, char_classes(), _ABBREVIATIONS, _ABBREVIATION_LENGTHS,
             *_ABBREVIATIONS.shape, np.array(settings, dtype=np.int64),
             b"".join(phrase.encode() + b"\0" for phrase in phrases) + b"\0",
-            text_out, new_offsets, fatal, sentences, lost, removed, capacity, counts,
+            given, given_offsets, text_out, new_offsets, fatal, sentences, lost, removed,
+            capacity, counts,
         )  # fmt: skip
         if found == -1:
             raise MemoryError("judging C4's lines")
