@@ -114,7 +114,7 @@ class C4QualityFilter:
     def rewrite(self, docs: pl.DataFrame) -> pl.Series:
         """The kept lines of each document (``measure``'s ``new_text``), when its signals are
         stored: from the stored ``removed_lines`` where ``docs`` carry them (measured on this
-        same text), else by the line rules without counting sentences (most of the cost)."""
+        same text), else by the line rules."""
         stored = f"{self.name}.{self.rewrite_signal}"
         if stored in docs.columns and not docs[stored].null_count():
             return self._without_lines(docs["text"].fill_null(""), docs[stored])
@@ -127,9 +127,9 @@ class C4QualityFilter:
         return found.new_text
 
     def _per_document(self, docs: pl.DataFrame, judging: bool) -> pl.DataFrame:
-        """``measure``'s columns (``judging``: ``rewrite`` wants the new texts only), found
-        line by line by compiled code (``word_scan.c4_lines``: 4-5x faster than the regexes
-        and group-bys it follows)."""
+        """``measure``'s columns (not ``judging``: ``rewrite`` wants the new texts only), found
+        line by line by compiled code (``word_scan.c4_lines``), which follows the regexes and
+        group-bys of ``tests/test_c4_lines.py`` (the tests hold them equal)."""
         counting = judging and knows_words(docs)  # the texts' words are known: count the new
         found = c4_lines(docs["text"], self._settings(counting), list(_LOWERCASE_PHRASES))
         stats = pl.DataFrame(

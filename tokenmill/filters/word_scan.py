@@ -9,7 +9,10 @@ Unicode classes it reads (\\w, \\p{L}, \\p{Ll}, \\p{Lu}, \\d, \\s, \\p{P} and th
 from that same engine, asked once per code point (`char_classes`), so both agree on every
 character. `tests/test_word_scan.py` holds them equal. The same library counts over the words
 what the Gopher filters measure (`gopher_repetition.ngram_stats`, `GopherQualityFilter.measure`)
-and, over lines, C4's sentences (`count_sentences`, as `c4`'s regexes find them).
+and, over the texts' characters and lines, Gopher quality's symbol and line counts
+(`text_totals`), Gopher repetition's repeated lines and paragraphs (`element_duplicates`) and
+C4's line rules (`c4_lines`, with its sentences: `count_sentences`), each held by the tests to
+the regexes it replaced.
 """
 
 from __future__ import annotations
