@@ -78,60 +78,35 @@ def _abbreviations() -> np.ndarray:
 
 _ABBREVIATIONS = _abbreviations()
 _ABBREVIATION_LENGTHS = (_ABBREVIATIONS != 0).sum(axis=1).astype(np.int64)
+# word_scan.c's _ABBREVIATION_TABLE arguments
+_ABBREVIATION_ARGUMENTS = (_ABBREVIATIONS, _ABBREVIATION_LENGTHS, *_ABBREVIATIONS.shape)
 
 
+# The arguments most of word_scan.c's functions start with: UTF-8 texts (bytes, offsets, their
+# number) and the character classes, then, for those that find words, the abbreviations.
+_TEXTS = [pointer(np.uint8), pointer(np.int64), I64, pointer(np.uint8)]
+_ABBREVIATION_TABLE = [pointer(np.int32), pointer(np.int64), I64, I64]
 # word_scan.c's functions: (return type, argument types)
 _SIGNATURES = {
     "scan_words": (
         I64,
         [
-            pointer(np.uint8),
-            pointer(np.int64),
-            I64,
-            pointer(np.uint8),
-            pointer(np.int32),
-            pointer(np.int64),
-            I64,
-            I64,
+            *_TEXTS,
+            *_ABBREVIATION_TABLE,
             pointer(np.int64),
             pointer(np.uint32, nullable=True),
             pointer(np.uint64, nullable=True),
             pointer(np.uint8, nullable=True),
         ],
     ),
-    "count_sentences": (
-        ctypes.c_int,
-        [
-            pointer(np.uint8),
-            pointer(np.int64),
-            I64,
-            pointer(np.uint8),
-            pointer(np.int32),
-            pointer(np.int64),
-            I64,
-            I64,
-            pointer(np.int64),
-        ],
-    ),
-    "text_totals": (
-        None,
-        [pointer(np.uint8), pointer(np.int64), I64, pointer(np.uint8)] + [pointer(np.int64)] * 5,
-    ),
-    "element_duplicates": (
-        ctypes.c_int,
-        [pointer(np.uint8), pointer(np.int64), I64, pointer(np.uint8)] + [pointer(np.int64)] * 6,
-    ),
+    "count_sentences": (ctypes.c_int, [*_TEXTS, *_ABBREVIATION_TABLE, pointer(np.int64)]),
+    "text_totals": (None, [*_TEXTS, *[pointer(np.int64)] * 5]),
+    "element_duplicates": (ctypes.c_int, [*_TEXTS, *[pointer(np.int64)] * 6]),
     "c4_measure": (
         I64,
         [
-            pointer(np.uint8),
-            pointer(np.int64),
-            I64,
-            pointer(np.uint8),
-            pointer(np.int32),
-            pointer(np.int64),
-            I64,
-            I64,
+            *_TEXTS,
+            *_ABBREVIATION_TABLE,
             pointer(np.int64),
             ctypes.c_char_p,
             pointer(np.uint32, nullable=True),
@@ -203,8 +178,9 @@ class Words(NamedTuple):
         return np.repeat(np.arange(len(self.counts), dtype=np.uint32), self.counts)
 
 
-def _utf8(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """The UTF-8 bytes of ``text`` (null: empty) and each string's byte offsets in them."""
+def _texts(text: pl.Series) -> tuple:
+    """word_scan.c's ``_TEXTS`` arguments for ``text`` (null: empty): its UTF-8 bytes, each
+    string's byte offsets in them, their number and the character classes."""
     strings = text.fill_null("").to_arrow()
     if isinstance(strings, pa.ChunkedArray):
         strings = strings.combine_chunks()
@@ -212,7 +188,7 @@ def _utf8(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     _, offsets, data = strings.buffers()
     offsets = np.frombuffer(offsets, dtype=np.int64)[strings.offset :][: len(strings) + 1]
     data = np.zeros(1, np.uint8) if data is None else np.frombuffer(data, dtype=np.uint8)
-    return data, np.ascontiguousarray(offsets)
+    return data, np.ascontiguousarray(offsets), len(strings), char_classes()
 
 
 def scan_words(text: pl.Series) -> Words:
@@ -233,19 +209,8 @@ def count_words(text: pl.Series) -> pl.Series:
 def _scan(text: pl.Series, *words: np.ndarray | None) -> tuple[np.ndarray, int]:
     """Each text's word count and how many words were written to ``words`` (chars, hashes,
     flags; None: counted only)."""
-    data, offsets = _utf8(text)
     counts = np.zeros(len(text), dtype=np.int64)
-    found = library().scan_words(
-        data,
-        offsets,
-        len(text),
-        char_classes(),
-        _ABBREVIATIONS,
-        _ABBREVIATION_LENGTHS,
-        *_ABBREVIATIONS.shape,
-        counts,
-        *words,
-    )
+    found = library().scan_words(*_texts(text), *_ABBREVIATION_ARGUMENTS, counts, *words)
     if found < 0:
         raise MemoryError("scanning words")
     return counts, found
@@ -259,9 +224,8 @@ def text_totals(text: pl.Series) -> dict[str, np.ndarray]:
     """Per text (null: empty): "#" and ellipses ("...", "…"; as ``count_matches`` counts them),
     lines (``str.splitlines()``), lines starting with "•" or "-" after whitespace and lines
     ending with an ellipsis before whitespace (``GopherQualityFilter``)."""
-    data, offsets = _utf8(text)
     totals = {name: np.zeros(len(text), dtype=np.int64) for name in TEXT_TOTALS}
-    library().text_totals(data, offsets, len(text), char_classes(), *totals.values())
+    library().text_totals(*_texts(text), *totals.values())
     return totals
 
 
@@ -270,10 +234,9 @@ def element_duplicates(text: pl.Series) -> dict[str, np.ndarray]:
     text stripped, split at runs of two newlines or more and at each NUL) and lines (``line_``:
     split at runs of newlines): ``n`` of them, ``dup`` repeating an earlier one, ``dup_chars``
     the characters of those (``GopherRepetitionFilter``)."""
-    data, offsets = _utf8(text)
     names = [f"{kind}_{stat}" for kind in ("para", "line") for stat in ("n", "dup", "dup_chars")]
     found = {name: np.zeros(len(text), dtype=np.int64) for name in names}
-    if library().element_duplicates(data, offsets, len(text), char_classes(), *found.values()):
+    if library().element_duplicates(*_texts(text), *found.values()):
         raise MemoryError("counting repeated lines")
     return found
 
@@ -282,7 +245,7 @@ class C4Lines(NamedTuple):
     """``c4_lines``' findings, per text."""
 
     new_text: pl.Series
-    fatal: np.ndarray  # 0, or 1 + the index of its reason
+    fatal: np.ndarray  # 0, 1 + the index of its reason, or -1 (see c4_lines)
     sentences: np.ndarray
     removed_lines: pl.Series  # a list of line numbers per text
     lost_words: np.ndarray  # -1: unknown
@@ -295,7 +258,8 @@ def c4_lines(
     (word_scan.c's c4_measure says what it finds; ``settings`` in its order), or, ``to_remove``
     given (a list of line numbers per text), those lines removed instead (``fatal`` -1: the
     numbers pass the text's last line)."""
-    data, offsets = _utf8(text)
+    texts = _texts(text)
+    data = texts[0]
     given = given_offsets = None
     if to_remove is not None:
         lists = to_remove.to_arrow()
@@ -314,8 +278,7 @@ def c4_lines(
     while True:
         removed = np.empty(capacity, dtype=np.uint32)
         found = library().c4_measure(
-            data, offsets, n, char_classes(), _ABBREVIATIONS, _ABBREVIATION_LENGTHS,
-            *_ABBREVIATIONS.shape, np.array(settings, dtype=np.int64),
+            *texts, *_ABBREVIATION_ARGUMENTS, np.array(settings, dtype=np.int64),
             b"".join(phrase.encode() + b"\0" for phrase in phrases) + b"\0",
             given, given_offsets, text_out, new_offsets, fatal, sentences, lost, removed,
             capacity, counts,
@@ -344,18 +307,8 @@ def count_sentences(lines: pl.Series) -> np.ndarray:
     """Approximate number of spaCy sentences in each (stripped) line (null: empty): the matches
     of ``c4._SENTENCE_BOUNDARY``, plus one, once those of ``c4._NON_SENTENCE_PERIODS`` are
     removed (as ``str.replace_all(_NON_SENTENCE_PERIODS, "$1")`` does)."""
-    data, offsets = _utf8(lines)
     counts = np.zeros(len(lines), dtype=np.int64)
-    failed = library().count_sentences(
-        data,
-        offsets,
-        len(lines),
-        char_classes(),
-        _ABBREVIATIONS,
-        _ABBREVIATION_LENGTHS,
-        *_ABBREVIATIONS.shape,
-        counts,
-    )
+    failed = library().count_sentences(*_texts(lines), *_ABBREVIATION_ARGUMENTS, counts)
     if failed:
         raise MemoryError("counting sentences")
     return counts
