@@ -191,6 +191,7 @@ def test_compiled_line_rules_measure_as_the_regexes(settings):
         "a b c.\n\n",
         "[1]\nx y z. [2]",
         "  a b c {  \n d e f ",
+        "x\ry\u2028z\r\n" * 300,  # more removed lines than newlines: room is made again
     ]
     assert_same_measure(flt, texts)
 
