@@ -6,7 +6,8 @@
  * a text at a time: Gopher repetition's n-grams (ngram_stats) and Gopher quality's totals
  * (word_totals). And C4's sentences in a line (count_sentences), as the regexes of c4.py find
  * them; over the texts' characters, Gopher quality's symbol and line counts (text_totals) and
- * Gopher repetition's repeated lines and paragraphs (element_duplicates). Built by hatch_build.py; loaded by ctypes. */
+ * Gopher repetition's repeated lines and paragraphs (element_duplicates); and C4's line rules
+ * (c4_measure). Built by hatch_build.py; loaded by ctypes. */
 
 #define _GNU_SOURCE /* memmem */
 #include <stdint.h>
@@ -464,8 +465,9 @@ int word_totals(const uint32_t *chars, const uint8_t *flags, const uint64_t *has
 static int is_ascii_letter(int32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
 /* Whether the letters cp[start, end) are [A-Za-z] or one of the abbreviations. */
-static int is_short_word(const int32_t *cp, int64_t start, int64_t end, const int32_t *abbreviations,
-                         const int64_t *lengths, int64_t n_abbr, int64_t abbr_width) {
+static int is_short_word(const int32_t *cp, int64_t start, int64_t end,
+                         const int32_t *abbreviations, const int64_t *lengths, int64_t n_abbr,
+                         int64_t abbr_width) {
     if (end - start == 1) return 1;
     for (int64_t row = 0; row < n_abbr; row++) {
         if (lengths[row] != end - start) continue;
@@ -484,11 +486,12 @@ static int is_sentence_end(int32_t c) { /* c4._SENTENCE_END (all of them \p{P}) 
 }
 
 /* The code points (and classes) of cp[0, n) that c4._NON_SENTENCE_PERIODS leaves, as
- * str.replace_all(_NON_SENTENCE_PERIODS, "$1") does, in out (and out_kinds); their number. Every match holds
- * a period: \.{2,} starts at one, and (^|\W)(?:[A-Za-z]|ABBREVIATIONS)\. ends at one, its
- * letters being the whole run of ASCII letters before it (the abbreviations are ASCII letters,
- * and a letter before them would be \w). At each period, in order, the second (starting earlier)
- * is tried first; a match cannot start inside the previous one (before `taken`). */
+ * str.replace_all(_NON_SENTENCE_PERIODS, "$1") does, in out (and out_kinds); their number.
+ * Every match holds a period: \.{2,} starts at one, and (^|\W)(?:[A-Za-z]|ABBREVIATIONS)\. ends
+ * at one, its letters being the whole run of ASCII letters before it (the abbreviations are
+ * ASCII letters, and a letter before them would be \w). At each period, in order, the second
+ * (starting earlier) is tried first; a match cannot start inside the previous one (before
+ * `taken`). */
 static int64_t without_non_sentence_periods(const int32_t *cp, const uint8_t *kinds, int64_t n,
                                              int32_t *out, uint8_t *out_kinds,
                                              const int32_t *abbreviations, const int64_t *lengths,
@@ -607,7 +610,8 @@ static int64_t code_point_before(const uint8_t *data, int64_t start, int64_t end
 }
 
 /* [start, end) less the \s code points at its start and at its end: *start, *end moved. */
-static void strip_spaces(const uint8_t *data, int64_t *start, int64_t *end, const uint8_t *classes) {
+static void strip_spaces(const uint8_t *data, int64_t *start, int64_t *end,
+                         const uint8_t *classes) {
     int size;
     while (*start < *end && (classes[code_point_at(data, *start, &size)] & SPACE)) *start += size;
     while (*end > *start) {
@@ -623,7 +627,8 @@ static int line_break_at(const uint8_t *data, int64_t i, int64_t end) {
     if (b == '\n' || b == 0x0B || b == 0x0C || b == 0x1C || b == 0x1D || b == 0x1E) return 1;
     if (b == '\r') return i + 1 < end && data[i + 1] == '\n' ? 2 : 1;
     if (b == 0xC2 && i + 1 < end && data[i + 1] == 0x85) return 2;
-    if (b == 0xE2 && i + 2 < end && data[i + 1] == 0x80 && (data[i + 2] == 0xA8 || data[i + 2] == 0xA9))
+    if (b == 0xE2 && i + 2 < end && data[i + 1] == 0x80 &&
+        (data[i + 2] == 0xA8 || data[i + 2] == 0xA9))
         return 3;
     return 0;
 }
@@ -904,23 +909,23 @@ enum {
 
 /* c4.C4QualityFilter.measure, a text at a time: its lines (str.splitlines(), stripped) judged
  * by the line rules (see C4QualityFilter; phrase_list: "lorem ipsum", "javascript", then the
- * policies, each NUL-terminated, an empty one after the last), the kept ones, citations removed, joined by "\n" and
- * stripped into text_out (text_offsets: n_docs + 1), fatal (C4_FATAL_LOREM, C4_FATAL_CURLY or
- * 0: the first line's that has one), sentences of the kept lines, the numbers of the removed
- * lines into removed (removed_counts per text; room for removed_capacity), and, with
- * C4_COUNTING, lost_words: the words (split_words) of the removed lines and of the citations
- * removed, -1 where the text holds U+001C..U+001E (line breaks within a word).
- * Returns the removed lines' number, -1 when out of memory, -2 - (that number) when it is more
- * than removed_capacity. With removed_given (removed_given_offsets: n_docs + 1, into it), the lines
- * are not judged: those it numbers (in order) are removed, the others kept; fatal is -1 for a
- * text whose numbers pass its last line. */
+ * policies, each NUL-terminated, an empty one after the last), the kept ones, citations
+ * removed, joined by "\n" and stripped into text_out (text_offsets: n_docs + 1), fatal
+ * (C4_FATAL_LOREM, C4_FATAL_CURLY or 0: the first line's that has one), sentences of the kept
+ * lines, the numbers of the removed lines into removed (removed_counts per text; room for
+ * removed_capacity), and, with C4_COUNTING, lost_words: the words (split_words) of the removed
+ * lines and of the citations removed, -1 where the text holds U+001C..U+001E (line breaks
+ * within a word). Returns the removed lines' number, -1 when out of memory, -2 - (that number)
+ * when it is more than removed_capacity. With removed_given (removed_given_offsets: n_docs + 1,
+ * into it), the lines are not judged: those it numbers (in order) are removed, the others kept;
+ * fatal is -1 for a text whose numbers pass its last line. */
 int64_t c4_measure(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
                    const uint8_t *classes, const int32_t *abbreviations, const int64_t *lengths,
                    int64_t n_abbr, int64_t abbr_width, const int64_t *settings,
                    const char *phrase_list, const uint32_t *removed_given,
-                   const int64_t *removed_given_offsets, uint8_t *text_out, int64_t *text_offsets, int8_t *fatal, int64_t *sentences,
-                   int64_t *lost_words, uint32_t *removed, int64_t removed_capacity,
-                   int64_t *removed_counts) {
+                   const int64_t *removed_given_offsets, uint8_t *text_out,
+                   int64_t *text_offsets, int8_t *fatal, int64_t *sentences, int64_t *lost_words,
+                   uint32_t *removed, int64_t removed_capacity, int64_t *removed_counts) {
     int64_t longest = 0;
     for (int64_t d = 0; d < n_docs; d++)
         if (offsets[d + 1] - offsets[d] > longest) longest = offsets[d + 1] - offsets[d];
