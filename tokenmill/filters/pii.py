@@ -8,10 +8,12 @@ import re
 import string
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
+
+from tokenmill.filters.text import uint32_lists
 
 EMAIL_PATTERN = (
     r"\b[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:(?:[A-Za-z0-9](?:["
@@ -155,16 +157,12 @@ class _CyclingReplacer:
 
 
 def _lists(values: dict[int, list[int]], rows: int) -> pl.Series:
-    """A column of ``rows`` lists of unsigned 32-bit integers: ``values[row]``, else empty
-    (built from flat arrays, not from a Python list per row)."""
-    counts = np.zeros(rows, dtype=np.int32)
-    counts[list(values)] = [len(v) for v in values.values()]
-    offsets = np.zeros(rows + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    flat = np.zeros(offsets[-1], dtype=np.uint32)
-    for row, found in values.items():
-        flat[offsets[row] : offsets[row + 1]] = found
-    return pl.from_arrow(pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat)))
+    """A column of ``rows`` lists: ``values[row]``, else empty."""
+    order = sorted(values)
+    counts = np.zeros(rows, dtype=np.int64)
+    counts[order] = [len(values[row]) for row in order]
+    flat = np.fromiter(chain.from_iterable(values[row] for row in order), dtype=np.uint32)
+    return uint32_lists(counts, flat)
 
 
 def _spans(text: str, found: Sequence[str]) -> Iterator[tuple[int, int]]:

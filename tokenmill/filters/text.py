@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 
 def _char_class(chars: Iterable[str]) -> str:
@@ -87,6 +88,15 @@ def explode(parts: pl.Series) -> Parts:
     frame = pl.DataFrame([doc_index(len(parts)), parts.alias("value")])
     frame = frame.explode("value").drop_nulls("value")
     return Parts(frame["doc"].to_numpy(), frame["value"])
+
+
+def uint32_lists(counts: np.ndarray, values: np.ndarray) -> pl.Series:
+    """A column of lists of unsigned 32-bit integers: ``counts[i]`` of ``values`` (in order)
+    in the i-th, built from the flat arrays (not from a Python list per row)."""
+    offsets = np.zeros(len(counts) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    flat = pa.array(np.asarray(values, dtype=np.uint32))
+    return pl.from_arrow(pa.ListArray.from_arrays(pa.array(offsets), flat))
 
 
 def count_per_doc(doc: np.ndarray, n_docs: int, weights: np.ndarray | None = None) -> np.ndarray:

@@ -32,6 +32,7 @@ from tokenmill.filters.text import (
     WORD_FEATURES,
     WORDS,
     per_text,
+    uint32_lists,
     words_of,
 )
 from tokenmill.native import I64, load, pointer
@@ -291,16 +292,8 @@ def c4_lines(
     new_text = pa.LargeStringArray.from_buffers(
         n, pa.py_buffer(new_offsets), pa.py_buffer(text_out[: new_offsets[-1]].copy())
     )
-    list_offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(counts, out=list_offsets[1:])
-    removed_lines = pa.ListArray.from_arrays(pa.array(list_offsets), pa.array(removed[:found]))
-    return C4Lines(
-        pl.from_arrow(new_text).cast(pl.String),
-        fatal,
-        sentences,
-        pl.from_arrow(removed_lines),
-        lost,
-    )
+    removed_lines = uint32_lists(counts, removed[:found])
+    return C4Lines(pl.from_arrow(new_text).cast(pl.String), fatal, sentences, removed_lines, lost)
 
 
 def count_sentences(lines: pl.Series) -> np.ndarray:
