@@ -41,6 +41,7 @@ import math
 import os
 import threading
 from collections import Counter, OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
 
@@ -85,6 +86,7 @@ ROUTE_DOCUMENTS = 1_000_000  # documents a route task reads, about (a task per i
 TOKEN_CHUNK_BYTES = 256 << 20  # tokens a route task holds before writing them out
 STAGING_BYTES = 8 << 20  # a route task's routed tokens are written through this much, in order
 WINDOW_BYTES = 256 << 20  # tokens a shard task writes at a time
+GATHER_WINDOW_BYTES = 32 << 20  # tokens a gathering shard reads while it writes the last ones
 UNBOUNDED = 1 << 62
 KEPT_BYTES = 768 << 20  # buffers a process keeps for its next task
 ROWS_PER_GROUP = 1 << 16  # sidecar rows per row group, by position
@@ -603,20 +605,16 @@ def write_shard(writing: Writing, piece: str) -> dict:
             split: _SplitDataset(lake, keys[split], dtype, lengths[keep], stack)
             for split, keep in split_of.items()
         }
-        for start in range(0, expected, ROWS_PER_GROUP):
-            chunk = rows.slice(start, ROWS_PER_GROUP)
-            for split, keep in split_of.items():
-                part = chunk.filter(pa.array(keep[start : start + ROWS_PER_GROUP]))
-                datasets[split].add_rows(part)
-                counted[split]["crawls"].update(_counts(part.column("crawl")))
-                languages = part.column("language").fill_null("unknown")
-                counted[split]["languages"].update(_counts(languages))
-        files = [datasets[split].tokens for split in SPLITS]
-        if writing.gather:
-            check_inputs(lake, plan, set(group.files.units))  # the files it reads are theirs
-            _gather_tokens(lake, rows, documents.size, held_out, files)
-        else:
-            _copy_tokens(lake, [tokens for _, tokens in pairs], documents, held_out, files)
+        # the sidecars (Arrow and Parquet, which release the GIL) are written beside the tokens
+        with ThreadPoolExecutor(1, thread_name_prefix="release-sidecars") as beside:
+            sidecars = beside.submit(_write_sidecars, rows, split_of, datasets, counted)
+            files = [datasets[split].tokens for split in SPLITS]
+            if writing.gather:
+                check_inputs(lake, plan, set(group.files.units))  # the files it reads are theirs
+                _gather_tokens(lake, rows, documents.size, held_out, files)
+            else:
+                _copy_tokens(lake, [tokens for _, tokens in pairs], documents, held_out, files)
+        sidecars.result()
         outputs = {split: datasets[split].close() for split in SPLITS}
     summary = {
         "piece": piece,
@@ -628,6 +626,19 @@ def write_shard(writing: Writing, piece: str) -> dict:
         summary[split] |= counted[split]
     lake.write_json(key, summary)
     return summary
+
+
+def _write_sidecars(rows: pa.Table, split_of: dict, datasets: dict, counted: dict) -> None:
+    """The shard's provenance rows (in position order) to their splits' sidecars, counted by
+    crawl and language."""
+    for start in range(0, rows.num_rows, ROWS_PER_GROUP):
+        chunk = rows.slice(start, ROWS_PER_GROUP)
+        for split, keep in split_of.items():
+            part = chunk.filter(pa.array(keep[start : start + ROWS_PER_GROUP]))
+            datasets[split].add_rows(part)
+            counted[split]["crawls"].update(_counts(part.column("crawl")))
+            languages = part.column("language").fill_null("unknown")
+            counted[split]["languages"].update(_counts(languages))
 
 
 def _counts(values: pa.ChunkedArray) -> dict:
@@ -694,19 +705,23 @@ def _copy_tokens(lake: Lake, pieces: list, documents: _Documents, target, files)
 def _gather_tokens(lake: Lake, rows: pa.Table, sizes, target, files) -> None:
     """Each document's tokens (``rows`` in position order, ``sizes`` in bytes) read from its
     input file and appended to its split's file (``target``: 0 train, 1 valid), a window of
-    about ``WINDOW_BYTES`` at a time: the window's documents are read file by file, front to
-    back, into their places in the window (its train documents, then its validation ones),
-    then the window is written."""
+    about ``GATHER_WINDOW_BYTES`` at a time: the window's documents are read file by file,
+    front to back, into their places in the window (its train documents, then its validation
+    ones) while a thread writes the window before it."""
     sources = rows.column("source").combine_chunks().dictionary_encode()
     names, codes = sources.dictionary.to_pylist(), sources.indices.to_numpy()
     offsets = rows.column("token_offset").to_numpy()
     ends = np.cumsum(sizes)
-    buffer = _pool.take(min(int(ends[-1]), WINDOW_BYTES + int(sizes.max())))
-    out, window = memoryview(buffer), np.frombuffer(buffer, np.uint8)
+    capacity = min(int(ends[-1]), GATHER_WINDOW_BYTES + int(sizes.max()))
+    buffer = _pool.take(2 * capacity)
+    halves = [memoryview(buffer)[:capacity], memoryview(buffer)[capacity : 2 * capacity]]
     start = 0
-    with _InputFiles(lake) as inputs:
+    with _InputFiles(lake) as inputs, _WritesBehind() as writes:
         while start < len(ends):
-            stop = int(np.searchsorted(ends, ends[start] - sizes[start] + WINDOW_BYTES))
+            out = halves[0]
+            halves.reverse()  # the next window fills the other half while this one is written
+            window = np.frombuffer(out, np.uint8)
+            stop = int(np.searchsorted(ends, ends[start] - sizes[start] + GATHER_WINDOW_BYTES))
             stop = max(stop, start + 1)
             size, split = sizes[start:stop], np.asarray(target[start:stop], np.int8)
             by_split = np.argsort(split, kind="stable")
@@ -721,12 +736,40 @@ def _gather_tokens(lake: Lake, rows: pa.Table, sizes, target, files) -> None:
                 source = names[code[chosen[0]]]
                 inputs.copy(source, offset[chosen], size[chosen], place[chosen], window)
             train = int(size[split == 0].sum())
-            for number, (a, b) in enumerate([(0, train), (train, int(size.sum()))]):
-                if b > a:
-                    files[number].write(out[a:b])
+            spans = [(0, train), (train, int(size.sum()))]
+            writes.submit([(files[n], out[a:b]) for n, (a, b) in enumerate(spans) if b > a])
             start = stop
-    del out, window
+    del out, window, halves
     _pool.give([buffer])
+
+
+class _WritesBehind:
+    """Writes done by a thread, one batch at a time, while the caller fills its next buffer:
+    a batch's buffers are the caller's again once the next batch is submitted (or the block
+    ends). On 2 cores, reading the next window (a ``pread`` per document) then runs beside
+    writing and hashing the last one."""
+
+    def __init__(self):
+        self.thread = ThreadPoolExecutor(1, thread_name_prefix="release-writes")
+        self.pending: Future | None = None
+
+    def submit(self, writes: list) -> None:
+        self.wait()
+        self.pending = self.thread.submit(lambda: [file.write(data) for file, data in writes])
+
+    def wait(self) -> None:
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.result()
+
+    def __enter__(self) -> _WritesBehind:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.wait()  # the buffers are not freed under a write, failed or not
+        finally:
+            self.thread.shutdown()
 
 
 class _InputFiles:
