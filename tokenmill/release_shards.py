@@ -53,7 +53,12 @@ import pyarrow.parquet as pq
 from tokenmill.lake import Lake
 from tokenmill.layout import RELEASE, TOKENIZED_SHARDS, Unit
 from tokenmill.megatron import IndexedDataset, write_index
-from tokenmill.outputs import HashingFile, MissingInputError, require_committed
+from tokenmill.outputs import (
+    HashingFile,
+    MissingInputError,
+    require_committed,
+    start_writeback,
+)
 from tokenmill.permutation import Permutation
 from tokenmill.phases import Claims, Phase, PlanChangedError, run_job
 from tokenmill.release import (
@@ -716,7 +721,7 @@ def _gather_tokens(lake: Lake, rows: pa.Table, sizes, target, files) -> None:
     buffer = _pool.take(2 * capacity)
     halves = [memoryview(buffer)[:capacity], memoryview(buffer)[capacity : 2 * capacity]]
     start = 0
-    with _InputFiles(lake) as inputs, _WritesBehind() as writes:
+    with _InputFiles(lake) as inputs, _WritesBehind(lake.is_local) as writes:
         while start < len(ends):
             out = halves[0]
             halves.reverse()  # the next window fills the other half while this one is written
@@ -747,15 +752,24 @@ class _WritesBehind:
     """Writes done by a thread, one batch at a time, while the caller fills its next buffer:
     a batch's buffers are the caller's again once the next batch is submitted (or the block
     ends). On 2 cores, reading the next window (a ``pread`` per document) then runs beside
-    writing and hashing the last one."""
+    writing and hashing the last one. ``durable``: each batch's files start going to the
+    disk once written (a local lake's files are fsynced when they are committed)."""
 
-    def __init__(self):
+    def __init__(self, durable: bool):
         self.thread = ThreadPoolExecutor(1, thread_name_prefix="release-writes")
         self.pending: Future | None = None
+        self.durable = durable
 
     def submit(self, writes: list) -> None:
         self.wait()
-        self.pending = self.thread.submit(lambda: [file.write(data) for file, data in writes])
+        self.pending = self.thread.submit(self._write, writes)
+
+    def _write(self, writes: list) -> None:
+        for file, data in writes:
+            file.write(data)
+            if self.durable:
+                file.flush()
+                start_writeback(file)
 
     def wait(self) -> None:
         pending, self.pending = self.pending, None
