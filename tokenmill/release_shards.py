@@ -369,6 +369,7 @@ class _Routed:
         self.held: list[tuple] = []
         self.held_bytes = self.documents = 0
         self.staging = bytearray(STAGING_BYTES if self.tokens is not None else 0)
+        self.behind = _Behind("release-route")
 
     def add(self, rows: pa.Table, ranges, data, starts: np.ndarray, sizes: np.ndarray) -> None:
         """Documents: their rows (with ``position``), ranges, and their tokens, ``sizes[i]``
@@ -381,10 +382,13 @@ class _Routed:
             self.flush()
 
     def flush(self) -> None:
-        if not self.held:
-            return
-        rows, ranges, buffers, starts, sizes = zip(*self.held, strict=True)
-        self.held, self.held_bytes = [], 0
+        """The held documents written by a thread while the caller reads the next ones."""
+        if self.held:
+            self.behind.submit(self._write, self.held)
+            self.held, self.held_bytes = [], 0
+
+    def _write(self, held: list[tuple]) -> None:
+        rows, ranges, buffers, starts, sizes = zip(*held, strict=True)
         rows, ranges = pa.concat_tables(rows), np.concatenate(ranges)
         order = np.lexsort((rows.column("position").to_numpy(), ranges))
         self.meta.add(rows.take(order), ranges[order])
@@ -401,9 +405,16 @@ class _Routed:
 
     def commit(self, summary: dict) -> dict:
         self.flush()
+        self.behind.wait()
         if self.tokens is not None:
             self.tokens.commit(summary)
         return self.meta.commit(summary)
+
+    def __enter__(self) -> _Routed:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.behind.close()
 
 
 def _write_staged(buffers, which, begins, sizes, staging: bytearray, f, start: int, end: int):
@@ -473,26 +484,28 @@ def route_task(writing: Writing, task: str) -> dict:
     shuffle = Permutation(int(starts[-1]), group.seed)
     shards, per_bucket = len(plan.pieces()), writing.per_bucket
     first_shard = _shard_numbers(plan)[name]
-    routed = _Routed(writing, ROUTE, task, -(-shards // per_bucket))
-    for file in range(first, last):
-        source = group.files.source(file)
-        documents = group.files.documents[file]
-        rows, lengths, data, at = _read_input(writing.lake, source, documents, not writing.gather)
-        positions = shuffle.position_of(starts[file] + np.arange(len(lengths)))
-        shard = positions // group.per_shard + first_shard
-        spans = pc.subtract(rows.column("token_end"), rows.column("token_start"))
-        meta = (
-            rows.select([f.name for f in COPIED_FIELDS])
-            .append_column("source", _constant(source, len(lengths)))
-            .append_column("source_doc_index", pa.array(np.arange(len(lengths)), pa.int64()))
-            .append_column("text_tokens", spans.cast(pa.int64()))
-            .append_column("length", pa.array(lengths, pa.int64()))
-            .append_column("token_offset", pa.array(at, pa.int64()))  # in bytes
-            .append_column("position", pa.array(positions, pa.int64()))
-            .append_column("shard", pa.array(shard, pa.int64()))
-        )
-        routed.add(meta, shard // per_bucket, data, at, lengths * writing.itemsize)
-    return routed.commit({"documents": routed.documents, "files": last - first})  # its marker
+    with _Routed(writing, ROUTE, task, -(-shards // per_bucket)) as routed:
+        for file in range(first, last):
+            source = group.files.source(file)
+            documents = group.files.documents[file]
+            rows, lengths, data, at = _read_input(
+                writing.lake, source, documents, not writing.gather
+            )
+            positions = shuffle.position_of(starts[file] + np.arange(len(lengths)))
+            shard = positions // group.per_shard + first_shard
+            spans = pc.subtract(rows.column("token_end"), rows.column("token_start"))
+            meta = (
+                rows.select([f.name for f in COPIED_FIELDS])
+                .append_column("source", _constant(source, len(lengths)))
+                .append_column("source_doc_index", pa.array(np.arange(len(lengths)), pa.int64()))
+                .append_column("text_tokens", spans.cast(pa.int64()))
+                .append_column("length", pa.array(lengths, pa.int64()))
+                .append_column("token_offset", pa.array(at, pa.int64()))  # in bytes
+                .append_column("position", pa.array(positions, pa.int64()))
+                .append_column("shard", pa.array(shard, pa.int64()))
+            )
+            routed.add(meta, shard // per_bucket, data, at, lengths * writing.itemsize)
+        return routed.commit({"documents": routed.documents, "files": last - first})  # its marker
 
 
 def _constant(value: str, length: int) -> pa.DictionaryArray:
@@ -504,17 +517,17 @@ def split_task(writing: Writing, task: str) -> dict:
     bucket, first, last = writing.split(task)
     routes = tuple(writing.routes())[first:last]
     base, lake = bucket * writing.per_bucket, writing.lake
-    routed = _Routed(writing, SPLIT, task, writing.per_bucket)
     meta_prefix, tokens_prefix = writing.level(ROUTE)
     sources = ([(meta_prefix, routes)], [(tokens_prefix, routes)], bucket)
     pairs = _range_pieces(lake, sources, writing.gather)
     tables = read_files(lake, [meta for meta, _ in pairs])
     routed_tokens = [None] * len(pairs) if writing.gather else read_raw(lake, [t for _, t in pairs])
-    for (_, tokens), rows, data in zip(pairs, tables, routed_tokens, strict=True):
-        sizes = _piece_sizes(rows, tokens, writing.itemsize, writing.gather)
-        starts = np.cumsum(sizes) - sizes
-        routed.add(rows, rows.column("shard").to_numpy() - base, data, starts, sizes)
-    return routed.commit({"documents": routed.documents})
+    with _Routed(writing, SPLIT, task, writing.per_bucket) as routed:
+        for (_, tokens), rows, data in zip(pairs, tables, routed_tokens, strict=True):
+            sizes = _piece_sizes(rows, tokens, writing.itemsize, writing.gather)
+            starts = np.cumsum(sizes) - sizes
+            routed.add(rows, rows.column("shard").to_numpy() - base, data, starts, sizes)
+        return routed.commit({"documents": routed.documents})
 
 
 class _SplitDataset:
@@ -721,7 +734,7 @@ def _gather_tokens(lake: Lake, rows: pa.Table, sizes, target, files) -> None:
     buffer = _pool.take(2 * capacity)
     halves = [memoryview(buffer)[:capacity], memoryview(buffer)[capacity : 2 * capacity]]
     start = 0
-    with _InputFiles(lake) as inputs, _WritesBehind(lake.is_local) as writes:
+    with _InputFiles(lake) as inputs, _Behind("release-writes") as writes:
         while start < len(ends):
             out = halves[0]
             halves.reverse()  # the next window fills the other half while this one is written
@@ -742,48 +755,54 @@ def _gather_tokens(lake: Lake, rows: pa.Table, sizes, target, files) -> None:
                 inputs.copy(source, offset[chosen], size[chosen], place[chosen], window)
             train = int(size[split == 0].sum())
             spans = [(0, train), (train, int(size.sum()))]
-            writes.submit([(files[n], out[a:b]) for n, (a, b) in enumerate(spans) if b > a])
+            chosen = [(files[n], out[a:b]) for n, (a, b) in enumerate(spans) if b > a]
+            writes.submit(_write_window, chosen, lake.is_local)
             start = stop
     del out, window, halves
     _pool.give([buffer])
 
 
-class _WritesBehind:
-    """Writes done by a thread, one batch at a time, while the caller fills its next buffer:
-    a batch's buffers are the caller's again once the next batch is submitted (or the block
-    ends). On 2 cores, reading the next window (a ``pread`` per document) then runs beside
-    writing and hashing the last one. ``durable``: each batch's files start going to the
-    disk once written (a local lake's files are fsynced when they are committed)."""
+class _Behind:
+    """Work done by a thread, one piece at a time, while the caller prepares the next: what a
+    piece was given is the caller's again once the next is submitted (or ``wait`` returns).
+    On 2 cores, a shard reads its next window (a ``pread`` per document) while the last one
+    is written and hashed, and a route task reads its next input files while the last ones'
+    rows are sorted and spilled."""
 
-    def __init__(self, durable: bool):
-        self.thread = ThreadPoolExecutor(1, thread_name_prefix="release-writes")
+    def __init__(self, name: str):
+        self.thread = ThreadPoolExecutor(1, thread_name_prefix=name)
         self.pending: Future | None = None
-        self.durable = durable
 
-    def submit(self, writes: list) -> None:
+    def submit(self, function, *arguments) -> None:
         self.wait()
-        self.pending = self.thread.submit(self._write, writes)
-
-    def _write(self, writes: list) -> None:
-        for file, data in writes:
-            file.write(data)
-            if self.durable:
-                file.flush()
-                start_writeback(file)
+        self.pending = self.thread.submit(function, *arguments)
 
     def wait(self) -> None:
         pending, self.pending = self.pending, None
         if pending is not None:
             pending.result()
 
-    def __enter__(self) -> _WritesBehind:
+    def close(self) -> None:
+        try:
+            self.wait()  # what a failed caller gave is not freed under the thread's work
+        finally:
+            self.thread.shutdown()
+
+    def __enter__(self) -> _Behind:
         return self
 
     def __exit__(self, *exc) -> None:
-        try:
-            self.wait()  # the buffers are not freed under a write, failed or not
-        finally:
-            self.thread.shutdown()
+        self.close()
+
+
+def _write_window(writes: list, durable: bool) -> None:
+    """A window's splits, each to its file; ``durable``: each file starts going to the disk
+    once written (a local lake's files are fsynced when they are committed)."""
+    for file, data in writes:
+        file.write(data)
+        if durable:
+            file.flush()
+            start_writeback(file)
 
 
 class _InputFiles:
