@@ -374,14 +374,24 @@ def test_crawls_tokenized_with_different_tokenizers_are_refused(lake, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("workers", "direct", "gather"),
-    [(1, 256, False), (2, 256, False), (1, 2, False), (2, 3, False), (1, 256, True), (2, 3, True)],
+    ("workers", "direct", "gather", "buffered"),
+    [
+        (1, 256, False, False),
+        (2, 256, False, False),
+        (1, 2, False, False),
+        (2, 3, False, False),
+        (1, 256, True, False),
+        (2, 3, True, False),
+        (1, 256, True, True),
+        (1, 2, False, True),
+    ],
 )
-def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct, gather):
+def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct, gather, buffered):
     """Route tasks of one file or of several, spill chunks of a few documents or of many,
     shards written in one window or in many, in this process or in workers, one level of
-    routing or two, tokens routed or gathered from the input files: the same bytes as the
-    default."""
+    routing or two, tokens routed or gathered from the input files, shards written past the
+    page cache or through it (``buffered``: as where the file system has no direct writes):
+    the same bytes as the default."""
     import tokenmill.release_shards as shards
     from tokenmill.release import finish_release
 
@@ -392,8 +402,11 @@ def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct, 
     if workers == 1:  # constants do not reach worker processes
         monkeypatch.setattr(shards, "TOKEN_CHUNK_BYTES", 4096)
         monkeypatch.setattr(shards, "WINDOW_BYTES", 2048)  # a shard written in many windows
+        monkeypatch.setattr(shards, "GATHER_WINDOW_BYTES", 2048)
         # routed tokens written through a buffer smaller than some documents
         monkeypatch.setattr(shards, "STAGING_BYTES", 1000)
+    if buffered:
+        monkeypatch.setattr(shards, "open_direct", lambda path: None)
     plan = plan_release(lake, settings)
     ran = shards.write_release(
         lake, plan, settings, workers=workers, documents=50, direct=direct, gather=gather

@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tokenmill.direct_writes import open_direct
 from tokenmill.lake import Lake
 from tokenmill.layout import RELEASE, TOKENIZED_SHARDS, Unit
 from tokenmill.megatron import IndexedDataset, write_index
@@ -538,10 +539,13 @@ class _SplitDataset:
         self.key, self.dtype, self.lengths = key, dtype, lengths
         self.starts = np.zeros(len(lengths), np.int64)  # in tokens
         np.cumsum(lengths[:-1], out=self.starts[1:])
-        files = {
-            suffix: HashingFile(stack.enter_context(lake.writing(key + suffix)))
-            for suffix in (".bin", ".idx", ".provenance.parquet")
-        }
+        files = {}
+        for suffix in (".bin", ".idx", ".provenance.parquet"):
+            file = stack.enter_context(lake.writing(key + suffix))
+            if suffix == ".bin" and (direct := open_direct(file.name)) is not None:
+                stack.callback(direct.close)  # its last block, before the file is committed
+                file = direct
+            files[suffix] = HashingFile(file)
         self.files, self.tokens = files, files[".bin"]
         self.sidecar = sidecar_sink(files[".provenance.parquet"])
         stack.callback(self.sidecar.writer.close)  # a failed shard's, before its files go
