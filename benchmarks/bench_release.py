@@ -16,13 +16,14 @@ Writing: a demo corpus (2 crawls x 8 files x ``--pages-per-file`` pages, 400; or
 ``--synthetic-gb G``, G GB of synthetic tokenized files of 20,000 documents) is tokenized and
 released in shards of ``--shard-tokens`` (1,000,000), one process (`release` stage, one
 worker), against reading every input `tokens.bin` and writing its bytes to a new file (a plain
-copy; and the same with each file fsynced, as the release's are). Wall seconds, one run each,
-interleaved, ``BENCH_ROUNDS`` times (3): medians. The last line is one JSON object.
+copy; the same with each file fsynced, as the release's are; and the same written past the page
+cache, as the release writes its shards, and fsynced: a direct copy). Wall seconds, one run
+each, interleaved, ``BENCH_ROUNDS`` times (3): medians. The last line is one JSON object.
 
 ``--s3`` (with ``--synthetic-gb``): the lake is a bucket of a SeaweedFS server started here on
 loopback (`tests/servers.py`, stopped by PID at the end), and the copy reads each input object
 and writes it back to the bucket under another key (an upload is as durable as it gets: the
-fsync column repeats it).
+fsync and direct columns repeat it).
 """
 
 from __future__ import annotations
@@ -199,9 +200,12 @@ def release_once(lake_url: str, shard_tokens: int, endpoint: str | None) -> tupl
     return time.perf_counter() - started, peak_rss_bytes()
 
 
-def copy_once(lake_url: str, target: Path, durable: bool) -> tuple[float, int]:
+def copy_once(lake_url: str, target: Path, durable: bool, direct: bool = False):
     """Every input `tokens.bin` read and written to a new file; ``durable``: each fsynced, as
-    the release's files are."""
+    the release's files are; ``direct``: written past the page cache, as the release writes
+    its shards (`tokenmill.direct_writes`), and fsynced."""
+    from tokenmill.direct_writes import open_direct
+
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     sources = sorted(Path(lake_url).glob("tokenized_shards/*/*/*/tokens.bin"))
@@ -210,9 +214,12 @@ def copy_once(lake_url: str, target: Path, durable: bool) -> tuple[float, int]:
     for number, source in enumerate(sources):
         with open(source, "rb") as f, open(target / f"{number}.bin", "wb") as out:
             data = f.read()
-            out.write(data)
+            appender = open_direct(out.name) if direct else None
+            (appender or out).write(data)
             copied += len(data)
-            if durable:
+            if appender is not None:
+                appender.close()
+            if durable or direct:
                 out.flush()
                 os.fsync(out.fileno())
     return time.perf_counter() - started, copied
@@ -299,7 +306,7 @@ def main() -> None:
             else:
                 lake = demo_corpus(root, arguments.pages_per_file)
             url = lake.url
-            releases, copies, durable, copied, peaks = [], [], [], 0, []
+            releases, copies, durable, direct, copied, peaks = [], [], [], [], 0, []
             for _ in range(rounds):
                 work = functools.partial(release_once, url, arguments.shard_tokens, endpoint)
                 (took, peak), _, _ = in_fresh_process(work)
@@ -309,10 +316,12 @@ def main() -> None:
                     took, copied = copy_objects(lake)
                     copies.append(took)
                     durable.append(took)
+                    direct.append(took)
                     continue
                 took, copied = copy_once(url, root / "copy", durable=False)
                 copies.append(took)
                 durable.append(copy_once(url, root / "copy", durable=True)[0])
+                direct.append(copy_once(url, root / "copy", durable=True, direct=True)[0])
             published = next(k for k in lake.list("release") if k.endswith("/_SUCCESS.json"))
             marker = lake.read_json(published)
         finally:
@@ -321,15 +330,17 @@ def main() -> None:
 
                 stop(server.process)
     release_s, copy_s = statistics.median(releases), statistics.median(copies)
-    durable_s = statistics.median(durable)
+    durable_s, direct_s = statistics.median(durable), statistics.median(direct)
     figures["writing"] = {
         "lake": "s3 (SeaweedFS, loopback)" if arguments.s3 else "local",
         "input_bytes": copied,
         "release_s": releases,
         "copy_s": copies,
         "durable_copy_s": durable,
+        "direct_copy_s": direct,
         "ratio": release_s / copy_s,
         "ratio_durable": release_s / durable_s,
+        "ratio_direct": release_s / direct_s,
         "release_peak_rss_bytes": max(peaks),
         "train_shards": marker["counts"]["train_shards"],
         "documents": marker["records_out"],
@@ -341,8 +352,10 @@ def main() -> None:
             "release s",
             "plain copy s",
             "copy + fsync s",
+            "direct copy s",
             "release / copy",
             "release / copy + fsync",
+            "release / direct copy",
             "release MB/s",
             "release peak RSS MiB",
         ],
@@ -351,8 +364,10 @@ def main() -> None:
                 release_s,
                 copy_s,
                 durable_s,
+                direct_s,
                 release_s / copy_s,
                 release_s / durable_s,
+                release_s / direct_s,
                 copied / 1e6 / release_s,
                 max(peaks) / 2**20,
             ]
