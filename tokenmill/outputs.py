@@ -9,8 +9,6 @@ files a killed writer left behind.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import hashlib
 import json
 import threading
@@ -173,26 +171,6 @@ def merge_counts(into: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
 HASH_BESIDE_BYTES = 1 << 20
 
 
-SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>
-
-
-@functools.cache
-def _sync_file_range():
-    try:
-        function = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except AttributeError:  # not Linux
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    return function
-
-
-def start_writeback(file) -> None:
-    """Starts writing what the file holds to its disk without waiting (Linux), so that the
-    fsync committing it waits for its last writes only."""
-    if (function := _sync_file_range()) is not None:
-        function(file.fileno(), 0, 0, SYNC_FILE_RANGE_WRITE)
-
-
 class HashingFile:
     """A write-only file that keeps the sha256 of what passes through it."""
 
@@ -225,9 +203,6 @@ class HashingFile:
 
     def tell(self) -> int:
         return self.size
-
-    def fileno(self) -> int:
-        return self.file.fileno()
 
     def flush(self) -> None:
         self.file.flush()

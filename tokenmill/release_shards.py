@@ -26,8 +26,9 @@ On a local lake whose input files are few and large for the release (``gathers``
 a shard's window several documents, and the inputs stay in the page cache from window to
 window), the tokens are not routed: route sends the rows alone, with where each document's
 tokens are in its input file, and a shard task reads them from there, file by file, into the
-window (a map of a file's span where its documents lie close, a read each where they do not):
-every token is written once.
+window (a ``pread`` each), while a thread writes the window before: every token is written
+once. Shards are written past the page cache where the file system allows
+(``tokenmill.direct_writes``): nothing here reads them again.
 
 Steps share every phase through the lake (claims, markers); a killed step resumes from the
 committed tasks. Every position of a shard must arrive exactly once: a shard that misses or
@@ -54,12 +55,7 @@ from tokenmill.direct_writes import open_direct
 from tokenmill.lake import Lake
 from tokenmill.layout import RELEASE, TOKENIZED_SHARDS, Unit
 from tokenmill.megatron import IndexedDataset, write_index
-from tokenmill.outputs import (
-    HashingFile,
-    MissingInputError,
-    require_committed,
-    start_writeback,
-)
+from tokenmill.outputs import HashingFile, MissingInputError, require_committed
 from tokenmill.permutation import Permutation
 from tokenmill.phases import Claims, Phase, PlanChangedError, run_job
 from tokenmill.release import (
@@ -629,15 +625,14 @@ def write_shard(writing: Writing, piece: str) -> dict:
             for split, keep in split_of.items()
         }
         # the sidecars (Arrow and Parquet, which release the GIL) are written beside the tokens
-        with ThreadPoolExecutor(1, thread_name_prefix="release-sidecars") as beside:
-            sidecars = beside.submit(_write_sidecars, rows, split_of, datasets, counted)
+        with _Behind("release-sidecars") as sidecars:
+            sidecars.submit(_write_sidecars, rows, split_of, datasets, counted)
             files = [datasets[split].tokens for split in SPLITS]
             if writing.gather:
                 check_inputs(lake, plan, set(group.files.units))  # the files it reads are theirs
                 _gather_tokens(lake, rows, documents.size, held_out, files)
             else:
                 _copy_tokens(lake, [tokens for _, tokens in pairs], documents, held_out, files)
-        sidecars.result()
         outputs = {split: datasets[split].close() for split in SPLITS}
     summary = {
         "piece": piece,
@@ -761,18 +756,18 @@ def _gather_tokens(lake: Lake, rows: pa.Table, sizes, target, files) -> None:
             train = int(size[split == 0].sum())
             spans = [(0, train), (train, int(size.sum()))]
             chosen = [(files[n], out[a:b]) for n, (a, b) in enumerate(spans) if b > a]
-            writes.submit(_write_window, chosen, lake.is_local)
+            writes.submit(_write_window, chosen)
             start = stop
-    del out, window, halves
+    del out, window, halves, chosen
     _pool.give([buffer])
 
 
 class _Behind:
     """Work done by a thread, one piece at a time, while the caller prepares the next: what a
     piece was given is the caller's again once the next is submitted (or ``wait`` returns).
-    On 2 cores, a shard reads its next window (a ``pread`` per document) while the last one
-    is written and hashed, and a route task reads its next input files while the last ones'
-    rows are sorted and spilled."""
+    A shard reads its next window (a ``pread`` per document) while the last one is written
+    and hashed, and its sidecars beside; a route task reads its next input files while the
+    last ones' rows are sorted and spilled."""
 
     def __init__(self, name: str):
         self.thread = ThreadPoolExecutor(1, thread_name_prefix=name)
@@ -800,14 +795,9 @@ class _Behind:
         self.close()
 
 
-def _write_window(writes: list, durable: bool) -> None:
-    """A window's splits, each to its file; ``durable``: each file starts going to the disk
-    once written (a local lake's files are fsynced when they are committed)."""
+def _write_window(writes: list) -> None:
     for file, data in writes:
         file.write(data)
-        if durable:
-            file.flush()
-            start_writeback(file)
 
 
 class _InputFiles:
