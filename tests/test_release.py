@@ -465,6 +465,34 @@ def test_a_gathered_input_file_damaged_after_the_routing_fails_naming_it(lake, t
             shards.run(task)
 
 
+def test_input_maps_follow_the_file_a_key_names(tmp_path, monkeypatch):
+    """A gathering process keeps its maps of the input files from shard to shard: the same file
+    gives the same map, a file replaced since (the lake renames new files over old ones) a new
+    one, and a map dropped from the cache still reads for the shard holding it."""
+    import tokenmill.release_shards as shards
+    from tokenmill.lake import Lake
+
+    lake = Lake.from_url(str(tmp_path))
+    lake.write_bytes("a/tokens.bin", b"first")
+    maps = shards._MappedInputs()
+    held = maps.mapped(lake, "a/tokens.bin")
+    assert held[:] == b"first"
+    assert maps.mapped(lake, "a/tokens.bin") is held
+    lake.write_bytes("a/tokens.bin", b"second")
+    again = maps.mapped(lake, "a/tokens.bin")
+    assert again[:] == b"second" and held[:] == b"first"
+    monkeypatch.setattr(shards, "OPEN_INPUTS", 2)
+    for name in "bcd":
+        lake.write_bytes(f"{name}/tokens.bin", name.encode() * 10)
+        maps.mapped(lake, f"{name}/tokens.bin")
+    assert list(maps.maps) == ["c/tokens.bin", "d/tokens.bin"] and maps.bytes == 20
+    assert again[:] == b"second"
+    monkeypatch.setattr(shards, "OPEN_INPUTS", 3)
+    monkeypatch.setattr(shards, "GATHER_CACHED_BYTES", 15)  # bytes bound the maps too
+    maps.mapped(lake, "a/tokens.bin")
+    assert list(maps.maps) == ["a/tokens.bin"] and maps.bytes == 6
+
+
 def test_the_manifest_names_its_inputs_data(lake):
     from tokenmill.release import unit_digest
 

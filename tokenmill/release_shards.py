@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import math
+import mmap
 import os
 import threading
 from collections import Counter, OrderedDict
@@ -72,7 +73,7 @@ from tokenmill.release import (
     sidecar_sink,
     unit_digest,
 )
-from tokenmill.spans import copy_spans, read_spans
+from tokenmill.spans import copy_spans
 from tokenmill.spill import (
     Source,
     SpillWriter,
@@ -103,7 +104,7 @@ GATHER_DOCUMENTS = 4
 # Every window reads a little of each input file, so the inputs are read once per window: from
 # the page cache when they fit (a release's pod has 6 GiB), else only with one or two windows.
 GATHER_CACHED_BYTES = 4 << 30
-OPEN_INPUTS = 256  # input files a gathering shard keeps open
+OPEN_INPUTS = 256  # maps of input files a process keeps for the shards gathering from them
 
 
 class RouteError(ReleaseError):
@@ -800,51 +801,89 @@ def _write_window(writes: list) -> None:
         file.write(data)
 
 
+class _MappedInputs:
+    """Read-only maps of the input files that shards gather from, kept per process (up to
+    ``GATHER_CACHED_BYTES`` of files, ``OPEN_INPUTS`` maps) from shard to shard, as the buffers
+    are: a shard draws a few documents from every page of every input, and a map touched by an
+    earlier shard costs no page fault, no read call per document. A shard asks for each file it
+    reads once (``mapped``), and gets the map again only while the file is the one mapped (the
+    same inode, size and time); a file replaced since is mapped anew. The lake's files are
+    replaced by renames, never rewritten in place: a map still holds the file it was made of."""
+
+    def __init__(self):
+        self.maps: OrderedDict[str, tuple[tuple, mmap.mmap]] = OrderedDict()
+        self.bytes = 0
+
+    def mapped(self, lake: Lake, key: str) -> mmap.mmap:
+        path = lake.path(key)
+        try:
+            descriptor = os.open(path, os.O_RDONLY)
+        except FileNotFoundError as error:
+            raise MissingInputError(
+                f"{lake.uri(key)} is gone since this release routed its documents: "
+                "rematerialize tokenized_shards and re-run the stage"
+            ) from error
+        try:
+            found = os.fstat(descriptor)
+            identity = (path, found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+            if key in self.maps and self.maps[key][0] == identity:
+                self.maps.move_to_end(key)
+                return self.maps[key][1]
+            self._forget(key)
+            while self.maps and (
+                len(self.maps) >= OPEN_INPUTS or self.bytes + found.st_size > GATHER_CACHED_BYTES
+            ):
+                self._forget(next(iter(self.maps)))
+            mapped = (
+                mmap.mmap(descriptor, found.st_size, prot=mmap.PROT_READ) if found.st_size else b""
+            )
+        finally:
+            os.close(descriptor)  # the map keeps the file
+        self.maps[key] = identity, mapped
+        self.bytes += len(mapped)
+        return mapped
+
+    def _forget(self, key: str) -> None:
+        # not closed: a shard may still read it (it is unmapped when nothing holds it)
+        if key in self.maps:
+            self.bytes -= len(self.maps.pop(key)[1])
+
+    def clear(self) -> None:
+        while self.maps:
+            self._forget(next(iter(self.maps)))
+
+
+_inputs = _MappedInputs()
+
+
 class _InputFiles:
-    """The input files a shard gathers from, open (``OPEN_INPUTS`` at most) until it is done;
-    a file's documents in a window are read one ``pread`` each, in one call of compiled code
-    (`tokenmill.spans`): a map of their span cost more (a page fault per document, unmapping),
-    and so did a Python call per document."""
+    """The input files one shard gathers from: each checked and mapped (``_MappedInputs``) the
+    first time the shard reads it; a file's documents in a window copied from its map in one
+    call of compiled code (`tokenmill.spans`)."""
 
     def __init__(self, lake: Lake):
         self.lake = lake
-        self.open: OrderedDict[str, tuple[int, int]] = OrderedDict()  # key -> (fd, size)
+        self.maps: dict[str, mmap.mmap] = {}
 
     def __enter__(self) -> _InputFiles:
         return self
 
     def __exit__(self, *exc) -> None:
-        while self.open:
-            os.close(self.open.popitem()[1][0])
-
-    def _file(self, key: str) -> tuple[int, int]:
-        if key in self.open:
-            self.open.move_to_end(key)
-            return self.open[key]
-        if len(self.open) >= OPEN_INPUTS:
-            os.close(self.open.popitem(last=False)[1][0])
-        try:
-            descriptor = os.open(self.lake.path(key), os.O_RDONLY)
-        except FileNotFoundError as error:
-            raise MissingInputError(
-                f"{self.lake.uri(key)} is gone since this release routed its documents: "
-                "rematerialize tokenized_shards and re-run the stage"
-            ) from error
-        self.open[key] = descriptor, os.fstat(descriptor).st_size
-        return self.open[key]
+        self.maps.clear()
 
     def copy(self, source: str, offsets, sizes, places, out: np.ndarray) -> None:
         """Documents' tokens, ``sizes[i]`` bytes at ``offsets[i]`` of ``source``'s tokens.bin
         (``offsets`` ascending), to ``places[i]`` of ``out``."""
         key = f"{source}/tokens.bin"
-        descriptor, size = self._file(key)
-        if int((offsets + sizes).max()) > size:
+        if key not in self.maps:
+            self.maps[key] = _inputs.mapped(self.lake, key)
+        mapped = self.maps[key]
+        if int((offsets + sizes).max()) > len(mapped):
             raise MissingInputError(
-                f"{self.lake.uri(key)} is shorter ({size} bytes) than its documents routed to "
-                "this release say: rematerialize tokenized_shards and re-run the stage"
+                f"{self.lake.uri(key)} is shorter ({len(mapped)} bytes) than its documents routed "
+                "to this release say: rematerialize tokenized_shards and re-run the stage"
             )
-        if read_spans(descriptor, out, offsets, sizes, places) < len(offsets):
-            raise MissingInputError(f"{self.lake.uri(key)} changed while read")
+        copy_spans(out, mapped, offsets, sizes, places)
 
 
 def _check_positions(positions: np.ndarray, expected: int, piece: str) -> None:
@@ -924,6 +963,7 @@ def write_release(
     them routed (``gather``; None: as ``gathers`` chooses)."""
     _plans.clear()
     _plans[plan.version] = plan
+    _inputs.clear()  # another release's, or this one's of an earlier try
     gather = gathers(lake, plan) if gather is None else gather
     writing = Writing(lake, settings, plan.version, documents, direct, gather)
     return run_job(functools.partial(release_job, writing), workers, step, steps, workers <= 1)

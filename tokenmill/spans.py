@@ -1,4 +1,4 @@
-"""Many byte spans copied in one call (`spans.c`): from a buffer, or read from a file."""
+"""Many byte spans copied in one call (`spans.c`), from a buffer or a file's map."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from tokenmill.native import I64, load, pointer
 _SPANS = [pointer(np.int64)] * 3
 _SIGNATURES = {
     "copy_spans": (None, [pointer(np.uint8), pointer(np.uint8), *_SPANS, I64]),
-    "read_spans": (I64, [ctypes.c_int, pointer(np.uint8), *_SPANS, I64]),
 }
 
 
@@ -37,11 +36,3 @@ def copy_spans(target: np.ndarray, source, at, sizes, places) -> None:
     if len(sizes) and (at.min() < 0 or (at + sizes).max() > len(source)):
         raise ValueError("a span lies outside the source")
     library().copy_spans(target, source, at, sizes, places, len(sizes))
-
-
-def read_spans(descriptor: int, target: np.ndarray, at, sizes, places) -> int:
-    """``sizes[i]`` bytes at offset ``at[i]`` of the open file ``descriptor`` to ``places[i]`` of
-    ``target``; returns how many spans were read whole (all of them unless the file is shorter
-    than they say)."""
-    at, sizes, places = _checked(at, sizes, places, target)
-    return library().read_spans(descriptor, target, at, sizes, places, len(sizes))
