@@ -26,9 +26,9 @@ On a local lake whose input files are few and large for the release (``gathers``
 a shard's window several documents, and the inputs stay in the page cache from window to
 window), the tokens are not routed: route sends the rows alone, with where each document's
 tokens are in its input file, and a shard task reads them from there, file by file, into the
-window (a ``pread`` each), while a thread writes the window before: every token is written
-once. Shards are written past the page cache where the file system allows
-(``tokenmill.direct_writes``): nothing here reads them again.
+window (from the files' maps, kept from shard to shard), while a thread writes the window
+before: every token is written once. Shards are written past the page cache where the file
+system allows (``tokenmill.direct_writes``): nothing here reads them again.
 
 Steps share every phase through the lake (claims, markers); a killed step resumes from the
 committed tasks. Every position of a shard must arrive exactly once: a shard that misses or
@@ -766,7 +766,7 @@ def _gather_tokens(lake: Lake, rows: pa.Table, sizes, target, files) -> None:
 class _Behind:
     """Work done by a thread, one piece at a time, while the caller prepares the next: what a
     piece was given is the caller's again once the next is submitted (or ``wait`` returns).
-    A shard reads its next window (a ``pread`` per document) while the last one is written
+    A shard copies its next window from the input files while the last one is written
     and hashed, and its sidecars beside; a route task reads its next input files while the
     last ones' rows are sorted and spilled."""
 
