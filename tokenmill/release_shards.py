@@ -608,7 +608,7 @@ def write_shard(writing: Writing, piece: str) -> dict:
         np.concatenate(sizes)[order],
     )
     del tables, sizes  # the unsorted rows go once sorted: not held beside the windows
-    if np.any(order[1:] < order[:-1]):  # fed by one route task, its rows come in order
+    if np.any(order[1:] < order[:-1]):  # rows from a single spill chunk come in order
         rows = rows.take(pa.array(order))
     hashes = rows.column("text_hash").to_numpy()
     held_out = is_valid(hashes, settings.validation, settings.split_seed)
