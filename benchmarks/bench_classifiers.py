@@ -39,10 +39,10 @@ from benchmarks.bench_clean import (  # noqa: E402
     whole_stage,
 )
 from benchmarks.measure import print_table, shared_path  # noqa: E402
-from tokenmill.classifiers import TrainingSettings, positive_scores, train_classifier  # noqa: E402
-from tokenmill.layout import EXTRACTED  # noqa: E402
-from tokenmill.outputs import part_files, read_batches  # noqa: E402
+from tokenmill.classifiers.training import TrainingSettings, positive_scores, train_classifier  # noqa: E402
 from tokenmill.stages.extracted import DEFAULT_EXTRACTOR  # noqa: E402
+from tokenmill.storage.layout import EXTRACTED  # noqa: E402
+from tokenmill.storage.outputs import part_files, read_batches  # noqa: E402
 
 SIZES = {
     "fastText default (dim 100, 2M buckets)": TrainingSettings(),
@@ -63,9 +63,9 @@ def extracted_docs(lake, unit) -> list[tuple[str, str]]:
 
 STAGE_RUN = """
 import json, sys, time
-from tokenmill.lake import Lake
-from tokenmill.layout import Unit
-from tokenmill.parts import run_stage_work
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import Unit
+from tokenmill.runtime.parts import run_stage_work
 from tokenmill.stages import stage_named
 from tokenmill.stages.scored import ScoreSettings
 

@@ -38,9 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
 from benchmarks.stage_costs import COMPONENTS, attributed  # noqa: E402
-from demo.crawl import FOREIGN_LOCALES, generate_demo_crawl, sample_articles  # noqa: E402
-from tokenmill.budget import enable_watchdog  # noqa: E402
-from tokenmill.extract import (  # noqa: E402
+from tokenmill.crawl.extract import (  # noqa: E402
     DEFAULT_EXTRACTOR,
     EXTRACTORS,
     ROUTES,
@@ -50,6 +48,10 @@ from tokenmill.extract import (  # noqa: E402
     html_to_text,
     main_content_route,
 )
+from tokenmill.crawl.sources import file_size, open_file  # noqa: E402
+from tokenmill.crawl.units import register_new_files, unit_files  # noqa: E402
+from tokenmill.crawl.warc import BadRecord, iter_records  # noqa: E402
+from tokenmill.demo.crawl import FOREIGN_LOCALES, generate_demo_crawl, sample_articles  # noqa: E402
 from tokenmill.filters import (  # noqa: E402
     C4QualityFilter,
     FilterChain,
@@ -58,16 +60,14 @@ from tokenmill.filters import (  # noqa: E402
     GopherRepetitionFilter,
     default_filters,
 )
-from tokenmill.lake import Lake  # noqa: E402
-from tokenmill.language import BACKENDS, identifier  # noqa: E402
-from tokenmill.layout import CLEANED, EXTRACTED, LANDING, MARKER, RAW_CRAWL, Unit  # noqa: E402
-from tokenmill.parts import run_stage_work  # noqa: E402
-from tokenmill.sources import file_size, open_file  # noqa: E402
+from tokenmill.runtime.budget import enable_watchdog  # noqa: E402
+from tokenmill.runtime.parts import run_stage_work  # noqa: E402
 from tokenmill.stages import stage_named  # noqa: E402
 from tokenmill.stages.cleaned import CleanSettings  # noqa: E402
 from tokenmill.stages.extracted import ExtractSettings  # noqa: E402
-from tokenmill.units import register_new_files, unit_files  # noqa: E402
-from tokenmill.warc import BadRecord, iter_records  # noqa: E402
+from tokenmill.storage.lake import Lake  # noqa: E402
+from tokenmill.storage.layout import CLEANED, EXTRACTED, LANDING, MARKER, RAW_CRAWL, Unit  # noqa: E402
+from tokenmill.text.language import BACKENDS, identifier  # noqa: E402
 
 EXTRACTION = ("corpora", "extraction")
 CORPUS = ("corpora", "text", "cc-main-2019-30-697docs.jsonl.gz")
@@ -451,7 +451,7 @@ def demo_lake(root: Path, files: int, pages_per_file: int) -> tuple[Lake, Unit]:
 
 def real_pages_lake(root: Path) -> tuple[Lake, Unit]:
     """The WCXB pages as the HTTP responses of one WARC file, landed as a unit."""
-    from demo.warc_writer import WarcWriter
+    from tokenmill.demo.warc_writer import WarcWriter
 
     folder = shared_path(*EXTRACTION, "wcxb-dev-sample")
     (root / "warc").mkdir(parents=True)
@@ -621,7 +621,7 @@ def ground_truth_pages(corpus: str) -> list[tuple[str, bytes]]:
 
 def write_warc(path: Path, site: str, pages: list[tuple[str, bytes]]) -> None:
     """The pages as HTTP 200 ``text/html`` responses, one gzip member each."""
-    from demo.warc_writer import WarcWriter, make_record_id
+    from tokenmill.demo.warc_writer import WarcWriter, make_record_id
 
     with open(path, "wb") as stream:
         writer = WarcWriter(stream, id_seed=site)

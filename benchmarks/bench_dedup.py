@@ -31,9 +31,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.lake_units import write_unit  # noqa: E402
 from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
-from tokenmill.dedup import CLUSTERS_FILE, DedupSettings  # noqa: E402
-from tokenmill.lake import Lake  # noqa: E402
-from tokenmill.layout import (  # noqa: E402
+from tokenmill.dedup.minhash import (  # noqa: E402
+    FINEWEB_NORM,
+    PLAIN_NORM,
+    MinHasher,
+    TextNorm,
+    normalize,
+    shingles,
+)
+from tokenmill.dedup.settings import CLUSTERS_FILE, DedupSettings  # noqa: E402
+from tokenmill.runtime.parts import run_stage_work  # noqa: E402
+from tokenmill.stages import stage_named  # noqa: E402
+from tokenmill.storage.lake import Lake  # noqa: E402
+from tokenmill.storage.layout import (  # noqa: E402
     CLEANED,
     DEDUP_CLUSTERS,
     DEDUP_SIGNATURES,
@@ -44,17 +54,7 @@ from tokenmill.layout import (  # noqa: E402
     signature_schema,
     unit_name,
 )
-from tokenmill.minhash import (  # noqa: E402
-    FINEWEB_NORM,
-    PLAIN_NORM,
-    MinHasher,
-    TextNorm,
-    normalize,
-    shingles,
-)
-from tokenmill.outputs import read_column  # noqa: E402
-from tokenmill.parts import run_stage_work  # noqa: E402
-from tokenmill.stages import stage_named  # noqa: E402
+from tokenmill.storage.outputs import read_column  # noqa: E402
 
 CORPUS = ("corpora", "text", "cc-main-2019-30-697docs.jsonl.gz")
 CRAWL = "CC-MAIN-BENCH"

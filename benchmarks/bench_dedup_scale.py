@@ -38,9 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.lake_units import write_unit  # noqa: E402
 from benchmarks.measure import in_fresh_process, print_table, timed  # noqa: E402
-from tokenmill.dedup import CLUSTERS_FILE, DedupSettings  # noqa: E402
-from tokenmill.lake import Lake  # noqa: E402
-from tokenmill.layout import (  # noqa: E402
+from tokenmill.dedup.settings import CLUSTERS_FILE, DedupSettings  # noqa: E402
+from tokenmill.runtime.parts import run_stage_work  # noqa: E402
+from tokenmill.runtime.stage import Work  # noqa: E402
+from tokenmill.stages import stage_named  # noqa: E402
+from tokenmill.storage.lake import Lake  # noqa: E402
+from tokenmill.storage.layout import (  # noqa: E402
     DEDUP_CLUSTERS,
     DEDUP_SIGNATURES,
     MANIFESTS,
@@ -50,9 +53,6 @@ from tokenmill.layout import (  # noqa: E402
     signature_schema,
     unit_name,
 )
-from tokenmill.parts import run_stage_work  # noqa: E402
-from tokenmill.stage import Work  # noqa: E402
-from tokenmill.stages import stage_named  # noqa: E402
 
 CRAWL = "CC-MAIN-SCALE"
 BLOCK, FAR = 100, 2  # per block: originals, exact and near copies, then FAR far copies

@@ -16,9 +16,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.measure import print_table  # noqa: E402
-from tokenmill.lake import Lake  # noqa: E402
-from tokenmill.layout import LANDING  # noqa: E402
-from tokenmill.units import discover, registered_units  # noqa: E402
+from tokenmill.crawl.units import discover, registered_units  # noqa: E402
+from tokenmill.storage.lake import Lake  # noqa: E402
+from tokenmill.storage.layout import LANDING  # noqa: E402
 
 CRAWL = "CC-MAIN-BENCH-2026-01"
 

@@ -1,12 +1,12 @@
 """Orchestration overhead: the stages as Dagster runs on the local instance, one run per
-partition, against the bare stages (`tokenmill.parts.run_stage_work`) on the same partitions.
+partition, against the bare stages (`tokenmill.runtime.parts.run_stage_work`) on the same partitions.
 
     uv run python benchmarks/bench_orchestration.py [--units 6] [--files-per-unit 4]
         [--workers 2] [--pages 10] [--daemon]
 
 A demo crawl of `--units` units of `--files-per-unit` WARC files (`--pages` pages each) is landed
 twice: once for the bare stages (tokenmill/, no Dagster), once for Dagster runs on a temporary
-instance with the project's dagster.yaml (execute_in_process, as data_assets/runner.py runs).
+instance with the project's dagster.yaml (execute_in_process, as tokenmill/cli/runner.py runs).
 Both work on a unit's files in `--workers` worker processes (the Dagster runs through
 `WorkersResource(processes=W)`, with its memory cap given to the bare stages too) and both run
 each stage's checks. Each Dagster run is timed right after the bare stage does the same work
@@ -51,7 +51,7 @@ Run = tuple[object, str | None]  # (stage, partition key: a unit, the crawl, or 
 
 def plan(stages, crawl: str, units) -> list[Run]:
     """Every stage over every partition of `crawl`, one run per partition, stage by stage."""
-    from tokenmill.stage import Scope
+    from tokenmill.runtime.stage import Scope
 
     partitions = {Scope.UNIT: [u.key for u in units], Scope.CRAWL: [crawl], Scope.LAKE: [None]}
     return [(stage, key) for stage in stages for key in partitions[stage.scope]]
@@ -59,9 +59,9 @@ def plan(stages, crawl: str, units) -> list[Run]:
 
 def bare_run(lake, recipe, workers, run: Run) -> None:
     """The work of one run without Dagster: the stage on its partition, then its checks."""
-    from tokenmill.layout import Unit
-    from tokenmill.parts import run_stage_work
-    from tokenmill.stage import Scope
+    from tokenmill.runtime.parts import run_stage_work
+    from tokenmill.runtime.stage import Scope
+    from tokenmill.storage.layout import Unit
 
     stage, key = run
     unit = Unit.from_key(key) if stage.scope is Scope.UNIT else None
@@ -81,8 +81,9 @@ def bare_run(lake, recipe, workers, run: Run) -> None:
 
 
 def execute(defs, instance, run: Run):
-    from data_assets.jobs import job_name
-    from data_assets.runner import QUIET_CONSOLE
+    from tokenmill.data_assets.jobs import job_name
+
+    from tokenmill.cli.runner import QUIET_CONSOLE
 
     stage, key = run
     return defs.resolve_job_def(job_name(stage.name)).execute_in_process(
@@ -93,10 +94,10 @@ def execute(defs, instance, run: Run):
 def daemon_backfill(root: Path, units: int, files_per_unit: int, pages: int):
     """Every stage over every partition as one asset backfill launched through `dagster dev`
     (GraphQL, as the UI does; the daemon launches the runs): (runs, wall s, final status)."""
-    from data_assets.cli import land_demo_crawl
-    from data_assets.runner import STAGE_ASSETS, register
     from tests.dagster_dev import start_dagster_dev, stop_dagster_dev
-    from tokenmill.lake import Lake
+    from tokenmill.cli.commands import land_demo_crawl
+    from tokenmill.cli.runner import STAGE_ASSETS, register
+    from tokenmill.storage.lake import Lake
 
     dev = start_dagster_dev(root)
     try:
@@ -138,15 +139,16 @@ def main() -> None:
         os.environ["DAGSTER_HOME"] = str(root / "dagster_home")
         os.environ["TOKENMILL_LAKE_URL"] = str(root / "lake")
 
-        from data_assets.cli import land_demo_crawl
-        from data_assets.definitions import build_definitions
-        from data_assets.recipe import Recipe
-        from data_assets.runner import local_instance, register
-        from resources.lake import LakeResource
-        from resources.workers import WorkersResource
-        from tokenmill.lake import Lake
+        from tokenmill.data_assets.recipe import Recipe
+        from tokenmill.resources.lake import LakeResource
+        from tokenmill.resources.workers import WorkersResource
+
+        from tokenmill.cli.commands import land_demo_crawl
+        from tokenmill.cli.runner import local_instance, register
+        from tokenmill.crawl.units import register_new_files
+        from tokenmill.definitions import build_definitions
         from tokenmill.stages import STAGES
-        from tokenmill.units import register_new_files
+        from tokenmill.storage.lake import Lake
 
         files = args.units * args.files_per_unit
         bare_lake = Lake.from_url(str(root / "bare"))

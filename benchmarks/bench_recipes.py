@@ -27,6 +27,9 @@ from pathlib import Path
 os.environ.setdefault("POLARS_MAX_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tokenmill.data_assets.datasets import recipe_zones  # noqa: E402
+from tokenmill.data_assets.recipe import Recipe  # noqa: E402
+
 from benchmarks.bench_clean import (  # noqa: E402
     EXTRACTION,
     REAL_WARC,
@@ -36,14 +39,12 @@ from benchmarks.bench_clean import (  # noqa: E402
     warc_folder_lake,
 )
 from benchmarks.measure import print_table, shared_path  # noqa: E402
-from data_assets.datasets import recipe_zones  # noqa: E402
-from data_assets.recipe import Recipe  # noqa: E402
-from tokenmill.budget import cpu_time, enable_watchdog  # noqa: E402
-from tokenmill.layout import DEDUPLICATED, EXTRACTED, MARKER, TOKENIZED_SHARDS, Unit  # noqa: E402
-from tokenmill.parts import run_stage_work  # noqa: E402
-from tokenmill.stage import Scope  # noqa: E402
+from tokenmill.runtime.budget import cpu_time, enable_watchdog  # noqa: E402
+from tokenmill.runtime.parts import run_stage_work  # noqa: E402
+from tokenmill.runtime.stage import Scope  # noqa: E402
 from tokenmill.stages import STAGES  # noqa: E402
 from tokenmill.stages.cleaned import CleanSettings  # noqa: E402
+from tokenmill.storage.layout import DEDUPLICATED, EXTRACTED, MARKER, TOKENIZED_SHARDS, Unit  # noqa: E402
 
 TOKENIZER = ("tokenizers", "gpt-neox-style-50k.tokenizer.json")
 TARGET = 0.30

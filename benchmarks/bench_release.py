@@ -5,9 +5,9 @@ same bytes.
     uv run python benchmarks/bench_release.py [--files 9000000] [--documents 1e10]
 
 Planning: the input files' document counts are simulated (a spread around the mean, summing to
-``--documents``), held as a release holds them (`tokenmill.release.InputFiles`: 16 bytes per
+``--documents``), held as a release holds them (`tokenmill.release.plan.InputFiles`: 16 bytes per
 file); a group is shaped for 1,000,000,000-token shards at 1,000 tokens per document and split
-into route tasks (`tokenmill.release_shards`), and for ``SAMPLED`` route tasks spread over the
+into route tasks (`tokenmill.release.shards`), and for ``SAMPLED`` route tasks spread over the
 release the positions of their documents are found (the permutation's inverse) with the shards
 they feed — what a route task computes besides reading and writing. In a process of its own;
 its peak RSS is its VmHWM.
@@ -67,9 +67,9 @@ def peak_rss_bytes() -> int:
 
 
 def plan_at_scale(files: int, documents: int) -> dict:
-    from tokenmill.permutation import Permutation
-    from tokenmill.release import Group, InputFiles, ReleaseSettings, shape_group
-    from tokenmill.release_shards import (
+    from tokenmill.release.permutation import Permutation
+    from tokenmill.release.plan import Group, InputFiles, ReleaseSettings, shape_group
+    from tokenmill.release.shards import (
         ROUTE_DOCUMENTS,
         TOKEN_CHUNK_BYTES,
         group_routes,
@@ -143,9 +143,9 @@ def synthetic_corpus(root: Path, gigabytes: float, files_per_unit: int = 8, lake
     import pyarrow as pa
 
     from benchmarks.lake_units import write_unit
-    from tokenmill.lake import Lake
-    from tokenmill.layout import TOKEN_PROVENANCE_SCHEMA, TOKENIZED_SHARDS, Unit
-    from tokenmill.megatron import write_index
+    from tokenmill.storage.lake import Lake
+    from tokenmill.storage.layout import TOKEN_PROVENANCE_SCHEMA, TOKENIZED_SHARDS, Unit
+    from tokenmill.tokens.megatron import write_index
 
     lake = lake or Lake.from_url(str(root / "lake"))
     rng = np.random.default_rng(0)
@@ -195,10 +195,10 @@ def release_once(lake_url: str, shard_tokens: int, endpoint: str | None) -> tupl
     """Seconds of a release from scratch, the process's peak RSS and the mapped file pages it
     holds at the end (the input files a gathering release keeps mapped: page cache, counted in
     its RSS), in a fresh process."""
-    from tokenmill.lake import Lake
-    from tokenmill.parts import run_stage_work
-    from tokenmill.release import ReleaseSettings
+    from tokenmill.release.plan import ReleaseSettings
+    from tokenmill.runtime.parts import run_stage_work
     from tokenmill.stages import stage_named
+    from tokenmill.storage.lake import Lake
 
     lake = Lake.from_url(lake_url, endpoint_url=endpoint)
     lake.delete_prefix("release")
@@ -210,8 +210,8 @@ def release_once(lake_url: str, shard_tokens: int, endpoint: str | None) -> tupl
 def copy_once(lake_url: str, target: Path, durable: bool, direct: bool = False):
     """Every input `tokens.bin` read and written to a new file; ``durable``: each fsynced, as
     the release's files are; ``direct``: written past the page cache, as the release writes
-    its shards (`tokenmill.direct_writes`), and fsynced."""
-    from tokenmill.direct_writes import open_direct
+    its shards (`tokenmill.storage.direct_writes`), and fsynced."""
+    from tokenmill.storage.direct_writes import open_direct
 
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
@@ -301,7 +301,7 @@ def main() -> None:
         try:
             if arguments.s3:
                 from tests.servers import start_seaweedfs
-                from tokenmill.lake import Lake
+                from tokenmill.storage.lake import Lake
 
                 server = start_seaweedfs(root / "seaweedfs")
                 os.environ.update(server.env())  # the release's process inherits them

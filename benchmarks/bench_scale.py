@@ -123,7 +123,7 @@ def write_paths_file(root: Path, crawl: str, files: int) -> Path:
 
 
 def real_crawl(root: Path, files: int) -> Path:
-    from demo.crawl import generate_demo_crawl
+    from tokenmill.demo.crawl import generate_demo_crawl
 
     folder = root / REAL_CRAWL
     generate_demo_crawl(
@@ -272,7 +272,7 @@ def main() -> None:
 
     from dagster import DagsterInstance
 
-    from tokenmill.lake import Lake
+    from tokenmill.storage.lake import Lake
 
     lake = Lake.from_url(str(lake_dir))
     instance = DagsterInstance.get()
@@ -310,7 +310,7 @@ def main() -> None:
 
 def write_recipes(folder: Path, count: int) -> list[str]:
     """The project's recipe and `count - 1` variants of it (other languages and thresholds)."""
-    from data_assets.recipe import DEFAULT_RECIPE
+    from tokenmill.data_assets.recipe import DEFAULT_RECIPE
 
     folder.mkdir(parents=True, exist_ok=True)
     names = [DEFAULT_RECIPE.stem]
@@ -326,9 +326,10 @@ def write_recipes(folder: Path, count: int) -> list[str]:
 
 
 def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recipes, server) -> None:
-    from data_assets.partitions import unit_partitions
-    from data_assets.runner import register
-    from tokenmill.sources import CrawlSource
+    from tokenmill.data_assets.partitions import unit_partitions
+
+    from tokenmill.cli.runner import register
+    from tokenmill.crawl.sources import CrawlSource
 
     wait_for_tick(url, "automation_raw_crawl", 0, 1)
     registering = time.time()

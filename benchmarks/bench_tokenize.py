@@ -26,18 +26,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.lake_units import write_unit  # noqa: E402
 from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
-from tokenmill.lake import Lake  # noqa: E402
-from tokenmill.layout import (  # noqa: E402
+from tokenmill.runtime.parts import run_stage_work  # noqa: E402
+from tokenmill.stages import stage_named  # noqa: E402
+from tokenmill.storage.lake import Lake  # noqa: E402
+from tokenmill.storage.layout import (  # noqa: E402
     DEDUPLICATED,
     DOC_SCHEMA,
     TOKENIZED_SHARDS,
     TOKENIZER,
     Unit,
 )
-from tokenmill.outputs import PartitionWriter, read_batches  # noqa: E402
-from tokenmill.parts import run_stage_work  # noqa: E402
-from tokenmill.stages import stage_named  # noqa: E402
-from tokenmill.tokenize import TOKENIZER_PATHS_ENV, TokenizerSettings, load_tokenizer  # noqa: E402
+from tokenmill.storage.outputs import PartitionWriter, read_batches  # noqa: E402
+from tokenmill.tokens.tokenization import TOKENIZER_PATHS_ENV, TokenizerSettings, load_tokenizer  # noqa: E402
 
 UNIT = Unit("CC-MAIN-BENCH", "00000")
 DOCS_KEY = f"{UNIT.part_prefix(DEDUPLICATED, 0)}/docs.parquet"
@@ -49,7 +49,7 @@ def source_texts() -> list[str]:
     if corpus:
         with gzip.open(corpus, "rt") as f:
             return [json.loads(line)["text"] for line in f]
-    from demo.crawl import sample_articles
+    from tokenmill.demo.crawl import sample_articles
 
     return sample_articles("en", 500, seed=1)
 

@@ -34,9 +34,9 @@ from benchmarks import hostile_cases  # noqa: E402
 from benchmarks.measure import print_table, shared_path  # noqa: E402
 from tests import faults, servers  # noqa: E402
 from tests.faults import CRAWL, UNIT, Child  # noqa: E402
-from tokenmill.lake import Lake, LakeKeyError  # noqa: E402
-from tokenmill.layout import MARKER  # noqa: E402
 from tokenmill.stages import STAGES  # noqa: E402
+from tokenmill.storage.lake import Lake, LakeKeyError  # noqa: E402
+from tokenmill.storage.layout import MARKER  # noqa: E402
 
 
 @dataclass
@@ -285,9 +285,9 @@ def hostile_files(reference: Lake, work: Path):
 
     import pyarrow.parquet as pq
 
-    from tokenmill.parts import run_stage_work
+    from tokenmill.crawl.units import register_new_files
+    from tokenmill.runtime.parts import run_stage_work
     from tokenmill.stages import cleaned, raw_crawl
-    from tokenmill.units import register_new_files
 
     row = Row("hostile files (charsets, binary as HTML, truncated, empty, unusable, ARC)")
     demo = reference.read_bytes(reference.list(f"landing/{CRAWL}")[0])
@@ -356,11 +356,11 @@ def big_records(work: Path):
 
 def path_like_keys(work: Path):
     from dagster import DagsterInstance
+    from tokenmill.resources.lake import LakeResource
+    from tokenmill.resources.workers import WorkersResource
 
-    from data_assets.definitions import build_definitions
-    from resources.lake import LakeResource
-    from resources.workers import WorkersResource
-    from tokenmill.units import register_new_files
+    from tokenmill.crawl.units import register_new_files
+    from tokenmill.definitions import build_definitions
 
     row = Row("path-like partition keys and crawl names (../../etc)")
     lake = Lake.from_url(str(work / "paths" / "lake"))

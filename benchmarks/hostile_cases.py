@@ -171,7 +171,7 @@ else:
     sys.path.insert(0, "benchmarks")
     import hostile_worst
     outcome.update(getattr(hostile_worst, sys.argv[3])())
-from tokenmill import parts  # its worker pools outlive runs: end them, so they are counted
+from tokenmill.runtime import parts  # its worker pools outlive runs: end them, so they are counted
 for pool in parts._pools.values():
     pool.shutdown(wait=True)
 me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)

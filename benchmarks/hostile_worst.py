@@ -13,12 +13,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from demo.warc_writer import WarcWriter  # noqa: E402
 from tests.faults import page  # noqa: E402
-from tokenmill.lake import Lake  # noqa: E402
-from tokenmill.parts import run_stage_work  # noqa: E402
+from tokenmill.crawl.units import register_new_files  # noqa: E402
+from tokenmill.demo.warc_writer import WarcWriter  # noqa: E402
+from tokenmill.runtime.parts import run_stage_work  # noqa: E402
 from tokenmill.stages import cleaned, raw_crawl  # noqa: E402
-from tokenmill.units import register_new_files  # noqa: E402
+from tokenmill.storage.lake import Lake  # noqa: E402
 
 PROSE = "The committee met on Tuesday to review the budget for the new library. " * 20
 MB = 1 << 20

@@ -1,14 +1,14 @@
 """Synthetic stage outputs for benchmarks: a registered unit whose parts are written directly,
-committed as a stage run commits them (`tokenmill.parts.run_unit`)."""
+committed as a stage run commits them (`tokenmill.runtime.parts.run_unit`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tokenmill.lake import Lake
-from tokenmill.layout import LANDING, MARKER, Unit, part_name
-from tokenmill.outputs import PartitionWriter, StageReport, combine
-from tokenmill.units import write_batch
+from tokenmill.crawl.units import write_batch
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import LANDING, MARKER, Unit, part_name
+from tokenmill.storage.outputs import PartitionWriter, StageReport, combine
 
 
 def write_unit(

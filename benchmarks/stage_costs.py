@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-import tokenmill.extract as extract
+import tokenmill.crawl.extract as extract
+import tokenmill.crawl.http_messages as http
 import tokenmill.filters.signals as signals_module
-import tokenmill.http as http
-import tokenmill.outputs as outputs
 import tokenmill.stages.extracted as extracted
+import tokenmill.storage.outputs as outputs
 
 # Components in the order a record meets them.
 COMPONENTS = (

@@ -28,23 +28,28 @@ from dagster import (
     op,
 )
 from pydantic import Field, create_model
+from tokenmill.data_assets.conditions import automation_condition
+from tokenmill.data_assets.datasets import Catalog, Dataset
+from tokenmill.data_assets.k8s import op_tags
+from tokenmill.data_assets.partitions import (
+    crawl_partitions,
+    crawl_units,
+    unit_partitions,
+    versioned,
+)
+from tokenmill.data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
+from tokenmill.resources.lake import LakeResource
+from tokenmill.resources.step_io import STEP_IO, STEPS
+from tokenmill.resources.workers import WorkersResource
 
-from data_assets.conditions import automation_condition
-from data_assets.datasets import Catalog, Dataset
-from data_assets.k8s import op_tags
-from data_assets.partitions import crawl_partitions, crawl_units, unit_partitions, versioned
-from data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
-from resources.lake import LakeResource
-from resources.step_io import STEP_IO, STEPS
-from resources.workers import WorkersResource
-from tokenmill.budget import cpu_time
-from tokenmill.histograms import gathered
-from tokenmill.lake import LakeAccessError
-from tokenmill.layout import MARKER, Unit, check_name, crawl_prefix
-from tokenmill.parts import run_stage_work
-from tokenmill.stage import Scope, Stage, Work
+from tokenmill.crawl.units import registered_units
+from tokenmill.filters.histograms import gathered
+from tokenmill.runtime.budget import cpu_time
+from tokenmill.runtime.parts import run_stage_work
+from tokenmill.runtime.stage import Scope, Stage, Work
 from tokenmill.stages import STAGES, stage_named
-from tokenmill.units import registered_units
+from tokenmill.storage.lake import LakeAccessError
+from tokenmill.storage.layout import MARKER, Unit, check_name, crawl_prefix
 
 # Who answers for the dataset's assets (shown in the UI; TOKENMILL_OWNERS, comma-separated).
 OWNERS = [o for o in os.environ.get("TOKENMILL_OWNERS", "team:pretraining-data").split(",") if o]

@@ -19,9 +19,9 @@ from dagster import (
     AutomationResult,
     DynamicPartitionsDefinition,
 )
+from tokenmill.data_assets.partitions import crawl_units
 
-from data_assets.partitions import crawl_units
-from tokenmill.stage import Scope, Stage
+from tokenmill.runtime.stage import Scope, Stage
 from tokenmill.stages import STAGES
 
 log = logging.getLogger("tokenmill")

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dagster import AssetKey
+from tokenmill.data_assets.recipe import Recipe, load_recipes, load_shared
 
-from data_assets.recipe import Recipe, load_recipes, load_shared
 from tokenmill import stages as pipeline
-from tokenmill.lake import Lake
-from tokenmill.stage import Stage
+from tokenmill.runtime.stage import Stage
+from tokenmill.storage.lake import Lake
 
 RECIPES_ZONE = "recipes"
 
@@ -116,7 +116,7 @@ class Catalog:
 def _check_classifiers(recipe: Recipe, shared: Recipe) -> Recipe:
     """A recipe whose classifier rules name classifiers (and labels) the shared score section
     declares."""
-    from tokenmill.scoring import short_label
+    from tokenmill.classifiers.scoring import short_label
     from tokenmill.stages.cleaned import CleanSettings
     from tokenmill.stages.scored import ScoreSettings
 

@@ -5,9 +5,9 @@ select some of them). Each is sized for its stage (see data_assets/k8s)."""
 from __future__ import annotations
 
 from dagster import define_asset_job
+from tokenmill.data_assets.datasets import Catalog
+from tokenmill.data_assets.k8s import run_tags
 
-from data_assets.datasets import Catalog
-from data_assets.k8s import run_tags
 from tokenmill.stages import STAGES
 
 

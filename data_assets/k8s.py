@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from tokenmill.stage import Stage
+from tokenmill.runtime.stage import Stage
 from tokenmill.stages import STAGES
 
 K8S_CONFIG = "dagster-k8s/config"

@@ -41,14 +41,14 @@ from dagster._core.definitions.data_version import (
     extract_data_version_from_entry,
 )
 
-from tokenmill.lake import Lake
-from tokenmill.layout import Unit
-from tokenmill.stage import Scope, Stage
+from tokenmill.runtime.stage import Scope, Stage
 from tokenmill.stages import STAGES, stage_named
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import Unit
 
 if TYPE_CHECKING:
-    from data_assets.datasets import Catalog, Dataset
-from tokenmill.units import registered_crawls, registered_units
+    from tokenmill.data_assets.datasets import Catalog, Dataset
+from tokenmill.crawl.units import registered_crawls, registered_units
 
 unit_partitions = DynamicPartitionsDefinition(name="units")
 crawl_partitions = DynamicPartitionsDefinition(name="crawls")

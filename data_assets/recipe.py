@@ -7,7 +7,7 @@ assets under its name (`<name>/cleaned`, ...), built from the extraction every r
 The shared stages' settings (`raw`, `extract`) are in `resources/extraction.yaml`
 (TOKENMILL_EXTRACTION): changing them re-extracts the corpus for every recipe.
 
-Each stage's run config is generated from its core settings type (`tokenmill.stage`), with the
+Each stage's run config is generated from its core settings type (`tokenmill.runtime.stage`), with the
 recipe's values as defaults: a run without config (every automated one) uses the recipe, and
 the launchpad shows the recipe's values, which a run may override for itself (the override is
 recorded in the run's metadata). The files are read when the code location loads; a section's
@@ -35,7 +35,7 @@ import yaml
 from dagster import Config
 from pydantic import Field, TypeAdapter, ValidationError, create_model
 
-from tokenmill.stage import Stage, settings_fields
+from tokenmill.runtime.stage import Stage, settings_fields
 
 RESOURCES = Path(__file__).resolve().parents[1] / "resources"
 RECIPES_DIR = RESOURCES / "recipes"

@@ -24,10 +24,10 @@ from dagster import (
 )
 from pydantic import ValidationError
 
-from tokenmill.histograms import markdown
-from tokenmill.lake import Lake, LakeKeyError, LakeRefusedError, LakeUnreachableError
-from tokenmill.outputs import MissingInputError, StageReport
-from tokenmill.warc import UnusableInputError
+from tokenmill.crawl.warc import UnusableInputError
+from tokenmill.filters.histograms import markdown
+from tokenmill.storage.lake import Lake, LakeKeyError, LakeRefusedError, LakeUnreachableError
+from tokenmill.storage.outputs import MissingInputError, StageReport
 
 # Transient faults (object store, network, preempted node, a worker killed) get retried with
 # backoff; bad input, bad settings and a broken installation fail at once, see

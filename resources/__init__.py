@@ -1,3 +1,3 @@
-from resources.lake import LakeResource
+from tokenmill.resources.lake import LakeResource
 
 __all__ = ["LakeResource"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from tokenmill.lake import Lake
+from tokenmill.storage.lake import Lake
 
 
 class LakeResource(ConfigurableResource):

@@ -2,8 +2,7 @@
 pod of its own, so a step's local disk is no place for them."""
 
 from dagster import ConfigurableIOManager, InputContext, OutputContext
-
-from resources.lake import LakeResource
+from tokenmill.resources.lake import LakeResource
 
 STEP_IO = "step_io"  # its resource key
 STEPS = "_steps"  # <STEPS>/<run id>/<step key>/<output>[/<mapping key>].json

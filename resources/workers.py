@@ -5,7 +5,7 @@ from __future__ import annotations
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from tokenmill.parts import available_cpus
+from tokenmill.runtime.parts import available_cpus
 
 
 class WorkersResource(ConfigurableResource):

@@ -15,9 +15,12 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 # source -> library. Not a name Python's import system takes for an extension module ("*.so"):
 # the package's modules are walked (tests/test_bad_files.py) and a library is none.
 LIBRARIES = {
-    "tokenmill/filters/word_scan.c": "tokenmill/filters/libword_scan.so.1",
-    "tokenmill/spans.c": "tokenmill/libspans.so.1",
+    "tokenmill/text/word_scan.c": "tokenmill/text/libword_scan.so.1",
+    "tokenmill/storage/spans.c": "tokenmill/storage/libspans.so.1",
 }
+# The Dagster layer's top-level folders of a checkout, installed inside the package (an editable
+# install finds them in the checkout: tokenmill/__init__.py).
+DAGSTER_LAYER = ("resources", "data_assets", "sensors")
 
 
 class CustomBuildHook(BuildHookInterface):
@@ -26,6 +29,9 @@ class CustomBuildHook(BuildHookInterface):
             self._compile(os.path.join(self.root, source), os.path.join(self.root, library))
             if version != "editable":
                 build_data["force_include"][os.path.join(self.root, library)] = library
+        if version != "editable":
+            for folder in DAGSTER_LAYER:
+                build_data["force_include"][os.path.join(self.root, folder)] = f"tokenmill/{folder}"
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
 

@@ -16,10 +16,9 @@ from dagster import (
     SkipReason,
     sensor,
 )
-
-from data_assets.datasets import Catalog
-from data_assets.partitions import boundaries, gathered_changes, unit_inputs
-from resources.automation import tick_seconds
+from tokenmill.data_assets.datasets import Catalog
+from tokenmill.data_assets.partitions import boundaries, gathered_changes, unit_inputs
+from tokenmill.resources.automation import tick_seconds
 
 EVENTS_PER_TICK = 10_000
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dagster import DefaultSensorStatus, RunFailureSensorContext, run_failure_sensor
-
-from resources.automation import AlertsResource
-from resources.lake import LakeResource
+from tokenmill.resources.automation import AlertsResource
+from tokenmill.resources.lake import LakeResource
 
 FAILURES = "ops/failures"
 

@@ -16,11 +16,11 @@ from dagster import (
     SkipReason,
     sensor,
 )
+from tokenmill.data_assets.partitions import crawl_partitions, unit_list_changes, unit_partitions
+from tokenmill.resources.automation import DiscoveryResource, tick_seconds
+from tokenmill.resources.lake import LakeResource
 
-from data_assets.partitions import crawl_partitions, unit_list_changes, unit_partitions
-from resources.automation import DiscoveryResource, tick_seconds
-from resources.lake import LakeResource
-from tokenmill.units import discover, registered_units
+from tokenmill.crawl.units import discover, registered_units
 
 
 @sensor(

@@ -2,13 +2,13 @@
 landed out of order, which the incremental sensor does not revisit, and declared crawls)."""
 
 from dagster import DefaultScheduleStatus, OpExecutionContext, ScheduleDefinition, job, op
+from tokenmill.data_assets.k8s import MAX_RUNTIME_TAG
+from tokenmill.data_assets.partitions import sync_partitions
+from tokenmill.resources.automation import DiscoveryResource
+from tokenmill.resources.lake import LakeResource
 
-from data_assets.k8s import MAX_RUNTIME_TAG
-from data_assets.partitions import sync_partitions
-from resources.automation import DiscoveryResource
-from resources.lake import LakeResource
-from tokenmill.sources import CrawlSource
-from tokenmill.units import landed_crawls, register_new_files
+from tokenmill.crawl.sources import CrawlSource
+from tokenmill.crawl.units import landed_crawls, register_new_files
 
 
 @op(

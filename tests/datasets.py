@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dagster import AssetKey
+from tokenmill.data_assets.datasets import Dataset
+from tokenmill.data_assets.recipe import DEFAULT_RECIPE, Recipe
 
-from data_assets.datasets import Dataset
-from data_assets.recipe import DEFAULT_RECIPE, Recipe
-from tokenmill.lake import Lake
+from tokenmill.storage.lake import Lake
 
 RECIPE = Dataset(Recipe.load(), DEFAULT_RECIPE.stem)
 

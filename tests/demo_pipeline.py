@@ -13,14 +13,14 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
-from data_assets.cli import land_demo_crawl
-from data_assets.runner import local_instance, materialize_all, register
 from tests.datasets import recipe_lake
-from tokenmill.lake import Lake
-from tokenmill.layout import MARKER, Unit
-from tokenmill.parts import RESUME_FIELD
+from tokenmill.cli.commands import land_demo_crawl
+from tokenmill.cli.runner import local_instance, materialize_all, register
+from tokenmill.crawl.units import registered_units
+from tokenmill.runtime.parts import RESUME_FIELD
 from tokenmill.stages import STAGES
-from tokenmill.units import registered_units
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import MARKER, Unit
 
 OUTPUT_ZONES = tuple(stage.name for stage in STAGES)
 
@@ -92,11 +92,11 @@ def demo_pipeline(root: Path, crawl: str, files: int, pages_per_file: int, seed:
 def extracted_demo_unit(root: Path, crawl: str, files: int, pages_per_file: int, seed: int):
     """A lake under `root` with one unit of a demo crawl read and extracted (no Dagster), and
     the crawl's truth: (lake, unit, truth)."""
-    from demo.crawl import generate_demo_crawl
-    from tokenmill.layout import EXTRACTED, LANDING, RAW_CRAWL
-    from tokenmill.parts import run_stage_work
+    from tokenmill.crawl.units import register_new_files
+    from tokenmill.demo.crawl import generate_demo_crawl
+    from tokenmill.runtime.parts import run_stage_work
     from tokenmill.stages import stage_named
-    from tokenmill.units import register_new_files
+    from tokenmill.storage.layout import EXTRACTED, LANDING, RAW_CRAWL
 
     generate_demo_crawl(
         root / "warc",
@@ -119,9 +119,9 @@ def tokenized_demo_crawls(root: Path, crawls: dict[str, int], files: int, pages_
     """A lake under `root` with demo crawls (name -> seed: one seed twice gives the same pages
     under two crawls) run through every stage up to tokenized_shards in this process, with the
     stages' default settings (no Dagster)."""
-    from tokenmill.parts import run_stage_work
+    from tokenmill.crawl.units import register_new_files
+    from tokenmill.runtime.parts import run_stage_work
     from tokenmill.stages import stage_named
-    from tokenmill.units import register_new_files
 
     lake = Lake.from_url(str(root / "lake"))
     units = {}

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from tokenmill.lake import TEMP_MARKER, Lake
-from tokenmill.layout import MARKER, Unit, crawl_prefix
-from tokenmill.stage import Scope, Stage
+from tokenmill.crawl.units import unit_files
+from tokenmill.runtime.stage import Scope, Stage
 from tokenmill.stages import STAGES, stage_named
-from tokenmill.units import unit_files
+from tokenmill.storage.lake import TEMP_MARKER, Lake
+from tokenmill.storage.layout import MARKER, Unit, crawl_prefix
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 CRAWL = "CC-MAIN-FAULTS-2026-01"
@@ -44,7 +44,7 @@ RESUME_FIELD = "resume"
 def stage_settings(stage: Stage):
     """The settings a stage's asset runs with when its run config is left alone: the
     recipe's."""
-    from data_assets.recipe import Recipe
+    from tokenmill.data_assets.recipe import Recipe
 
     return Recipe.load().settings(stage.settings) if stage.settings else None
 
@@ -52,7 +52,7 @@ def stage_settings(stage: Stage):
 def run_stage(lake: Lake, stage: str, target: str, resume: str | None = None):
     """A stage's processing core on one target (a unit key, a crawl, or "" for the lake), as
     its asset runs it, with one worker process; `resume` as a retried step passes it."""
-    from tokenmill.parts import run_stage_work
+    from tokenmill.runtime.parts import run_stage_work
 
     definition = stage_named(stage)
     scope = definition.scope
@@ -75,7 +75,7 @@ def output_prefix(stage: str, target: str) -> str:
 
 
 def targets(lake: Lake, crawl: str, stage: str) -> list[str]:
-    from tokenmill.units import registered_units
+    from tokenmill.crawl.units import registered_units
 
     scope = stage_named(stage).scope
     if scope is Scope.UNIT:
@@ -88,8 +88,8 @@ def build_demo_lake(
 ) -> tuple[Lake, dict[tuple[str, str], float]]:
     """A local lake with a registered demo crawl and every stage run once, undisturbed; also
     how long each stage's work took per target."""
-    from data_assets.cli import land_demo_crawl
-    from tokenmill.units import register_new_files
+    from tokenmill.cli.commands import land_demo_crawl
+    from tokenmill.crawl.units import register_new_files
 
     lake = Lake.from_url(str(root))
     land_demo_crawl(lake, crawl, **demo)
@@ -229,10 +229,10 @@ def child_main(args: list[str]) -> None:
         print(json.dumps(outcome), flush=True)
     elif kind == "jobs":
         from dagster import DagsterInstance
+        from tokenmill.resources.workers import WorkersResource
 
-        from data_assets.definitions import build_definitions, lake_resource
-        from data_assets.runner import QUIET_CONSOLE
-        from resources.workers import WorkersResource
+        from tokenmill.cli.runner import QUIET_CONSOLE
+        from tokenmill.definitions import build_definitions, lake_resource
 
         partition, jobs = rest
         defs = build_definitions(lake_resource(), workers=WorkersResource(processes=1))
@@ -443,7 +443,7 @@ def fuzz_reader(samples: list[bytes], mutations: int, seed: int) -> FuzzResult:
     """Read `mutations` damaged copies of the samples: the reader may only ever raise
     UnusableInputError, and every record that ends before the first damaged byte must come
     out exactly as in the undamaged file."""
-    from tokenmill.warc import BadRecord, UnusableInputError, WarcRecord, iter_records
+    from tokenmill.crawl.warc import BadRecord, UnusableInputError, WarcRecord, iter_records
 
     rng = random.Random(seed)
     intact = [list(iter_records(io.BytesIO(sample))) for sample in samples]
@@ -482,7 +482,7 @@ def hostile_warc() -> bytes:
     """Records a crawler really meets: charsets declared, undeclared and wrong, binary bodies
     sent as text/html, a header line that is not UTF-8, and damage in the middle."""
     out = io.BytesIO()
-    from demo.warc_writer import WarcWriter, encode_record, gzip_member
+    from tokenmill.demo.warc_writer import WarcWriter, encode_record, gzip_member
 
     writer = WarcWriter(out, id_seed="hostile")
     prose = "The committee met on Tuesday to review the budget for the new library. " * 20
@@ -512,7 +512,7 @@ def hostile_warc() -> bytes:
 def nested_divs_warc(depth: int) -> bytes:
     """A good page, a page of `depth` nested <div>s (extraction is quadratic in the depth, in C
     code that holds the GIL), and another good page."""
-    from demo.warc_writer import WarcWriter
+    from tokenmill.demo.warc_writer import WarcWriter
 
     out = io.BytesIO()
     writer = WarcWriter(out, id_seed=f"nested-{depth}")
@@ -538,9 +538,9 @@ def nested_divs_warc(depth: int) -> bytes:
 # Peak RSS from VmHWM: ru_maxrss would carry the parent's peak over fork and exec.
 BIG_RECORD_CHILD = """
 import json, re, sys
-from tokenmill.lake import Lake
-from tokenmill.layout import Unit
-from tokenmill.parts import run_stage_work
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import Unit
+from tokenmill.runtime.parts import run_stage_work
 from tokenmill.stages import raw_crawl
 def peak_kib():
     return int(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1))
@@ -579,8 +579,8 @@ def big_record_trial(lake_root: Path, size: int, compressed: bool) -> dict:
 def _big_record_trial(lake_root, source, crawl, name, size, compressed) -> dict:
     import zlib
 
-    from tokenmill.sources import CrawlSource
-    from tokenmill.units import register_new_files
+    from tokenmill.crawl.sources import CrawlSource
+    from tokenmill.crawl.units import register_new_files
 
     path = source / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -710,8 +710,7 @@ def postgres_home(home: Path, database: str) -> tuple[Path, dict[str, str]]:
 def add_partitions(env: dict[str, str], lake: Lake) -> None:
     """Register the lake's crawls and units as dynamic partitions of the child's instance."""
     from dagster import DagsterInstance
-
-    from data_assets.partitions import sync_partitions
+    from tokenmill.data_assets.partitions import sync_partitions
 
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tokenmill.dedup_parts import bucket_edges
+from tokenmill.dedup.clustering import bucket_edges
 
 
 class UnionFind:

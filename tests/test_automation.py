@@ -26,26 +26,26 @@ from dagster import (
 )
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.loader import LoadingContextForTest
+from tokenmill.data_assets.datasets import Dataset
+from tokenmill.data_assets.jobs import job_name
+from tokenmill.data_assets.k8s import K8S_CONFIG, MAX_RUNTIME_TAG, STAGE_TAG, run_tags
+from tokenmill.data_assets.partitions import crawl_units, unit_list_version
+from tokenmill.data_assets.recipe import DEFAULT_RECIPE as RECIPE_FILE
+from tokenmill.data_assets.recipe import Recipe
+from tokenmill.resources.automation import AlertsResource, DiscoveryResource
+from tokenmill.resources.lake import LakeResource
+from tokenmill.resources.workers import WorkersResource
+from tokenmill.sensors.failures import FAILURES, record_run_failures
+from tokenmill.sensors.landing import landing_zone
 
-from data_assets.datasets import Dataset
-from data_assets.definitions import build_definitions, lake_resource
-from data_assets.jobs import job_name
-from data_assets.k8s import K8S_CONFIG, MAX_RUNTIME_TAG, STAGE_TAG, run_tags
-from data_assets.partitions import crawl_units, unit_list_version
-from data_assets.recipe import DEFAULT_RECIPE as RECIPE_FILE
-from data_assets.recipe import Recipe
-from demo.crawl import generate_demo_crawl
-from resources.automation import AlertsResource, DiscoveryResource
-from resources.lake import LakeResource
-from resources.workers import WorkersResource
-from sensors.failures import FAILURES, record_run_failures
-from sensors.landing import landing_zone
 from tests.datasets import key, recipe_lake, variant
-from tokenmill.dedup import CLUSTERS_FILE
-from tokenmill.lake import Lake
-from tokenmill.layout import LANDING, Unit
+from tokenmill.crawl.units import discover, register_new_files, registered_units, unit_files
+from tokenmill.dedup.settings import CLUSTERS_FILE
+from tokenmill.definitions import build_definitions, lake_resource
+from tokenmill.demo.crawl import generate_demo_crawl
 from tokenmill.stages import STAGES, stage_named
-from tokenmill.units import discover, register_new_files, registered_units, unit_files
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import LANDING, Unit
 
 CRAWL = "CC-MAIN-AUTO-2026-05"
 OTHER = "CC-MAIN-AUTO-2026-06"
@@ -478,7 +478,7 @@ def test_an_idle_instance_requests_nothing_and_a_change_keeping_the_documents_st
     """`tokenmill run` leaves an instance on which the sensors and the automation, started
     afterwards (as `tokenmill ui` does), find nothing to do; a recipe change that keeps every
     document re-runs its stage and nothing below it."""
-    from data_assets.runner import materialize_all, register
+    from tokenmill.cli.runner import materialize_all, register
 
     land_files(lake, CRAWL, demo_files(tmp_path, CRAWL, files=2))
     instance = DagsterInstance.ephemeral()
@@ -594,7 +594,7 @@ def test_a_stages_output_version_is_in_its_code_version_only():
     partitions stale and no other's (below it, the data versions decide)."""
     import dataclasses
 
-    from data_assets.assets import asset_options
+    from tokenmill.data_assets.assets import asset_options
 
     shared = Dataset(Recipe.load())
     extracted = stage_named("extracted")
@@ -760,7 +760,7 @@ def test_every_run_has_a_maximum_runtime(lake):
 
 
 def test_definitions_wire_the_sensors_and_schedule():
-    from data_assets.definitions import defs
+    from tokenmill.definitions import defs
 
     repository = defs.get_repository_def()
     assert {s.name for s in repository.sensor_defs} >= {
@@ -792,12 +792,13 @@ def test_definitions_wire_the_sensors_and_schedule():
 def test_a_crawl_stage_between_unit_stages_needs_only_its_declaration(monkeypatch, lake):
     """A new crawl-scope stage (say, a classifier's score percentiles over a crawl) between
     per-unit stages: its bridges, dependencies and automation follow from its CrawlBoundary."""
+    from tokenmill.data_assets.assets import dependencies, stage_asset
+    from tokenmill.data_assets.conditions import automation_condition
+    from tokenmill.data_assets.datasets import Dataset
+    from tokenmill.data_assets.partitions import gathered, reported_by
+
     import tokenmill.stages
-    from data_assets.assets import dependencies, stage_asset
-    from data_assets.conditions import automation_condition
-    from data_assets.datasets import Dataset
-    from data_assets.partitions import gathered, reported_by
-    from tokenmill.stage import CrawlBoundary, Pod, Scope, Stage
+    from tokenmill.runtime.stage import CrawlBoundary, Pod, Scope, Stage
 
     def declared(name: str, scope: Scope, *upstream: str, **more) -> Stage:
         pod = Pod("1", "1Gi", "1", "1Gi")
@@ -852,7 +853,7 @@ def test_a_stage_added_to_a_deployment_builds_the_units_already_there(lake):
 
 
 def test_tokenmill_run_runs_only_what_is_missing_or_stale(tmp_path, lake, monkeypatch):
-    from data_assets.runner import materialize_all, register
+    from tokenmill.cli.runner import materialize_all, register
 
     recipes = tmp_path / "recipes"
     recipes.mkdir()
@@ -929,7 +930,7 @@ def cleaned_doc_ids(lake: Lake, units: set[str]) -> set[str]:
 def test_an_idle_automation_tick_does_not_read_the_unit_list(lake, monkeypatch):
     # Dagster compresses every subset it writes into the cursor by reading all partition keys,
     # empty ones too: at 90,000 units that was nearly all of an idle tick (see
-    # data_assets/automation_cursor.py); the first stage's new units were found by reading them
+    # tokenmill/dagster_internals.py); the first stage's new units were found by reading them
     # all too. Now an idle tick reads none.
     instance = DagsterInstance.ephemeral()
     defs = definitions(lake)
@@ -1022,13 +1023,13 @@ def test_units_registered_between_ticks_are_launched_once(lake):
     ],
 )
 def test_a_cursor_of_an_earlier_version_finds_the_new_partitions(keys_now, cursor, first):
-    from data_assets.conditions import first_added
+    from tokenmill.data_assets.conditions import first_added
 
     assert first_added(keys_now, cursor) == first
 
 
 def test_new_partitions_are_read_after_the_last_storage_id_seen(monkeypatch):
-    from data_assets import conditions
+    from tokenmill.data_assets import conditions
 
     monkeypatch.setattr(conditions, "PAGE_KEYS", 2)  # several pages
     instance = DagsterInstance.ephemeral()

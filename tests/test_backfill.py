@@ -21,19 +21,19 @@ from dagster._core.storage.tags import (
     BACKFILL_ID_TAG,
     PARTITION_NAME_TAG,
 )
+from tokenmill.data_assets.jobs import job_name
+from tokenmill.resources.lake import LakeResource
+from tokenmill.resources.workers import WorkersResource
 
-from data_assets.cli import land_demo_crawl
-from data_assets.definitions import build_definitions
-from data_assets.jobs import job_name
-from data_assets.runner import QUIET_CONSOLE, register
-from resources.lake import LakeResource
-from resources.workers import WorkersResource
 from tests.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
 from tests.datasets import key as asset_key
 from tests.datasets import recipe_lake
-from tokenmill.lake import Lake
-from tokenmill.layout import MARKER, RAW_CRAWL, Unit
+from tokenmill.cli.commands import land_demo_crawl
+from tokenmill.cli.runner import QUIET_CONSOLE, register
+from tokenmill.definitions import build_definitions
 from tokenmill.stages import raw_crawl
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import MARKER, RAW_CRAWL, Unit
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -132,7 +132,7 @@ def test_cli_materializes_one_partition(dev: DagsterDev, lake: Lake):
         "asset",
         "materialize",
         "-m",
-        "data_assets.definitions",
+        "tokenmill.definitions",
         "--select",
         "raw_crawl",
         "--partition",

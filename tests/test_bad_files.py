@@ -17,19 +17,19 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
+from tokenmill.data_assets.partitions import sync_partitions
+from tokenmill.resources.lake import LakeResource
+from tokenmill.resources.workers import WorkersResource
 
-from data_assets.partitions import sync_partitions
-from demo.crawl import generate_demo_crawl
-from resources.lake import LakeResource
-from resources.workers import WorkersResource
 from tests.datasets import node
-from tokenmill.lake import Lake
-from tokenmill.layout import MARKER, Unit
-from tokenmill.parts import run_stage_work
-from tokenmill.stage import Scope
+from tokenmill.crawl.units import discover, register_new_files, unit_files
+from tokenmill.demo.crawl import generate_demo_crawl
+from tokenmill.runtime.parts import run_stage_work
+from tokenmill.runtime.stage import Scope
+from tokenmill.runtime.worker_errors import WorkerDiedError, WorkerError, portable
 from tokenmill.stages import STAGES, raw_crawl, stage_named
-from tokenmill.units import discover, register_new_files, unit_files
-from tokenmill.worker_errors import WorkerDiedError, WorkerError, portable
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import MARKER, Unit
 
 CRAWL = "CC-MAIN-BAD-FILES"
 GOOD = ("a.warc.gz", "c.warc.gz")
@@ -199,7 +199,7 @@ def test_registration_and_discovery_leave_symlinks_out_by_name(good_files, tmp_p
 
 
 def test_a_declared_folder_registers_no_symlink_below_it(good_files, tmp_path):
-    from tokenmill.sources import CrawlSource
+    from tokenmill.crawl.sources import CrawlSource
 
     real = tmp_path / "real"
     real.mkdir()
@@ -317,7 +317,7 @@ def test_a_file_that_kills_its_worker_twice_fails_the_unit_naming_it_and_the_sig
 def test_the_run_fails_with_the_workers_error_and_file_in_its_message(
     lab_plugins, good_files, tmp_path
 ):
-    from data_assets.definitions import build_definitions
+    from tokenmill.definitions import build_definitions
 
     lake = Lake.from_url(str(tmp_path / "lake"))
     unit = three_good_files(lake, good_files)

@@ -1,4 +1,4 @@
-"""The per-record post a worker keeps for its parent's watchdog (`tokenmill.budget`)."""
+"""The per-record post a worker keeps for its parent's watchdog (`tokenmill.runtime.budget`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tokenmill import budget
+from tokenmill.runtime import budget
 
 
 @pytest.fixture

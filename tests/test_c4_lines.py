@@ -16,7 +16,7 @@ from tokenmill.filters.c4 import (
     POLICY_SUBSTRINGS,
     C4QualityFilter,
 )
-from tokenmill.filters.text import (
+from tokenmill.text.statistics import (
     NEW_WORD_COUNTS,
     count_words,
     doc_index,
@@ -25,7 +25,7 @@ from tokenmill.filters.text import (
     split_lines,
     word_counts_of,
 )
-from tokenmill.filters.word_scan import word_features_of
+from tokenmill.text.word_scan import word_features_of
 
 PHRASES = ("lorem ipsum", "javascript", *POLICY_SUBSTRINGS)
 

@@ -12,16 +12,16 @@ import fasttext
 import polars as pl
 import pytest
 
-from data_assets.cli import main as cli
-from demo.crawl import sample_articles
 from tests.demo_pipeline import extracted_demo_unit
-from tokenmill.classifiers import (
+from tokenmill.classifiers.training import (
     ClassifierInputError,
     TrainingSettings,
     positive_scores,
     train_classifier,
 )
-from tokenmill.layout import EXTRACTED
+from tokenmill.cli.commands import main as cli
+from tokenmill.demo.crawl import sample_articles
+from tokenmill.storage.layout import EXTRACTED
 
 CRAWL = "CC-MAIN-CLASSIFY-2026-01"
 # a few hundred examples: more epochs, a higher rate, a small model

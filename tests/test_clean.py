@@ -11,19 +11,19 @@ from collections import Counter
 
 import polars as pl
 import pytest
+from tokenmill.data_assets.recipe import PluginFilter, Recipe
+from tokenmill.data_assets.results import stage_result
 
-from data_assets.recipe import PluginFilter, Recipe
-from data_assets.results import stage_result
 from tests.conftest import SHARED
 from tests.demo_pipeline import extracted_demo_unit
 from tokenmill.filters import FilterChain, PIIMasker
-from tokenmill.lake import Lake
-from tokenmill.layout import CLEANED, DOC_SCHEMA, EXTRACTED, MANIFESTS, MARKER
-from tokenmill.outputs import StageReport
-from tokenmill.parts import run_stage_work
+from tokenmill.runtime.parts import run_stage_work
 from tokenmill.stages import stage_named
 from tokenmill.stages.cleaned import CleanSettings, rejected_text
 from tokenmill.stages.extracted import SIGNALS, ExtractSettings
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import CLEANED, DOC_SCHEMA, EXTRACTED, MANIFESTS, MARKER
+from tokenmill.storage.outputs import StageReport
 
 CRAWL = "CC-MAIN-TEST-2026-02"
 BUILTIN = ["url", "gopher_repetition", "gopher_quality", "c4_quality", "fineweb_quality"]
@@ -394,7 +394,7 @@ def test_a_recipe_change_never_reads_the_warc_files(landed, tmp_path):
 
 
 def test_preview_counts_what_materializing_the_recipe_then_gives(landed, tmp_path):
-    from tokenmill.preview import html_report, preview, text_report
+    from tokenmill.reports.preview import html_report, preview, text_report
 
     lake, unit, _ = landed
     current = CleanSettings()

@@ -8,9 +8,9 @@ import re
 import pytest
 from dagster import DagsterInstance, Failure, RetryPolicy, job, op, resource
 
-from data_assets.cli import land_demo_crawl
-from data_assets.cli import main as cli
-from data_assets.runner import (
+from tokenmill.cli.commands import land_demo_crawl
+from tokenmill.cli.commands import main as cli
+from tokenmill.cli.runner import (
     ERROR_CHARS,
     definitions_for,
     execute,
@@ -19,7 +19,7 @@ from data_assets.runner import (
     register,
 )
 from tokenmill.filters import FILTER_MODULES_ENV
-from tokenmill.lake import Lake
+from tokenmill.storage.lake import Lake
 
 CRAWL = "CC-MAIN-FAIL-2026-01"
 UNIT = f"{CRAWL}/00000"
@@ -141,9 +141,9 @@ def test_a_long_cause_is_cut_to_its_first_lines():
 def test_preview_prints_what_a_recipe_would_flip_and_draws_the_distributions(
     landed, tmp_path, capsys
 ):
-    from tokenmill.parts import run_stage_work
+    from tokenmill.crawl.units import register_new_files
+    from tokenmill.runtime.parts import run_stage_work
     from tokenmill.stages import stage_named
-    from tokenmill.units import register_new_files
 
     proposed = tmp_path / "long-docs.yaml"
     proposed.write_text("clean:\n  gopher_quality:\n    min_doc_words: 2000\n")
@@ -167,10 +167,10 @@ def test_preview_prints_what_a_recipe_would_flip_and_draws_the_distributions(
 def test_dropped_shows_a_recipes_rejections_with_their_extracted_text(landed, capsys):
     import polars as pl
 
-    from data_assets.cli import chosen_recipe
-    from tokenmill.parts import run_stage_work
+    from tokenmill.cli.commands import chosen_recipe
+    from tokenmill.crawl.units import register_new_files
+    from tokenmill.runtime.parts import run_stage_work
     from tokenmill.stages import stage_named
-    from tokenmill.units import register_new_files
 
     (unit,) = register_new_files(landed, CRAWL, files_per_unit=1).units
     for name in ("raw_crawl", "extracted"):
@@ -237,7 +237,7 @@ def test_the_demo_trains_a_classifier_and_builds_a_second_recipe_that_keeps_by_i
     env |= {"TOKENMILL_LAKE_URL": str(tmp_path / "lake"), "DAGSTER_HOME": str(tmp_path / "h")}
 
     def tokenmill(*args: str) -> str:
-        command = [sys.executable, "-m", "data_assets.cli", *args]
+        command = [sys.executable, "-m", "tokenmill.cli.commands", *args]
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return done.stdout

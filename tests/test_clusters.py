@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tests.in_memory_clusters import UnionFind, choose_survivors, cluster, link_equal_keys, removals
-from tokenmill.minhash import MinHasher, band_hashes, content_hashes, shingles
+from tokenmill.dedup.minhash import MinHasher, band_hashes, content_hashes, shingles
 
 
 def keys(*values: int) -> np.ndarray:

@@ -8,11 +8,11 @@ import time
 import pytest
 from dagster import RunsFilter
 
-from data_assets.cli import land_demo_crawl
 from tests.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
 from tests.datasets import key
-from tokenmill.lake import Lake
+from tokenmill.cli.commands import land_demo_crawl
 from tokenmill.stages import STAGES
+from tokenmill.storage.lake import Lake
 
 pytestmark = pytest.mark.timeout(900)
 

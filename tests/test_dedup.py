@@ -12,11 +12,15 @@ import pyarrow.parquet as pq
 import pytest
 from datasketch import MinHashLSH
 
-from demo import crawl as demo
 from tests.datasets import key, node, recipe_lake
-from tokenmill.dedup import CLUSTERS_FILE, DedupSettings
-from tokenmill.lake import Lake
-from tokenmill.layout import (
+from tokenmill.crawl.units import registered_units, write_batch
+from tokenmill.dedup.minhash import shingles
+from tokenmill.dedup.settings import CLUSTERS_FILE, DedupSettings
+from tokenmill.demo import crawl as demo
+from tokenmill.runtime.parts import run_stage_work
+from tokenmill.stages import stage_named
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import (
     CLEANED,
     DEDUP_CLUSTERS,
     DEDUP_SIGNATURES,
@@ -29,11 +33,7 @@ from tokenmill.layout import (
     crawl_prefix,
     unit_name,
 )
-from tokenmill.minhash import shingles
-from tokenmill.outputs import MissingInputError, PartitionWriter, StageReport, combine
-from tokenmill.parts import run_stage_work
-from tokenmill.stages import stage_named
-from tokenmill.units import registered_units, write_batch
+from tokenmill.storage.outputs import MissingInputError, PartitionWriter, StageReport, combine
 
 CRAWL = "CC-MAIN-TEST-2026-01"
 QUALITY_SCHEMA = DOC_SCHEMA.append(pa.field(QUALITY_COLUMN, pa.float64()))
@@ -364,9 +364,10 @@ def test_ground_truth_recall_and_false_merges(lake, scheme):
 
 
 def dagster_defs(lake: Lake):
-    from data_assets.definitions import build_definitions
-    from resources.lake import LakeResource
-    from resources.workers import WorkersResource
+    from tokenmill.resources.lake import LakeResource
+    from tokenmill.resources.workers import WorkersResource
+
+    from tokenmill.definitions import build_definitions
 
     return build_definitions(LakeResource(url=lake.url), workers=WorkersResource(processes=1))
 
@@ -420,8 +421,7 @@ class DagsterLake:
 def test_new_unit_makes_its_crawls_dedup_stale_in_dagster(tmp_path, articles):
     from dagster import instance_for_test
     from dagster._core.definitions.data_version import StaleStatus
-
-    from data_assets.partitions import sync_partitions
+    from tokenmill.data_assets.partitions import sync_partitions
 
     lake = recipe_lake(Lake.from_url(str(tmp_path / "lake")))  # as the recipe's stages see it
     other = "CC-MAIN-TEST-2026-02"
@@ -479,9 +479,8 @@ def test_parallel_steps_cluster_as_one_step_in_dagster(tmp_path, articles):
     """parallel_steps=2: the plan step yields two shares of the parts, two mapped steps compute
     them, the finish step writes the clusters one step writes, to the byte."""
     from dagster import DagsterEventType, instance_for_test
-
-    from data_assets.partitions import sync_partitions
-    from resources.step_io import STEP_IO, STEPS
+    from tokenmill.data_assets.partitions import sync_partitions
+    from tokenmill.resources.step_io import STEP_IO, STEPS
 
     lake = recipe_lake(Lake.from_url(str(tmp_path / "lake")))  # as the recipe's stages see it
     a, b, c = (article.text for article in articles[:3])
@@ -532,8 +531,7 @@ def test_a_new_unit_makes_a_crawl_of_over_100_units_stale_in_dagster(tmp_path):
     crawl's observed unit list (`crawl_units`) still makes its clusters stale."""
     from dagster import instance_for_test
     from dagster._core.definitions.data_version import StaleStatus
-
-    from data_assets.partitions import crawl_units, sync_partitions, unit_list_changes
+    from tokenmill.data_assets.partitions import crawl_units, sync_partitions, unit_list_changes
 
     def words(i: int) -> str:
         # Letters for digits: digit runs are normalized away before hashing.

@@ -25,9 +25,8 @@ from tests.test_dedup import (  # noqa: F401 (articles is a fixture)
     survivor_crawl,
     write_crawl,
 )
-from tokenmill import phases
-from tokenmill.dedup import CLUSTERS_FILE, SURVIVOR_RULES, DedupSettings
-from tokenmill.dedup_parts import (
+from tokenmill.crawl.units import registered_units, write_batch
+from tokenmill.dedup.clustering import (
     PARTS,
     RANK_COLUMNS,
     cluster_crawl,
@@ -37,8 +36,15 @@ from tokenmill.dedup_parts import (
     ranges_for,
     run_clustering,
 )
-from tokenmill.lake import Lake
-from tokenmill.layout import (
+from tokenmill.dedup.settings import CLUSTERS_FILE, SURVIVOR_RULES, DedupSettings
+from tokenmill.dedup.signature_files import SignatureFileError, crawl_signatures
+from tokenmill.runtime import phases
+from tokenmill.runtime.parts import run_stage_work
+from tokenmill.runtime.phases import SLOTS, PlanChangedError
+from tokenmill.runtime.stage import Work
+from tokenmill.stages import stage_named
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import (
     DEDUP_CLUSTERS,
     DEDUP_SIGNATURES,
     LANDING,
@@ -48,14 +54,8 @@ from tokenmill.layout import (
     signature_schema,
     unit_name,
 )
-from tokenmill.outputs import PartitionWriter, StageReport, combine
-from tokenmill.parts import run_stage_work
-from tokenmill.phases import SLOTS, PlanChangedError
-from tokenmill.signature_files import SignatureFileError, crawl_signatures
-from tokenmill.spill import SpillFileError, task_summary
-from tokenmill.stage import Work
-from tokenmill.stages import stage_named
-from tokenmill.units import registered_units, write_batch
+from tokenmill.storage.outputs import PartitionWriter, StageReport, combine
+from tokenmill.storage.spill import SpillFileError, task_summary
 
 WORK = f"{PARTS}/{CRAWL}"
 CLUSTERS_KEY = f"{crawl_prefix(DEDUP_CLUSTERS, CRAWL)}/{CLUSTERS_FILE}"

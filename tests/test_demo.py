@@ -19,7 +19,7 @@ from pathlib import Path
 import py3langid
 import pytest
 
-from demo.crawl import FOREIGN_LOCALES, generate_demo_crawl, main, sample_articles
+from tokenmill.demo.crawl import FOREIGN_LOCALES, generate_demo_crawl, main, sample_articles
 
 FILES, PAGES_PER_FILE = 2, 120
 TOTAL = FILES * PAGES_PER_FILE
@@ -155,7 +155,7 @@ def jaccard(first: str, second: str, n: int = 5) -> float:
 def test_same_seed_gives_identical_bytes_even_in_another_process(crawl, tmp_path):
     root, truth = crawl
     # A different PYTHONHASHSEED catches any dependence on set or str-hash ordering.
-    command = [sys.executable, "-m", "demo.crawl", "--out", str(tmp_path / "warc")]
+    command = [sys.executable, "-m", "tokenmill.demo.crawl", "--out", str(tmp_path / "warc")]
     command += ["--truth", str(tmp_path / "truth.json"), "--files", str(FILES)]
     command += ["--pages-per-file", str(PAGES_PER_FILE), "--seed", "0"]
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
@@ -387,7 +387,7 @@ def test_cli_writes_crawl_and_truth(tmp_path, capsys):
 WITHOUT_FAKER = """
 import sys
 sys.modules["faker"] = None  # import faker now raises ModuleNotFoundError
-from data_assets.cli import main
+from tokenmill.cli.commands import main
 main(["demo"])
 """
 

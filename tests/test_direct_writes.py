@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tokenmill.direct_writes import BLOCK, DirectAppender, open_direct
+from tokenmill.storage.direct_writes import BLOCK, DirectAppender, open_direct
 
 
 def _appender(path: Path, staging_bytes: int = 4 * BLOCK) -> DirectAppender:

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from resiliparse.parse.html import HTMLTree
 
-from tokenmill.extract import (
+from tokenmill.crawl.extract import (
     EXTRACTORS,
     FALLBACK_MAX_TAGS,
     Skip,
@@ -23,8 +23,8 @@ from tokenmill.extract import (
     main_content_route,
     main_region,
 )
-from tokenmill.http import parse_http_response
-from tokenmill.warc import BadRecord, iter_records
+from tokenmill.crawl.http_messages import parse_http_response
+from tokenmill.crawl.warc import BadRecord, iter_records
 
 BODY = (
     "<html><head><title>T</title></head><body><nav><a href='/'>Home</a> | <a>About</a></nav>"
@@ -370,7 +370,7 @@ def test_line_clean_up_matches_its_definition():
     """_lines: stripped non-empty lines; _without_repeats (of what _lines makes): a line of two
     words or more only the first time; the page's word count skips _lines, which changes no
     word but a BOM."""
-    from tokenmill.extract import _lines, _without_repeats
+    from tokenmill.crawl.extract import _lines, _without_repeats
 
     def lines(text):
         text = text.replace("\ufeff", "")

@@ -2,16 +2,16 @@
 steps, finish; its checks and materialization come from the finish step."""
 
 from dagster import DagsterEventType, materialize
+from tokenmill.data_assets.assets import fan_out_asset
+from tokenmill.data_assets.datasets import Dataset
+from tokenmill.data_assets.recipe import Recipe
+from tokenmill.resources.lake import LakeResource
+from tokenmill.resources.step_io import STEP_IO, STEPS, LakeStepIOManager
+from tokenmill.resources.workers import WorkersResource
 
-from data_assets.assets import fan_out_asset
-from data_assets.datasets import Dataset
-from data_assets.recipe import Recipe
-from resources.lake import LakeResource
-from resources.step_io import STEP_IO, STEPS, LakeStepIOManager
-from resources.workers import WorkersResource
-from tokenmill.lake import Lake
-from tokenmill.outputs import StageReport
-from tokenmill.stage import Check, FanOut, Pod, Scope, Stage, Verdict, Work
+from tokenmill.runtime.stage import Check, FanOut, Pod, Scope, Stage, Verdict, Work
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.outputs import StageReport
 
 PIECES = [f"piece-{i}" for i in range(5)]
 

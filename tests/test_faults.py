@@ -18,19 +18,19 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+from tokenmill.data_assets.partitions import sync_partitions
+from tokenmill.resources.lake import LakeResource
+from tokenmill.resources.workers import WorkersResource
 
-from data_assets.partitions import sync_partitions
-from resources.lake import LakeResource
-from resources.workers import WorkersResource
 from tests import faults
 from tests.datasets import key, recipe_lake
 from tests.faults import CRAWL, UNIT, Child
-from tokenmill.lake import Lake, LakeKeyError
-from tokenmill.layout import MARKER, Unit
-from tokenmill.parts import run_stage_work
-from tokenmill.stage import Scope
+from tokenmill.crawl.units import discover, register_new_files
+from tokenmill.runtime.parts import run_stage_work
+from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES, cleaned, extracted, raw_crawl
-from tokenmill.units import discover, register_new_files
+from tokenmill.storage.lake import Lake, LakeKeyError
+from tokenmill.storage.layout import MARKER, Unit
 
 
 @pytest.fixture(scope="module")
@@ -429,7 +429,7 @@ def test_200mb_record_streams_in_bounded_memory(compressed, tmp_path):
 
 
 def run_job(instance: DagsterInstance, lake: Lake, job: str, partition: str):
-    from data_assets.definitions import build_definitions
+    from tokenmill.definitions import build_definitions
 
     defs = build_definitions(LakeResource(url=lake.url), workers=WorkersResource(processes=1))
     return defs.resolve_job_def(job).execute_in_process(

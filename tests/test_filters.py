@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from demo.crawl import sample_articles
+from tokenmill.demo.crawl import sample_articles
 from tokenmill.filters import (
     FILTER_MODULES_ENV,
     NEW_WORD_COUNTS,
@@ -30,8 +30,8 @@ from tokenmill.filters import (
     split_words,
     word_counts_of,
 )
-from tokenmill.filters.text import WORD_FEATURES
-from tokenmill.filters.word_scan import Words, scan_words, words_in
+from tokenmill.text.statistics import WORD_FEATURES
+from tokenmill.text.word_scan import Words, scan_words, words_in
 
 PROSE = sample_articles("en", 3, seed=7)
 GOOD = PROSE[0]

@@ -12,8 +12,7 @@ import pytest
 from tests.formats import read_png
 from tokenmill.filters import GopherQualityFilter
 from tokenmill.filters.chain import FilterChain
-from tokenmill.filters.signals import SignalProfile
-from tokenmill.histograms import (
+from tokenmill.filters.histograms import (
     BINS,
     HEIGHT,
     MARK_COLORS,
@@ -25,7 +24,8 @@ from tokenmill.histograms import (
     position_of,
     rule_histograms,
 )
-from tokenmill.outputs import merge_counts
+from tokenmill.filters.signals import SignalProfile
+from tokenmill.storage.outputs import merge_counts
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tokenmill.filters.pii import _EMAIL, PIIMasker, email_matches
-from tokenmill.normal_form import (
+from tokenmill.text.normal_form import (
     GRAPHEME_JOINER,
     MAX_NON_STARTERS,
     NON_STARTER_RANGE,
@@ -65,7 +65,7 @@ HOSTILE = {
 @pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
 def test_hostile_text_normalizes_and_masks_within_the_cpu_limit(text):
     out = run_under_cpu_limit(
-        "from tokenmill.normal_form import nfc\n"
+        "from tokenmill.text.normal_form import nfc\n"
         "from tokenmill.filters.pii import PIIMasker\n"
         f"masked = PIIMasker().mask(nfc({text} + ' x@y.com'))\n"
         "print(masked.endswith(' email@example.com'))"
@@ -103,7 +103,7 @@ def test_nfc_finds_the_runs_past_thirty_as_the_stream_safe_form_does():
     Devanagari and Tibetan letters."""
     import random
 
-    from tokenmill.normal_form import _non_starters
+    from tokenmill.text.normal_form import _non_starters
 
     marks = _non_starters()
     rng = random.Random(4)

@@ -12,8 +12,8 @@ import brotli
 import pytest
 import zstandard
 
-from tokenmill.extract import decode_html, extract_document
-from tokenmill.http import Skip, dechunk, parse_http_response
+from tokenmill.crawl.extract import decode_html, extract_document
+from tokenmill.crawl.http_messages import Skip, dechunk, parse_http_response
 
 PAGE = (
     "<html><body><article><h1>Winter gardens</h1>"

@@ -37,14 +37,14 @@ from dagster_k8s.job import (
     get_k8s_job_name,
     get_user_defined_k8s_config,
 )
+from tokenmill.data_assets.datasets import Catalog
+from tokenmill.data_assets.jobs import stage_jobs
+from tokenmill.data_assets.k8s import K8S_CONFIG, STAGE_RESOURCES, STAGE_TAG, quantity, run_tags
+from tokenmill.resources.lake import LakeResource
 
-from data_assets.datasets import Catalog
-from data_assets.definitions import STEP_SERVICE_ACCOUNT, build_definitions
-from data_assets.jobs import stage_jobs
-from data_assets.k8s import K8S_CONFIG, STAGE_RESOURCES, STAGE_TAG, quantity, run_tags
-from resources.lake import LakeResource
 from tests.datasets import node
-from tokenmill.dedup import DedupSettings
+from tokenmill.dedup.settings import DedupSettings
+from tokenmill.definitions import STEP_SERVICE_ACCOUNT, build_definitions
 from tokenmill.stages import stage_named
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]

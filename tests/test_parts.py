@@ -1,4 +1,4 @@
-"""A unit's files as parts (tokenmill/parts.py): the same bytes whatever the number of worker
+"""A unit's files as parts (tokenmill/runtime/parts.py): the same bytes whatever the number of worker
 processes, and a run killed midway resumes at file granularity, within the same attempt only."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from demo.crawl import generate_demo_crawl
-from tokenmill.lake import HOST_ID, TEMP_MARKER, Lake
-from tokenmill.layout import EXTRACTED, LANDING, MARKER, RAW_CRAWL, Unit
-from tokenmill.parts import RESUME_FIELD, run_stage_work
+from tokenmill.crawl.units import register_new_files
+from tokenmill.demo.crawl import generate_demo_crawl
+from tokenmill.runtime.parts import RESUME_FIELD, run_stage_work
 from tokenmill.stages import stage_named
-from tokenmill.units import register_new_files
+from tokenmill.storage.lake import HOST_ID, TEMP_MARKER, Lake
+from tokenmill.storage.layout import EXTRACTED, LANDING, MARKER, RAW_CRAWL, Unit
 
 CRAWL = "CC-MAIN-PARTS-2026-01"
 FILES = 3
@@ -134,7 +134,7 @@ def test_a_hashed_output_files_digest_is_its_contents_whatever_the_write_sizes()
     import hashlib
     import io
 
-    from tokenmill.outputs import HASH_BESIDE_BYTES, HashingFile
+    from tokenmill.storage.outputs import HASH_BESIDE_BYTES, HashingFile
 
     pieces = [os.urandom(n) for n in (10, HASH_BESIDE_BYTES, 3, 3 * HASH_BESIDE_BYTES + 1, 0)]
     sink = io.BytesIO()

@@ -18,14 +18,14 @@ import pytest
 from dagster import AssetKey
 from tokenizers import Tokenizer
 
-from data_assets.runner import materialize_all, materialized_partitions
 from tests.datasets import key, label
 from tests.demo_pipeline import Pipeline, demo_pipeline
 from tests.formats import read_indexed_dataset, read_png, warc_headers_at
-from tokenmill.lake import Lake
-from tokenmill.report import trace_token
-from tokenmill.stage import Scope
+from tokenmill.cli.runner import materialize_all, materialized_partitions
+from tokenmill.reports.summary import trace_token
+from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES
+from tokenmill.storage.lake import Lake
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 CRAWL = "CC-MAIN-DEMO-2026-02"
@@ -205,7 +205,7 @@ def test_a_second_materialization_produces_identical_output(pipeline):
 
 
 def test_asset_graph_has_the_stages_in_lineage_order():
-    from data_assets.definitions import defs
+    from tokenmill.definitions import defs
 
     graph = defs.resolve_asset_graph()
     order = [key.to_user_string() for key in graph.toposorted_asset_keys]

@@ -9,19 +9,19 @@ from pathlib import Path
 import psycopg2
 import pytest
 from dagster import AssetKey, DagsterInstance, DagsterRunStatus
+from tokenmill.data_assets.results import OUTAGE_RETRIES
+from tokenmill.resources.lake import LakeResource
+from tokenmill.resources.workers import WorkersResource
 
-from data_assets.cli import land_demo_crawl
-from data_assets.results import OUTAGE_RETRIES
-from data_assets.runner import local_instance, materialize_all, register
-from resources.lake import LakeResource
-from resources.workers import WorkersResource
 from tests import faults
 from tests.datasets import key, recipe_lake
 from tests.servers import PG_HOST, PG_PORT, PG_USER, free_port, write_production_instance
-from tokenmill.lake import Lake
-from tokenmill.layout import MARKER, Unit
-from tokenmill.stage import Scope
+from tokenmill.cli.commands import land_demo_crawl
+from tokenmill.cli.runner import local_instance, materialize_all, register
+from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import MARKER, Unit
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 CRAWL, FAILING_CRAWL = "CC-MAIN-DEMO-2026-06", "CC-MAIN-DEMO-2026-07"
@@ -37,7 +37,7 @@ class PipelineRun:
 
 def run_demo(crawl: str) -> PipelineRun:
     """`tokenmill demo` on the lake and instance the environment names."""
-    from data_assets.cli import default_lake
+    from tokenmill.cli.commands import default_lake
 
     lake = default_lake()
     land_demo_crawl(lake, crawl, **DEMO)
@@ -168,7 +168,7 @@ def failing_partition(production, seaweedfs):
 
 
 def run_raw_crawl(instance, partition: str, endpoint: str, bucket: str):
-    from data_assets.definitions import build_definitions
+    from tokenmill.definitions import build_definitions
 
     lake = LakeResource(url=f"s3://{bucket}/lake", endpoint_url=endpoint, max_attempts=2)
     job = build_definitions(lake, workers=WorkersResource(processes=1)).resolve_job_def(
@@ -197,7 +197,7 @@ def test_s3_faults_fail_the_run_with_a_clear_message(
         endpoint = f"http://127.0.0.1:{free_port()}"
         expected = "is unreachable"
         # An outage is retried with backoff (see data_assets/results.py); seconds, not minutes.
-        monkeypatch.setattr("data_assets.results.OUTAGE_FIRST_WAIT_S", 0.1)
+        monkeypatch.setattr("tokenmill.data_assets.results.OUTAGE_FIRST_WAIT_S", 0.1)
     result = run_raw_crawl(production.instance, failing_partition, endpoint, seaweedfs.bucket)
     assert not result.success
     retries = [event for event in result.all_events if event.is_step_up_for_retry]

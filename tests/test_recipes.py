@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 from dagster import AssetKey, build_sensor_context
+from tokenmill.data_assets.datasets import Catalog, Dataset, recipe_zones
+from tokenmill.data_assets.recipe import DEFAULT_RECIPE, Recipe
+from tokenmill.resources.lake import LakeResource
+from tokenmill.resources.workers import WorkersResource
 
-from data_assets.cli import main as cli
-from data_assets.datasets import Catalog, Dataset, recipe_zones
-from data_assets.definitions import build_definitions
-from data_assets.recipe import DEFAULT_RECIPE, Recipe
-from resources.lake import LakeResource
-from resources.workers import WorkersResource
-from tokenmill.lake import Lake
+from tokenmill.cli.commands import main as cli
+from tokenmill.definitions import build_definitions
+from tokenmill.storage.lake import Lake
 
 GOOD = DEFAULT_RECIPE.read_text()
 BAD = {
@@ -135,7 +135,7 @@ def test_recipes_command_lists_problems_and_removes_only_deleted_recipes(
 
 
 def test_tokenmill_run_builds_the_valid_recipes_beside_a_bad_one(recipes, tmp_path, monkeypatch):
-    from data_assets.cli import land_demo_crawl
+    from tokenmill.cli.commands import land_demo_crawl
 
     crawl = "CC-MAIN-RECIPES-2026-01"
     for name in [*BAD, "twin.yaml", "twin.yml"]:

@@ -16,14 +16,14 @@ import pytest
 
 from tests.demo_pipeline import tokenized_demo_crawls
 from tests.formats import read_indexed_dataset
-from tokenmill.layout import MARKER, TOKENIZED_SHARDS
-from tokenmill.outputs import read_batches
-from tokenmill.parts import run_stage_work
-from tokenmill.permutation import Permutation
-from tokenmill.release import ReleaseError, ReleaseSettings, plan_release, release_report
-from tokenmill.report import trace_release_token
+from tokenmill.crawl.units import registered_units
+from tokenmill.release.permutation import Permutation
+from tokenmill.release.plan import ReleaseError, ReleaseSettings, plan_release, release_report
+from tokenmill.reports.summary import trace_release_token
+from tokenmill.runtime.parts import run_stage_work
 from tokenmill.stages import stage_named
-from tokenmill.units import registered_units
+from tokenmill.storage.layout import MARKER, TOKENIZED_SHARDS
+from tokenmill.storage.outputs import read_batches
 
 FIRST, SECOND, COPY = "CC-MAIN-REL-2026-01", "CC-MAIN-REL-2026-02", "CC-MAIN-REL-2026-03"
 SMALL = ReleaseSettings(shard_tokens=20_000, validation=0.1, seed=3)
@@ -177,8 +177,8 @@ def test_the_same_inputs_and_seed_give_the_same_bytes_and_a_published_release_st
 @pytest.mark.parametrize("gather", [False, True])
 @pytest.mark.parametrize("killed", ["mid-route", "after-a-shard"])
 def test_a_killed_release_resumes_to_the_same_bytes(lake, killed, gather):
-    from tokenmill.release import finish_release
-    from tokenmill.release_shards import Writing, release_job, write_release
+    from tokenmill.release.plan import finish_release
+    from tokenmill.release.shards import Writing, release_job, write_release
 
     settings = replace(SMALL, crawls=[SECOND], seed=8)
     plan = plan_release(lake, settings)
@@ -211,9 +211,9 @@ def test_shards_gather_their_tokens_only_from_few_large_files_of_a_local_lake(la
     ``GATHER_DOCUMENTS`` (4) or more documents from each file and the inputs stay in the page
     cache from window to window (or there are two windows at most), never on an object
     store."""
-    import tokenmill.release_shards as shards
-    from tokenmill.lake import Lake
-    from tokenmill.release_shards import gathers
+    import tokenmill.release.shards as shards
+    from tokenmill.release.shards import gathers
+    from tokenmill.storage.lake import Lake
 
     def plan(shard_tokens, crawls):
         return plan_release(lake, replace(SMALL, shard_tokens=shard_tokens, crawls=crawls))
@@ -315,7 +315,7 @@ def test_megatron_cores_own_reader_reads_the_release(lake):
 
 
 def test_parallel_steps_and_workers_make_the_same_release(lake):
-    from tokenmill.stage import Work
+    from tokenmill.runtime.stage import Work
 
     settings = replace(SMALL, crawls=[FIRST, SECOND], seed=21)
     version = release(lake, settings).counts["version"]
@@ -334,9 +334,9 @@ def test_parallel_steps_and_workers_make_the_same_release(lake):
 def test_steps_load_the_stored_plan_and_refuse_inputs_changed_since(lake, tmp_path):
     import shutil
 
-    from tokenmill.lake import Lake
-    from tokenmill.phases import PlanChangedError
-    from tokenmill.stage import Work
+    from tokenmill.runtime.phases import PlanChangedError
+    from tokenmill.runtime.stage import Work
+    from tokenmill.storage.lake import Lake
 
     copy = Lake.from_url(str(shutil.copytree(lake.real_root, tmp_path / "lake")))
     copy.delete_prefix("release")
@@ -345,7 +345,7 @@ def test_steps_load_the_stored_plan_and_refuse_inputs_changed_since(lake, tmp_pa
     handed = fan_out.plan(work)
     version = handed[0].split("/")[0]
     stored = copy.read_bytes(f"release/{version}/_work/plan.npz")
-    from tokenmill.release import Plan
+    from tokenmill.release.plan import Plan
 
     assert Plan.from_bytes(stored) == plan_release(copy, replace(SMALL, crawls=[FIRST], seed=41))
     unit = registered_units(copy, FIRST)[1]
@@ -361,8 +361,8 @@ def test_steps_load_the_stored_plan_and_refuse_inputs_changed_since(lake, tmp_pa
 def test_crawls_tokenized_with_different_tokenizers_are_refused(lake, tmp_path):
     import shutil
 
-    from tokenmill.lake import Lake
-    from tokenmill.tokenize import TokenizerSettings
+    from tokenmill.storage.lake import Lake
+    from tokenmill.tokens.tokenization import TokenizerSettings
 
     copy = Lake.from_url(str(shutil.copytree(lake.real_root, tmp_path / "lake")))
     run_stage_work(stage_named("tokenizer"), copy, TokenizerSettings(vocab_size=300))
@@ -392,8 +392,8 @@ def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct, 
     routing or two, tokens routed or gathered from the input files, shards written past the
     page cache or through it (``buffered``: as where the file system has no direct writes):
     the same bytes as the default."""
-    import tokenmill.release_shards as shards
-    from tokenmill.release import finish_release
+    import tokenmill.release.shards as shards
+    from tokenmill.release.plan import finish_release
 
     settings = replace(SMALL, crawls=[FIRST, COPY], seed=31)
     version = release(lake, settings).counts["version"]
@@ -425,8 +425,8 @@ def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct, 
 def test_an_input_file_that_disagrees_with_its_marker_fails_naming_it(lake, tmp_path):
     import shutil
 
-    from tokenmill.lake import Lake
-    from tokenmill.outputs import MissingInputError
+    from tokenmill.storage.lake import Lake
+    from tokenmill.storage.outputs import MissingInputError
 
     copy = Lake.from_url(str(shutil.copytree(lake.real_root, tmp_path / "lake")))
     unit = registered_units(copy, FIRST)[0]
@@ -443,9 +443,9 @@ def test_an_input_file_that_disagrees_with_its_marker_fails_naming_it(lake, tmp_
 def test_a_gathered_input_file_damaged_after_the_routing_fails_naming_it(lake, tmp_path, damage):
     import shutil
 
-    from tokenmill.lake import Lake
-    from tokenmill.outputs import MissingInputError
-    from tokenmill.release_shards import Writing, release_job
+    from tokenmill.release.shards import Writing, release_job
+    from tokenmill.storage.lake import Lake
+    from tokenmill.storage.outputs import MissingInputError
 
     copy = Lake.from_url(str(shutil.copytree(lake.real_root, tmp_path / "lake")))
     copy.delete_prefix("release")
@@ -469,8 +469,8 @@ def test_input_maps_follow_the_file_a_key_names(tmp_path, monkeypatch):
     """A gathering process keeps its maps of the input files from shard to shard: the same file
     gives the same map, a file replaced since (the lake renames new files over old ones) a new
     one, and a map dropped from the cache still reads for the shard holding it."""
-    import tokenmill.release_shards as shards
-    from tokenmill.lake import Lake
+    import tokenmill.release.shards as shards
+    from tokenmill.storage.lake import Lake
 
     lake = Lake.from_url(str(tmp_path))
     lake.write_bytes("a/tokens.bin", b"first")
@@ -494,7 +494,7 @@ def test_input_maps_follow_the_file_a_key_names(tmp_path, monkeypatch):
 
 
 def test_the_manifest_names_its_inputs_data(lake):
-    from tokenmill.release import unit_digest
+    from tokenmill.release.plan import unit_digest
 
     version = release(lake, replace(SMALL, crawls=[FIRST, SECOND])).counts["version"]
     manifest = json.loads(lake.read_bytes(f"release/{version}/manifest.json"))
@@ -515,8 +515,8 @@ def routed_copy(lake, tmp_path):
     the copy, the plan, the writing, and the shard phase."""
     import shutil
 
-    from tokenmill.lake import Lake
-    from tokenmill.release_shards import Writing, release_job
+    from tokenmill.release.shards import Writing, release_job
+    from tokenmill.storage.lake import Lake
 
     copy = Lake.from_url(str(shutil.copytree(lake.real_root, tmp_path / "lake")))
     copy.delete_prefix("release")
@@ -532,7 +532,7 @@ def routed_copy(lake, tmp_path):
 def test_routed_tokens_that_disagree_with_their_rows_fail_the_shard_naming_the_file(lake, tmp_path):
     """A routed tokens piece a token short of what its rows say (its file's footer moved):
     the shard that reads it fails naming the file, and writes nothing."""
-    from tokenmill.release_shards import RouteError
+    from tokenmill.release.shards import RouteError
 
     copy, plan, writing, _, shards = routed_copy(lake, tmp_path)
     tokens = writing.level("route")[1]
@@ -554,8 +554,8 @@ def test_routed_rows_out_of_position_order_fail_the_shard_naming_the_file(lake, 
     then are not where the rows say): the shard fails naming the piece, and writes nothing."""
     import pyarrow as pa
 
-    from tokenmill.release_shards import UNBOUNDED, RouteError
-    from tokenmill.spill import SpillWriter, read_sources, task_summary
+    from tokenmill.release.shards import UNBOUNDED, RouteError
+    from tokenmill.storage.spill import SpillWriter, read_sources, task_summary
 
     copy, plan, writing, route, shards = routed_copy(lake, tmp_path)
     meta, tokens = writing.level("route")

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from data_assets.cli import land_demo_crawl
-from demo.crawl import sample_articles
 from tests.datasets import recipe_lake
-from tokenmill.lake import Lake
-from tokenmill.report import stage_rows
+from tokenmill.cli.commands import land_demo_crawl
+from tokenmill.demo.crawl import sample_articles
+from tokenmill.reports.summary import stage_rows
+from tokenmill.storage.lake import Lake
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 CRAWL = "CC-MAIN-RUNTIME-2026-01"

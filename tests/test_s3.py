@@ -10,13 +10,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from tokenmill.resources.lake import LakeResource
 
-from resources.lake import LakeResource
 from tests.datasets import recipe_lake
 from tests.servers import PUBLIC_BUCKET, SOURCE_BUCKET, free_port
-from tokenmill.lake import PART_SIZE, Lake, LakeAccessError
-from tokenmill.outputs import MARKER, PartitionWriter, StageReport
-from tokenmill.sources import CrawlSource
+from tokenmill.crawl.sources import CrawlSource
+from tokenmill.storage.lake import PART_SIZE, Lake, LakeAccessError
+from tokenmill.storage.outputs import MARKER, PartitionWriter, StageReport
 
 
 @pytest.fixture
@@ -105,9 +105,9 @@ def test_bounded_listing_pages_through_the_bucket(seaweedfs, s3_env):
 def test_tokenizer_is_read_from_an_s3_uri_with_the_lakes_settings(
     seaweedfs, s3_env, shared, monkeypatch
 ):
-    from tokenmill.locations import PathNotAllowedError
-    from tokenmill.stage import Work
-    from tokenmill.tokenize import (
+    from tokenmill.runtime.stage import Work
+    from tokenmill.storage.locations import PathNotAllowedError
+    from tokenmill.tokens.tokenization import (
         TOKENIZER_KEY,
         TOKENIZER_PATHS_ENV,
         TokenizerSettings,
@@ -132,7 +132,7 @@ def test_tokenizer_is_read_from_an_s3_uri_with_the_lakes_settings(
 
 def upload_demo_crawl(client, bucket: str, folder: str, crawl: str, files: int) -> dict[str, bytes]:
     """A small demo crawl's WARC files as objects under `folder`; returns them by URI."""
-    from demo.crawl import generate_demo_crawl
+    from tokenmill.demo.crawl import generate_demo_crawl
 
     objects = {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -155,8 +155,9 @@ def read_parquet(lake: Lake, key: str):
 
 def run_units(instance, lake: Lake, units, stages=("raw_crawl", "extracted", "cleaned")) -> None:
     """Run the stages' jobs for each unit, one run per partition; every check must pass."""
-    from data_assets.definitions import build_definitions
-    from resources.workers import WorkersResource
+    from tokenmill.resources.workers import WorkersResource
+
+    from tokenmill.definitions import build_definitions
 
     defs = build_definitions(
         LakeResource(url=lake.url, endpoint_url=lake.endpoint_url, max_attempts=2),
@@ -173,7 +174,7 @@ def run_units(instance, lake: Lake, units, stages=("raw_crawl", "extracted", "cl
 def unit_tables(lake: Lake, units, stage: str, name: str):
     import pyarrow as pa
 
-    from tokenmill.units import unit_files
+    from tokenmill.crawl.units import unit_files
 
     return pa.concat_tables(
         read_parquet(lake, f"{unit.part_prefix(stage, part)}/{name}")
@@ -186,8 +187,8 @@ def unit_tables(lake: Lake, units, stage: str, name: str):
 def test_crawl_in_another_bucket_is_read_in_place_with_its_own_credentials(copy, seaweedfs, s3_env):
     from dagster import DagsterInstance
 
-    from data_assets.runner import register
-    from tokenmill.units import unit_files
+    from tokenmill.cli.runner import register
+    from tokenmill.crawl.units import unit_files
 
     crawl = f"CC-MAIN-ELSEWHERE-{int(copy)}"
     folder = f"crawl-data/{crawl}/segments/1/warc"
@@ -245,9 +246,9 @@ def test_crawl_in_another_bucket_is_read_in_place_with_its_own_credentials(copy,
 
 
 def test_public_bucket_is_read_unsigned(seaweedfs, s3_env, tmp_path):
-    from tokenmill.parts import run_stage_work
+    from tokenmill.crawl.units import register_new_files
+    from tokenmill.runtime.parts import run_stage_work
     from tokenmill.stages import stage_named
-    from tokenmill.units import register_new_files
 
     crawl, folder = "CC-MAIN-PUBLIC", "open/CC-MAIN-PUBLIC"
     objects = upload_demo_crawl(seaweedfs.admin(), PUBLIC_BUCKET, folder, crawl, files=2)
@@ -281,10 +282,10 @@ def test_public_bucket_is_read_unsigned(seaweedfs, s3_env, tmp_path):
 def test_an_object_deleted_after_registration_is_quarantined_and_the_rest_kept(
     seaweedfs, s3_env, tmp_path
 ):
-    from demo.crawl import generate_demo_crawl
-    from tokenmill.parts import run_stage_work
+    from tokenmill.crawl.units import register_new_files
+    from tokenmill.demo.crawl import generate_demo_crawl
+    from tokenmill.runtime.parts import run_stage_work
     from tokenmill.stages import stage_named
-    from tokenmill.units import register_new_files
 
     crawl = "CC-MAIN-S3-GONE"
     generate_demo_crawl(
@@ -316,14 +317,14 @@ def test_scores_and_a_release_made_on_s3_are_those_made_locally(seaweedfs, s3_en
     a release written with ranged reads and a local scratch file: the same bytes as on disk."""
     import json as json_module
 
-    from demo.crawl import sample_articles
     from tests.demo_pipeline import tokenized_demo_crawls
-    from tokenmill.classifiers import TrainingSettings, train_classifier
-    from tokenmill.parts import run_stage_work
-    from tokenmill.release import ReleaseSettings
+    from tokenmill.classifiers.training import TrainingSettings, train_classifier
+    from tokenmill.crawl.units import registered_units
+    from tokenmill.demo.crawl import sample_articles
+    from tokenmill.release.plan import ReleaseSettings
+    from tokenmill.runtime.parts import run_stage_work
     from tokenmill.stages import stage_named
     from tokenmill.stages.scored import ScoreSettings
-    from tokenmill.units import registered_units
 
     crawl = "CC-MAIN-S3REL-2026-01"
     local = tokenized_demo_crawls(tmp_path / "local", {crawl: 4}, files=2, pages_per_file=40)
@@ -355,7 +356,7 @@ def test_range_files_read_ahead_on_s3_give_each_range_its_rows_in_order(seaweedf
     import numpy as np
     import pyarrow as pa
 
-    from tokenmill import spill
+    from tokenmill.storage import spill
 
     lake = s3_lake(seaweedfs, "spill")
     assert not lake.is_local

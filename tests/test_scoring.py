@@ -12,18 +12,11 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 import pytest
+from tokenmill.data_assets.datasets import Catalog
+from tokenmill.data_assets.recipe import Recipe
 
-from data_assets.datasets import Catalog
-from data_assets.recipe import Recipe
-from demo.crawl import sample_articles
 from tests.demo_pipeline import extracted_demo_unit
-from tokenmill.classifiers import TrainingSettings, train_classifier
-from tokenmill.layout import CLEANED, EXTRACTED, MARKER, SCORED
-from tokenmill.locations import PathNotAllowedError
-from tokenmill.outputs import is_committed
-from tokenmill.parts import run_stage_work
-from tokenmill.preview import preview
-from tokenmill.scoring import (
+from tokenmill.classifiers.scoring import (
     CLASSIFIER_PATHS_ENV,
     ClassifierError,
     FastTextScorer,
@@ -31,9 +24,16 @@ from tokenmill.scoring import (
     score_bins,
     top_share,
 )
+from tokenmill.classifiers.training import TrainingSettings, train_classifier
+from tokenmill.demo.crawl import sample_articles
+from tokenmill.reports.preview import preview
+from tokenmill.runtime.parts import run_stage_work
 from tokenmill.stages import stage_named
 from tokenmill.stages.cleaned import FILTER_SETTINGS, CleanSettings
 from tokenmill.stages.scored import ScoreSettings
+from tokenmill.storage.layout import CLEANED, EXTRACTED, MARKER, SCORED
+from tokenmill.storage.locations import PathNotAllowedError
+from tokenmill.storage.outputs import is_committed
 
 CRAWL = "CC-MAIN-SCORE-2026-01"
 SMALL = TrainingSettings(dim=16, epoch=25, lr=1.0, bucket=100_000)
@@ -284,7 +284,7 @@ def test_a_recipe_naming_an_undeclared_classifier_or_label_is_left_out(tmp_path)
 
 
 def test_only_recipes_with_classifier_rules_wait_for_the_scores(tmp_path):
-    from data_assets.assets import dependencies
+    from tokenmill.data_assets.assets import dependencies
 
     shared = tmp_path / "extraction.yaml"
     shared.write_text("score:\n  classifiers:\n    - {name: dclm, model: m.bin}\n")
@@ -311,7 +311,8 @@ def test_only_recipes_with_classifier_rules_wait_for_the_scores(tmp_path):
 
 
 def test_the_crawl_distribution_shows_where_shares_cut_and_metadata_stays_small(scored_lake):
-    from data_assets.results import stage_result
+    from tokenmill.data_assets.results import stage_result
+
     from tokenmill.stages.score_distribution import crawl_top_share
 
     lake, unit, _ = scored_lake

@@ -1,4 +1,4 @@
-"""Crawls read in place (tokenmill/sources.py): declared by a Common Crawl paths file or by a
+"""Crawls read in place (tokenmill/crawl/sources.py): declared by a Common Crawl paths file or by a
 prefix on the local disk, registered and cleaned where they are, with provenance pointing at the
 source; refused paths named; `copy: true` keeps a copy in the lake."""
 
@@ -12,15 +12,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from demo.crawl import generate_demo_crawl
 from tests.formats import warc_headers_at
-from tokenmill.lake import Lake
-from tokenmill.layout import CLEANED, EXTRACTED, RAW_CRAWL, Unit
-from tokenmill.parts import run_stage_work
-from tokenmill.sources import CrawlSource
+from tokenmill.crawl.sources import CrawlSource
+from tokenmill.crawl.units import register_new_files, unit_files
+from tokenmill.demo.crawl import generate_demo_crawl
+from tokenmill.runtime.parts import run_stage_work
 from tokenmill.stages import stage_named
 from tokenmill.stages.extracted import provenance_resolves
-from tokenmill.units import register_new_files, unit_files
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import CLEANED, EXTRACTED, RAW_CRAWL, Unit
 
 CRAWL = "CC-MAIN-SOURCE-2026-01"
 SEGMENT = f"crawl-data/{CRAWL}/segments/1700000000000.1/warc"

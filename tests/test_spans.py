@@ -1,4 +1,4 @@
-"""Byte spans copied in one call (`tokenmill.spans`, compiled code)."""
+"""Byte spans copied in one call (`tokenmill.storage.spans`, compiled code)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import mmap
 import numpy as np
 import pytest
 
-from tokenmill.spans import copy_spans
+from tokenmill.storage.spans import copy_spans
 
 
 @pytest.fixture

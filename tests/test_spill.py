@@ -1,4 +1,4 @@
-"""Rows routed to ranges through the lake (``tokenmill.spill``): what a committed task wrote
+"""Rows routed to ranges through the lake (``tokenmill.storage.spill``): what a committed task wrote
 for a range is what a reader of that range gets, whatever the chunks and empty ranges; a
 marker's size does not grow with the number of ranges."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tokenmill.lake import Lake
-from tokenmill.spill import (
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.spill import (
     SpillFileError,
     SpillWriter,
     clear_data,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenmill.data_assets.datasets import recipe_zones
 
-from data_assets.datasets import recipe_zones
 from tests.test_tokenize import (
     SOURCE,
     TEXTS,
@@ -15,11 +15,11 @@ from tests.test_tokenize import (
     deduplicated_part,
     tokenize_unit,
 )
-from tokenmill import token_reuse
-from tokenmill.lake import Lake
-from tokenmill.layout import MARKER, TOKENIZED_SHARDS
-from tokenmill.tokenize import TokenizerSettings, train_byte_level_bpe
-from tokenmill.units import write_batch
+from tokenmill.crawl.units import write_batch
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import MARKER, TOKENIZED_SHARDS
+from tokenmill.tokens import reuse as token_reuse
+from tokenmill.tokens.tokenization import TokenizerSettings, train_byte_level_bpe
 
 SHARD = UNIT.part_prefix(TOKENIZED_SHARDS, 0)
 # (doc id, text): recipe "a" keeps docs 0-5; recipe "b" drops doc 1, masks doc 3's text, and
@@ -83,7 +83,7 @@ def test_another_tokenizer_or_end_of_document_setting_gives_no_tokens(tmp_path):
     )
     tokenize_unit(views["a"])
     assert tokenize_unit(views["b"]).counts["documents_reused"] == 0  # another tokenizer
-    from tokenmill.tokenize import TokenizeSettings
+    from tokenmill.tokens.tokenization import TokenizeSettings
 
     assert (
         tokenize_unit(views["c"], TokenizeSettings(append_eod=False)).counts["documents_reused"]
@@ -123,7 +123,7 @@ def test_a_donor_rewritten_during_the_copy_is_not_used(tmp_path, monkeypatch):
             views["a"].write_json(f"{SHARD}/{MARKER}", marker | {"rewritten": True})
         return result
 
-    monkeypatch.setattr("tokenmill.tokenize.reused_or_encoded", and_the_donor_commits_again)
+    monkeypatch.setattr("tokenmill.tokens.tokenization.reused_or_encoded", and_the_donor_commits_again)
     report = tokenize_unit(views["b"])
     assert report.counts["documents_reused"] == 0
     alone = recipes(Lake.from_url(str(tmp_path / "alone")), {"b": tokenizer}, {"b": B_DOCS})

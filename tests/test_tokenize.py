@@ -14,16 +14,20 @@ from dagster import DagsterInstance
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.loader import LoadingContextForTest
 from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenmill.resources.lake import LakeResource
+from tokenmill.resources.workers import WorkersResource
 
-from data_assets.cli import main as cli
-from data_assets.definitions import build_definitions
-from resources.lake import LakeResource
-from resources.workers import WorkersResource
 from tests.datasets import key, node
 from tests.demo_pipeline import demo_pipeline
 from tests.formats import read_indexed_dataset, warc_headers_at
-from tokenmill.lake import Lake
-from tokenmill.layout import (
+from tokenmill.cli.commands import main as cli
+from tokenmill.crawl.units import write_batch
+from tokenmill.definitions import build_definitions
+from tokenmill.runtime.parts import run_stage_work
+from tokenmill.runtime.stage import Work
+from tokenmill.stages import stage_named
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import (
     DEDUPLICATED,
     DOC_SCHEMA,
     LANDING,
@@ -32,19 +36,15 @@ from tokenmill.layout import (
     TOKENIZER,
     Unit,
 )
-from tokenmill.locations import PathNotAllowedError
-from tokenmill.outputs import PartitionWriter, StageReport, combine, read_batches
-from tokenmill.parts import run_stage_work
-from tokenmill.stage import Work
-from tokenmill.stages import stage_named
-from tokenmill.tokenize import (
+from tokenmill.storage.locations import PathNotAllowedError
+from tokenmill.storage.outputs import PartitionWriter, StageReport, combine, read_batches
+from tokenmill.tokens.tokenization import (
     TOKENIZER_PATHS_ENV,
     TokenizerSettings,
     TokenizeSettings,
     read_uri,
     tokenize_part,
 )
-from tokenmill.units import write_batch
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 UNIT = Unit("CC-MAIN-TEST", "00000")
@@ -265,7 +265,7 @@ def test_trace_command_without_a_lake_file_fails_without_a_traceback(small_pipel
     index = Path(small_pipeline.lake.uri(f"{unit.part_prefix(TOKENIZED_SHARDS, 1)}/tokens.idx"))
     index.rename(index.with_suffix(".moved"))
     try:
-        command = [sys.executable, "-m", "data_assets.cli", "trace", unit.key, "1", "0"]
+        command = [sys.executable, "-m", "tokenmill.cli.commands", "trace", unit.key, "1", "0"]
         done = subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
     finally:
         index.with_suffix(".moved").rename(index)
@@ -322,7 +322,7 @@ def test_changing_the_tokenizer_makes_tokenized_shards_stale(small_pipeline, sha
 
 
 def test_a_trained_vocabulary_short_of_its_target_is_reported(lake):
-    from tokenmill.tokenize import train_byte_level_bpe, vocabulary_reaches_target
+    from tokenmill.tokens.tokenization import train_byte_level_bpe, vocabulary_reaches_target
 
     deduplicated_unit(lake, TEXTS * 20)
     report = build_tokenizer(lake, TokenizerSettings(vocab_size=5000, sample_mb=1))

@@ -1,4 +1,4 @@
-"""Registering a crawl's files as units (tokenmill/units.py): append-only batches, a registration
+"""Registering a crawl's files as units (tokenmill/crawl/units.py): append-only batches, a registration
 that collides with a concurrent one, and discovery in bounded listings."""
 
 from __future__ import annotations
@@ -7,9 +7,7 @@ import os
 
 import pytest
 
-from tokenmill.lake import Lake
-from tokenmill.layout import LANDING, MANIFESTS, Unit
-from tokenmill.units import (
+from tokenmill.crawl.units import (
     discover,
     register_new_files,
     registered_crawls,
@@ -17,6 +15,8 @@ from tokenmill.units import (
     unit_files,
     write_batch,
 )
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import LANDING, MANIFESTS, Unit
 
 CRAWL = "CC-MAIN-UNITS-2026-01"
 
@@ -125,7 +125,7 @@ def test_discovery_waits_for_a_full_unit_while_the_listing_goes_on(lake):
 
 
 def test_discovery_names_bad_folders_and_skips_declared_crawls(lake):
-    from tokenmill.sources import CrawlSource
+    from tokenmill.crawl.sources import CrawlSource
 
     land(lake, ["a.warc.gz", "b.warc.gz"])
     land(lake, ["x.warc.gz"], crawl="-bad")

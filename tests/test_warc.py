@@ -8,9 +8,7 @@ import tracemalloc
 import pyarrow.parquet as pq
 import pytest
 
-from tokenmill.layout import QUARANTINE_SCHEMA
-from tokenmill.outputs import BYTES_PER_BATCH, ParquetSink
-from tokenmill.warc import (
+from tokenmill.crawl.warc import (
     QUARANTINE_BYTES,
     READ_SIZE,
     BadRecord,
@@ -18,6 +16,8 @@ from tokenmill.warc import (
     WarcRecord,
     iter_records,
 )
+from tokenmill.storage.layout import QUARANTINE_SCHEMA
+from tokenmill.storage.outputs import BYTES_PER_BATCH, ParquetSink
 
 
 def record(n: int, body: bytes = b"", content_length: int | None = None) -> bytes:

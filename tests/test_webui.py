@@ -9,10 +9,10 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
-from data_assets.cli import land_demo_crawl
-from data_assets.runner import local_instance, materialize_all, register
 from tests.dagster_dev import start_dagster_dev, stop_dagster_dev
-from tokenmill.lake import Lake
+from tokenmill.cli.commands import land_demo_crawl
+from tokenmill.cli.runner import local_instance, materialize_all, register
+from tokenmill.storage.lake import Lake
 
 pytestmark = pytest.mark.timeout(600)
 

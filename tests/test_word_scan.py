@@ -8,14 +8,14 @@ import polars as pl
 import pytest
 
 from tokenmill.filters.c4 import _NON_SENTENCE_PERIODS, _SENTENCE_BOUNDARY
-from tokenmill.filters.text import (
+from tokenmill.text.statistics import (
     LINE_BREAKS,
     NON_PUNCTUATION,
     explode,
     find_duplicates,
     split_words,
 )
-from tokenmill.filters.word_scan import (
+from tokenmill.text.word_scan import (
     ALPHA,
     CONTENT,
     as_column,

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 from dagster import materialize
+from tokenmill.data_assets.assets import stage_asset
+from tokenmill.data_assets.datasets import Dataset
+from tokenmill.data_assets.k8s import K8S_CONFIG
+from tokenmill.resources.lake import LakeResource
+from tokenmill.resources.workers import WorkersResource
 
 import tokenmill.stages
-from data_assets.assets import stage_asset
-from data_assets.datasets import Dataset
-from data_assets.k8s import K8S_CONFIG
-from resources.lake import LakeResource
-from resources.workers import WorkersResource
 from tests.datasets import key, recipe_lake, variant
 from tests.demo_pipeline import demo_pipeline
-from tokenmill.layout import DEDUPLICATED, MARKER
+from tokenmill.storage.layout import DEDUPLICATED, MARKER
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 EXAMPLE = re.compile(r"A stage, worked example.*?```python\n(.*?)```", re.DOTALL)

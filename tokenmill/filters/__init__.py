@@ -63,7 +63,8 @@ from tokenmill.filters.plugins import (
     config_params,
     load_filter,
 )
-from tokenmill.filters.text import (
+from tokenmill.filters.url import URLFilter
+from tokenmill.text.statistics import (
     NEW_WORD_COUNTS,
     PUNCTUATION,
     TERMINAL_PUNCTUATION,
@@ -74,8 +75,7 @@ from tokenmill.filters.text import (
     word_counts_of,
     words_of,
 )
-from tokenmill.filters.url import URLFilter
-from tokenmill.filters.word_scan import count_sentences
+from tokenmill.text.word_scan import count_sentences
 
 __all__ = [
     "FILTER_MODULES_ENV",

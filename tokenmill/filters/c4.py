@@ -6,13 +6,13 @@ import polars as pl
 
 from tokenmill.filters.chain import FilterResult
 from tokenmill.filters.rules import Judgement, Rule, judged
-from tokenmill.filters.text import (
+from tokenmill.text.statistics import (
     ABBREVIATIONS,
     NEW_WORD_COUNTS,
     knows_words,
     word_counts_of,
 )
-from tokenmill.filters.word_scan import c4_lines
+from tokenmill.text.word_scan import c4_lines
 
 # What remove_citations removes (c4_lines follows it; tests/test_c4_lines.py holds them equal)
 CITATION_PATTERN = r"\[\d*]|\[edit]|\[citation needed]"

@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 
 from tokenmill.filters.rules import Judged, judged, judged_from, judging
-from tokenmill.filters.text import SPLIT_COLUMNS, WORD_COUNTS, rewritten
-from tokenmill.filters.word_scan import with_words_for
+from tokenmill.text.statistics import SPLIT_COLUMNS, WORD_COUNTS, rewritten
+from tokenmill.text.word_scan import with_words_for
 
 
 class FilterResult(NamedTuple):

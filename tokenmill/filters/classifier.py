@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tokenmill.scoring import TopShare, score_bins, score_column, short_label
+from tokenmill.classifiers.scoring import TopShare, score_bins, score_column, short_label
 
 COMBINES = ("all", "any")
 

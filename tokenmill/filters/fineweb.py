@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import polars as pl
 
 from tokenmill.filters.rules import Judgement, Rule, judged
-from tokenmill.filters.text import (
+from tokenmill.text.statistics import (
     TERMINAL_PUNCTUATION,
     count_per_doc,
     explode,

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 from tokenmill.filters.rules import Judgement, Rule, judged
-from tokenmill.filters.word_scan import (
+from tokenmill.text.word_scan import (
     hash_of,
     library,
     text_totals,

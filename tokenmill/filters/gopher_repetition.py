@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 from tokenmill.filters.rules import Judgement, Rule, judged, rule_reasons
-from tokenmill.filters.word_scan import (
+from tokenmill.text.word_scan import (
     Words,
     element_duplicates,
     library,

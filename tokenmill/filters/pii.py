@@ -13,7 +13,7 @@ from itertools import chain
 import numpy as np
 import polars as pl
 
-from tokenmill.filters.text import uint32_lists
+from tokenmill.text.statistics import uint32_lists
 
 EMAIL_PATTERN = (
     r"\b[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:(?:[A-Za-z0-9](?:["

@@ -169,7 +169,7 @@ def load_filter(
 
 
 def load_scorer_class(path: str, params: dict | None = None) -> Any:
-    """A plug-in scorer (``tokenmill.scoring``) from a dotted path in the allowed modules: a
+    """A plug-in scorer (``tokenmill.classifiers.scoring``) from a dotted path in the allowed modules: a
     class whose instances have ``labels``, ``version`` and ``__call__(texts)``."""
     allowed = allowed_filter_modules()
     target = _import(path, allowed)

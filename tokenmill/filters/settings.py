@@ -13,7 +13,7 @@ import typing
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tokenmill.stage import setting
+from tokenmill.runtime.stage import setting
 
 
 def filter_settings(cls: type, module: str) -> type:

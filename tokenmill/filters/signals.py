@@ -21,9 +21,9 @@ from tokenmill.filters.fineweb import FineWebQualityFilter
 from tokenmill.filters.gopher_quality import GopherQualityFilter
 from tokenmill.filters.gopher_repetition import GopherRepetitionFilter
 from tokenmill.filters.pii import PIIMasker
-from tokenmill.filters.text import NEW_WORD_COUNTS, rewritten
 from tokenmill.filters.url import URLFilter
-from tokenmill.filters.word_scan import with_words_for
+from tokenmill.text.statistics import NEW_WORD_COUNTS, rewritten
+from tokenmill.text.word_scan import with_words_for
 
 # What `fatal` and the other non-numeric signals hold; every other signal is a number.
 TEXT_SIGNALS = {(C4QualityFilter.name, "fatal")}

@@ -1,7 +1,7 @@
 """Every stage of the pipeline, in lineage order: the one list the orchestration, the summary
 and the tests are built from. A new stage is a module here and one line below."""
 
-from tokenmill.stage import Stage
+from tokenmill.runtime.stage import Stage
 from tokenmill.stages import (
     cleaned,
     dedup_clusters,

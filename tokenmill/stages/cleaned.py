@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import polars as pl
 
+from tokenmill.classifiers.scoring import part_scores, with_scores
 from tokenmill.filters import (
     BUILTIN_FILTERS,
     C4QualityFilter,
@@ -29,10 +30,13 @@ from tokenmill.filters import (
     load_filter,
 )
 from tokenmill.filters.classifier import COMBINES, ClassifierFilter, ScoreRule
+from tokenmill.filters.histograms import rule_histograms
 from tokenmill.filters.settings import filter_field, filter_settings, from_value
-from tokenmill.histograms import rule_histograms
-from tokenmill.lake import Lake
-from tokenmill.layout import (
+from tokenmill.runtime.stage import Pod, Scope, Stage, Work, parsed_items, setting
+from tokenmill.stages.extracted import SIGNALS, preview_of, provenance_resolves
+from tokenmill.stages.score_distribution import crawl_top_share
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import (
     CLEANED,
     DOC_DICTIONARY,
     DOC_SCHEMA,
@@ -43,11 +47,7 @@ from tokenmill.layout import (
     SCORED,
     UNUSABLE_FILES,
 )
-from tokenmill.outputs import StageReport, merge_counts, read_batches, require_committed
-from tokenmill.scoring import part_scores, with_scores
-from tokenmill.stage import Pod, Scope, Stage, Work, parsed_items, setting
-from tokenmill.stages.extracted import SIGNALS, preview_of, provenance_resolves
-from tokenmill.stages.score_distribution import crawl_top_share
+from tokenmill.storage.outputs import StageReport, merge_counts, read_batches, require_committed
 
 FILTER_SETTINGS = {cls.name: filter_settings(cls, __name__) for cls in BUILTIN_FILTERS}
 URLFilterSettings = FILTER_SETTINGS[URLFilter.name]

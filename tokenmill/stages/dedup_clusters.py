@@ -1,13 +1,13 @@
 """dedup_clusters: the duplicate clusters over every file of every unit of a crawl.
 
 In one step (``run``) or fanned out (``FAN_OUT``): ``plan`` checks the signature files and lists
-the clustering's first tasks (``tokenmill.dedup_parts``); parallel steps each start with their
+the clustering's first tasks (``tokenmill.dedup.clustering``); parallel steps each start with their
 share of them and go on through every later phase, sharing its tasks through the lake without
-waiting for each other (``tokenmill.phases``); ``finish`` writes the removed list, which is the
+waiting for each other (``tokenmill.runtime.phases``); ``finish`` writes the removed list, which is the
 same either way."""
 
-from tokenmill.dedup import DedupSettings
-from tokenmill.dedup_parts import (
+from tokenmill.crawl.units import registered_units
+from tokenmill.dedup.clustering import (
     PARTS,
     ClusterPlan,
     cluster_crawl,
@@ -15,18 +15,18 @@ from tokenmill.dedup_parts import (
     prepare,
     run_clustering,
 )
-from tokenmill.layout import (
+from tokenmill.dedup.settings import DedupSettings
+from tokenmill.dedup.signature_files import check_files, crawl_signatures
+from tokenmill.runtime.phases import slots, step_of
+from tokenmill.runtime.stage import CrawlBoundary, FanOut, Pod, Scope, Stage, Work
+from tokenmill.storage.layout import (
     CLEANED,
     CLUSTER_SCHEMA,
     DEDUP_CLUSTERS,
     DEDUP_SIGNATURES,
     crawl_prefix,
 )
-from tokenmill.outputs import StageReport
-from tokenmill.phases import slots, step_of
-from tokenmill.signature_files import check_files, crawl_signatures
-from tokenmill.stage import CrawlBoundary, FanOut, Pod, Scope, Stage, Work
-from tokenmill.units import registered_units
+from tokenmill.storage.outputs import StageReport
 
 
 def _units(work: Work):
@@ -64,7 +64,7 @@ def plan(work: Work) -> list[str]:
 
 
 def run_share(work: Work, handed: list[str], workers: int) -> dict:
-    """This step's share of every phase of the clustering (``tokenmill.phases``), in at most
+    """This step's share of every phase of the clustering (``tokenmill.runtime.phases``), in at most
     ``cluster_workers`` processes: each may take ``cluster_memory_gb``, which the stage's pod
     is sized for."""
     clustering = _plan(work)

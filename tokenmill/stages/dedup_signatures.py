@@ -4,18 +4,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tokenmill.dedup import DedupSettings, quality_scores, unlink_short_docs
-from tokenmill.lake import Lake
-from tokenmill.layout import (
+from tokenmill.dedup.minhash import MinHasher, band_hashes
+from tokenmill.dedup.settings import DedupSettings, quality_scores, unlink_short_docs
+from tokenmill.runtime.stage import Pod, Scope, Stage, Work
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import (
     CLEANED,
     DEDUP_SIGNATURES,
     QUALITY_COLUMN,
     band_column,
     signature_schema,
 )
-from tokenmill.minhash import MinHasher, band_hashes
-from tokenmill.outputs import StageReport, read_batches, require_committed
-from tokenmill.stage import Pod, Scope, Stage, Work
+from tokenmill.storage.outputs import StageReport, read_batches, require_committed
 
 
 def run(work: Work) -> StageReport:

@@ -5,8 +5,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tokenmill.dedup import CLUSTERS_FILE
-from tokenmill.layout import (
+from tokenmill.dedup.minhash import content_hashes
+from tokenmill.dedup.settings import CLUSTERS_FILE
+from tokenmill.runtime.stage import Check, Pod, Scope, Stage, Verdict, Work
+from tokenmill.storage.layout import (
     CLEANED,
     DEDUP_CLUSTERS,
     DEDUPLICATED,
@@ -16,9 +18,12 @@ from tokenmill.layout import (
     Unit,
     crawl_prefix,
 )
-from tokenmill.minhash import content_hashes
-from tokenmill.outputs import MissingInputError, StageReport, read_batches, require_committed
-from tokenmill.stage import Check, Pod, Scope, Stage, Verdict, Work
+from tokenmill.storage.outputs import (
+    MissingInputError,
+    StageReport,
+    read_batches,
+    require_committed,
+)
 
 
 def run(work: Work) -> StageReport:

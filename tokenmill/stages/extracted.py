@@ -19,11 +19,19 @@ import polars as pl
 import pyarrow as pa
 import xxhash
 
-from tokenmill.budget import OverBudget, RecordWatch, cpu_budget
-from tokenmill.extract import DEFAULT_EXTRACTOR, EXTRACTORS, Extracted, Skip, extract_document
+from tokenmill.crawl.extract import DEFAULT_EXTRACTOR, EXTRACTORS, Extracted, Skip, extract_document
+from tokenmill.crawl.sources import open_file
+from tokenmill.crawl.warc import (
+    DEFAULT_MAX_RECORD_BYTES,
+    BadRecord,
+    UnusableInputError,
+    WarcRecord,
+    iter_records,
+)
 from tokenmill.filters.signals import SignalProfile
-from tokenmill.language import BACKENDS, DEFAULT_BACKEND, identifier
-from tokenmill.layout import (
+from tokenmill.runtime.budget import OverBudget, RecordWatch, cpu_budget
+from tokenmill.runtime.stage import Check, Pod, Scope, Stage, Verdict, Work, setting
+from tokenmill.storage.layout import (
     DOC_DICTIONARY,
     DOC_SCHEMA,
     EXTRACTED,
@@ -33,17 +41,9 @@ from tokenmill.layout import (
     UNUSABLE_FILES,
     Unit,
 )
-from tokenmill.normal_form import nfc
-from tokenmill.outputs import StageReport, read_batches, require_committed
-from tokenmill.sources import open_file
-from tokenmill.stage import Check, Pod, Scope, Stage, Verdict, Work, setting
-from tokenmill.warc import (
-    DEFAULT_MAX_RECORD_BYTES,
-    BadRecord,
-    UnusableInputError,
-    WarcRecord,
-    iter_records,
-)
+from tokenmill.storage.outputs import StageReport, read_batches, require_committed
+from tokenmill.text.language import BACKENDS, DEFAULT_BACKEND, identifier
+from tokenmill.text.normal_form import nfc
 
 # Documents measured at once: up to this many, or this much text. Every batch pays polars'
 # regex set-up again (compiling each pattern, warming its lazy DFA: most on multilingual text),

@@ -12,7 +12,15 @@ import hashlib
 from dataclasses import dataclass
 from typing import IO
 
-from tokenmill.layout import (
+from tokenmill.crawl.sources import crawl_source, open_file
+from tokenmill.crawl.warc import (
+    DEFAULT_MAX_RECORD_BYTES,
+    BadRecord,
+    UnusableInputError,
+    iter_records,
+)
+from tokenmill.runtime.stage import Check, Pod, Scope, Stage, Verdict, Work, setting
+from tokenmill.storage.layout import (
     INDEX_SCHEMA,
     QUARANTINE_SCHEMA,
     RAW_CRAWL,
@@ -20,10 +28,7 @@ from tokenmill.layout import (
     UNUSABLE_FILES,
     Unit,
 )
-from tokenmill.outputs import StageReport, require_committed
-from tokenmill.sources import crawl_source, open_file
-from tokenmill.stage import Check, Pod, Scope, Stage, Verdict, Work, setting
-from tokenmill.warc import DEFAULT_MAX_RECORD_BYTES, BadRecord, UnusableInputError, iter_records
+from tokenmill.storage.outputs import StageReport, require_committed
 
 MAX_BAD_RECORD_RATE = 0.05
 

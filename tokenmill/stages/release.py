@@ -1,12 +1,9 @@
-"""release: a recipe's tokenized files as a training-ready release (`tokenmill.release`):
+"""release: a recipe's tokenized files as a training-ready release (`tokenmill.release.plan`):
 fixed-size, globally shuffled Megatron shards, a validation split, a blend, provenance."""
 
 from __future__ import annotations
 
-from tokenmill.layout import RELEASE, TOKENIZED_SHARDS
-from tokenmill.outputs import StageReport
-from tokenmill.phases import slots, step_of
-from tokenmill.release import (
+from tokenmill.release.plan import (
     RELEASE_SIDECAR,
     Plan,
     ReleaseSettings,
@@ -14,8 +11,11 @@ from tokenmill.release import (
     is_published,
     plan_release,
 )
-from tokenmill.release_shards import Writing, store_plan, write_release
-from tokenmill.stage import FanOut, Pod, Scope, Stage, Work
+from tokenmill.release.shards import Writing, store_plan, write_release
+from tokenmill.runtime.phases import slots, step_of
+from tokenmill.runtime.stage import FanOut, Pod, Scope, Stage, Work
+from tokenmill.storage.layout import RELEASE, TOKENIZED_SHARDS
+from tokenmill.storage.outputs import StageReport
 
 
 def _settings(work: Work) -> ReleaseSettings:
@@ -41,7 +41,7 @@ def _planned(work: Work, version: str | None) -> Plan:
 
 def run_share(work: Work, handed: list[str], workers: int) -> dict:
     """This step's share of routing the documents and writing the shards
-    (`tokenmill.release_shards`), in `workers` processes at most; what is committed is
+    (`tokenmill.release.shards`), in `workers` processes at most; what is committed is
     skipped. The steps load the plan the plan step stored."""
     release = _planned(work, handed[0].split("/")[0] if handed else None)
     step, steps = step_of(release.version, handed, "tokenized files")

@@ -1,5 +1,5 @@
 """score_distribution: each classifier label's score histogram over every unit of a crawl, from
-which a recipe's `keep_top` share becomes a threshold (`tokenmill.scoring.top_share`).
+which a recipe's `keep_top` share becomes a threshold (`tokenmill.classifiers.scoring.top_share`).
 
 It sums the histograms the units' `scored` markers hold (no document is read) and commits
 `distribution.json`: per classifier its version and per label its histogram. Every unit of the
@@ -12,11 +12,16 @@ from __future__ import annotations
 import hashlib
 import json
 
-from tokenmill.layout import SCORE_DISTRIBUTION, SCORED, crawl_prefix
-from tokenmill.outputs import MissingInputError, StageReport, merge_counts, require_committed
-from tokenmill.scoring import TopShare, top_share
-from tokenmill.stage import CrawlBoundary, Pod, Scope, Stage, Work
-from tokenmill.units import registered_units
+from tokenmill.classifiers.scoring import TopShare, top_share
+from tokenmill.crawl.units import registered_units
+from tokenmill.runtime.stage import CrawlBoundary, Pod, Scope, Stage, Work
+from tokenmill.storage.layout import SCORE_DISTRIBUTION, SCORED, crawl_prefix
+from tokenmill.storage.outputs import (
+    MissingInputError,
+    StageReport,
+    merge_counts,
+    require_committed,
+)
 
 DISTRIBUTION_FILE = "distribution.json"
 SHOWN_SHARES = (0.01, 0.1, 0.3, 0.5)

@@ -4,7 +4,7 @@ shared by all recipes, read from the stored text, never from the WARC.
 Each part commits one `<classifier>.parquet` per classifier (`doc_id` and a float column per
 label, in the order of `extracted`'s documents; null for a document with nothing to score) and
 counts, per classifier, its version (a fastText model's SHA-256), the documents scored and not,
-and each label's score histogram (`tokenmill.scoring`), which `score_distribution` sums per
+and each label's score histogram (`tokenmill.classifiers.scoring`), which `score_distribution` sums per
 crawl. A re-run scores again only the classifiers whose version or extracted input changed: the
 others' committed files are carried over as they are. Recipes threshold the scores in
 `cleaned`, so a recipe change never re-scores.
@@ -16,9 +16,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from tokenmill.layout import EXTRACTED, MARKER, SCORED
-from tokenmill.outputs import StageReport, read_batches, require_committed
-from tokenmill.scoring import (
+from tokenmill.classifiers.scoring import (
     Classifier,
     histogram,
     load_scorer,
@@ -26,7 +24,9 @@ from tokenmill.scoring import (
     score_file,
     short_label,
 )
-from tokenmill.stage import Pod, Scope, Stage, Work, parsed_items, setting
+from tokenmill.runtime.stage import Pod, Scope, Stage, Work, parsed_items, setting
+from tokenmill.storage.layout import EXTRACTED, MARKER, SCORED
+from tokenmill.storage.outputs import StageReport, read_batches, require_committed
 
 DOCS_FILE = "docs.parquet"
 

@@ -1,16 +1,16 @@
 """tokenized_shards: each deduplicated file as a Megatron indexed dataset with provenance."""
 
-from tokenmill.layout import (
+from tokenmill.runtime.stage import Check, Pod, Scope, Stage, Verdict
+from tokenmill.storage.layout import (
     DEDUPLICATED,
     TOKEN_PROVENANCE_SCHEMA,
     TOKENIZED_SHARDS,
     TOKENIZER,
     Unit,
 )
-from tokenmill.megatron import IndexedDataset
-from tokenmill.outputs import read_batches, require_committed
-from tokenmill.stage import Check, Pod, Scope, Stage, Verdict
-from tokenmill.tokenize import TokenizeSettings, tokenize_part
+from tokenmill.storage.outputs import read_batches, require_committed
+from tokenmill.tokens.megatron import IndexedDataset
+from tokenmill.tokens.tokenization import TokenizeSettings, tokenize_part
 
 
 def shard_is_consistent(lake, unit: Unit) -> Verdict:

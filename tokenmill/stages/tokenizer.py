@@ -1,8 +1,12 @@
 """tokenizer: the tokenizer every unit is tokenized with, configured or trained."""
 
-from tokenmill.layout import DEDUPLICATED, TOKENIZER
-from tokenmill.stage import Check, Pod, Scope, Stage
-from tokenmill.tokenize import TokenizerSettings, build_tokenizer, vocabulary_reaches_target
+from tokenmill.runtime.stage import Check, Pod, Scope, Stage
+from tokenmill.storage.layout import DEDUPLICATED, TOKENIZER
+from tokenmill.tokens.tokenization import (
+    TokenizerSettings,
+    build_tokenizer,
+    vocabulary_reaches_target,
+)
 
 STAGE = Stage(
     name=TOKENIZER,

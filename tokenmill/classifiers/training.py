@@ -1,0 +1,212 @@
+"""Quality classifiers trained from a lab's own examples: fastText on bigrams, as DCLM's.
+
+Positives are the lab's documents (a text file with one document per line, JSONL with a
+``text`` field, or Parquet with a ``text`` column); negatives are a deterministic sample of the
+extracted crawl: the documents whose seeded hash of their id is smallest, so the sample depends
+on the seed and the documents only, never on the order files are read, and holds at most
+``negatives`` documents in memory. A seeded hash of each text puts a tenth of both aside; the
+model is trained on the rest (one thread, the seed: the same inputs give the same model bytes)
+and judged on them. The model and its card (inputs' hashes and sizes, settings, held-out
+precision and recall) are written to ``classifiers/<name>/`` in the lake.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import heapq
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import xxhash
+
+from tokenmill.classifiers.scoring import FastTextScorer, one_line
+from tokenmill.crawl.units import registered_crawls, registered_units
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import EXTRACTED, check_name
+from tokenmill.storage.outputs import part_files, read_batches
+
+CLASSIFIERS = "classifiers"
+POSITIVE, NEGATIVE = "__label__hq", "__label__cc"
+HELD_OUT_SHARE = 0.1
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """fastText's supervised settings (its defaults), with bigrams (``word_ngrams`` 2) as
+    DCLM's classifier. The model holds ``bucket`` x ``dim`` floats for the bigrams (800 MB at
+    the defaults); a few hundred examples need more epochs and a higher rate to learn."""
+
+    word_ngrams: int = 2
+    dim: int = 100
+    epoch: int = 5
+    lr: float = 0.1
+    min_count: int = 1
+    bucket: int = 2_000_000
+    seed: int = 0
+
+
+class ClassifierInputError(ValueError):
+    """Positives or negatives that cannot train a classifier: the message names the input."""
+
+
+def example_texts(path: Path, what: str = "positives") -> list[str]:
+    """The documents of an examples file: .txt (one per line), .jsonl[.gz] or .parquet."""
+    if not path.is_file():
+        raise ClassifierInputError(f"{what} file {path} does not exist")
+    name = path.name.lower()
+    try:
+        if name.endswith(".parquet"):
+            table = pq.read_table(path)
+            if "text" not in table.column_names:
+                raise ClassifierInputError(f"{what} file {path} has no 'text' column")
+            texts = table.column("text").to_pylist()
+        elif name.endswith((".jsonl", ".jsonl.gz", ".json.gz", ".ndjson")):
+            opener = gzip.open if name.endswith(".gz") else open
+            with opener(path, "rt", encoding="utf-8") as lines:
+                texts = [json.loads(line).get("text") for line in lines if line.strip()]
+        elif name.endswith((".txt", ".txt.gz")):
+            opener = gzip.open if name.endswith(".gz") else open
+            with opener(path, "rt", encoding="utf-8") as lines:
+                texts = lines.read().splitlines()
+        else:
+            raise ClassifierInputError(
+                f"{what} file {path}: expected .txt, .jsonl[.gz] or .parquet"
+            )
+    except (OSError, ValueError, UnicodeDecodeError) as error:
+        if isinstance(error, ClassifierInputError):
+            raise
+        raise ClassifierInputError(f"{what} file {path} is unreadable: {error}") from error
+    texts = [one_line(t) for t in texts if isinstance(t, str)]
+    texts = [t for t in texts if t]
+    if not texts:
+        raise ClassifierInputError(f"{what} file {path} holds no document with text")
+    return texts
+
+
+def sample_negatives(lake: Lake, crawls: list[str], count: int, seed: int) -> list[str]:
+    """The ``count`` extracted documents of ``crawls`` whose seeded hash of their id is the
+    smallest (a deterministic sample), as one-line texts."""
+    heap: list[tuple[int, str, str]] = []  # (-hash, doc id, text): the largest on top
+    for crawl in crawls:
+        for unit in registered_units(lake, crawl):
+            for key in part_files(lake, unit, EXTRACTED):
+                for batch in read_batches(lake, key, ["doc_id", "text"]):
+                    for doc_id, text in zip(*batch.to_pydict().values(), strict=True):
+                        if not text:
+                            continue
+                        rank = xxhash.xxh3_64_intdigest(doc_id.encode(), seed=seed)
+                        if len(heap) < count:
+                            heapq.heappush(heap, (-rank, doc_id, one_line(text)))
+                        elif -heap[0][0] > rank:
+                            heapq.heapreplace(heap, (-rank, doc_id, one_line(text)))
+    return [text for _, _, text in sorted(heap, key=lambda entry: (-entry[0], entry[1]))]
+
+
+def held_out(text: str, seed: int) -> bool:
+    return xxhash.xxh3_64_intdigest(text.encode(), seed=seed + 1) % 1000 < HELD_OUT_SHARE * 1000
+
+
+def train_classifier(
+    lake: Lake,
+    name: str,
+    positives: Path,
+    crawls: list[str] | None = None,
+    negatives: int | None = None,
+    settings: TrainingSettings = TrainingSettings(),
+    negatives_file: Path | None = None,
+) -> dict:
+    """Train, judge and store a classifier; returns its card. Negatives are a sample of the
+    crawls' extracted documents, or the documents of ``negatives_file`` (e.g. pages labelled
+    bad). Fails before writing anything when an input is unusable, naming it."""
+    import fasttext
+
+    check_name(name, "classifier name")
+    good = example_texts(positives)
+    if negatives_file is not None:
+        bad = example_texts(negatives_file, "negatives")
+        drawn = {
+            "file": str(negatives_file),
+            "sha256": hashlib.sha256(negatives_file.read_bytes()).hexdigest(),
+        }
+    else:
+        crawls = crawls or registered_crawls(lake)
+        unknown = sorted(set(crawls) - set(registered_crawls(lake)))
+        if unknown:
+            raise ClassifierInputError(f"crawl(s) {unknown} are not registered in {lake.url}")
+        bad = sample_negatives(lake, crawls, negatives or len(good), settings.seed)
+        if not bad:
+            raise ClassifierInputError(f"no extracted document in crawl(s) {crawls} to sample from")
+        drawn = {"crawls": crawls, "sample_sha256": _digest(bad)}
+    examples = [(POSITIVE, t) for t in good] + [(NEGATIVE, t) for t in bad]
+    train = [e for e in examples if not held_out(e[1], settings.seed)]
+    test = [e for e in examples if held_out(e[1], settings.seed)]
+    if {label for label, _ in train} != {POSITIVE, NEGATIVE}:
+        raise ClassifierInputError("too few documents: a class has none left to train on")
+    with tempfile.TemporaryDirectory() as scratch:
+        train_file = os.path.join(scratch, "train.txt")
+        with open(train_file, "w", encoding="utf-8") as out:
+            out.writelines(f"{label} {text}\n" for label, text in train)
+        model = fasttext.train_supervised(
+            train_file,
+            wordNgrams=settings.word_ngrams,
+            dim=settings.dim,
+            epoch=settings.epoch,
+            lr=settings.lr,
+            minCount=settings.min_count,
+            bucket=settings.bucket,
+            seed=settings.seed,
+            thread=1,  # more threads train faster, but not reproducibly
+            verbose=0,
+        )
+        model_file = os.path.join(scratch, "model.bin")
+        model.save_model(model_file)
+        data = Path(model_file).read_bytes()
+    card = {
+        "name": name,
+        "labels": {"positive": POSITIVE, "negative": NEGATIVE},
+        "settings": asdict(settings),
+        "positives": {
+            "file": str(positives),
+            "sha256": hashlib.sha256(positives.read_bytes()).hexdigest(),
+            "documents": len(good),
+        },
+        "negatives": drawn | {"documents": len(bad)},
+        "trained_on": len(train),
+        "held_out": {"documents": len(test), **judged(model, test)},
+        "model_sha256": hashlib.sha256(data).hexdigest(),
+        "model_bytes": len(data),
+    }
+    lake.write_bytes(f"{CLASSIFIERS}/{name}/model.bin", data)
+    lake.write_json(f"{CLASSIFIERS}/{name}/card.json", card)
+    return card
+
+
+def judged(model, examples: list[tuple[str, str]]) -> dict:
+    """Precision and recall of the positive label on ``examples`` (a score of 0.5 or more)."""
+    if not examples:
+        return {"precision": None, "recall": None}
+    found = [score >= 0.5 for score in positive_scores(model, [text for _, text in examples])]
+    truth = [label == POSITIVE for label, _ in examples]
+    hits = sum(f and t for f, t in zip(found, truth, strict=True))
+    return {
+        "precision": round(hits / sum(found), 4) if any(found) else None,
+        "recall": round(hits / sum(truth), 4) if any(truth) else None,
+    }
+
+
+def positive_scores(model, texts: list[str]) -> list[float | None]:
+    """The positive label's probability for each text (None for a blank one)."""
+    return FastTextScorer(model, "", [POSITIVE], "the model")(texts)[POSITIVE]
+
+
+def _digest(texts: list[str]) -> str:
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(text.encode())
+        digest.update(b"\n")
+    return digest.hexdigest()

@@ -1,0 +1,283 @@
+"""Running the pipeline on a Dagster instance from the command line: register units as dynamic
+partitions and materialize every stage for every partition, as recorded runs."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dagster import AssetKey, DagsterInstance, ExecuteInProcessResult
+
+# private: the staleness the UI shows, which `materialize_all` follows as the automation does
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.loader import LoadingContext
+
+from tokenmill.crawl.units import Registration, register_new_files
+from tokenmill.data_assets.datasets import Catalog
+from tokenmill.data_assets.jobs import job_name
+from tokenmill.data_assets.partitions import (
+    crawl_partitions,
+    gathered_changes,
+    sync_partitions,
+    unit_partitions,
+)
+from tokenmill.runtime.stage import Scope
+from tokenmill.stages import STAGES
+from tokenmill.storage.lake import Lake
+
+if TYPE_CHECKING:
+    from dagster._utils.error import SerializableErrorInfo
+
+# The event log keeps every event; the terminal only gets warnings (the UI shows the rest).
+QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# `materialize_all` reports a failed run's cause itself; the stack traces stay in the event log.
+SILENT_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+# How much of each failed step's error a failed run reports (the event log keeps it all).
+ERROR_LINES, ERROR_CHARS = 3, 400
+# "tokenmill.storage.lake.LakeKeyError: ..." -> "LakeKeyError: ..."
+QUALIFIED_CLASS = re.compile(r"^(?:\w+\.)+(?=\w+:)")
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+
+
+def local_instance() -> DagsterInstance:
+    """The instance at DAGSTER_HOME, by default .dagster_home/ using the project's dagster.yaml."""
+    home = Path(os.environ.setdefault("DAGSTER_HOME", str(PROJECT_DIR / ".dagster_home")))
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists() and not config.is_symlink():
+        config.symlink_to(PROJECT_DIR / "dagster.yaml")
+    return DagsterInstance.get()
+
+
+def register(
+    instance: DagsterInstance, lake: Lake, crawl: str, files_per_unit: int, verify: bool = True
+) -> Registration:
+    """Group the crawl's files that are in no unit yet into units and add them as partitions."""
+    registration = register_new_files(lake, crawl, files_per_unit, verify=verify)
+    sync_partitions(instance, lake, [crawl])
+    return registration
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    job: str
+    partition: str | None
+    run_id: str
+    success: bool
+    error: str | None = None  # a failed run's cause: each failed step and its error
+    assets: tuple[str, ...] = ()  # the assets it materialized, when not all of the job's
+    failed_checks: tuple[str, ...] = ()  # "asset check: description" of each failed check
+
+    @property
+    def name(self) -> str:
+        return f"{self.job}[{self.partition}]" if self.partition else self.job
+
+
+class RunsFailedError(RuntimeError):
+    """Runs of `materialize_all` failed; the message names each one with its cause."""
+
+    def __init__(self, failed: list[RunOutcome]):
+        self.failed = failed
+        lines = [f"{len(failed)} run{'s' if len(failed) > 1 else ''} failed:"]
+        for outcome in failed:
+            lines.append(f"  {outcome.name} (run {outcome.run_id})")
+            lines += [f"    {line}" for line in (outcome.error or "").splitlines()]
+        lines.append("full logs: `tokenmill ui`, or the runs' event logs on the instance")
+        super().__init__("\n".join(lines))
+
+
+def definitions_for(lake: Lake, workers: int | None = None, catalog: Catalog | None = None):
+    """The code location's definitions, on `lake` and with `workers` processes per run (one
+    per CPU if unset), for `catalog`'s recipes (by default the recipes folder's)."""
+    from tokenmill.definitions import alerts_resource, build_definitions
+    from tokenmill.resources.lake import LakeResource
+    from tokenmill.resources.workers import WorkersResource
+
+    resource = LakeResource(url=lake.url, endpoint_url=lake.endpoint_url, region=lake.region)
+    return build_definitions(
+        resource, alerts_resource(), workers=WorkersResource(processes=workers), recipes=catalog
+    )
+
+
+def execute(
+    name: str,
+    partition_key: str | None,
+    instance: DagsterInstance,
+    defs=None,
+    assets: list[AssetKey] | None = None,
+    tags: dict[str, str] | None = None,
+) -> RunOutcome:
+    """Run job `name` for a partition: all its assets, or those of `assets`."""
+    if defs is None:
+        from tokenmill.definitions import defs
+
+    job = defs.resolve_job_def(name)
+    result = job.execute_in_process(
+        instance=instance,
+        partition_key=partition_key,
+        run_config=SILENT_CONSOLE,
+        raise_on_error=False,
+        asset_selection=assets,
+        tags=tags,
+    )
+    error = None if result.success else failure_of(result)
+    selected = tuple(a.to_user_string() for a in assets or ())
+    failed_checks = tuple(
+        f"{check.asset_key.to_user_string()} {check.check_name}: {check.description}"
+        for check in result.get_asset_check_evaluations()
+        if not check.passed
+    )
+    return RunOutcome(
+        name, partition_key, result.run_id, result.success, error, selected, failed_checks
+    )
+
+
+def failure_of(result: ExecuteInProcessResult) -> str:
+    """Each failed step with its error; the run's own error when no step failed (a resource
+    that could not start, say)."""
+    steps = [
+        f"{event.step_key}: {describe_error(event.step_failure_data.error)}"
+        for event in result.all_events
+        if event.is_step_failure and event.step_failure_data.error
+    ]
+    if steps:
+        return "\n".join(steps)
+    for event in result.all_events:
+        if event.is_run_failure:
+            error = event.event_specific_data and event.event_specific_data.error
+            return describe_error(error) if error else event.message or "the run failed"
+    return "the run failed without recording an error"
+
+
+def describe_error(error: SerializableErrorInfo) -> str:
+    """`Class: message` of the error that says what went wrong, not of Dagster's wrappers
+    around it ("Error occurred while executing op ...", "Exceeded max_retries of 3"); its
+    first lines only."""
+    gave_up = ""
+    while error.cause is not None and (_is_wrapper(error) or _says_nothing(error)):
+        if error.cls_name == "RetryRequestedFromPolicy":
+            gave_up = f" ({_headline(error)})"
+        error = error.cause
+    lines = [line for line in (_headline(error) + gave_up).splitlines() if line.strip()]
+    text = "\n".join(lines[:ERROR_LINES])
+    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
+
+
+def _is_wrapper(error: SerializableErrorInfo) -> bool:
+    return error.cls_name.startswith("Dagster") or error.cls_name == "RetryRequestedFromPolicy"
+
+
+def _says_nothing(error: SerializableErrorInfo) -> bool:
+    """A class name without a message ("RuntimeError:"), or an empty description."""
+    return not _headline(error).removeprefix(f"{error.cls_name}:").strip()
+
+
+def _headline(error: SerializableErrorInfo) -> str:
+    """The error's message, led by its class name without the module."""
+    text = QUALIFIED_CLASS.sub("", error.message.strip())
+    if error.cls_name == "Failure":  # its description is what the step had to say
+        text = QUALIFIED_CLASS.sub("", text.removeprefix("Failure:").strip())
+    if error.cls_name == "_RemoteTraceback":  # a worker's whole traceback: the last line
+        lines = [line for line in text.splitlines() if line.strip(' "')]
+        text = QUALIFIED_CLASS.sub("", lines[-1]) if lines else ""
+    return text
+
+
+def materialize_all(
+    instance: DagsterInstance,
+    lake: Lake,
+    workers: int | None = None,
+    force: bool = False,
+    catalog: Catalog | None = None,
+) -> list[RunOutcome]:
+    """Every stage for every partition of `lake` that is missing or stale (all of them with
+    `force`), in lineage order, one run per partition, as the automation would: a recipe
+    change re-runs its stage, and below it only the partitions whose inputs' data changed.
+    Each run works on its unit's files in `workers` parallel processes (one per CPU if
+    unset). Raises RunsFailedError, naming each failed run's cause, after the first stage
+    with failed runs."""
+    catalog = catalog or Catalog.load()
+    defs = definitions_for(lake, workers, catalog)
+    partitions = {
+        Scope.UNIT: instance.get_dynamic_partitions(unit_partitions.name),
+        Scope.CRAWL: instance.get_dynamic_partitions(crawl_partitions.name),
+        Scope.LAKE: [None],
+    }
+    outcomes: list[RunOutcome] = []
+    for stage in STAGES:
+        if stage.scope is Scope.CRAWL:
+            # what the crawl_signatures_complete sensor would observe: the instance is then as
+            # the sensors and the automation leave it, and they find nothing left to do
+            for event in gathered_changes(instance, partitions[Scope.CRAWL], catalog):
+                instance.report_runless_asset_event(event)
+        keys = partitions[stage.scope]
+        assets = catalog.keys(stage)
+        todo = _out_of_date(instance, defs, stage, assets, keys, force)
+        label = ", ".join(a.to_user_string() for a in assets) if len(assets) > 1 else stage.name
+        results = []
+        for key, stale in todo.items():
+            outcome = execute(job_name(stage.name), key, instance, defs, stale)
+            state = "ok" if outcome.success else "FAILED"
+            names = label if stale == assets else ", ".join(a.to_user_string() for a in stale)
+            print(f"  {names:34} {key or '-':40} {state}", flush=True)
+            for failed in outcome.failed_checks:
+                print(f"    check failed: {failed}", flush=True)
+            results.append(outcome)
+        if len(todo) < len(keys) and assets:
+            print(f"  {label:34} {len(keys) - len(todo)} partitions up to date", flush=True)
+        outcomes += results
+        failed = [r for r in results if not r.success]
+        if failed:
+            raise RunsFailedError(failed)
+    return outcomes
+
+
+class _Loading(LoadingContext):
+    """What Dagster's staleness resolver reads the instance through."""
+
+    def __init__(self, instance: DagsterInstance):
+        self._instance, self._loaders = instance, {}
+
+    @property
+    def instance(self) -> DagsterInstance:
+        return self._instance
+
+    @property
+    def loaders(self) -> dict:
+        return self._loaders
+
+
+def _out_of_date(
+    instance: DagsterInstance, defs, stage, assets: list[AssetKey], keys: list, force: bool
+) -> dict[str | None, list[AssetKey]]:
+    """Per partition, the stage's assets (one per recipe) the UI shows missing or stale: never
+    materialized, another code version (recipe section), or inputs whose data changed since
+    (every one with `force`). The lake's stages (the tokenizer) only when missing: changing one
+    is a deliberate launch, as for the automation."""
+    if force:
+        return {k: assets for k in keys} if assets else {}
+    todo: dict[str | None, list[AssetKey]] = {}
+    if stage.scope is Scope.LAKE:
+        missing = [a for a in assets if not instance.get_latest_materialization_event(a)]
+        return {None: missing} if missing else {}
+    resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), _Loading(instance))
+    for k in keys:
+        stale = [a for a in assets if resolver.get_status(a, k) is not StaleStatus.FRESH]
+        if stale:
+            todo[k] = stale
+    return todo
+
+
+def materialized_partitions(
+    instance: DagsterInstance, catalog: Catalog | None = None
+) -> dict[str, set[str]]:
+    """The materialized partitions of every stage asset of every recipe."""
+    catalog = catalog or Catalog.load()
+    return {
+        key.to_user_string(): set(instance.get_materialized_partitions(key))
+        for stage in STAGES
+        for key in catalog.keys(stage)
+    }

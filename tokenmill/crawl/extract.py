@@ -1,0 +1,279 @@
+"""From an HTTP response payload to clean text: charset and HTML to text (the HTTP layer, with
+bounded decompression, is `tokenmill.crawl.http_messages`).
+
+Extractors (``EXTRACTORS``): ``resiliparse`` (its main-content heuristics, fast), ``trafilatura``
+(slower, the library as it comes) and ``hybrid`` (the default): resiliparse, and where its main
+content looks lost (``looks_lost``) on a page small enough (``FALLBACK_MAX_TAGS``), the page's
+marked main region when that text is not it and does not look lost itself (``main_region``), else
+trafilatura (``fast`` mode, no comments, without ``<nav>`` and ``<footer>``). The route depends on
+the page alone, never on what a recipe keeps (languages, thresholds): extraction is shared by
+every recipe.
+Both resiliparse-based extractors first drop comment sections and keep them only when nothing
+else is left (forum threads), and drop repeated lines.
+``benchmarks/bench_clean.py`` measures all three.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from resiliparse.extract.html2text import extract_plain_text
+from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+from resiliparse.parse.html import HTMLTree
+
+from tokenmill.crawl import charsets
+from tokenmill.crawl.http_messages import Skip, parse_http_head
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_.:-]+)""", re.I)
+CONTROL_BYTES = bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20)])
+BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
+def decode_html(body: bytes, declared: str | None) -> tuple[str, str]:
+    """Decode with the byte-order mark, else the declared charset (HTTP, then <meta>) if it is a
+    WHATWG label (see `tokenmill.crawl.charsets`) and fits, else the detected one."""
+    meta = META_CHARSET.search(body[:2048])
+    meta_codec = charsets.codec(meta.group(1).decode("ascii")) if meta else None
+    if meta_codec and meta_codec.startswith("utf-16"):
+        meta_codec = "utf-8"  # a page that could say so in ASCII is not UTF-16
+    candidates = [bom for magic, bom in BOMS if body.startswith(magic)][:1]
+    candidates += [charsets.codec(declared), meta_codec]
+    for charset in filter(None, candidates):
+        try:
+            return body.decode(charset), charset
+        except UnicodeDecodeError:
+            continue
+    detected = detect_encoding(body)
+    return bytes_to_str(body, detected, errors="replace"), detected
+
+
+def looks_binary(body: bytes) -> bool:
+    sample = body[:4096]
+    controls = len(sample) - len(sample.translate(None, CONTROL_BYTES))
+    return b"\x00" in sample or controls > len(sample) // 100
+
+
+EXTRACTORS = ("hybrid", "resiliparse", "trafilatura")
+DEFAULT_EXTRACTOR = "hybrid"
+# Chosen on wcxb-dev-sample, where 36 of 400 pages look lost without their comment sections
+# and 25 of them go to trafilatura (see benchmarks/bench_clean.py).
+FALLBACK_MAX_WORDS = 200
+FALLBACK_SHARE = 0.3
+# trafilatura's time grows with the page's element count ("<" is a cheap proxy): above this a
+# fallback costs as much as ~40 resiliparse pages, for a smaller gain on average.
+FALLBACK_MAX_TAGS = 5000
+
+
+def _lines(text: str) -> str:
+    text = text.replace("\ufeff", "")  # byte-order marks pasted mid-page by templates
+    return "\n".join(filter(None, map(str.strip, text.splitlines())))
+
+
+def _without_repeats(text: str) -> str:
+    """Drop the repeats of a line of two words or more (captions rendered twice, "Read more"
+    under every teaser); single tokens such as prices or closing braces stay. ``text`` is one
+    ``_lines`` made: "\n" is its only line break, and most texts come back as they are."""
+    lines = text.split("\n")
+    if len(set(lines)) == len(lines):
+        return text
+    seen: set[str] = set()
+    remember = seen.add  # returns None: keeps the line after remembering it
+    return "\n".join(line for line in lines if not (line in seen and " " in line or remember(line)))
+
+
+def _resiliparse(tree: HTMLTree, main_content: bool, comments: bool = True) -> str:
+    return _lines(_plain_text(tree, main_content, comments))
+
+
+def _plain_text(
+    tree: HTMLTree, main_content: bool, comments: bool = True, skip: list[str] | None = None
+) -> str:
+    return extract_plain_text(
+        tree,
+        main_content=main_content,
+        preserve_formatting=True,
+        alt_texts=False,
+        comments=comments,
+        skip_elements=skip,
+    )
+
+
+# Every class or id resiliparse's comment-section rule drops (``comments=False``) contains one
+# of these words; a page without any such element extracts the same either way.
+COMMENT_SECTIONS = ",".join(
+    f"[{attribute}*={word} i]" for attribute in ("class", "id") for word in ("comment", "reply")
+)
+
+
+def _has_comment_sections(tree: HTMLTree) -> bool:
+    return tree.document.query_selector(COMMENT_SECTIONS) is not None
+
+
+# Removed before the fallback's trafilatura sees the page: navigation and footers are never the
+# content it recovers, and its page-wide passes (pruning, the page text it compares its result
+# with) then have fewer elements to walk: faster, and a higher word F1 on wcxb-dev-sample and
+# scrapinghub (README, Cleaning cost).
+FALLBACK_PRUNE = ["//nav", "//footer"]
+
+
+def _trafilatura(html: str, fast: bool = False) -> str:
+    import trafilatura  # imported on first use: it is slow to import and rarely needed
+
+    if fast:
+        return _lines(
+            trafilatura.extract(html, fast=True, include_comments=False, prune_xpath=FALLBACK_PRUNE)
+            or ""
+        )
+    return _lines(trafilatura.extract(html) or "")
+
+
+def _word_count(text: str) -> int:
+    return len(text.split())
+
+
+def _fewer_words(text: str, limit: int) -> bool:
+    """``_word_count(text) < limit`` without splitting a long text to its end, nor copying
+    it: a start holding ``limit`` words answers (a word cut at its end is still one)."""
+    head = text[: 16 * limit]
+    if len(head.split(maxsplit=limit)) >= limit:
+        return False
+    return len(head) == len(text) or len(text.split(maxsplit=limit)) < limit
+
+
+def html_to_text(
+    html: str,
+    main_content: bool = True,
+    extractor: str = DEFAULT_EXTRACTOR,
+) -> str:
+    """Text of an HTML page. ``main_content=False`` keeps the whole page (resiliparse only)."""
+    if extractor not in EXTRACTORS:
+        raise ValueError(f"unknown extractor {extractor!r}, expected one of {EXTRACTORS}")
+    if extractor == "trafilatura" and main_content:
+        return _trafilatura(html)
+    if not main_content:
+        return _resiliparse(HTMLTree.parse(html), main_content=False)
+    return main_content_route(html, fallback=extractor == "hybrid")[0]
+
+
+ROUTES = ("main content", "with comments", "main region", "trafilatura")
+
+
+def main_content_route(html: str, fallback: bool) -> tuple[str, str]:
+    """Main content by resiliparse, and which of ``ROUTES`` gave it: without comment sections;
+    with them when nothing else is left (forum threads); if ``fallback``, when resiliparse's
+    text still looks lost and the page is small enough, what ``_recovered`` finds instead."""
+    tree = HTMLTree.parse(html)
+    text, route = _resiliparse(tree, main_content=True, comments=False), ROUTES[0]
+    if _fewer_words(text, FALLBACK_MAX_WORDS):
+        page = _plain_text(tree, main_content=False)
+        # _word_count(_lines(page)): _lines changes no word but a byte-order mark's
+        page_words = _word_count(page.replace("\ufeff", ""))
+        if looks_lost(text, page_words):
+            if _has_comment_sections(tree):
+                text = _resiliparse(tree, main_content=True, comments=True)
+            route = ROUTES[1]
+            if fallback and looks_lost(text, page_words) and html.count("<") <= FALLBACK_MAX_TAGS:
+                text, route = _recovered(tree, html, text, page_words) or (text, route)
+    return _without_repeats(text), route
+
+
+def _recovered(tree: HTMLTree, html: str, text: str, page_words: int) -> tuple[str, str] | None:
+    """What replaces a main content that looks lost, and its route: nothing when it is the
+    page's marked main region (``covers``); that region's text when it does not look lost
+    itself (a documentation page's tables and lists, which resiliparse drops as boilerplate);
+    else trafilatura's main content, if it finds any."""
+    region = main_region(tree, len(html))
+    if region is not None:
+        if covers(region, text):
+            return None
+        region_text = _lines(_plain_text(region, main_content=False, skip=REGION_BOILERPLATE))
+        if not looks_lost(region_text, page_words):
+            return region_text, ROUTES[2]
+    recovered = _trafilatura(html, fast=True)
+    return (recovered, ROUTES[3]) if recovered else None
+
+
+def looks_lost(main_text: str, page_words: int) -> bool:
+    """Whether a main content looks like it lost the page's content: it is short and a small
+    share of the whole page's words."""
+    words = _word_count(main_text)
+    return words < FALLBACK_MAX_WORDS and words < FALLBACK_SHARE * page_words
+
+
+# A page's own mark of its main content. Documentation sites put their navigation beside it, and
+# tables of contents or indexes of links inside it: their main text is a small share of the
+# page's words without being lost (resiliparse and trafilatura both leave link lists out).
+MAIN_REGION = "main, [role=main]"
+REGION_PRECISION = 0.9
+REGION_SLACK = 5  # words outside the region a text may have whatever its length (a title, a date)
+REGION_COVERAGE = 0.7
+# Left out of a main region's text when it replaces a lost main content: landmarks that are
+# never the content (a region's <header> holds its title, kept).
+REGION_BOILERPLATE = ["nav", "footer", "aside"]
+WORD = re.compile(r"\w+")
+
+
+def main_region(tree: HTMLTree, page_chars: int) -> HTMLTree | None:
+    """The page's marked main region(s), parsed on their own (a node's .text runs the text of
+    adjacent blocks together), or None: none marked, or regions nested in each other so deep
+    that their HTML adds up to more than twice the page's length, ``page_chars``."""
+    parts, chars = [], 0
+    for node in tree.document.query_selector_all(MAIN_REGION):
+        parts.append(node.html)
+        chars += len(parts[-1])
+        if chars > 2 * page_chars:
+            return None
+    return HTMLTree.parse("".join(parts)) if parts else None
+
+
+def covers(region: HTMLTree, text: str) -> bool:
+    """Whether ``text`` is the main ``region``: at least ``REGION_PRECISION`` of its words (all
+    but ``REGION_SLACK`` of a short text) are the region's, and they are at least
+    ``REGION_COVERAGE`` of the region's words outside links. Chosen on wcxb-dev-sample (its F1
+    unchanged) and documentation pages (see the README's Cleaning cost)."""
+    found = _word_bag(text)
+    shared = (found & _word_bag(_plain_text(region, main_content=False))).total()
+    outside = found.total() - shared
+    if not shared or outside > max((1 - REGION_PRECISION) * found.total(), REGION_SLACK):
+        return False
+    prose = _word_bag(_plain_text(region, main_content=False, skip=["a"]))
+    return (found & prose).total() >= REGION_COVERAGE * prose.total()
+
+
+def _word_bag(text: str) -> Counter:
+    return Counter(WORD.findall(text.lower()))
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    text: str
+    charset: str
+
+
+def extract_document(
+    block: bytes,
+    max_html_bytes: int,
+    main_content: bool = True,
+    extractor: str = DEFAULT_EXTRACTOR,
+) -> Extracted:
+    """Text of an HTTP response block, or `Skip` saying why there is none."""
+    response = parse_http_head(block)
+    if response.status != 200:
+        raise Skip("http_status", str(response.status))
+    if response.mime and response.mime not in HTML_TYPES:
+        raise Skip("non_html", response.mime)
+    response = response.decoded(max_html_bytes)
+    if not response.body.strip():
+        raise Skip("empty_body")
+    if len(response.body) > max_html_bytes:
+        raise Skip("html_too_large", f"{len(response.body)} bytes > {max_html_bytes}")
+    if looks_binary(response.body):
+        raise Skip("binary_payload", f"labeled {response.mime or 'without type'}")
+    html, charset = decode_html(response.body, response.declared_charset)
+    text = html_to_text(html, main_content, extractor)
+    if not text:
+        raise Skip("no_text")
+    return Extracted(text, charset)

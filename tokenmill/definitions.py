@@ -1,0 +1,161 @@
+"""The code location: every asset, job, sensor and resource of tokenmill, in one place."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from dagster import (
+    AssetSelection,
+    AutomationConditionSensorDefinition,
+    DefaultSensorStatus,
+    Definitions,
+    EnvVar,
+    SensorDefinition,
+    in_process_executor,
+    sensor,
+)
+
+from tokenmill.dagster_internals import read_keys_once_per_tick
+from tokenmill.data_assets.assets import stage_assets
+from tokenmill.data_assets.datasets import Catalog
+from tokenmill.data_assets.jobs import stage_jobs
+from tokenmill.data_assets.k8s import run_tags
+from tokenmill.data_assets.partitions import bridges
+from tokenmill.data_assets.recipe import Recipe
+from tokenmill.resources.automation import AlertsResource, DiscoveryResource, tick_seconds
+from tokenmill.resources.lake import LakeResource
+from tokenmill.resources.locked import locked
+from tokenmill.resources.step_io import STEP_IO, LakeStepIOManager
+from tokenmill.resources.workers import WorkersResource
+from tokenmill.sensors.crawls import crawl_signatures_complete
+from tokenmill.sensors.failures import record_run_failures
+from tokenmill.sensors.landing import landing_zone
+from tokenmill.sensors.reconcile import reconcile_landing, reconcile_schedule
+from tokenmill.stages import STAGES
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+DEFAULT_LAKE = PROJECT_DIR / "lake"
+
+
+def lake_resource() -> LakeResource:
+    """TOKENMILL_LAKE_URL (and TOKENMILL_S3_ENDPOINT) in production, ./lake otherwise."""
+    if os.environ.get("TOKENMILL_LAKE_URL"):
+        return LakeResource(
+            url=EnvVar("TOKENMILL_LAKE_URL"),
+            endpoint_url=EnvVar("TOKENMILL_S3_ENDPOINT")
+            if os.environ.get("TOKENMILL_S3_ENDPOINT")
+            else None,
+        )
+    return LakeResource(url=str(DEFAULT_LAKE))
+
+
+def alerts_resource() -> AlertsResource:
+    """Failure posts go to TOKENMILL_FAILURE_WEBHOOK when it is set."""
+    if os.environ.get("TOKENMILL_FAILURE_WEBHOOK"):
+        return AlertsResource(webhook_url=EnvVar("TOKENMILL_FAILURE_WEBHOOK"))
+    return AlertsResource()
+
+
+# Step pods run under a service account without any Role and without a token: only the run's
+# coordinator pod (the launcher's service account, helm/service-account-run-coordinator.yaml)
+# creates and watches the step Jobs.
+STEP_SERVICE_ACCOUNT = "tokenmill-run"
+K8S_EXECUTOR_CONFIG = {
+    "step_k8s_config": {
+        "pod_spec_config": {
+            "service_account_name": STEP_SERVICE_ACCOUNT,
+            "automount_service_account_token": False,
+        }
+    }
+}
+
+
+def executor():
+    """Steps in the run's process locally; each step in its own pod, sized by its stage's op
+    tags, when TOKENMILL_EXECUTOR=k8s (the Helm deployment), whatever launched the run."""
+    if os.environ.get("TOKENMILL_EXECUTOR") == "k8s":
+        from dagster_k8s import k8s_job_executor
+
+        return k8s_job_executor.configured(K8S_EXECUTOR_CONFIG)
+    return in_process_executor
+
+
+def automation_sensor(stage, catalog: Catalog) -> AutomationConditionSensorDefinition:
+    """One automation sensor per stage, for every recipe's asset of it: each tick evaluates one
+    stage's partitions (the daemon runs the sensors in parallel threads), and the runs it
+    requests carry the stage's run tags (pod size, queue key) however they are launched."""
+    return AutomationConditionSensorDefinition(
+        f"automation_{stage.name}",
+        target=AssetSelection.assets(*catalog.keys(stage)),
+        # evaluated in the code server, where automation_cursor's shortcut is installed
+        use_user_code_server=True,
+        run_tags=run_tags(stage.name),
+        default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=tick_seconds(30),
+        description=f"Evaluates the automation condition of {stage.name}.",
+    )
+
+
+def recipe_problems(problems: tuple[str, ...]) -> SensorDefinition:
+    """The recipe files left out of the code location, as a sensor whose every tick fails
+    naming each file and key (the UI shows it in red); the other recipes load and run."""
+
+    @sensor(
+        name="recipe_problems",
+        minimum_interval_seconds=tick_seconds(300),
+        default_status=DefaultSensorStatus.RUNNING,
+        description="Fails while a recipe file is invalid, naming it: " + " | ".join(problems),
+    )
+    def recipe_problems_sensor(context):
+        raise ValueError(
+            f"{len(problems)} recipe file(s) left out of the code location:\n" + "\n".join(problems)
+        )
+
+    return recipe_problems_sensor
+
+
+def build_definitions(
+    lake: LakeResource,
+    alerts: AlertsResource | None = None,
+    discovery: DiscoveryResource | None = None,
+    workers: WorkersResource | None = None,
+    recipes: list[Recipe] | Catalog | None = None,
+) -> Definitions:
+    """Every recipe of the recipes folder (or of `recipes`) beside the shared stages."""
+    read_keys_once_per_tick()
+    if isinstance(recipes, Catalog):
+        catalog = recipes
+    else:
+        catalog = Catalog.of(recipes) if recipes is not None else Catalog.load()
+    for problem in catalog.problems:
+        logging.getLogger("tokenmill").error("recipe left out: %s", problem)
+    served = [stage for stage in STAGES if catalog.serving(stage)]
+    jobs = stage_jobs(catalog)
+    sensors = [
+        landing_zone,
+        crawl_signatures_complete(catalog),
+        record_run_failures,
+        # none for a stage the automation never launches (a release)
+        *(automation_sensor(stage, catalog) for stage in served if stage.automatic),
+    ]
+    if catalog.problems:
+        sensors.append(recipe_problems(catalog.problems))
+    return Definitions(
+        assets=[*bridges(catalog), *stage_assets(catalog)],
+        jobs=[*(jobs[stage.name] for stage in served), reconcile_landing],
+        sensors=sensors,
+        schedules=[reconcile_schedule],
+        executor=executor(),
+        resources={
+            "lake": locked(lake),
+            "alerts": locked(alerts or AlertsResource()),
+            "discovery": locked(discovery or DiscoveryResource()),
+            "workers": locked(workers or WorkersResource()),
+            STEP_IO: locked(LakeStepIOManager(lake=lake)),
+        },
+    )
+
+
+defs = build_definitions(lake_resource(), alerts_resource())

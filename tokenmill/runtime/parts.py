@@ -1,0 +1,340 @@
+"""Running a stage: a unit's files as parts, in parallel worker processes, resumable per file.
+
+A per-unit stage's `run` handles one file of the unit and commits it as a part
+(`<stage>/<crawl>/<unit>/<part>/`, with its own marker). The unit counts as done only when its
+own marker, listing every part, is written last; a re-run first removes that marker. Parts run
+in worker processes, one file each at a time, as many as the CPUs this process may use. A part
+committed by the same attempt (`resume` token: a retried step or a resumed run) is kept, so a
+run killed midway resumes at file granularity; any other part is recomputed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import multiprocessing
+import os
+import resource
+import signal
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tokenmill.crawl.units import unit_files
+from tokenmill.runtime.budget import (
+    NOTES,
+    RecordWatch,
+    cpu_time,
+    enable_watchdog,
+    police,
+    take_notes,
+)
+from tokenmill.runtime.stage import Scope, Stage, Work
+from tokenmill.runtime.worker_errors import WorkerDiedError, exit_description, portable
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import MARKER, Unit, part_name
+from tokenmill.storage.outputs import StageReport, combine
+
+RESUME_FIELD = "resume"
+
+
+def available_cpus() -> int:
+    """CPUs this process may use: its affinity, capped by a cgroup v2 CPU quota (a pod's
+    limit)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cpus)
+
+
+def run_stage_work(
+    stage: Stage,
+    lake: Lake,
+    settings: Any = None,
+    *,
+    unit: Unit | None = None,
+    crawl: str | None = None,
+    workers: int | None = None,
+    resume: str | None = None,
+    memory_limit: int | None = None,
+    on_part: Callable[[int, int], None] | None = None,
+) -> StageReport:
+    """Run `stage` for one partition: a unit (its files in parallel), a crawl, or the lake."""
+    if stage.scope is Scope.UNIT:
+        if unit is None:
+            raise ValueError(f"{stage.name} runs per unit")
+        return run_unit(stage, lake, unit, settings, workers, resume, memory_limit, on_part)
+    work = Work(lake, stage.name, settings, crawl=crawl)
+    started = cpu_time()
+    report = stage.run(work)
+    report.cpu_s = cpu_time() - started
+    return report
+
+
+def run_unit(
+    stage: Stage,
+    lake: Lake,
+    unit: Unit,
+    settings: Any = None,
+    workers: int | None = None,
+    resume: str | None = None,
+    memory_limit: int | None = None,
+    on_part: Callable[[int, int], None] | None = None,
+) -> StageReport:
+    # this process only: the parts' workers outlive the run and report their own CPU
+    started = time.process_time()
+    files = unit_files(lake, unit)
+    prefix = unit.prefix(stage.name)
+    lake.delete(f"{prefix}/{MARKER}")
+    lake.remove_stray_temporaries(prefix)  # e.g. of a unit marker a killed run was writing
+    stamp = {RESUME_FIELD: resume} if resume else None
+    reports = _resumed(lake, stage, unit, len(files), resume)
+    todo = [
+        Work(lake, stage.name, settings, unit=unit, part=part, file=files[part], stamp=stamp)
+        for part in range(len(files))
+        if part not in reports
+    ]
+    workers = max(1, min(workers or available_cpus(), len(todo) or 1))
+    for part, report in _run_parts(todo, workers, memory_limit):
+        reports[part] = report
+        if on_part:
+            on_part(len(reports), len(files))
+    total = combine({part_name(part): reports[part] for part in sorted(reports)})
+    own = time.process_time() - started  # parts run in this process are in it already
+    total.cpu_s = own if _in_process(workers, memory_limit) else own + total.cpu_s
+    total.counts["files"] = len(files)
+    total.counts["resumed_parts"] = len(files) - len(todo)
+    lake.write_json(f"{prefix}/{MARKER}", total.summary())
+    return total
+
+
+def _resumed(
+    lake: Lake, stage: Stage, unit: Unit, parts: int, resume: str | None
+) -> dict[int, StageReport]:
+    if not resume:
+        return {}
+    done = {}
+    committed = set(lake.list(unit.prefix(stage.name)))  # one listing, not a request per part
+    for part in range(parts):
+        marker = f"{unit.part_prefix(stage.name, part)}/{MARKER}"
+        if marker in committed:
+            summary = lake.read_json(marker)
+            if summary.get(RESUME_FIELD) == resume:
+                done[part] = StageReport.from_summary(summary)
+    return done
+
+
+def _run_parts(todo: list[Work], workers: int, memory_limit: int | None):
+    """Yield (part, report) as parts finish. A part that fails does not stop the others: the
+    first failure is raised once every other part is committed, so a retry redoes only the
+    failed files."""
+    failures: list[Exception] = []
+    yield from _parts_in_processes(todo, workers, memory_limit, failures)
+    if failures:
+        first = failures[0]
+        if len(failures) > 1:
+            first.add_note(
+                f"{len(failures)} of {len(todo)} files failed; the others are committed: "
+                + "; ".join(f"{type(f).__name__}: {f}" for f in failures[1:6])
+            )
+        raise first
+
+
+def _parts_in_processes(
+    todo: list[Work], workers: int, memory_limit: int | None, failures: list[Exception]
+):
+    # In the caller's process only when nothing needs a worker: the address-space cap and the
+    # per-record watchdog apply to worker processes, so with a cap (every Dagster run has one)
+    # even a unit of one file, or a pod of one CPU, runs in a worker.
+    if _in_process(workers, memory_limit):
+        for work in todo:
+            try:
+                report = run_part(work)
+            except Exception as error:
+                failures.append(error)
+                continue
+            yield work.part, report
+        return
+    pending_work = {work.part: work for work in todo}
+    deaths: dict[int, list[str]] = {}  # part -> how each worker that was on it died
+    while pending_work:
+        pool = _pool(workers, memory_limit)
+        pending = {pool.submit(run_part, work): part for part, work in pending_work.items()}
+        processes: dict[int, Any] = dict(pool._processes or {})
+        try:
+            while pending:
+                finished, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+                live = pool._processes or {}  # no public API lists a pool's workers
+                processes.update(live)
+                police(list(live))
+                broken = None
+                for future in finished:
+                    error = future.exception()
+                    if isinstance(error, BrokenProcessPool):
+                        broken = error
+                        continue
+                    part = pending.pop(future)
+                    del pending_work[part]
+                    if error is not None:
+                        failures.append(error)
+                    else:
+                        yield part, future.result()
+                if broken is not None:
+                    raise broken
+        except BrokenProcessPool as broken:
+            processes.update(pool._processes or {})
+            _drop_pool(workers, memory_limit)
+            blamed = _dead_workers_parts(processes, pending_work)
+            # A worker that ended itself over a record's budget said which record: its part
+            # starts again in a new worker that drops that record.
+            notes = take_notes(todo[0].stage, {w.unit.key for w in pending_work.values()})
+            if _skip_noted(pending_work, notes):
+                continue
+            # Any other death: the part its worker was on starts again in a new worker, and
+            # the other parts go on. A part that kills a second worker is given up.
+            if not blamed:
+                raise WorkerDiedError(
+                    "a worker process died while "
+                    + _listed([_describe(w) for w in pending_work.values()])
+                ) from broken
+            for part, how in blamed.items():
+                deaths.setdefault(part, []).append(how)
+                if len(deaths[part]) >= 2:
+                    failures.append(_given_up(pending_work.pop(part), deaths[part], memory_limit))
+        except BaseException:
+            _drop_pool(workers, memory_limit)
+            raise
+
+
+def _exit_code(process, wait_s: float = 2.0) -> int | None:
+    """A pool worker's exit code. The pool's own thread reaps its dead workers: while it does,
+    the code reads as None (our wait finds no child left), until that thread records it."""
+    deadline = time.monotonic() + wait_s
+    while process.exitcode is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return process.exitcode
+
+
+def _in_process(workers: int, memory_limit: int | None) -> bool:
+    return workers == 1 and not memory_limit
+
+
+def _given_up(work: Work, deaths: list[str], memory_limit: int | None) -> WorkerDiedError:
+    cap = f" (address-space cap per worker: {memory_limit >> 20} MiB)" if memory_limit else ""
+    return WorkerDiedError(f"{'; then '.join(deaths)} while {_describe(work)}{cap}")
+
+
+def _listed(items: list[str], limit: int = 5) -> str:
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return " or ".join(items[:limit]) + more
+
+
+def _skip_noted(pending: dict[int, Work], notes: list[dict]) -> bool:
+    skipped = False
+    for entry in notes:
+        work = pending.get(entry["part"])
+        if work is not None and work.unit.key == entry["unit"]:
+            pending[work.part] = replace(work, skip=work.skip | {entry["offset"]})
+            skipped = True
+    return skipped
+
+
+def _pool_key(workers: int, memory_limit: int | None) -> tuple:
+    return workers, memory_limit, hash(frozenset(os.environ.items()))
+
+
+def _drop_pool(workers: int, memory_limit: int | None) -> None:
+    pool = _pools.pop(_pool_key(workers, memory_limit), None)
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+# Worker processes outlive a run within one process (`tokenmill run` executes every run in
+# its own process): each pays its imports once. They inherit the environment they were started
+# in (credentials among it), so a changed environment gets new ones.
+_pools: dict[tuple, ProcessPoolExecutor] = {}
+
+
+def _pool(workers: int, memory_limit: int | None) -> ProcessPoolExecutor:
+    key = _pool_key(workers, memory_limit)
+    if key not in _pools:
+        for stale in list(_pools):
+            _pools.pop(stale).shutdown(wait=False, cancel_futures=True)
+        _pools[key] = ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_worker,
+            initargs=(memory_limit,),
+        )
+    return _pools[key]
+
+
+def run_part(work: Work) -> StageReport:
+    # Only this stage's module: a worker of one stage does not import the others' libraries.
+    module = importlib.import_module(f"tokenmill.stages.{work.stage}")
+    post = _post_part(work)
+    started = time.process_time()
+    try:
+        report = module.STAGE.run(work)
+        report.cpu_s = time.process_time() - started
+        return report
+    except Exception as error:
+        error.add_note(f"while {_describe(work)}")
+        crossing = portable(error)
+        if crossing is error:
+            raise
+        raise crossing from error
+    finally:
+        if post is not None:
+            post.unlink(missing_ok=True)
+
+
+def _describe(work: Work) -> str:
+    return f"{work.stage} worked on {work.file} (file {work.part} of unit {work.unit})"
+
+
+def _post_part(work: Work) -> Path | None:
+    """Post which part this worker process is on, for a parent whose worker dies (workers
+    only: the caller's own process needs none)."""
+    if not RecordWatch.enabled:
+        return None
+    post = NOTES / f"{os.getpid()}.part"
+    NOTES.mkdir(parents=True, exist_ok=True)
+    post.write_text(json.dumps({"stage": work.stage, "unit": work.unit.key, "part": work.part}))
+    return post
+
+
+def _dead_workers_parts(processes: dict[int, Any], pending: dict[int, Work]) -> dict[int, str]:
+    """The pending parts dead workers were on, and how each died. The pool terminates its other
+    workers once one dies: those (SIGTERM) are not blamed."""
+    blamed = {}
+    for pid, process in processes.items():
+        post = NOTES / f"{pid}.part"
+        try:
+            entry = json.loads(post.read_text())
+        except (OSError, ValueError):
+            continue  # between parts
+        post.unlink(missing_ok=True)
+        code = _exit_code(process)
+        work = pending.get(entry["part"])
+        if code in (None, 0, -signal.SIGTERM) or work is None or work.unit.key != entry["unit"]:
+            continue
+        blamed[work.part] = f"worker {pid} {exit_description(code)}"
+    return blamed
+
+
+def _start_worker(limit: int | None) -> None:
+    """A worker's address-space cap (a runaway record fails with MemoryError in its worker, not
+    the node) and its per-record watchdog."""
+    enable_watchdog()
+    if limit:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
