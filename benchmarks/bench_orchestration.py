@@ -1,5 +1,6 @@
 """Orchestration overhead: the stages as Dagster runs on the local instance, one run per
-partition, against the bare stages (`tokenmill.runtime.parts.run_stage_work`) on the same partitions.
+partition, against the bare stages (`tokenmill.runtime.parts.run_stage_work`) on the same
+partitions.
 
     uv run python benchmarks/bench_orchestration.py [--units 6] [--files-per-unit 4]
         [--workers 2] [--pages 10] [--daemon]

@@ -7,8 +7,8 @@ assets under its name (`<name>/cleaned`, ...), built from the extraction every r
 The shared stages' settings (`raw`, `extract`) are in `resources/extraction.yaml`
 (TOKENMILL_EXTRACTION): changing them re-extracts the corpus for every recipe.
 
-Each stage's run config is generated from its core settings type (`tokenmill.runtime.stage`), with the
-recipe's values as defaults: a run without config (every automated one) uses the recipe, and
+Each stage's run config is generated from its core settings type (`tokenmill.runtime.stage`), with
+the recipe's values as defaults: a run without config (every automated one) uses the recipe, and
 the launchpad shows the recipe's values, which a run may override for itself (the override is
 recorded in the run's metadata). The files are read when the code location loads; a section's
 hash is part of the code version of the stages it configures, so changing a recipe makes

@@ -18,14 +18,12 @@ from tokenmill.filters.c4 import (
 )
 from tokenmill.text.statistics import (
     NEW_WORD_COUNTS,
-    count_words,
     doc_index,
     explode,
     knows_words,
     split_lines,
-    word_counts_of,
 )
-from tokenmill.text.word_scan import word_features_of
+from tokenmill.text.word_scan import count_words, word_counts_of, word_features_of
 
 PHRASES = ("lorem ipsum", "javascript", *POLICY_SUBSTRINGS)
 

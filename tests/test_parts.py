@@ -1,5 +1,6 @@
-"""A unit's files as parts (tokenmill/runtime/parts.py): the same bytes whatever the number of worker
-processes, and a run killed midway resumes at file granularity, within the same attempt only."""
+"""A unit's files as parts (tokenmill/runtime/parts.py): the same bytes whatever the number of
+worker processes, and a run killed midway resumes at file granularity, within the same attempt
+only."""
 
 from __future__ import annotations
 

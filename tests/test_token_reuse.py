@@ -123,7 +123,9 @@ def test_a_donor_rewritten_during_the_copy_is_not_used(tmp_path, monkeypatch):
             views["a"].write_json(f"{SHARD}/{MARKER}", marker | {"rewritten": True})
         return result
 
-    monkeypatch.setattr("tokenmill.tokens.tokenization.reused_or_encoded", and_the_donor_commits_again)
+    monkeypatch.setattr(
+        "tokenmill.tokens.tokenization.reused_or_encoded", and_the_donor_commits_again
+    )
     report = tokenize_unit(views["b"])
     assert report.counts["documents_reused"] == 0
     alone = recipes(Lake.from_url(str(tmp_path / "alone")), {"b": tokenizer}, {"b": B_DOCS})

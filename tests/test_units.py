@@ -1,5 +1,5 @@
-"""Registering a crawl's files as units (tokenmill/crawl/units.py): append-only batches, a registration
-that collides with a concurrent one, and discovery in bounded listings."""
+"""Registering a crawl's files as units (tokenmill/crawl/units.py): append-only batches, a
+registration that collides with a concurrent one, and discovery in bounded listings."""
 
 from __future__ import annotations
 

@@ -22,12 +22,15 @@ class _CheckoutLayerFinder:
     def find_spec(name: str, path=None, target=None):
         package, _, leaf = name.partition(".")
         folder = _CHECKOUT / leaf
-        if package != __name__ or leaf not in DAGSTER_LAYER or not (folder / "__init__.py").is_file():
+        if package != __name__ or leaf not in DAGSTER_LAYER:
+            return None
+        if not (folder / "__init__.py").is_file():
             return None
         return importlib.util.spec_from_file_location(
             name, folder / "__init__.py", submodule_search_locations=[str(folder)]
         )
 
 
-if not (Path(__file__).parent / "data_assets").is_dir() and _CheckoutLayerFinder not in sys.meta_path:
+_installed_inside = (Path(__file__).parent / "data_assets").is_dir()
+if not _installed_inside and _CheckoutLayerFinder not in sys.meta_path:
     sys.meta_path.append(_CheckoutLayerFinder)

@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 import xxhash
 
+from tokenmill.runtime.plugins import load_scorer_class
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import check_name
 from tokenmill.storage.locations import check_location, open_location
@@ -225,8 +226,6 @@ class FastTextScorer:
 def load_scorer(lake: Lake, classifier: Classifier) -> Scorer:
     """A declared classifier, ready to score; fails naming its file and the reason."""
     if classifier.scorer:
-        from tokenmill.filters.plugins import load_scorer_class
-
         scorer = load_scorer_class(classifier.scorer, classifier.params)
         missing = [label for label in classifier.labels if label not in scorer.labels]
         if missing:

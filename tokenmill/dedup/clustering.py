@@ -1,19 +1,20 @@
 """The clusters step of dedup: the crawl's duplicate clusters and removed list, every process
-within ``cluster_memory_gb`` whatever the crawl's size, as phases of tasks (``tokenmill.runtime.phases``)
-that any number of steps share through the lake.
+within ``cluster_memory_gb`` whatever the crawl's size, as phases of tasks
+(``tokenmill.runtime.phases``) that any number of steps share through the lake.
 
 1. Parts. A key column (the exact hash, each LSH band) links the documents sharing a value. A
    part is one column restricted to one range of key values (their top bits), so documents
    sharing a key always meet in one part, which groups them alone (``PartGroups``, bounded
    however skewed the keys) and writes edges linking each group's documents to its first. When
    a column needs more than ``DIRECT_RANGES`` ranges, a scatter phase first routes its keys to
-   range files (``tokenmill.storage.spill``), so each signature byte is read once there and each part
-   reads only its range; with fewer, parts read the column from the signature files themselves
+   range files (``tokenmill.storage.spill``), so each signature byte is read once there and each
+   part reads only its range; with fewer, parts read the column from the signature files themselves
    (at most twice). One column is scattered and grouped at a time: the scratch space is one
    column's keys.
 2. Components (``tokenmill.dedup.components``): the edges routed to ranges of documents, star rounds
    over the ranges until every cluster is a star around its smallest document.
-3. Survivors (``tokenmill.dedup.survivors``): per range, each linked document with its label and rank
+3. Survivors (``tokenmill.dedup.survivors``): per range, each linked document with its label and
+rank
    value, each cluster's survivor, the removed rows; written in document order by the caller.
 
 Everything a phase writes lives under ``<PARTS>/<crawl>/<fingerprint>/``, the fingerprint naming
@@ -263,8 +264,8 @@ def _node_task(function, lake: Lake, plan: ClusterPlan, phase: str, unique: bool
 
 
 def cluster_job(lake: Lake, plan: ClusterPlan):
-    """The phases of a clustering (``tokenmill.runtime.phases``), each yielded once the ones before it
-    are committed."""
+    """The phases of a clustering (``tokenmill.runtime.phases``), each yielded once the ones before
+    it are committed."""
     nodes, files = plan.nodes, plan.files
 
     def node_phase(name: str, function, unique: bool = False) -> Phase:

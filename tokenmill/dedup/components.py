@@ -1,8 +1,8 @@
 """Connected components of the duplicate graph in bounded memory.
 
 Documents are nodes 0..n-1 in ranges of ``width`` (``Nodes``); an edge {a, b} is stored as rows
-(u, v) routed to u's range (``tokenmill.storage.spill``). A task holds one range's node state (8 bytes a
-node) and one file of rows at a time, never the graph.
+(u, v) routed to u's range (``tokenmill.storage.spill``). A task holds one range's node state (8
+bytes a node) and one file of rows at a time, never the graph.
 
 The tasks alternate the large-star and small-star operations of Kiveris et al., "Connected
 Components in MapReduce and Beyond" (SoCC 2014), until neither changes an edge; the graph is then

@@ -56,14 +56,14 @@ from tokenmill.filters.gopher_quality import GopherQualityFilter
 from tokenmill.filters.gopher_repetition import GopherRepetitionFilter
 from tokenmill.filters.language import LanguageFilter
 from tokenmill.filters.pii import PIIMasker, is_public_ip
-from tokenmill.filters.plugins import (
+from tokenmill.filters.plugins import load_filter
+from tokenmill.filters.url import URLFilter
+from tokenmill.runtime.plugins import (
     FILTER_MODULES_ENV,
     FilterNotAllowedError,
     allowed_filter_modules,
     config_params,
-    load_filter,
 )
-from tokenmill.filters.url import URLFilter
 from tokenmill.text.statistics import (
     NEW_WORD_COUNTS,
     PUNCTUATION,
@@ -72,10 +72,9 @@ from tokenmill.text.statistics import (
     WORDS,
     split_lines,
     split_words,
-    word_counts_of,
     words_of,
 )
-from tokenmill.text.word_scan import count_sentences
+from tokenmill.text.word_scan import count_sentences, word_counts_of
 
 __all__ = [
     "FILTER_MODULES_ENV",

@@ -10,9 +10,8 @@ from tokenmill.text.statistics import (
     ABBREVIATIONS,
     NEW_WORD_COUNTS,
     knows_words,
-    word_counts_of,
 )
-from tokenmill.text.word_scan import c4_lines
+from tokenmill.text.word_scan import c4_lines, word_counts_of
 
 # What remove_citations removes (c4_lines follows it; tests/test_c4_lines.py holds them equal)
 CITATION_PATTERN = r"\[\d*]|\[edit]|\[citation needed]"

@@ -13,8 +13,8 @@ from tokenmill.text.statistics import (
     count_per_doc,
     explode,
     find_duplicates,
-    word_counts_of,
 )
+from tokenmill.text.word_scan import word_counts_of
 
 
 class FineWebQualityFilter:

@@ -4,9 +4,9 @@ Every histogram has the same bins, so a unit's histograms are the sums of its fi
 crawl's the sums of its units': 100 bins 0.01 wide over [0, 1] (the ratios), then 10 bins per
 decade from 1 to 10^7 (counts and lengths); values outside fall in the first or last bin. A
 rule's histogram is kept as ``{"bins": {index: count}, "thresholds": ["<50", ...]}`` under
-``<filter>/<rule>``: nested counts that `tokenmill.storage.outputs.merge_counts` sums (the thresholds,
-not numbers, are kept from the first). Pictures are PNG files drawn here, without a plotting
-library: grey bars, a vertical line per threshold.
+``<filter>/<rule>``: nested counts that `tokenmill.storage.outputs.merge_counts` sums (the
+thresholds, not numbers, are kept from the first). Pictures are PNG files drawn here, without a
+plotting library: grey bars, a vertical line per threshold.
 """
 
 from __future__ import annotations

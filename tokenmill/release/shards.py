@@ -1,6 +1,6 @@
-"""Writing a release's shards as an external shuffle (``tokenmill.storage.spill``, ``tokenmill.runtime.phases``):
-every input byte is read once, every token written twice (three times with many shards),
-whatever the corpus's size.
+"""Writing a release's shards as an external shuffle (``tokenmill.storage.spill``,
+``tokenmill.runtime.phases``): every input byte is read once, every token written twice (three times
+with many shards), whatever the corpus's size.
 
 A global shuffle puts, in each shard, about one document of every input file: at corpus scale a
 shard of 10^6 documents draws from ~930,000 of 9,000,000 files, and a shard writer reading its

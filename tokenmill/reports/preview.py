@@ -50,7 +50,8 @@ class Preview:
         default_factory=lambda: {"current": Counter(), "proposed": Counter()}
     )
     columns_read: list[str] = field(default_factory=list)
-    # the distribution of each rule's value (`tokenmill.filters.histograms`), both recipes' thresholds
+    # the distribution of each rule's value (`tokenmill.filters.histograms`), both recipes'
+    # thresholds
     histograms: dict[str, dict] = field(default_factory=dict)
     thresholds: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 

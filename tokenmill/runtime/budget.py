@@ -5,9 +5,9 @@ not trip it) that raises `OverBudget` in the main thread when the interpreter ne
 it stops pure-Python loops. Code that stays in C for minutes holding the GIL (an HTML tree
 100,000 levels deep) never gives control back, so in a worker process `RecordWatch` also posts
 which record it is on and the process's CPU time when it started; the parent (`police`, called
-by `tokenmill.runtime.parts` while it waits) kills a worker still on the same record at twice its budget
-and notes which record it was. The part then starts again in a new worker that drops that record
-with the reason `over_budget`.
+by `tokenmill.runtime.parts` while it waits) kills a worker still on the same record at twice its
+budget and notes which record it was. The part then starts again in a new worker that drops that
+record with the reason `over_budget`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Phases of tasks that steps share through the lake.
 
 A job is a sequence of phases; a phase is a list of tasks, each committing its output (a marker
-written last, see ``tokenmill.storage.spill``) from the outputs of the phases before it, and the same
-bytes whoever runs it. Which phase comes next may depend on what the previous ones committed
+written last, see ``tokenmill.storage.spill``) from the outputs of the phases before it, and the
+same bytes whoever runs it. Which phase comes next may depend on what the previous ones committed
 (rounds until a fixpoint): the job is a generator yielding each phase once everything before it
 is committed. Any number of steps (pods) may run the same job at once, sharing each phase's
 tasks by leases: a step claims a task before computing it (a claim file it refreshes every

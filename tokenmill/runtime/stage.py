@@ -148,8 +148,8 @@ class Stage:
     # Empty: every output file.
     data_files: tuple[str, ...] = ()
     boundary: CrawlBoundary | None = None  # a crawl stage between per-unit ones (see there)
-    # A crawl stage: the unit stage whose rule histograms (`tokenmill.filters.histograms`, kept in its
-    # units' markers) its materialization sums and draws, the crawl's distributions.
+    # A crawl stage: the unit stage whose rule histograms (`tokenmill.filters.histograms`, kept in
+    # its units' markers) its materialization sums and draws, the crawl's distributions.
     distributions_of: str | None = None
     # Prefixes besides its zone where it keeps work in progress (a recipe's, like its zone).
     work_zones: tuple[str, ...] = ()

@@ -3,8 +3,8 @@
 In one step (``run``) or fanned out (``FAN_OUT``): ``plan`` checks the signature files and lists
 the clustering's first tasks (``tokenmill.dedup.clustering``); parallel steps each start with their
 share of them and go on through every later phase, sharing its tasks through the lake without
-waiting for each other (``tokenmill.runtime.phases``); ``finish`` writes the removed list, which is the
-same either way."""
+waiting for each other (``tokenmill.runtime.phases``); ``finish`` writes the removed list, which is
+the same either way."""
 
 from tokenmill.crawl.units import registered_units
 from tokenmill.dedup.clustering import (

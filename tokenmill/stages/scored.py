@@ -4,8 +4,8 @@ shared by all recipes, read from the stored text, never from the WARC.
 Each part commits one `<classifier>.parquet` per classifier (`doc_id` and a float column per
 label, in the order of `extracted`'s documents; null for a document with nothing to score) and
 counts, per classifier, its version (a fastText model's SHA-256), the documents scored and not,
-and each label's score histogram (`tokenmill.classifiers.scoring`), which `score_distribution` sums per
-crawl. A re-run scores again only the classifiers whose version or extracted input changed: the
+and each label's score histogram (`tokenmill.classifiers.scoring`), which `score_distribution` sums
+per crawl. A re-run scores again only the classifiers whose version or extracted input changed: the
 others' committed files are carried over as they are. Recipes threshold the scores in
 `cleaned`, so a recipe change never re-scores.
 """

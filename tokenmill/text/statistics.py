@@ -162,7 +162,8 @@ def words_of(docs: pl.DataFrame) -> pl.Series:
 
 
 def knows_words(docs: pl.DataFrame) -> bool:
-    """Whether the chain has split the documents' texts (``word_counts_of`` is then cheap)."""
+    """Whether the chain has split the documents' texts (``word_scan.word_counts_of`` is then
+    cheap)."""
     return any(column in docs.columns for column in SPLIT_COLUMNS)
 
 
@@ -172,30 +173,6 @@ NEW_WORD_COUNTS = "new_word_counts"
 # Word counts a rewriting filter knew for the texts it rewrote, without splitting them (null:
 # unknown, count when needed); beside ``WORDS``, which is null for those texts.
 WORD_COUNTS = "_word_counts"
-
-
-def word_counts_of(docs: pl.DataFrame) -> pl.Series:
-    """Lengths of ``words_of(docs)``, counting without splitting where the chain has not split."""
-    known = [docs[column].list.len() for column in SPLIT_COLUMNS if column in docs.columns]
-    if not known:
-        return count_words(docs["text"])
-    counts = known[0]
-    for other in known[1:]:
-        counts = counts.fill_null(other)
-    if WORD_COUNTS in docs.columns:
-        counts = counts.fill_null(docs[WORD_COUNTS])
-    stale = counts.is_null().arg_true()
-    if len(stale):
-        counts = counts.scatter(stale, count_words(docs["text"].gather(stale)))
-    return counts
-
-
-def count_words(text: pl.Series) -> pl.Series:
-    """``split_words(text).list.len()`` (null text: 0), counted by the compiled word scanner
-    without making the words (faster than counting the regex's matches)."""
-    from tokenmill.text.word_scan import count_words as counted  # it imports this module
-
-    return counted(text)
 
 
 def rewritten(

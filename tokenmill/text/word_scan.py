@@ -30,6 +30,8 @@ from tokenmill.native import I64, load, pointer
 from tokenmill.text.statistics import (
     _PUNCTUATION_CLASS,
     ABBREVIATIONS,
+    SPLIT_COLUMNS,
+    WORD_COUNTS,
     WORD_FEATURES,
     WORDS,
     per_text,
@@ -205,6 +207,22 @@ def scan_words(text: pl.Series) -> Words:
 def count_words(text: pl.Series) -> pl.Series:
     """The number of words of ``split_words(text)`` (null text: none), unsigned 32-bit."""
     return pl.Series(_scan(text, None, None, None)[0], dtype=pl.UInt32)
+
+
+def word_counts_of(docs: pl.DataFrame) -> pl.Series:
+    """Lengths of ``words_of(docs)``, counting without splitting where the chain has not split."""
+    known = [docs[column].list.len() for column in SPLIT_COLUMNS if column in docs.columns]
+    if not known:
+        return count_words(docs["text"])
+    counts = known[0]
+    for other in known[1:]:
+        counts = counts.fill_null(other)
+    if WORD_COUNTS in docs.columns:
+        counts = counts.fill_null(docs[WORD_COUNTS])
+    stale = counts.is_null().arg_true()
+    if len(stale):
+        counts = counts.scatter(stale, count_words(docs["text"].gather(stale)))
+    return counts
 
 
 def _scan(text: pl.Series, *words: np.ndarray | None) -> tuple[np.ndarray, int]:
