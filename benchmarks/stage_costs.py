@@ -128,12 +128,12 @@ def attributed(work: Callable[[], Any]) -> tuple[Any, dict[str, float], dict[str
         for name in ("write", "write_table", "close"):
             method = getattr(outputs.ParquetSink, name)
             _patch(stack, outputs.ParquetSink, name, wrap("write", method))
-        profile = extracted.SIGNALS
+        profile = extracted.EXTRACTED_SIGNALS
         timed = signals_module.SignalProfile(
             [_TimedFilter(f, costs, f"signals: {f.name}") for f in profile.filters],
             [_TimedFilter(f, costs, "PII") for f in profile.formatters],
         )
-        _patch(stack, extracted, "SIGNALS", timed)
+        _patch(stack, extracted, "EXTRACTED_SIGNALS", timed)
         started = time.process_time()
         result = work()
         total = time.process_time() - started

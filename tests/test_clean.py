@@ -17,10 +17,11 @@ from tokenmill.data_assets.results import stage_result
 from tests.conftest import SHARED
 from tests.demo_pipeline import extracted_demo_unit
 from tokenmill.filters import FilterChain, PIIMasker
+from tokenmill.filters.signals import EXTRACTED_SIGNALS as SIGNALS
 from tokenmill.runtime.parts import run_stage_work
 from tokenmill.stages import stage_named
 from tokenmill.stages.cleaned import CleanSettings, rejected_text
-from tokenmill.stages.extracted import SIGNALS, ExtractSettings
+from tokenmill.stages.extracted import ExtractSettings
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import CLEANED, DOC_SCHEMA, EXTRACTED, MANIFESTS, MARKER
 from tokenmill.storage.outputs import StageReport

@@ -313,7 +313,7 @@ def test_only_recipes_with_classifier_rules_wait_for_the_scores(tmp_path):
 def test_the_crawl_distribution_shows_where_shares_cut_and_metadata_stays_small(scored_lake):
     from tokenmill.data_assets.results import stage_result
 
-    from tokenmill.stages.score_distribution import crawl_top_share
+    from tokenmill.classifiers.scoring import crawl_top_share
 
     lake, unit, _ = scored_lake
     report = run_stage_work(stage_named("score_distribution"), lake, crawl=CRAWL)

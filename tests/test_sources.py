@@ -18,7 +18,7 @@ from tokenmill.crawl.units import register_new_files, unit_files
 from tokenmill.demo.crawl import generate_demo_crawl
 from tokenmill.runtime.parts import run_stage_work
 from tokenmill.stages import stage_named
-from tokenmill.stages.extracted import provenance_resolves
+from tokenmill.stages.shared import provenance_resolves
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import CLEANED, EXTRACTED, RAW_CRAWL, Unit
 

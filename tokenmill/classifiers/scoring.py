@@ -374,3 +374,24 @@ def with_scores(docs: pl.DataFrame, scores: pl.DataFrame, offset: int) -> pl.Dat
             "the stored scores do not match the extracted documents (rematerialize scored)"
         )
     return docs.hstack(rows.drop("doc_id"))
+
+
+# The file of a crawl's score_distribution: each classifier label's summed score histogram.
+DISTRIBUTION_FILE = "distribution.json"
+
+
+def crawl_top_share(lake, crawl: str, classifier: str, label: str, share: float) -> TopShare:
+    """Where `share` of the crawl's documents scored highest by a classifier's label start."""
+    from tokenmill.storage.layout import SCORE_DISTRIBUTION, crawl_prefix
+    from tokenmill.storage.outputs import MissingInputError, require_committed
+
+    prefix = crawl_prefix(SCORE_DISTRIBUTION, crawl)
+    require_committed(lake, prefix, f"score_distribution of crawl {crawl}")
+    distribution = lake.read_json(f"{prefix}/{DISTRIBUTION_FILE}")
+    entry = distribution["classifiers"].get(classifier)
+    if entry is None or label not in entry["histograms"]:
+        raise MissingInputError(
+            f"the score_distribution of crawl {crawl} has no scores of {classifier}.{label}: "
+            "materialize scored and score_distribution with the classifier declared"
+        )
+    return top_share(entry["histograms"][label], share)

@@ -159,3 +159,8 @@ def _fits(flt, measured_by) -> bool:
     if hasattr(flt, "fits"):
         return flt.fits(measured_by)
     return type(flt) is type(measured_by) and flt.measure_key() == measured_by.measure_key()
+
+
+# The signals every extracted document carries, measured at FineWeb's settings: what recipes
+# judge without measuring again.
+EXTRACTED_SIGNALS = SignalProfile.fineweb()

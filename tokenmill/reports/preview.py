@@ -20,8 +20,9 @@ import polars as pl
 from tokenmill.classifiers.scoring import part_scores, with_scores
 from tokenmill.filters.histograms import pictures as rule_pictures
 from tokenmill.filters.histograms import rule_histograms, rule_thresholds
+from tokenmill.filters.signals import EXTRACTED_SIGNALS
 from tokenmill.stages.cleaned import score_columns
-from tokenmill.stages.extracted import EXTRACTED_SCHEMA, SIGNALS
+from tokenmill.stages.extracted import EXTRACTED_SCHEMA
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import EXTRACTED, MARKER, Unit
 from tokenmill.storage.outputs import merge_counts, read_batches
@@ -70,7 +71,7 @@ def preview(lake: Lake, units: Iterable[Unit], current, proposed, samples: int =
             scores = part_scores(lake, unit, part, scored) if scored else None
             offset = 0
             for batch in read_batches(lake, key, result.columns_read):
-                docs = SIGNALS.completed(pl.from_arrow(batch))
+                docs = EXTRACTED_SIGNALS.completed(pl.from_arrow(batch))
                 if scores is not None:
                     docs = with_scores(docs, scores, offset)
                     offset += docs.height
@@ -87,7 +88,7 @@ def _columns(chains) -> list[str]:
     )
     if needs_text:
         return EXTRACTED_SCHEMA.names
-    return ["doc_id", "crawl", "url", "language", "language_score", *SIGNALS.columns()]
+    return ["doc_id", "crawl", "url", "language", "language_score", *EXTRACTED_SIGNALS.columns()]
 
 
 def _judge(result: Preview, docs: pl.DataFrame, chains: dict, samples: int) -> None:

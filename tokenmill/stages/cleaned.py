@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from tokenmill.classifiers.scoring import part_scores, with_scores
+from tokenmill.classifiers.scoring import crawl_top_share, part_scores, with_scores
 from tokenmill.filters import (
     BUILTIN_FILTERS,
     C4QualityFilter,
@@ -32,9 +32,9 @@ from tokenmill.filters import (
 from tokenmill.filters.classifier import COMBINES, ClassifierFilter, ScoreRule
 from tokenmill.filters.histograms import rule_histograms
 from tokenmill.filters.settings import filter_field, filter_settings, from_value
+from tokenmill.filters.signals import EXTRACTED_SIGNALS
 from tokenmill.runtime.stage import Pod, Scope, Stage, Work, parsed_items, setting
-from tokenmill.stages.extracted import SIGNALS, preview_of, provenance_resolves
-from tokenmill.stages.score_distribution import crawl_top_share
+from tokenmill.stages.shared import preview_of, provenance_resolves
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import (
     CLEANED,
@@ -143,7 +143,7 @@ class CleanSettings:
         filters += [
             load_filter(p["path"], config_params(p.get("params", {}))) for p in self.plugin_filters
         ]
-        return FilterChain([language, *filters], formatters, signals=SIGNALS)
+        return FilterChain([language, *filters], formatters, signals=EXTRACTED_SIGNALS)
 
 
 def _top_share(lake: Lake, crawl: str, rule: ScoreRule):
@@ -196,7 +196,7 @@ def run(work: Work) -> StageReport:
         docs = out.parquet("docs.parquet", DOC_SCHEMA, DOC_DICTIONARY)
         rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA, DOC_DICTIONARY)
         for batch in read_batches(work.lake, f"{work.input(EXTRACTED)}/docs.parquet"):
-            frame = SIGNALS.completed(pl.from_arrow(batch))
+            frame = EXTRACTED_SIGNALS.completed(pl.from_arrow(batch))
             if scores is not None:
                 frame = with_scores(frame, scores, offset)
                 offset += frame.height

@@ -28,9 +28,10 @@ from tokenmill.crawl.warc import (
     WarcRecord,
     iter_records,
 )
-from tokenmill.filters.signals import SignalProfile
+from tokenmill.filters.signals import EXTRACTED_SIGNALS
 from tokenmill.runtime.budget import OverBudget, RecordWatch, cpu_budget
-from tokenmill.runtime.stage import Check, Pod, Scope, Stage, Verdict, Work, setting
+from tokenmill.runtime.stage import Pod, Scope, Stage, Work, setting
+from tokenmill.stages.shared import preview_of, provenance_resolves
 from tokenmill.storage.layout import (
     DOC_DICTIONARY,
     DOC_SCHEMA,
@@ -41,7 +42,7 @@ from tokenmill.storage.layout import (
     UNUSABLE_FILES,
     Unit,
 )
-from tokenmill.storage.outputs import StageReport, read_batches, require_committed
+from tokenmill.storage.outputs import StageReport, require_committed
 from tokenmill.text.language import BACKENDS, DEFAULT_BACKEND, identifier
 from tokenmill.text.normal_form import nfc
 
@@ -51,9 +52,7 @@ from tokenmill.text.normal_form import nfc
 # with the batch's text.
 BATCH_DOCS = 20_000
 BATCH_TEXT_CHARS = 16 << 20
-# The signals every document carries, measured at FineWeb's settings (see SignalProfile).
-SIGNALS = SignalProfile.fineweb()
-EXTRACTED_SCHEMA = pa.schema(list(DOC_SCHEMA) + SIGNALS.fields())
+EXTRACTED_SCHEMA = pa.schema(list(DOC_SCHEMA) + EXTRACTED_SIGNALS.fields())
 
 
 def doc_id(crawl: str, source_file: str, offset: int, inner_offset: int = 0) -> str:
@@ -111,7 +110,9 @@ def run(work: Work) -> StageReport:
                     row["language"], row["language_score"] = identify(row["text"])
                 frame = _frame(batch)
                 docs.write_table(
-                    pl.concat([frame, SIGNALS.measure(frame)], how="horizontal").to_arrow()
+                    pl.concat(
+                        [frame, EXTRACTED_SIGNALS.measure(frame)], how="horizontal"
+                    ).to_arrow()
                 )
                 report.records_out += frame.height
                 report.add_preview(preview_of(frame))
@@ -222,12 +223,6 @@ def _provenance(unit: Unit, part: int, source_file: str, record: WarcRecord) -> 
     }
 
 
-def preview_of(docs: pl.DataFrame) -> list[dict]:
-    """The first documents of a batch, their text cut short: a materialization's preview."""
-    preview = docs.select("doc_id", "url", "language", "text").head(5)
-    return preview.with_columns(pl.col("text").str.slice(0, 200)).to_dicts()
-
-
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.from_arrow(pa.Table.from_pylist(rows, DOC_SCHEMA))
 
@@ -245,50 +240,6 @@ def _batches(
             batch, held = [], 0
     if batch:
         yield batch
-
-
-def provenance_resolves(zone: str) -> Check:
-    """A check that every document of `zone` points at a response record of its file's raw
-    index."""
-    return Check("provenance_resolves", lambda lake, unit: _resolved(lake, unit, zone))
-
-
-def _resolved(lake, unit: Unit, zone: str) -> Verdict:
-    marker = require_committed(lake, unit.prefix(zone), f"{zone} {unit}")
-    orphans = docs = 0
-    for part in range(marker["counts"]["files"]):
-        index = pl.concat(
-            [
-                pl.from_arrow(b)
-                for b in read_batches(
-                    lake,
-                    f"{unit.part_prefix(RAW_CRAWL, part)}/index.parquet",
-                    ["file", "offset", "type"],
-                )
-            ]
-            or [pl.DataFrame(schema={"file": pl.String, "offset": pl.Int64, "type": pl.String})]
-        )
-        index = index.filter(pl.col("type") == "response").select(
-            source_file="file", record_offset="offset"
-        )
-        part_docs = pl.concat(
-            [
-                pl.from_arrow(b)
-                for b in read_batches(
-                    lake,
-                    f"{unit.part_prefix(zone, part)}/docs.parquet",
-                    ["source_file", "record_offset"],
-                )
-            ]
-            or [pl.DataFrame(schema={"source_file": pl.String, "record_offset": pl.Int64})]
-        )
-        orphans += part_docs.join(index, on=["source_file", "record_offset"], how="anti").height
-        docs += part_docs.height
-    return Verdict(
-        orphans == 0,
-        f"{orphans} of {docs} documents do not resolve to a raw WARC record",
-        {"orphans": orphans, "docs": docs},
-    )
 
 
 STAGE = Stage(

@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 
-from tokenmill.classifiers.scoring import TopShare, top_share
+from tokenmill.classifiers.scoring import DISTRIBUTION_FILE, top_share
 from tokenmill.crawl.units import registered_units
 from tokenmill.runtime.stage import CrawlBoundary, Pod, Scope, Stage, Work
-from tokenmill.storage.layout import SCORE_DISTRIBUTION, SCORED, crawl_prefix
+from tokenmill.storage.layout import SCORE_DISTRIBUTION, SCORED
 from tokenmill.storage.outputs import (
     MissingInputError,
     StageReport,
@@ -23,7 +23,6 @@ from tokenmill.storage.outputs import (
     require_committed,
 )
 
-DISTRIBUTION_FILE = "distribution.json"
 SHOWN_SHARES = (0.01, 0.1, 0.3, 0.5)
 
 
@@ -75,20 +74,6 @@ def run(work: Work) -> StageReport:
     with work.writer(report) as out:
         out.open(DISTRIBUTION_FILE).write(data)
     return report
-
-
-def crawl_top_share(lake, crawl: str, classifier: str, label: str, share: float) -> TopShare:
-    """Where `share` of the crawl's documents scored highest by a classifier's label start."""
-    prefix = crawl_prefix(SCORE_DISTRIBUTION, crawl)
-    require_committed(lake, prefix, f"score_distribution of crawl {crawl}")
-    distribution = lake.read_json(f"{prefix}/{DISTRIBUTION_FILE}")
-    entry = distribution["classifiers"].get(classifier)
-    if entry is None or label not in entry["histograms"]:
-        raise MissingInputError(
-            f"the score_distribution of crawl {crawl} has no scores of {classifier}.{label}: "
-            "materialize scored and score_distribution with the classifier declared"
-        )
-    return top_share(entry["histograms"][label], share)
 
 
 STAGE = Stage(
