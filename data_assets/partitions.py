@@ -34,13 +34,7 @@ from dagster import (
     multi_observable_source_asset,
 )
 
-# private: an AssetObservation takes tags, not a data version, and only _core names this tag
-# and reads it from an event
-from dagster._core.definitions.data_version import (
-    DATA_VERSION_TAG,
-    extract_data_version_from_entry,
-)
-
+from tokenmill.dagster_internals import DATA_VERSION_TAG, extract_data_version_from_entry
 from tokenmill.runtime.stage import Scope, Stage
 from tokenmill.stages import STAGES, stage_named
 from tokenmill.storage.lake import Lake

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dagster import (
     ConfigurableIOManager,
     ConfigurableResource,
-    DagsterInvalidConfigError,
     IOManagerDefinition,
     ResourceDefinition,
     build_init_resource_context,
 )
-from dagster._config.post_process import post_process_config
+
+from tokenmill.dagster_internals import resource_config
 
 
 def locked(resource: ConfigurableResource | ConfigurableIOManager) -> ResourceDefinition:
@@ -30,19 +30,13 @@ def locked(resource: ConfigurableResource | ConfigurableIOManager) -> ResourceDe
         # Dagster's `process_config_and_initialize_cm`, but with the instance of the context
         # that initializes it: without one, Dagster builds an ephemeral instance (an in-memory
         # SQLite database and its migrations) for every resource of every sensor tick.
-        if not hasattr(resource, "_convert_to_config_dictionary"):  # a Dagster without it
+        config = resource_config(resource)
+        if config is None:  # a Dagster without the private API: its own initialization
             with resource.process_config_and_initialize_cm() as value:
                 yield value
             return
-        config = post_process_config(
-            resource._config_schema.config_type, resource._convert_to_config_dictionary()
-        )
-        if not config.success:
-            raise DagsterInvalidConfigError(
-                "Errors while initializing resource", config.errors, config
-            )
         with (
-            build_init_resource_context(config=config.value, instance=context.instance) as init,
+            build_init_resource_context(config=config, instance=context.instance) as init,
             resource.from_resource_context_cm(
                 init, nested_resources=resource.nested_resources
             ) as value,  # with its teardown, if any

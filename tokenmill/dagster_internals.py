@@ -1,14 +1,25 @@
-"""Keeping an automation tick cheap at corpus scale.
+"""Every use of Dagster's private API (``dagster._*``), in one place.
 
-Dagster (1.13) compresses each subset of a dynamic partitions definition that it writes into an
-automation sensor's cursor into key ranges, and to do so reads every key of the definition from
-the instance: once per subset, dozens of times per asset and tick (one subset per node of its
-condition), empty subsets included. With 90,000 units an idle tick spent nearly all its time
-re-reading the unit list (`benchmarks/bench_scale.py`, see the README). Here an empty subset is
-written as it is (it needs no compression), and a tick reads each definition's keys once: the
-subsets it writes were computed from keys read earlier in the same tick, and partitions are
-never deleted, so that read holds every key they contain. The automation sensors run in the
-code server (`use_user_code_server`), where this module is loaded with the definitions.
+tokenmill pins Dagster (pyproject.toml); these names are not covered by Dagster's deprecation
+policy and may move or change in any release. `tests/test_dagster_internals.py` checks each of
+them against the installed Dagster and fails, naming what changed, on an upgrade that breaks
+one. Nothing else in the project imports ``dagster._*``.
+
+- Data versions: an ``AssetObservation`` takes tags, not a data version; only the private module
+  names the tag and reads it back from an event (`tokenmill.data_assets.partitions`).
+- Staleness: the resolver the UI uses to say which partitions are stale
+  (`tokenmill.cli.runner`).
+- Config: resolving a resource's config the way a run does (`tokenmill.resources.locked`).
+- Automation ticks at corpus scale (`read_keys_once_per_tick`): Dagster compresses each subset
+  of a dynamic partitions definition that it writes into an automation sensor's cursor into key
+  ranges, and to do so reads every key of the definition from the instance: once per subset,
+  dozens of times per asset and tick, empty subsets included. With 90,000 units an idle tick
+  spent nearly all its time re-reading the unit list (`benchmarks/bench_scale.py`). Here an empty
+  subset is written as it is (it needs no compression), and a tick reads each definition's keys
+  once: the subsets it writes were computed from keys read earlier in the same tick, and
+  partitions are never deleted, so that read holds every key they contain. The automation
+  sensors run in the code server (``use_user_code_server``), where this module is loaded with
+  the definitions.
 """
 
 from __future__ import annotations
@@ -18,13 +29,49 @@ import logging
 import threading
 from collections import OrderedDict
 
-# private: the function Dagster's cursor serialization calls for every subset it writes, the
-# partition loading context it reads the keys through, and Dagster's caching store
+from dagster import DagsterInvalidConfigError
+from dagster._config.post_process import post_process_config
+from dagster._core.definitions.data_version import (
+    DATA_VERSION_TAG,
+    CachingStaleStatusResolver,
+    StaleStatus,
+    extract_data_version_from_entry,
+)
+
+# the function Dagster's cursor serialization calls for every subset it writes, the partition
+# loading context it reads the keys through, and Dagster's caching store
 from dagster._core.definitions.declarative_automation import serialized_objects
 from dagster._core.definitions.partitions.context import _current_ctx, partition_loading_context
 from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
 from dagster._core.instance import DagsterInstance
 from dagster._core.instance.types import CachingDynamicPartitionsLoader
+from dagster._core.loader import LoadingContext
+from dagster._utils.error import SerializableErrorInfo
+
+__all__ = [
+    "DATA_VERSION_TAG",
+    "CachingStaleStatusResolver",
+    "LoadingContext",
+    "SerializableErrorInfo",
+    "StaleStatus",
+    "extract_data_version_from_entry",
+    "read_keys_once_per_tick",
+    "resource_config",
+]
+
+
+def resource_config(resource) -> dict | None:
+    """A configurable resource's config as a run would resolve it (its ``EnvVar`` fields read
+    from this process's environment); None when Dagster no longer has the private methods."""
+    if not hasattr(resource, "_convert_to_config_dictionary"):
+        return None
+    config = post_process_config(
+        resource._config_schema.config_type, resource._convert_to_config_dictionary()
+    )
+    if not config.success:
+        raise DagsterInvalidConfigError("Errors while initializing resource", config.errors, config)
+    return config.value
+
 
 PATCHED = "tokenmill_reads_keys_once_per_tick"
 TICKS_KEPT = 8  # the automation sensors tick in parallel threads, one key list each

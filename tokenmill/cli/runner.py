@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING
 
 from dagster import AssetKey, DagsterInstance, ExecuteInProcessResult
 
-# private: the staleness the UI shows, which `materialize_all` follows as the automation does
-from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
-from dagster._core.loader import LoadingContext
-
 from tokenmill.crawl.units import Registration, register_new_files
+
+# private: the staleness the UI shows, which `materialize_all` follows as the automation does
+from tokenmill.dagster_internals import CachingStaleStatusResolver, LoadingContext, StaleStatus
 from tokenmill.data_assets.datasets import Catalog
 from tokenmill.data_assets.jobs import job_name
 from tokenmill.data_assets.partitions import (
@@ -29,7 +28,7 @@ from tokenmill.stages import STAGES
 from tokenmill.storage.lake import Lake
 
 if TYPE_CHECKING:
-    from dagster._utils.error import SerializableErrorInfo
+    from tokenmill.dagster_internals import SerializableErrorInfo
 
 # The event log keeps every event; the terminal only gets warnings (the UI shows the rest).
 QUIET_CONSOLE = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
