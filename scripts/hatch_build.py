@@ -31,7 +31,13 @@ class CustomBuildHook(BuildHookInterface):
                 build_data["force_include"][os.path.join(self.root, library)] = library
         if version != "editable":
             for folder in DAGSTER_LAYER:
-                build_data["force_include"][os.path.join(self.root, folder)] = f"tokenmill/{folder}"
+                for directory, subdirectories, files in os.walk(os.path.join(self.root, folder)):
+                    subdirectories[:] = [d for d in subdirectories if d != "__pycache__"]
+                    for name in files:
+                        if not name.endswith(".pyc"):
+                            source = os.path.join(directory, name)
+                            target = os.path.relpath(source, self.root)
+                            build_data["force_include"][source] = f"tokenmill/{target}"
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
 
