@@ -473,7 +473,8 @@ def cmd_ui(args: argparse.Namespace) -> None:
     os.execvp(command[0], command)
 
 
-def main(argv: list[str] | None = None) -> None:
+def command_parser() -> argparse.ArgumentParser:
+    """Every command and its options (the docs' command-line reference is generated from it)."""
     parser = argparse.ArgumentParser(prog="tokenmill", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -614,8 +615,11 @@ def main(argv: list[str] | None = None) -> None:
     ui.add_argument("--host", default="127.0.0.1")
     ui.add_argument("--port", type=int, default=3000)
     ui.set_defaults(func=cmd_ui)
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> None:
+    args = command_parser().parse_args(argv)
     try:
         if args.command != "demo":
             use_demo_settings(default_lake())

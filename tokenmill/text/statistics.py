@@ -44,13 +44,14 @@ NON_PUNCTUATION = "[^" + _PUNCTUATION_CLASS[1:]
 
 # Approximates spaCy's English tokenizer (what datatrove's split_into_words uses for "en"): text
 # splits on whitespace, punctuation becomes separate tokens, hyphens between letters split off,
-# clitics ('s, 're, n't as 't) are tokens; URLs, numbers like 3.5 / 1,000 / 10:30 / 3/4, single
-# letters with a period ("J.", "p."), file names ("a.txt") and common abbreviations ("U.S.",
-# "e.g.", "Dr.") stay whole; as in spaCy's infix rules, ":" and "/" before a letter ("en:wiki")
-# and "." between a lowercase and an uppercase letter ("Options.Builder") split; "-5" is two
-# tokens (spaCy keeps it whole). Differs from spaCy mostly inside chunks mixing letters and
-# symbols (LaTeX, shell code, "C++", emoticons), which spaCy keeps together and this
-# splits, and for contractions ("don't": spaCy "do n't", here "don 't").
+# clitics ('s, 're, n't as 't) are tokens; URLs, numbers like 3.5 / 1,000 / 3/4 (and digits
+# around a colon), single letters with a period ("J.", "p."), file names ("a.txt") and common
+# abbreviations ("U.S.", "e.g.", "Dr.") stay whole; as in spaCy's infix rules, ":" and "/"
+# before a letter ("en:wiki") and "." between a lowercase and an uppercase letter
+# ("Options.Builder") split; "-5" is two tokens (spaCy keeps it whole). Differs from spaCy
+# mostly inside chunks mixing letters and symbols (LaTeX, shell code, "C++", emoticons), which
+# spaCy keeps together and this splits, and for contractions ("don't": spaCy "do n't", here
+# "don 't").
 ABBREVIATIONS = (
     "Mr|Mrs|Ms|Dr|Prof|Jr|St|Mt|Inc|Ltd|Co|co|Corp|vs|Gen|Gov|Sen|Rep|Rev|Adm|Bros|Messrs"
     "|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec|Ph|Calif|Fla|Mass|Wash"

@@ -1,0 +1,375 @@
+"""The docs stay true to the code: the site builds without a warning; every ```bash and
+```python block of the getting-started page and of the guides runs against a demo lake; the
+generated reference names every setting, command and asset; and no page, comment or docstring
+carries a date, a clock time or a commit hash (history lives in git and CHANGELOG.md).
+
+A page's blocks run in order, each on its own (a fresh bash with `set -euo pipefail`, or a
+fresh Python) from the project root, on a copy of the demo lake and Dagster instance of the
+page's own: a block must stand alone and exit 0. Blocks meant to be read, not run (a cluster's
+commands, a server that keeps running, a session with its output), use another language
+(```console, ```text, ```yaml, ...)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tokenize
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+DOCS = PROJECT_DIR / "docs"
+RUN_PAGES = [DOCS / "getting-started.md", *sorted((DOCS / "guides").glob("*.md"))]
+RUN_LANGUAGES = ("bash", "python")
+# The demo at the size the tests build it (the default size takes minutes): a block's
+# `tokenmill demo` runs at this size too, and finds the demo built already.
+DEMO_PAGES_PER_FILE = "40"
+BLOCK_TIMEOUT_S = 300
+# Settings a block's environment does not inherit: the demo lake's and the demo's own choice.
+OWN_ENV = ("TOKENMILL_LAKE_URL", "DAGSTER_HOME", "TOKENMILL_EXTRACTION", "TOKENMILL_RECIPES")
+
+
+# -- the site -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site built from the project root, as `uv run mkdocs build --strict` builds it."""
+    out = tmp_path_factory.mktemp("site")
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)]
+    built = subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-6000:]
+    return out
+
+
+def test_the_site_builds_without_a_warning(site):
+    assert (site / "index.html").is_file()
+    assert not list(site.rglob("*.py")), "the hooks' code is not published"
+
+
+class Sections(HTMLParser):
+    """Each heading's first code span -> the first code span of the first cell of each table
+    row below it (a setting's name, a command's argument)."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.found: dict[str, set[str]] = {}
+        self.heading: str | None = None
+        self.where: str | None = None  # "heading" or "cell" while reading its first code span
+        self.cells = 0
+        self.code: list[str] | None = None
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        if re.fullmatch(r"h[1-6]", tag):
+            self.where, self.heading = "heading", None
+        elif tag == "tr":
+            self.cells = 0
+        elif tag == "td":
+            self.cells += 1
+            self.where = "cell" if self.cells == 1 else None
+        elif tag == "code" and self.where:
+            self.code = []
+
+    def handle_data(self, data):
+        if self.code is not None:
+            self.code.append(data)
+
+    def handle_endtag(self, tag):
+        if tag != "code" or self.code is None:
+            if re.fullmatch(r"h[1-6]|td", tag):
+                self.where = None
+            return
+        text, self.code = "".join(self.code), None
+        if self.where == "heading":
+            self.heading = text
+            self.found.setdefault(text, set())
+        elif self.where == "cell" and self.heading is not None:
+            self.found[self.heading].add(text)
+        self.where = None
+
+
+def page_sections(site: Path, page: str) -> dict[str, set[str]]:
+    return Sections((site / page / "index.html").read_text()).found
+
+
+def config_paths(model, path: str):
+    """(section path, name) of every field of a recipe's config model, and of the models it
+    nests (a filter's thresholds, the items of a list of mappings)."""
+    from pydantic import BaseModel
+
+    for name, field in model.model_fields.items():
+        yield path, name
+        kind = field.annotation
+        inner = next(iter(getattr(kind, "__args__", ())), kind)
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            yield from config_paths(inner, f"{path}.{name}")
+
+
+def test_the_settings_page_names_every_field_of_every_recipe_section(site):
+    from tokenmill.data_assets.recipe import Recipe, section
+
+    from tokenmill.stages import STAGES
+
+    recipe = Recipe({}, "reference.yaml")
+    expected = {
+        pair
+        for stage in STAGES
+        if stage.settings
+        for pair in config_paths(recipe.config_class(stage), section(stage.settings))
+    }
+    assert len(expected) > 50
+    found = page_sections(site, "reference/settings")
+    missing = sorted(
+        f"{path}: {name}" for path, name in expected if name not in found.get(path, ())
+    )
+    assert not missing
+
+
+def test_the_command_line_page_names_every_command_and_argument(site):
+    from tokenmill.cli.commands import command_parser
+
+    parser = command_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    found = page_sections(site, "reference/cli")
+    missing = []
+    for name, command in commands.choices.items():
+        cells = " ".join(found.get(f"tokenmill {name}", ()))
+        names = set(re.split(r"[ ,]+", cells))
+        for action in command._actions:
+            if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+                continue
+            missing += [
+                f"tokenmill {name} {option}"
+                for option in action.option_strings or [action.dest]
+                if option not in names
+            ]
+        if f"tokenmill {name}" not in found:
+            missing.append(f"tokenmill {name}")
+    assert len(commands.choices) > 10
+    assert not missing
+
+
+def test_the_assets_page_names_every_asset_of_the_code_location(site):
+    from tokenmill.data_assets.datasets import Catalog
+    from tokenmill.data_assets.recipe import RECIPES_DIR, SHARED_SETTINGS
+    from tokenmill.resources.lake import LakeResource
+
+    from tokenmill.definitions import build_definitions
+
+    catalog = Catalog.load(RECIPES_DIR, SHARED_SETTINGS)
+    defs = build_definitions(LakeResource(url=str(site / "lake")), recipes=catalog)
+    keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
+    found = page_sections(site, "reference/assets")
+    assert len(keys) > 10
+    assert keys - set(found) == set()
+
+
+# -- the blocks of the getting-started page and the guides ---------------------------------------
+
+FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*\{?\.?(?P<language>[\w+-]*)[^\n]*\n"
+    r"(?P<body>.*?)^(?P=indent)(?P=fence)[ \t]*$",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def code_blocks(markdown: str) -> list[tuple[str, str]]:
+    """(language, code) of each fenced block, in order (a block inside a list item or an
+    admonition without its indentation)."""
+    blocks = []
+    for found in FENCE.finditer(markdown):
+        indent = len(found["indent"])
+        body = "".join(line[indent:] for line in found["body"].splitlines(keepends=True))
+        blocks.append((found["language"].lower(), body))
+    return blocks
+
+
+def test_the_block_parser_finds_each_fence_and_its_language():
+    page = (
+        "Run:\n\n```bash\nuv run tokenmill summary\n```\n\n"
+        '!!! note\n\n    ```python title="x.py"\n    print(1)\n    ```\n\n'
+        "~~~~console\n$ ls\n~~~~\n"
+    )
+    assert code_blocks(page) == [
+        ("bash", "uv run tokenmill summary\n"),
+        ("python", "print(1)\n"),
+        ("console", "$ ls\n"),
+    ]
+
+
+@pytest.fixture(scope="session")
+def demo_lake(tmp_path_factory) -> Path:
+    """`tokenmill demo` (both recipes, the classifier it trains, the releases) into a lake and
+    a Dagster instance of their own: `lake/` and `home/` under the returned folder."""
+    root = tmp_path_factory.mktemp("demo")
+    command = [sys.executable, "-m", "tokenmill.cli.commands", "demo"]
+    command += ["--pages-per-file", DEMO_PAGES_PER_FILE]
+    done = subprocess.run(command, env=demo_env(root), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return root
+
+
+def demo_env(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in OWN_ENV}
+    return env | {
+        "TOKENMILL_LAKE_URL": str(root / "lake"),
+        "DAGSTER_HOME": str(root / "dagster_home"),
+    }
+
+
+def runnable(language: str, code: str) -> list[str]:
+    if language == "python":
+        return [sys.executable, "-c", code]
+    code = re.sub(
+        r"\btokenmill demo\b(?![^\n]*--pages-per-file)",
+        f"tokenmill demo --pages-per-file {DEMO_PAGES_PER_FILE}",
+        code,
+    )
+    return ["bash", "-c", "set -euo pipefail\n" + code]
+
+
+@pytest.mark.parametrize(
+    "page", [p for p in RUN_PAGES if p.is_file()], ids=lambda p: str(p.relative_to(DOCS))
+)
+def test_every_block_of_the_page_runs(page, demo_lake, tmp_path):
+    shutil.copytree(demo_lake, tmp_path / "demo", symlinks=True)
+    env = demo_env(tmp_path / "demo")
+    blocks = [(lang, code) for lang, code in code_blocks(page.read_text()) if lang in RUN_LANGUAGES]
+    for number, (language, code) in enumerate(blocks, 1):
+        done = subprocess.run(
+            runnable(language, code),
+            cwd=PROJECT_DIR,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BLOCK_TIMEOUT_S,
+        )
+        assert done.returncode == 0, (
+            f"{page.relative_to(PROJECT_DIR)}, block {number} ({language}) exited "
+            f"{done.returncode}:\n{code}\n--- stdout\n{done.stdout[-3000:]}\n"
+            f"--- stderr\n{done.stderr[-3000:]}"
+        )
+
+
+# -- no dates, clock times or commit hashes -------------------------------------------------------
+
+MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
+DATE = re.compile(
+    rf"\b(?:19|20)\d\d-[01]\d-[0-3]\d(?!\d)|\b[0-3]?\d {MONTH}\b|\b{MONTH}\.? [0-3]?\d\b"
+    rf"|\b{MONTH},? (?:19|20)\d\d\b"
+)
+# hours:minutes (and seconds), not a ratio (1:2), a port (host:8080) or part of a longer number
+CLOCK = re.compile(
+    r"(?:(?<=\dT)|(?<![\w.:]))(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d)?(?!\d|[.:]\d|[A-Y_a-z])"
+)
+# 7 to 40 hex digits with a letter and a digit among them, standing alone: not a hex constant
+# (0x...), a SHA-256 (64), a version in a path (release/...) or a word (added, decade)
+COMMIT = re.compile(r"(?<![\w./-])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w/-])")
+CODE_DIRS = ("tokenmill", "data_assets", "resources", "sensors", "tests", "testkit")
+CODE_DIRS += ("benchmarks", "scripts", "docs")
+HASH_COMMENTED = (
+    "helm",
+    "resources",
+    "scripts",
+    ".ci",
+    "tokenmill/demo",
+)  # YAML, shell and Dockerfile comments
+
+
+def python_comments(text: str) -> list[tuple[int, str]]:
+    """(line, text) of each comment and docstring of a Python module."""
+    found = [
+        (token.start[0], token.string)
+        for token in tokenize.generate_tokens(io.StringIO(text).readline)
+        if token.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(text)):
+        documented = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+        if isinstance(node, documented) and (doc := ast.get_docstring(node, clean=False)):
+            found.append((node.body[0].lineno, doc))
+    return found
+
+
+def hash_comments(text: str) -> list[tuple[int, str]]:
+    """(line, text) of each `#` comment of a YAML file, a shell script or a Dockerfile."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        comment = re.search(r"(?:^|\s)#(.*)", line)
+        if comment:
+            found.append((number, comment[1]))
+    return found
+
+
+def markdown_lines(text: str) -> list[tuple[int, str, bool]]:
+    """(line, text, in a fenced block) of each line of a Markdown page."""
+    lines, fence = [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        opening = re.match(r"\s*(`{3,}|~{3,})", line)
+        if opening and (fence is None or opening[1].startswith(fence)):
+            fence = None if fence else opening[1]
+        lines.append((number, line, fence is not None))
+    return lines
+
+
+def history_marks(text: str, commits: bool = True) -> list[str]:
+    patterns = [DATE, CLOCK, COMMIT] if commits else [DATE, CLOCK]
+    return [found[0] for pattern in patterns for found in pattern.finditer(text)]
+
+
+def written_texts() -> list[tuple[str, int, str, bool]]:
+    """(file, line, text, whether a commit-like hash counts) of every page, comment and
+    docstring the rule covers; the changelog names versions, where its history belongs."""
+    texts = []
+    pages = [PROJECT_DIR / "README.md", *sorted(DOCS.rglob("*.md"))]
+    for page in pages:
+        if page.name.lower() == "changelog.md":
+            continue
+        for number, line, in_block in markdown_lines(page.read_text()):
+            texts.append((page, number, line, not in_block))  # a block's output has run ids
+    for folder in CODE_DIRS:
+        for module in sorted((PROJECT_DIR / folder).rglob("*.py")):
+            texts += [(module, n, t, True) for n, t in python_comments(module.read_text())]
+    for folder in HASH_COMMENTED:
+        for path in sorted((PROJECT_DIR / folder).rglob("*")):
+            if path.suffix in (".yaml", ".yml", ".sh") or path.name in ("Dockerfile", "run"):
+                texts += [(path, n, t, True) for n, t in hash_comments(path.read_text())]
+    return [(str(path.relative_to(PROJECT_DIR)), n, t, c) for path, n, t, c in texts]
+
+
+def test_history_marks_are_found_and_their_look_alikes_are_not():
+    assert history_marks("measured on 27 November 18:52-18:54 at 1cab5ac, and Nov 27") == [
+        "27 November",
+        "Nov 27",
+        "18:52",
+        "18:54",
+        "1cab5ac",
+    ]
+    assert history_marks("2026-11-27T09:15:02Z, at 7:05.") == ["2026-11-27", "09:15:02", "7:05"]
+    look_alikes = (
+        "1:2 ratios, 127.0.0.1:5432, 0x9e3779b97f4a7c15, 3.5:1, 1000000, added, a decade, "
+        "release/f0c1751bbf40b11b, CC-MAIN-2024-10, May and June, v1.13.27, 10^10, " + "ab12" * 16
+    )
+    assert history_marks(look_alikes) == []
+
+
+def test_no_page_comment_or_docstring_carries_a_date_a_clock_time_or_a_commit():
+    found = [
+        f"{path}:{line}: {mark!r}"
+        for path, line, text, commits in written_texts()
+        for mark in history_marks(text, commits)
+    ]
+    assert not found, "history belongs in git and CHANGELOG.md:\n" + "\n".join(found)
