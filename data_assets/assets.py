@@ -54,7 +54,7 @@ from tokenmill.storage.layout import MARKER, Unit, check_name, crawl_prefix
 # Who answers for the dataset's assets (shown in the UI; TOKENMILL_OWNERS, comma-separated).
 OWNERS = [o for o in os.environ.get("TOKENMILL_OWNERS", "team:pretraining-data").split(",") if o]
 # Bumped when a stage's code changes what it writes; the recipe's hash is added per stage.
-CODE_VERSION = "4"  # 4: recipes side by side, each in zones of its own
+CODE_VERSION = "4"
 # Steps running a fanned-out stage's pieces at once (see fan_out_asset), unless a run says.
 PARALLEL_STEPS_ENV = "TOKENMILL_PARALLEL_STEPS"
 PARALLEL_STEPS = int(os.environ.get(PARALLEL_STEPS_ENV) or 1)

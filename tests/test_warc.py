@@ -369,7 +369,8 @@ def test_wet_conversion_records_are_extracted_text(shared):
 
 
 def test_quarantine_rows_are_buffered_by_bytes_not_count():
-    """400 corrupt members with 1 MiB of raw bytes each once took 1.2 GB before a flush."""
+    """Counted rows would let 400 corrupt members with 1 MiB of raw bytes each hold 1.2 GB
+    before a flush."""
     out = io.BytesIO()
     sink = ParquetSink(out, QUARANTINE_SCHEMA)
     raw = bytes(QUARANTINE_BYTES)
