@@ -730,7 +730,7 @@ def test_a_sensor_tick_builds_its_resources_with_the_ticks_instance(lake, monkey
         result = defs.resolve_sensor_def("landing_zone")(context)
     assert result.dynamic_partitions_requests  # the tick ran and registered the landed file
     assert built == []
-    # the same tick without an instance still runs (Dagster builds one, as before)
+    # the same tick without an instance still runs (Dagster builds one)
     with build_sensor_context(resources=defs.get_repository_def().get_top_level_resources()) as c:
         defs.resolve_sensor_def("landing_zone")(c)
     assert built
@@ -929,9 +929,9 @@ def cleaned_doc_ids(lake: Lake, units: set[str]) -> set[str]:
 
 def test_an_idle_automation_tick_does_not_read_the_unit_list(lake, monkeypatch):
     # Dagster compresses every subset it writes into the cursor by reading all partition keys,
-    # empty ones too: at 90,000 units that was nearly all of an idle tick (see
-    # tokenmill/dagster_internals.py); the first stage's new units were found by reading them
-    # all too. Now an idle tick reads none.
+    # empty ones too: at 90,000 units that would be nearly all of an idle tick (see
+    # tokenmill/dagster_internals.py), as would reading every unit to find the first stage's
+    # new ones. An idle tick reads none.
     instance = DagsterInstance.ephemeral()
     defs = definitions(lake)
     assert defs.resolve_sensor_def("automation_cleaned")._use_user_code_server  # noqa: SLF001

@@ -367,7 +367,7 @@ def test_a_record_over_its_cpu_budget_is_dropped_and_its_neighbours_kept(
 
 
 def test_unusable_file_is_quarantined_by_name_and_flagged_without_retries(reference, tmp_path):
-    # A file that is not WARC at all no longer fails its unit (the unit's other files are
+    # A file that is not WARC at all does not fail its unit (the unit's other files are
     # good): it is one quarantine row naming the file and why, and the unit's bad_record_rate
     # check fails, without a retry.
     _, reference_lake, _ = reference

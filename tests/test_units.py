@@ -137,8 +137,9 @@ def test_discovery_names_bad_folders_and_skips_declared_crawls(lake):
 
 
 def test_hostile_crawl_and_file_names_are_reported_and_the_rest_registered(lake):
-    """A "|", control or bidi character in a landing folder once made every landing tick fail;
-    an over-long file name failed its shard for good. Each is now one named problem."""
+    """A "|", control or bidi character in a landing folder (which could make every landing
+    tick fail) or an over-long file name (which could fail its shard for good) is one named
+    problem; the rest is registered."""
     land(lake, ["a.warc.gz"])
     root = lake.path(LANDING)
     for crawl in ("A|B", "A\x1bB", "A\u202eB"):
