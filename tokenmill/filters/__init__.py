@@ -40,23 +40,29 @@ in their own filters by dotted path with ``load_filter``:
 Only modules under ``tokenmill.filters`` and the prefixes in ``TOKENMILL_FILTER_MODULES`` can be
 loaded (see ``plugins``).
 
-The built-in filters mirror HuggingFace datatrove's FineWeb configuration (GopherRepetition,
-GopherQuality, C4Quality, FineWebQuality; see ``default_filters``). datatrove tokenizes English with
-spaCy; here a regex (``WORD_PATTERN``) approximates spaCy's tokenizer and another
-(``c4._SENTENCE_BOUNDARY``) its sentencizer, so word counts can differ on hyphenated numbers,
-abbreviations ("e.g." is one spaCy token, two here), URLs, emoticons and other rare constructs.
+The built-in filters derive from ``protocol.Filter``, which names everything the pipeline reads
+of a filter (what it measures, its settings, its rules); ``registry`` lists them, and the signal
+profile and the recipe settings derive from it. The chain wraps any other filter in a
+``Filter`` (``as_filter``). They mirror HuggingFace datatrove's FineWeb configuration
+(GopherRepetition, GopherQuality, C4Quality, FineWebQuality; see ``default_filters``).
+datatrove tokenizes English with spaCy; here a regex (``WORD_PATTERN``) approximates spaCy's
+tokenizer and another (``c4._SENTENCE_BOUNDARY``) its sentencizer, so word counts can differ on
+hyphenated numbers, abbreviations ("e.g." is one spaCy token, two here), URLs, emoticons and
+other rare constructs.
 """
 
 from __future__ import annotations
 
 from tokenmill.filters.c4 import C4QualityFilter
-from tokenmill.filters.chain import DocumentFilter, FilterChain, FilterResult, Formatter
+from tokenmill.filters.chain import FilterChain
 from tokenmill.filters.fineweb import FineWebQualityFilter
 from tokenmill.filters.gopher_quality import GopherQualityFilter
 from tokenmill.filters.gopher_repetition import GopherRepetitionFilter
 from tokenmill.filters.language import LanguageFilter
 from tokenmill.filters.pii import PIIMasker, is_public_ip
 from tokenmill.filters.plugins import load_filter
+from tokenmill.filters.protocol import DocumentFilter, Filter, FilterResult, Formatter
+from tokenmill.filters.registry import builtin_filters, register
 from tokenmill.filters.url import URLFilter
 from tokenmill.runtime.plugins import (
     FILTER_MODULES_ENV,
@@ -86,6 +92,7 @@ __all__ = [
     "BUILTIN_FILTERS",
     "C4QualityFilter",
     "DocumentFilter",
+    "Filter",
     "FilterChain",
     "FilterNotAllowedError",
     "FilterResult",
@@ -102,6 +109,7 @@ __all__ = [
     "is_public_ip",
     "config_params",
     "load_filter",
+    "register",
     "split_lines",
     "split_words",
     "word_counts_of",
@@ -109,17 +117,10 @@ __all__ = [
 ]
 
 
-# FineWeb's filter order (language identification happens elsewhere); each lists its
-# thresholds (`settings`), which `filter_settings` makes recipe settings of.
-BUILTIN_FILTERS = (
-    URLFilter,
-    GopherRepetitionFilter,
-    GopherQualityFilter,
-    C4QualityFilter,
-    FineWebQualityFilter,
-)
+# The registered built-in filters, in FineWeb's order (see `registry`).
+BUILTIN_FILTERS = builtin_filters()
 
 
-def default_filters() -> list[DocumentFilter]:
+def default_filters() -> list[Filter]:
     """The built-in filters with FineWeb's thresholds."""
-    return [cls() for cls in BUILTIN_FILTERS]
+    return [cls() for cls in builtin_filters()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tokenmill.filters.chain import FilterResult
+from tokenmill.filters.protocol import Filter, FilterResult
 from tokenmill.filters.rules import Judgement, Rule, judged
 from tokenmill.text.statistics import (
     ABBREVIATIONS,
@@ -42,7 +42,7 @@ _LOWERCASE_PHRASES = ("lorem ipsum", "javascript", *POLICY_SUBSTRINGS)
 _FATAL = [None, "lorem_ipsum", "curly_bracket"]
 
 
-class C4QualityFilter:
+class C4QualityFilter(Filter):
     """C4 rules as FineWeb ran them (``filter_no_terminal_punct=False``).
 
     Line by line (str.splitlines, stripped): a line with a word longer than ``max_word_length``,
@@ -53,6 +53,7 @@ class C4QualityFilter:
     """
 
     name = "c4_quality"
+    description = "C4 filter (line removal)"
     settings = {
         "remove_citations": "Remove Wikipedia-style citation marks ([1], [citation needed])",
         "filter_no_terminal_punct": "Remove lines without terminal punctuation (FineWeb: no)",
@@ -88,6 +89,7 @@ class C4QualityFilter:
         self.filter_policy = filter_policy
 
     signals = ("sentences", "fatal")
+    text_signals = ("fatal",)  # a kept line's reason to drop the whole document
     rewrites = True  # its `measure` gives each document's new text, `new_text`
     # Stored beside the signals: the lines it removes, so that a recipe judged from the stored
     # signals rewrites its kept documents without evaluating the line rules again.
@@ -102,7 +104,7 @@ class C4QualityFilter:
         return tuple(v for k, v in vars(self).items() if k != "min_num_sentences")
 
     def judgement(self) -> Judgement:
-        return Judgement(self._rules(), fatal="fatal")
+        return Judgement(self.rules(), fatal="fatal")
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         """Per document: ``sentences`` in the kept lines, ``fatal`` (a kept line's reason to
@@ -161,6 +163,6 @@ class C4QualityFilter:
             counting,
         ]
 
-    def _rules(self) -> list[Rule]:
+    def rules(self) -> list[Rule]:
         threshold = None if self.min_num_sentences == -1 else self.min_num_sentences
         return [Rule("sentences", pl.col("sentences"), "<", threshold)]

@@ -1,36 +1,23 @@
-"""The filter interface and the chain that runs filters in order (see the package docstring)."""
+"""The chain that runs filters in order (see the package docstring; their interface: protocol)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple, Protocol
 
 import numpy as np
 import polars as pl
 
+from tokenmill.filters.protocol import (
+    DocumentFilter,
+    Filter,
+    FilterResult,
+    Formatter,
+    as_filter,
+    as_formatter,
+)
 from tokenmill.filters.rules import Judged, judged, judged_from, judging
 from tokenmill.text.statistics import SPLIT_COLUMNS, WORD_COUNTS, rewritten
 from tokenmill.text.word_scan import with_words_for
-
-
-class FilterResult(NamedTuple):
-    """What a filter returns when it also rewrites the text of the documents it keeps."""
-
-    reasons: pl.Series
-    text: pl.Series | None = None
-    word_counts: pl.Series | None = None  # of the new texts, where known without splitting
-
-
-class DocumentFilter(Protocol):
-    name: str
-
-    def __call__(self, docs: pl.DataFrame) -> pl.Series | FilterResult: ...
-
-
-class Formatter(Protocol):
-    name: str
-
-    def __call__(self, docs: pl.DataFrame) -> pl.Series: ...
 
 
 def _as_result(output: pl.Series | FilterResult, n_docs: int) -> FilterResult:
@@ -58,11 +45,11 @@ class FilterChain:
     def __init__(
         self,
         filters: Iterable[DocumentFilter],
-        formatters: Iterable[Formatter] = (),
+        formatters: Iterable[Formatter | DocumentFilter] = (),
         signals=None,
     ):
-        self.filters = list(filters)
-        self.formatters = list(formatters)
+        self.filters = [as_filter(f) for f in filters]
+        self.formatters = [as_formatter(f) for f in formatters]
         names = [f.name for f in self.filters]
         if len(set(names)) != len(names):
             raise ValueError(f"filter names must be unique: {names}")
@@ -89,7 +76,7 @@ class FilterChain:
         for group in self._groups():
             if not self._judged_without_text(group[0]):
                 (flt,) = group
-                if getattr(flt, "reads_text", True):
+                if flt.reads_text:
                     docs, pending = self._transformed(docs, pending), []
                 if docs.height:
                     docs = with_words_for(flt, docs)
@@ -105,7 +92,7 @@ class FilterChain:
                     )
                 continue
             docs = self._dropped(group, self._group_reasons(group, docs), docs, rejected)
-            pending += [flt for flt in group if getattr(flt, "rewrites", False)]
+            pending += [flt for flt in group if flt.rewrites]
         if finish:
             docs = self._transformed(docs, pending)
         return docs.drop(*SPLIT_COLUMNS, WORD_COUNTS, strict=False), pl.concat(rejected.parts)
@@ -117,18 +104,14 @@ class FilterChain:
         for transform in pending:
             if not docs.height:
                 break
-            if getattr(transform, "rewrites", False):
-                rewrite = getattr(transform, "rewrite", None)
-                new_text = rewrite(docs) if rewrite else transform.measure(docs)["new_text"]
-                docs = rewritten(docs, new_text)
-            elif transform.name in self.stored_formatters:
+            if isinstance(transform, Filter) or transform.name in self.stored_formatters:
                 docs = rewritten(docs, transform.rewrite(docs))
             else:
                 docs = rewritten(docs, transform(docs).alias("text"))
         return docs
 
-    def _judged_without_text(self, flt) -> bool:
-        return flt.name in self.stored or not getattr(flt, "reads_text", True)
+    def _judged_without_text(self, flt: Filter) -> bool:
+        return flt.name in self.stored or not flt.reads_text
 
     def _groups(self) -> list[list]:
         """The filters in order, runs of those judged without the text (from stored signals,

@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from tokenmill.classifiers.scoring import TopShare, score_bins, score_column, short_label
+from tokenmill.filters.protocol import Filter
 
 COMBINES = ("all", "any")
 
@@ -72,21 +73,21 @@ class ScoreRule:
 CutFinder = Callable[[str, ScoreRule], TopShare]
 
 
-class ClassifierFilter:
+class ClassifierFilter(Filter):
     name = "classifiers"
     reads_text = False
 
     def __init__(self, rules: Sequence[ScoreRule], combine: str = "all", cuts: CutFinder = None):
         if combine not in COMBINES:
             raise ValueError(f"classifier_combine must be one of {COMBINES}, not {combine!r}")
-        self.rules = list(rules)
+        self.score_rules = list(rules)
         self.combine = combine
         self.find_cut = cuts
         self.cuts: dict[tuple[str, str], TopShare] = {}  # (crawl, column) -> the cut used
 
     @property
     def columns(self) -> list[str]:
-        return sorted({rule.column for rule in self.rules})
+        return sorted({rule.column for rule in self.score_rules})
 
     def cut(self, crawl: str, rule: ScoreRule) -> TopShare:
         key = (crawl, rule.column)
@@ -97,7 +98,7 @@ class ClassifierFilter:
         return self.cuts[key]
 
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
-        failures = [self._failure(docs, rule) for rule in self.rules]
+        failures = [self._failure(docs, rule) for rule in self.score_rules]
         if self.combine == "all":
             reason = pl.coalesce(failures)
         else:  # dropped only when every rule fails: the first one's reason

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 
 import polars as pl
 
-from tokenmill.filters.rules import Judgement, Rule, judged
+from tokenmill.filters.protocol import Filter
+from tokenmill.filters.rules import Judgement, Rule
 from tokenmill.text.statistics import (
     TERMINAL_PUNCTUATION,
     count_per_doc,
@@ -17,12 +18,13 @@ from tokenmill.text.statistics import (
 from tokenmill.text.word_scan import word_counts_of
 
 
-class FineWebQualityFilter:
+class FineWebQualityFilter(Filter):
     """FineWeb's own rules on non-blank lines (split on "\\n" only, not stripped): share of lines
     ending in terminal punctuation, share of short lines, characters in repeated lines and
     newlines per word."""
 
     name = "fineweb_quality"
+    description = "FineWeb quality filter"
     settings = {
         "line_punct_thr": "Smallest share of lines ending in terminal punctuation",
         "line_punct_exclude_zero": "Keep documents where no line ends so (FineWeb: no)",
@@ -62,14 +64,11 @@ class FineWebQualityFilter:
         "n_words",
     )
 
-    def __call__(self, docs: pl.DataFrame) -> pl.Series:
-        return judged(self.measure(docs), self.judgement()).reasons
-
     def measure_key(self) -> tuple:
         return (self.short_line_length, self._ends_with_stop_char)
 
     def judgement(self) -> Judgement:
-        return Judgement(self._rules(), empty=pl.col("n_lines") == 0)
+        return Judgement(self.rules(), empty=pl.col("n_lines") == 0)
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         text = docs["text"].fill_null("")
@@ -91,7 +90,7 @@ class FineWebQualityFilter:
             }
         )
 
-    def _rules(self) -> list[Rule]:
+    def rules(self) -> list[Rule]:
         punct_ratio = pl.col("n_punct") / pl.col("n_lines")
         if self.line_punct_exclude_zero:
             punct_ratio = pl.when(punct_ratio == 0).then(None).otherwise(punct_ratio)

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
-from tokenmill.filters.rules import Judgement, Rule, judged
+from tokenmill.filters.protocol import Filter
+from tokenmill.filters.rules import Rule
 from tokenmill.text.word_scan import (
     hash_of,
     library,
@@ -21,11 +22,12 @@ STOP_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
 _WORD_TOTALS = ("n_content", "content_chars", "n_alpha", "n_stop")
 
 
-class GopherQualityFilter:
+class GopherQualityFilter(Filter):
     """Gopher quality heuristics: document length, word length, symbols, bullets, ellipses,
     alphabetic words and stop words. Word counts exclude punctuation-only tokens."""
 
     name = "gopher_quality"
+    description = "Gopher quality filter"
     uses_word_features = True
     settings = {
         "min_doc_words": "Fewer words (punctuation-only tokens not counted) drop a document",
@@ -79,14 +81,8 @@ class GopherQualityFilter:
         "n_ellipsis_lines",
     )
 
-    def __call__(self, docs: pl.DataFrame) -> pl.Series:
-        return judged(self.measure(docs), self.judgement()).reasons
-
     def measure_key(self) -> tuple:
         return (tuple(self.stop_words),)
-
-    def judgement(self) -> Judgement:
-        return Judgement(self._rules())
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         text = docs["text"].fill_null("")
@@ -107,7 +103,7 @@ class GopherQualityFilter:
             raise MemoryError("counting words")
         return pl.DataFrame({"n_words": words.counts, **totals, **text_totals(text)})
 
-    def _rules(self) -> list[Rule]:
+    def rules(self) -> list[Rule]:
         n_words = pl.col("n_words")
         n_lines = pl.col("n_lines")
         ellipsis_ratio = pl.col("n_ellipsis") / n_words

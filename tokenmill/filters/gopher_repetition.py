@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from tokenmill.filters.protocol import Filter
 from tokenmill.filters.rules import Judgement, Rule, judged, rule_reasons
 from tokenmill.text.word_scan import (
     Words,
@@ -64,7 +65,7 @@ def ngram_stats(
     }
 
 
-class GopherRepetitionFilter:
+class GopherRepetitionFilter(Filter):
     """Gopher (Rae et al. 2021, table A1) repetition rules, as in datatrove.
 
     Paragraphs split on 2+ newlines (after strip), lines on 1+ newlines; fractions of repeated
@@ -73,6 +74,7 @@ class GopherRepetitionFilter:
     """
 
     name = "gopher_repetition"
+    description = "Gopher repetition filter"
     uses_word_features = True
     settings = {
         "dup_line_frac": "Largest share of lines that repeat an earlier line",
@@ -120,7 +122,7 @@ class GopherRepetitionFilter:
 
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
         stats = self._element_stats(docs)
-        failed = rule_reasons(stats, self._rules()[:4]).is_not_null().to_numpy()
+        failed = rule_reasons(stats, self.rules()[:4]).is_not_null().to_numpy()
         ngrams = self._ngram_stats(
             word_features_of(docs), stats["chars"], failed, dict(self.dup_n_grams), stop=True
         )
@@ -139,7 +141,7 @@ class GopherRepetitionFilter:
         )
 
     def judgement(self) -> Judgement:
-        return Judgement(self._rules(), empty=pl.col("chars") == 0)
+        return Judgement(self.rules(), empty=pl.col("chars") == 0)
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         """Every statistic of every document, whatever the thresholds (see exact_dup_above)."""
@@ -182,7 +184,7 @@ class GopherRepetitionFilter:
             columns[name][todo] = values
         return columns
 
-    def _rules(self) -> list[Rule]:
+    def rules(self) -> list[Rule]:
         chars = pl.col("chars")
         rules = [
             Rule("dup_para_frac", pl.col("para_dup") / pl.col("para_n"), ">", self.dup_para_frac),

@@ -185,7 +185,7 @@ def rule_thresholds(chain) -> dict[str, list[str]]:
     """Each rule's thresholds in the chain (`<filter>/<rule>`: ["<50", ">100000"])."""
     thresholds: dict[str, list[str]] = {}
     for flt in chain.filters:
-        for rule in getattr(flt, "_rules", list)():
+        for rule in flt.rules():
             listed = thresholds.setdefault(f"{flt.name}/{rule.label}", [])
             if rule.threshold:
                 listed.append(f"{rule.op}{rule.threshold}")

@@ -7,8 +7,10 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from tokenmill.filters.protocol import Filter
 
-class LanguageFilter:
+
+class LanguageFilter(Filter):
     name = "language"
     reads_text = False
 

@@ -13,6 +13,7 @@ from itertools import chain
 import numpy as np
 import polars as pl
 
+from tokenmill.filters.protocol import Formatter
 from tokenmill.text.statistics import uint32_lists
 
 EMAIL_PATTERN = (
@@ -184,7 +185,7 @@ def is_public_ip(address: str) -> bool:
         return False
 
 
-class PIIMasker:
+class PIIMasker(Formatter):
     """Formatter replacing e-mail addresses and public IPv4 addresses (private, loopback and other
     reserved ranges are kept), with datatrove's replacement strings used in turn.
 

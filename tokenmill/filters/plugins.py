@@ -1,5 +1,7 @@
 """Plug-in filters loaded by dotted path: a filter class, a batch function or a per-document
-function, from the allowed modules only (see `tokenmill.runtime.plugins`)."""
+function, from the allowed modules only (see `tokenmill.runtime.plugins`), each as a `Filter`:
+a function wrapped here, an instance of a class that does not derive from `Filter` wrapped by
+`as_filter` (what it declares of the interface kept, defaults elsewhere)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,11 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from tokenmill.filters.chain import DocumentFilter, FilterResult
+from tokenmill.filters.protocol import Filter, FilterResult, as_filter
 from tokenmill.runtime.plugins import allowed_filter_modules, check_plugin_object, import_allowed
 
 
-class BatchFunctionFilter:
+class BatchFunctionFilter(Filter):
     """Wraps ``f(docs: pl.DataFrame) -> pl.Series`` (null = keep, string = drop reason)."""
 
     def __init__(self, function: Callable[..., pl.Series], name: str, params: dict | None = None):
@@ -24,7 +26,7 @@ class BatchFunctionFilter:
         return self.function(docs, **self.params)
 
 
-class DocumentFunctionFilter:
+class DocumentFunctionFilter(Filter):
     """Wraps ``f(text: str) -> bool | str | None`` applied row by row (slow path).
 
     True or None keeps the document; False drops it with the filter name as reason, a string
@@ -63,7 +65,7 @@ def _takes_dataframe(function: Callable) -> bool:
 
 def load_filter(
     path: str, params: dict | None = None, allowed_prefixes: Sequence[str] | None = None
-) -> DocumentFilter:
+) -> Filter:
     """Filter from a dotted path: a class following the filter interface (instantiated with
     ``params``), a batch function whose first parameter is annotated ``pl.DataFrame`` (or named
     ``docs``), or a per-document function of the text. Extra ``params`` are passed as keyword
@@ -79,7 +81,7 @@ def load_filter(
         instance = target(**(params or {}))
         if not getattr(instance, "name", None):
             instance.name = default_name
-        return instance
+        return as_filter(instance)
     name = getattr(target, "name", default_name)
     wrapper = BatchFunctionFilter if _takes_dataframe(target) else DocumentFunctionFilter
     return wrapper(target, name, params)

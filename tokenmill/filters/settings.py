@@ -1,8 +1,8 @@
 """The thresholds of the built-in filters as settings: one frozen dataclass per filter, made
 from the constructor parameters the filter lists in its ``settings`` (name -> description),
-with the constructor's defaults (FineWeb's values). ``CleanSettings`` holds one of each, so
-every threshold is a recipe setting and a launchpad field, and a new built-in filter brings
-its own by listing them."""
+with the constructor's defaults (FineWeb's values). ``CleanSettings`` holds one of each
+(``with_filter_settings``), so every threshold is a recipe setting and a launchpad field, and a
+new built-in filter brings its own by listing them (see ``registry``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import dataclasses
 import inspect
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tokenmill.runtime.stage import setting
@@ -33,6 +33,7 @@ def filter_settings(cls: type, module: str) -> type:
             "__post_init__": _normalized,
             "values": _values,
             "build": lambda self: cls(**self.values()),
+            "filter_class": cls,
         },
     )
     kind.__module__ = module
@@ -95,9 +96,28 @@ def _values(self) -> dict[str, Any]:
     return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
 
 
-def filter_field(kind: type, description: str) -> Any:
-    """A settings field holding a filter's settings, FineWeb's values by default."""
-    return dataclasses.field(default_factory=kind, metadata={"description": description})
+def with_filter_settings(kinds: dict[str, type], after: str) -> Callable[[type], type]:
+    """A class decorator, under ``@dataclass``: after the field ``after``, a field per filter
+    (``kinds``: its settings dataclass by its name) named after it, holding its settings,
+    FineWeb's values by default, described by the filter's ``description``."""
+
+    def with_fields(cls: type) -> type:
+        annotations = {}
+        for name, hint in cls.__dict__["__annotations__"].items():
+            annotations[name] = hint
+            if name == after:
+                for filter_name, kind in kinds.items():
+                    annotations[filter_name] = kind
+                    about = {"description": kind.filter_class.description}
+                    setattr(
+                        cls, filter_name, dataclasses.field(default_factory=kind, metadata=about)
+                    )
+        if after not in annotations:
+            raise ValueError(f"{cls.__name__} has no field {after!r} to add the filters after")
+        cls.__annotations__ = annotations
+        return cls
+
+    return with_fields
 
 
 def from_value(kind: type, value: Any, where: str) -> Any:

@@ -15,32 +15,27 @@ from __future__ import annotations
 import polars as pl
 import pyarrow as pa
 
-from tokenmill.filters.c4 import C4QualityFilter
-from tokenmill.filters.chain import DocumentFilter, Formatter
-from tokenmill.filters.fineweb import FineWebQualityFilter
-from tokenmill.filters.gopher_quality import GopherQualityFilter
-from tokenmill.filters.gopher_repetition import GopherRepetitionFilter
 from tokenmill.filters.pii import PIIMasker
-from tokenmill.filters.url import URLFilter
+from tokenmill.filters.protocol import Filter, Formatter
+from tokenmill.filters.registry import builtin_filters
 from tokenmill.text.statistics import NEW_WORD_COUNTS, rewritten
 from tokenmill.text.word_scan import with_words_for
 
-# What `fatal` and the other non-numeric signals hold; every other signal is a number.
-TEXT_SIGNALS = {(C4QualityFilter.name, "fatal")}
-REWRITE_TYPES = {"cut": pa.list_(pa.uint32()), "removed_lines": pa.list_(pa.uint32())}
+# A stored rewrite (`rewrite_signal`) lists positions in its document's text.
+REWRITE_TYPE = pa.list_(pa.uint32())
 
 
-def column(flt: DocumentFilter, signal: str) -> str:
+def column(flt: Filter | Formatter, signal: str) -> str:
     return f"{flt.name}.{signal}"
 
 
-def _text_states(filters, formatters) -> dict[str, tuple]:
+def _text_states(filters: list[Filter], formatters: list[Formatter]) -> dict[str, tuple]:
     """Per filter: the transforms its text went through (formatters, then earlier rewrites)."""
-    state: tuple = tuple((f.name, getattr(f, "measure_key", tuple)()) for f in formatters)
+    state: tuple = tuple((f.name, f.measure_key()) for f in formatters)
     states = {}
     for flt in filters:
         states[flt.name] = state
-        if getattr(flt, "rewrites", False):
+        if flt.rewrites:
             state = (*state, (flt.name, flt.measure_key()))
     return states
 
@@ -48,26 +43,20 @@ def _text_states(filters, formatters) -> dict[str, tuple]:
 class SignalProfile:
     """The filters and formatters the signals are measured with."""
 
-    def __init__(self, filters: list, formatters: list):
+    def __init__(self, filters: list[Filter], formatters: list[Formatter]):
         self.filters = filters
         self.formatters = formatters
         self._states = _text_states(filters, formatters)
 
     @classmethod
-    def fineweb(cls) -> SignalProfile:
-        filters = [
-            URLFilter(),
-            GopherRepetitionFilter(),
-            GopherQualityFilter(),
-            C4QualityFilter(),
-            FineWebQualityFilter(),
-        ]
-        return cls(filters, [PIIMasker()])
+    def builtin(cls) -> SignalProfile:
+        """The registered built-in filters at their defaults (FineWeb's), PII masked."""
+        return cls([kind() for kind in builtin_filters()], [PIIMasker()])
 
     def columns(self) -> dict[str, pl.DataType]:
         """Every signal column and its type."""
         return {
-            column(f, s): pl.Utf8 if (f.name, s) in TEXT_SIGNALS else pl.Float64
+            column(f, s): pl.Utf8 if s in f.text_signals else pl.Float64
             for f in self.filters
             for s in f.signals
         }
@@ -84,9 +73,9 @@ class SignalProfile:
         (PII: where it replaced values; C4: the lines it removes), read by its ``rewrite``
         in a recipe that the stored signals serve, and their types."""
         return {
-            column(t, t.rewrite_signal): REWRITE_TYPES[t.rewrite_signal]
+            column(t, t.rewrite_signal): REWRITE_TYPE
             for t in [*self.formatters, *self.filters]
-            if hasattr(t, "rewrite_signal")
+            if t.rewrite_signal
         }
 
     def completed(self, docs: pl.DataFrame) -> pl.DataFrame:
@@ -94,7 +83,7 @@ class SignalProfile:
         need no text (the URL filter's) measured now; other missing columns stay missing."""
         for flt in self.filters:
             missing = [s for s in flt.signals if column(flt, s) not in docs.columns]
-            if missing and not getattr(flt, "reads_text", True):
+            if missing and not flt.reads_text:
                 stats = flt.measure(docs)
                 docs = docs.with_columns(
                     stats[s].cast(pl.Float64).alias(column(flt, s)) for s in missing
@@ -105,7 +94,7 @@ class SignalProfile:
         """The signal columns of `docs` (`text`, `url`), one row per document."""
         columns, rewrites = [], []
         for formatter in self.formatters:
-            if stored := getattr(formatter, "rewrite_signal", None):
+            if stored := formatter.rewrite_signal:
                 stats = formatter.measure(docs)
                 text = stats["new_text"]
                 rewrites.append(stats[stored].alias(column(formatter, stored)))
@@ -119,10 +108,10 @@ class SignalProfile:
             for signal in flt.signals:
                 name = column(flt, signal)
                 columns.append(stats[signal].cast(types[name]).alias(name))
-            if getattr(flt, "rewrites", False):
+            if flt.rewrites:
                 counts = stats.get_column(NEW_WORD_COUNTS, default=None)
                 docs = rewritten(docs, stats["new_text"], counts)
-            if stored := getattr(flt, "rewrite_signal", None):
+            if stored := flt.rewrite_signal:
                 rewrites.append(stats[stored].alias(column(flt, stored)))
         return pl.DataFrame(columns + rewrites)
 
@@ -136,7 +125,7 @@ class SignalProfile:
             served.add(flt.name)
         return served
 
-    def serves(self, filters: list[DocumentFilter], formatters: list[Formatter]) -> set[str]:
+    def serves(self, filters: list[Filter], formatters: list[Formatter]) -> set[str]:
         """Names of the `filters` whose stored signals judge them, in a chain with
         `formatters`."""
         states = _text_states(filters, formatters)
@@ -145,22 +134,13 @@ class SignalProfile:
             measured_by = next((m for m in self.filters if m.name == flt.name), None)
             if (
                 measured_by is not None
-                and hasattr(flt, "judgement")
-                and _fits(flt, measured_by)
+                and flt.fits(measured_by)
                 and states[flt.name] == self._states[flt.name]
             ):
                 served.add(flt.name)
         return served
 
 
-def _fits(flt, measured_by) -> bool:
-    """Whether signals `measured_by` measured are what `flt` would measure (a filter with
-    exactness limits of its own says so in its `fits`)."""
-    if hasattr(flt, "fits"):
-        return flt.fits(measured_by)
-    return type(flt) is type(measured_by) and flt.measure_key() == measured_by.measure_key()
-
-
-# The signals every extracted document carries, measured at FineWeb's settings: what recipes
-# judge without measuring again.
-EXTRACTED_SIGNALS = SignalProfile.fineweb()
+# The signals every extracted document carries, measured by the registered built-in filters at
+# FineWeb's settings: what recipes judge without measuring again.
+EXTRACTED_SIGNALS = SignalProfile.builtin()

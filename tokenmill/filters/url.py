@@ -8,7 +8,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import polars as pl
 
-from tokenmill.filters.rules import Judgement, Rule, judged
+from tokenmill.filters.protocol import Filter
+from tokenmill.filters.rules import Rule
 
 BLOCKED_DOMAINS = frozenset(
     {
@@ -125,13 +126,14 @@ def _normalized_words(words: Iterable[str]) -> list[str]:
     return sorted({re.sub(r"[^a-zA-Z0-9]+", "", w).lower() for w in words} - {""})
 
 
-class URLFilter:
+class URLFilter(Filter):
     """Drops documents whose URL is on a blocklist: the host or one of its parent domains is
     blocked, the URL contains a banned word, ``soft_word_threshold`` soft-banned words, or a
     banned subword. ``extra_*`` arguments extend the built-in lists;
     ``use_integrated_lists=False`` uses only the extra ones."""
 
     name = "url"
+    description = "URL blocklist filter"
     reads_text = False
     # Per document, how many of each list's entries its URL hits (the rules' values)
     signals = ("domain", "url", "banned_word", "soft_banned_words", "banned_subword")
@@ -171,14 +173,8 @@ class URLFilter:
             [*banned_subwords, *(BANNED_URL_SUBWORDS if builtin else ())]
         )
 
-    def __call__(self, docs: pl.DataFrame) -> pl.Series:
-        return judged(self.measure(docs), self.judgement()).reasons
-
     def measure_key(self) -> tuple:
         return tuple(map(tuple, self._lists().values()))
-
-    def judgement(self) -> Judgement:
-        return Judgement(self._rules())
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         """Per document: whether its host is (under) a blocked domain, whether it is a blocked
@@ -210,7 +206,7 @@ class URLFilter:
             "banned_subword": self.banned_subwords,
         }
 
-    def _rules(self) -> list[Rule]:
+    def rules(self) -> list[Rule]:
         """A rule per list (off where it is empty), its reason the list's name, in order: one
         hit drops a document, but soft-banned words count up to ``soft_word_threshold`` (at
         most 0: every document, as ``count >= 0`` was)."""

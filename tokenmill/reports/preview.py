@@ -82,7 +82,7 @@ def preview(lake: Lake, units: Iterable[Unit], current, proposed, samples: int =
 def _columns(chains) -> list[str]:
     """The extracted columns the chains need: no text when signals judge every filter."""
     needs_text = any(
-        getattr(f, "reads_text", True) and f.name not in chain.stored
+        f.reads_text and f.name not in chain.stored
         for chain in chains
         for f in chain.filters
     )

@@ -16,22 +16,11 @@ from typing import Any, Literal
 import polars as pl
 
 from tokenmill.classifiers.scoring import crawl_top_share, part_scores, with_scores
-from tokenmill.filters import (
-    BUILTIN_FILTERS,
-    C4QualityFilter,
-    FilterChain,
-    FineWebQualityFilter,
-    GopherQualityFilter,
-    GopherRepetitionFilter,
-    LanguageFilter,
-    PIIMasker,
-    URLFilter,
-    config_params,
-    load_filter,
-)
+from tokenmill.filters import FilterChain, LanguageFilter, PIIMasker, config_params, load_filter
 from tokenmill.filters.classifier import COMBINES, ClassifierFilter, ScoreRule
 from tokenmill.filters.histograms import rule_histograms
-from tokenmill.filters.settings import filter_field, filter_settings, from_value
+from tokenmill.filters.registry import settings_types
+from tokenmill.filters.settings import from_value, with_filter_settings
 from tokenmill.filters.signals import EXTRACTED_SIGNALS
 from tokenmill.runtime.stage import Pod, Scope, Stage, Work, parsed_items, setting
 from tokenmill.stages.shared import preview_of, provenance_resolves
@@ -49,15 +38,12 @@ from tokenmill.storage.layout import (
 )
 from tokenmill.storage.outputs import StageReport, merge_counts, read_batches, require_committed
 
-FILTER_SETTINGS = {cls.name: filter_settings(cls, __name__) for cls in BUILTIN_FILTERS}
-URLFilterSettings = FILTER_SETTINGS[URLFilter.name]
-GopherRepetitionFilterSettings = FILTER_SETTINGS[GopherRepetitionFilter.name]
-GopherQualityFilterSettings = FILTER_SETTINGS[GopherQualityFilter.name]
-C4QualityFilterSettings = FILTER_SETTINGS[C4QualityFilter.name]
-FineWebQualityFilterSettings = FILTER_SETTINGS[FineWebQualityFilter.name]
+# Each registered built-in filter's settings dataclass, by the filter's name, in its order.
+FILTER_SETTINGS = settings_types()
 
 
 @dataclass(frozen=True)
+@with_filter_settings(FILTER_SETTINGS, after="skip_filters")  # each under its filter's name
 class CleanSettings:
     keep_languages: list[str] = setting(["en"], "Languages to keep (ISO 639-1); empty keeps all")
     min_language_score: float = setting(0.65, "Minimum language probability")
@@ -69,20 +55,7 @@ class CleanSettings:
         "docs.parquet under the same doc_id",
     )
     skip_filters: list[str] = setting([], "Names of built-in filters to skip")
-    # Each built-in filter's thresholds (FineWeb's values by default), named after the filter.
-    url: URLFilterSettings = filter_field(URLFilterSettings, "URL blocklist filter")
-    gopher_repetition: GopherRepetitionFilterSettings = filter_field(
-        GopherRepetitionFilterSettings, "Gopher repetition filter"
-    )
-    gopher_quality: GopherQualityFilterSettings = filter_field(
-        GopherQualityFilterSettings, "Gopher quality filter"
-    )
-    c4_quality: C4QualityFilterSettings = filter_field(
-        C4QualityFilterSettings, "C4 filter (line removal)"
-    )
-    fineweb_quality: FineWebQualityFilterSettings = filter_field(
-        FineWebQualityFilterSettings, "FineWeb quality filter"
-    )
+    # here: each built-in filter's thresholds (FineWeb's values by default), named after it
     classifier_rules: list[dict] = setting(
         [],
         "Keep documents by a declared classifier's scores (the scored stage), after the "
@@ -135,7 +108,7 @@ class CleanSettings:
         if self.filters is not None:
             filters = self.filters
         else:
-            filters = [getattr(self, cls.name).build() for cls in BUILTIN_FILTERS]
+            filters = [getattr(self, name).build() for name in FILTER_SETTINGS]
         filters = [f for f in filters if f.name not in self.skip_filters]
         if rules := self.score_rules():
             cuts = (lambda crawl, rule: _top_share(lake, crawl, rule)) if lake else None
@@ -166,7 +139,9 @@ def classifier_cuts(chain: FilterChain) -> dict:
     """The thresholds keep_top rules were cut at, per score column and crawl."""
     cuts: dict = {}
     for flt in chain.filters:
-        for (crawl, column), cut in getattr(flt, "cuts", {}).items():
+        if not isinstance(flt, ClassifierFilter):
+            continue
+        for (crawl, column), cut in flt.cuts.items():
             cuts.setdefault(column, {})[crawl] = {
                 "threshold": round(cut.threshold, 6),
                 "crawl_kept_share": round(cut.kept_share, 6),

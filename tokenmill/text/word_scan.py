@@ -356,10 +356,11 @@ def word_features_of(docs: pl.DataFrame) -> pl.Series:
 
 
 def with_words_for(flt, docs: pl.DataFrame) -> pl.DataFrame:
-    """``docs`` with the split columns ``flt`` reads (``uses_words``, ``uses_word_features``)."""
-    if getattr(flt, "uses_words", False):
+    """``docs`` with the split columns ``flt`` (a ``tokenmill.filters.protocol.Filter``) reads:
+    ``uses_words``, ``uses_word_features``."""
+    if flt.uses_words:
         docs = docs.with_columns(words_of(docs).alias(WORDS))
-    if getattr(flt, "uses_word_features", False):
+    if flt.uses_word_features:
         docs = docs.with_columns(word_features_of(docs))
     return docs
 
