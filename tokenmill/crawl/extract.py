@@ -115,7 +115,7 @@ def _has_comment_sections(tree: HTMLTree) -> bool:
 # Removed before the fallback's trafilatura sees the page: navigation and footers are never the
 # content it recovers, and its page-wide passes (pruning, the page text it compares its result
 # with) then have fewer elements to walk: faster, and a higher word F1 on wcxb-dev-sample and
-# scrapinghub (README, Cleaning cost).
+# scrapinghub (benchmarks/bench_clean.py).
 FALLBACK_PRUNE = ["//nav", "//footer"]
 
 
@@ -233,7 +233,7 @@ def covers(region: HTMLTree, text: str) -> bool:
     """Whether ``text`` is the main ``region``: at least ``REGION_PRECISION`` of its words (all
     but ``REGION_SLACK`` of a short text) are the region's, and they are at least
     ``REGION_COVERAGE`` of the region's words outside links. Chosen on wcxb-dev-sample (its F1
-    unchanged) and documentation pages (see the README's Cleaning cost)."""
+    unchanged) and documentation pages (benchmarks/bench_clean.py)."""
     found = _word_bag(text)
     shared = (found & _word_bag(_plain_text(region, main_content=False))).total()
     outside = found.total() - shared

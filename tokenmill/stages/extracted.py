@@ -48,7 +48,7 @@ from tokenmill.text.normal_form import nfc
 
 # Documents measured at once: up to this many, or this much text. Every batch pays polars'
 # regex set-up again (compiling each pattern, warming its lazy DFA: most on multilingual text),
-# so larger batches cost less per document (README: Cleaning cost); the signals' memory grows
+# so larger batches cost less per document (benchmarks/bench_clean.py); the signals' memory grows
 # with the batch's text.
 BATCH_DOCS = 20_000
 BATCH_TEXT_CHARS = 16 << 20

@@ -156,7 +156,7 @@ REJECTED_SCHEMA = pa.schema(
 )
 # The document tables' columns with few distinct values in a file, dictionary-encoded; not the
 # others (ids, URLs, offsets, text, signals): a dictionary tried on distinct values costs time
-# to write and to read (README: Cleaning cost).
+# to write and to read (benchmarks/bench_clean.py).
 DOC_DICTIONARY = ["crawl", "unit", "part", "source_file", "charset", "language", "filter", "reason"]
 QUALITY_COLUMN = "quality_score"
 
