@@ -25,7 +25,7 @@ from dagster import (
 from pydantic import ValidationError
 
 from tokenmill.crawl.warc import UnusableInputError
-from tokenmill.filters.histograms import markdown
+from tokenmill.reports.plots import markdown
 from tokenmill.storage.lake import Lake, LakeKeyError, LakeRefusedError, LakeUnreachableError
 from tokenmill.storage.outputs import MissingInputError, StageReport
 

@@ -41,30 +41,59 @@ def warc_headers_at(warc_gz: bytes, offset: int) -> dict[str, str]:
 
 
 def read_png(data: bytes) -> np.ndarray:
-    """PNG (RFC 2083): signature, chunks with CRCs, IHDR, zlib-compressed IDAT scanlines; only
-    8-bit truecolour, non-interlaced, every scanline of filter type None or Sub."""
+    """PNG (RFC 2083): signature, chunks with CRCs, IHDR, zlib-compressed IDAT scanlines, each
+    with its filter undone; only non-interlaced 8-bit truecolour (colour type 2), truecolour
+    with alpha (6), or palette colour (3, 1 to 8 bits an index, PLTE). The pixels as (height,
+    width, 3) colours, or 4 with alpha."""
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, chunks = 8, []
+    pos, chunks = 8, {}
     while pos < len(data):
         (length,) = struct.unpack_from(">I", data, pos)
         kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
         (crc,) = struct.unpack_from(">I", data, pos + 8 + length)
         assert crc == zlib.crc32(kind + body) & 0xFFFFFFFF, kind
-        chunks.append((kind, body))
+        assert kind != b"IHDR" or not chunks, "IHDR comes first"
+        chunks.setdefault(kind, []).append(body)
         pos += 12 + length
-    assert chunks[0][0] == b"IHDR" and chunks[-1][0] == b"IEND"
-    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
-    assert (depth, colour, interlace) == (8, 2, 0)
-    raw = zlib.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT"))
-    stride = 1 + 3 * width
+    assert kind == b"IEND"
+    width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", chunks[b"IHDR"][0])
+    channels = {2: 3, 6: 4, 3: 1}[colour]
+    assert interlace == 0 and (depth == 8 or (colour == 3 and depth in (1, 2, 4)))
+    step = max(1, channels * depth // 8)  # the filters' distance to "the byte to the left"
+    stride = 1 + (width * channels * depth + 7) // 8
+    raw = zlib.decompress(b"".join(chunks[b"IDAT"]))
     assert len(raw) == stride * height
+    above = bytearray(stride - 1)
     rows = []
     for y in range(height):
-        kind, line = raw[y * stride], np.frombuffer(raw[y * stride + 1 : (y + 1) * stride], "u1")
-        assert kind in (0, 1), kind
-        if kind == 1:  # Sub: each byte adds the byte 3 to its left
-            line = line.astype(np.int64)
-            for x in range(3, len(line)):
-                line[x] = (line[x] + line[x - 3]) % 256
-        rows.append(line.astype("u1").reshape(width, 3))
-    return np.stack(rows)
+        kind, line = raw[y * stride], bytearray(raw[y * stride + 1 : (y + 1) * stride])
+        assert kind in range(5), kind
+        for x in range(len(line)) if kind else ():  # each byte adds its predictor, mod 256
+            left = line[x - step] if x >= step else 0
+            up = above[x]
+            corner = above[x - step] if x >= step else 0
+            if kind == 1:  # Sub
+                predicted = left
+            elif kind == 2:  # Up
+                predicted = up
+            elif kind == 3:  # Average
+                predicted = (left + up) // 2
+            else:  # Paeth: whichever of the three is nearest left + up - corner
+                estimate = left + up - corner
+                near_left, near_up = abs(estimate - left), abs(estimate - up)
+                near_corner = abs(estimate - corner)
+                if near_left <= near_up and near_left <= near_corner:
+                    predicted = left
+                else:
+                    predicted = up if near_up <= near_corner else corner
+            line[x] = (line[x] + predicted) & 0xFF
+        above = line
+        rows.append(np.frombuffer(bytes(line), "u1"))
+    if colour != 3:
+        return np.stack(rows).reshape(height, width, channels)
+    (plte,) = chunks[b"PLTE"]
+    palette = np.frombuffer(plte, "u1").reshape(-1, 3)
+    bits = np.unpackbits(np.stack(rows), axis=1).reshape(height, -1, depth)
+    indexes = (bits << np.arange(depth - 1, -1, -1, dtype="u1")).sum(axis=2)[:, :width]
+    assert indexes.max() < len(palette)
+    return palette[indexes]

@@ -1,9 +1,13 @@
-"""Rule value histograms: fixed bins that add up across files, units and crawls, and the PNG
-pictures drawn from them (read back with the tests' own PNG reader)."""
+"""Rule value histograms: fixed bins that add up across files, units and crawls, and the
+pictures drawn from them (matplotlib figures inspected before rendering; the PNGs read back
+with the tests' own PNG reader)."""
 
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
 
 import numpy as np
 import polars as pl
@@ -12,19 +16,17 @@ import pytest
 from tests.formats import read_png
 from tokenmill.filters import GopherQualityFilter
 from tokenmill.filters.chain import FilterChain
-from tokenmill.filters.histograms import (
-    BINS,
+from tokenmill.filters.histograms import BINS, bin_of, lower_edge, position_of, rule_histograms
+from tokenmill.filters.signals import SignalProfile
+from tokenmill.reports.plots import (
     HEIGHT,
     MARK_COLORS,
-    bin_of,
-    lower_edge,
+    WIDTH,
     markdown,
     pictures,
-    png,
-    position_of,
-    rule_histograms,
+    png_of,
+    rule_figure,
 )
-from tokenmill.filters.signals import SignalProfile
 from tokenmill.storage.outputs import merge_counts
 
 
@@ -79,24 +81,126 @@ def test_histograms_of_parts_add_up_to_the_histogram_of_the_whole():
     ] == ["<20", ">100000"]
 
 
-def test_a_picture_shows_the_counts_as_bars_and_each_threshold_as_a_line():
+def counts_at(bins: dict[int, int]) -> np.ndarray:
     counts = np.zeros(BINS, dtype=np.int64)
-    counts[[105, 110, 116]] = [1, 4, 2]
-    image, low, high = png(counts, {"current": [50.0], "proposed": [0.5]})
-    pixels = read_png(image)
-    first, shown = 50, 117 - 50  # the proposed threshold's bin widens the picture to the left
-    assert (low, high) == (lower_edge(first), lower_edge(117))
-    step = pixels.shape[1] // shown
-    assert pixels.shape == (HEIGHT, shown * step, 3) and step >= 2
+    counts[list(bins)] = list(bins.values())
+    return counts
 
-    def height(index: int) -> int:  # of the bar in the bin's first pixel column
-        column = pixels[:, (index - first) * step]
-        return int((column != 255).all(axis=1).sum())
 
-    assert height(110) > height(116) > height(105) > 0 and height(80) == 0  # 4 > 2 > 1 > 0
-    line = round((position_of(50.0) - first) * step)
-    assert (pixels[:, line - 1] == MARK_COLORS["current"]).all()
-    assert (pixels[:, 0] == MARK_COLORS["proposed"]).all()
+COUNTS = counts_at({105: 1, 110: 4, 116: 2})  # 3.2 to 4, 10 to 12.6, 39.8 to 50.1
+MARKS = {"current": ["<50"], "proposed": [">0.5"]}
+
+
+def lines_of(ax) -> dict[str, list[float]]:
+    """Each vertical line's x, by colour."""
+    lines: dict[str, list[float]] = {}
+    for line in ax.get_lines():
+        xs = line.get_xdata()
+        assert xs[0] == xs[1], "a threshold line is vertical"
+        lines.setdefault(line.get_color(), []).append(float(xs[0]))
+    return lines
+
+
+def test_a_figure_draws_the_counts_over_their_true_values_and_each_threshold_as_a_line():
+    figure = rule_figure("gopher_quality/n_words", COUNTS, MARKS)
+    (ax,) = figure.axes
+    first, last = 50, 116  # the proposed threshold (bin 50) widens the picture to the left
+    assert ax.get_xlim() == pytest.approx((0.5, lower_edge(last + 1)))
+    (bars,) = ax.patches
+    heights, edges = bars.get_data().values, bars.get_data().edges
+    assert list(heights) == list(COUNTS[first : last + 1])
+    assert edges == pytest.approx([lower_edge(i) for i in range(first, last + 2)])
+    assert lines_of(ax) == {MARK_COLORS["current"]: [50.0], MARK_COLORS["proposed"]: [0.5]}
+    labels = {text.get_text(): text.get_color() for text in ax.texts}
+    assert labels == {"<50": MARK_COLORS["current"], ">0.5": MARK_COLORS["proposed"]}
+    assert ax.get_title(loc="left") == "gopher_quality/n_words"
+    assert ax.get_ylabel() == "documents" and ax.get_ylim()[1] >= 4
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["current", "proposed"]
+
+
+def test_the_x_axis_is_linear_then_logarithmic_as_the_bins_are_with_true_tick_labels():
+    figure = rule_figure("a/ratio_and_count", counts_at({0: 1, 150: 1}), {})
+    (ax,) = figure.axes
+    figure.draw_without_rendering()
+    assert ax.get_xlim() == pytest.approx((0.0, lower_edge(151)))
+    # every bin as wide: a value's place on the axis is its place on the bin axis
+    left, right = ax.transData.transform([(0.0, 0), (lower_edge(151), 0)])[:, 0]
+    for value in (0.25, 0.5, 1.0, 7.0, 100.0, 31_000.0):
+        x = ax.transData.transform([(value, 0)])[0, 0]
+        assert (x - left) / (right - left) == pytest.approx(position_of(value) / 151)
+    ticks = dict(zip(ax.get_xticks(), (t.get_text() for t in ax.get_xticklabels()), strict=True))
+    assert {0.0: "0", 1.0: "1", 10.0: "10", 1e3: "1k", 1e5: "100k"}.items() <= ticks.items()
+    assert sorted(ticks) == list(ticks) and all(0 <= t <= lower_edge(151) for t in ticks)
+
+
+@pytest.mark.parametrize(
+    "bins,expected",
+    [
+        ({0: 5, 90: 1}, [0.0, 0.2, 0.4, 0.6, 0.8]),  # ratios: round numbers
+        ({103: 5, 112: 2}, [2.0, 5.0, 10.0]),  # under two decades: 2 and 5 too
+        ({110: 1, 160: 1}, [10.0, 100.0, 1e3, 1e4, 1e5, 1e6]),  # decades
+    ],
+)
+def test_ticks_fit_the_range_shown(bins, expected):
+    (ax,) = rule_figure("a/b", counts_at(bins), {}).axes
+    assert list(ax.get_xticks()) == pytest.approx(expected)
+
+
+def test_an_empty_histogram_is_drawn_as_empty_axes_with_its_thresholds():
+    empty = np.zeros(BINS, dtype=np.int64)
+    (ax,) = rule_figure("a/b", empty, {"current": []}).axes
+    assert ax.get_xlim() == pytest.approx((0.0, 0.01)) and not ax.get_lines()
+    assert not ax.get_legend() and not ax.patches[0].get_data().values.any()
+    figure = rule_figure("a/b", empty, {"current": ["<50"]})
+    assert lines_of(figure.axes[0]) == {MARK_COLORS["current"]: [50.0]}
+    assert read_png(png_of(figure)).shape[:2] == (HEIGHT, WIDTH)
+
+
+def test_the_png_has_the_set_size_and_each_threshold_line_where_the_figure_puts_it():
+    figure = rule_figure("gopher_quality/n_words", COUNTS, MARKS)
+    pixels = read_png(png_of(figure))[:, :, :3].astype(int)
+    assert pixels.shape == (HEIGHT, WIDTH, 3)
+    (ax,) = figure.axes
+    bottom, top = (HEIGHT - int(y) for y in ax.get_window_extent().intervaly)  # rows top down
+
+    def share_of_rows_in(colour: str, value: float) -> float:
+        """How much of the axes' height the colour covers at this value's column (+-1)."""
+        x = int(ax.transData.transform([(value, 0)])[0, 0])
+        rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+        near = np.abs(pixels[top:bottom, x - 1 : x + 2] - rgb).sum(axis=2).min(axis=1) < 60
+        return near.mean()
+
+    assert share_of_rows_in(MARK_COLORS["current"], 50.0) > 0.9  # solid
+    assert share_of_rows_in(MARK_COLORS["proposed"], 0.5) > 0.4  # dashed, over the spine
+    assert share_of_rows_in(MARK_COLORS["current"], 5.0) == 0
+    assert share_of_rows_in(MARK_COLORS["proposed"], 5.0) == 0
+
+
+DRAW = """
+import sys
+import numpy as np
+from tokenmill.reports.plots import png_of, rule_figure
+counts = np.zeros(170, dtype=np.int64)
+counts[[105, 110, 116]] = [1, 4, 2]
+sys.stdout.buffer.write(png_of(rule_figure("gopher_quality/n_words", counts, {marks!r})))
+"""
+
+
+def test_the_same_histogram_gives_the_same_png_bytes(tmp_path):
+    figure = rule_figure("gopher_quality/n_words", COUNTS, MARKS)
+    image = png_of(figure)
+    assert png_of(figure) == image == png_of(rule_figure("gopher_quality/n_words", COUNTS, MARKS))
+    assert b"Software" not in image and b"tEXt" not in image
+    # another process, other string hashes, a user's matplotlibrc: the same bytes
+    rc = tmp_path / "matplotlibrc"
+    rc.write_text(
+        "font.size: 20\nlines.linewidth: 5\nfigure.facecolor: yellow\ntext.hinting: none\n"
+        "savefig.bbox: tight\naxes.grid: True\n"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "MATPLOTLIBRC": str(rc)}
+    draw = [sys.executable, "-c", DRAW.format(marks=MARKS)]
+    assert subprocess.run(draw, env=env, capture_output=True, check=True).stdout == image
+    assert png_of(rule_figure("gopher_quality/n_words", COUNTS, {"current": ["<50"]})) != image
 
 
 def test_markdown_embeds_a_png_per_rule():
@@ -104,5 +208,7 @@ def test_markdown_embeds_a_png_per_rule():
     text = markdown(histograms, "note")
     assert text.startswith("note") and text.count("](data:image/png;base64,") == len(histograms)
     for key, caption, uri in pictures(histograms):
-        assert read_png(base64.b64decode(uri.split(",", 1)[1])).shape[0] == HEIGHT
+        assert read_png(base64.b64decode(uri.split(",", 1)[1])).shape[:2] == (HEIGHT, WIDTH)
         assert caption.startswith(f"{len(TEXTS):,} documents") or key != "gopher_quality/n_words"
+    words = dict((key, caption) for key, caption, _ in pictures(histograms))
+    assert words["gopher_quality/n_words"].endswith("; current <50 >100000")

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from tokenmill.classifiers.scoring import part_scores, with_scores
-from tokenmill.filters.histograms import pictures as rule_pictures
 from tokenmill.filters.histograms import rule_histograms, rule_thresholds
 from tokenmill.filters.signals import EXTRACTED_SIGNALS
+from tokenmill.reports.plots import MARK_COLORS
+from tokenmill.reports.plots import pictures as rule_pictures
 from tokenmill.stages.cleaned import score_columns
 from tokenmill.stages.extracted import EXTRACTED_SCHEMA
 from tokenmill.storage.lake import Lake
@@ -180,8 +181,7 @@ def html_report(result: Preview) -> str:
         "<body style='font-family:sans-serif'>"
         f"<pre>{html.escape(text_report(result))}</pre>"
         "<p>Distributions of each rule's value over every document read (bins 0.01 wide in "
-        "[0, 1], 10 per decade above 1): <span style='color:#1f77b4'>current</span> and "
-        "<span style='color:#d62728'>proposed</span> thresholds.</p>"
-        + "".join(pictures)
-        + "</body>"
+        f"[0, 1], 10 per decade above 1): <span style='color:{MARK_COLORS['current']}'>"
+        f"current</span> and <span style='color:{MARK_COLORS['proposed']}'>proposed</span> "
+        "(dashed) thresholds.</p>" + "".join(pictures) + "</body>"
     )
