@@ -83,9 +83,7 @@ def preview(lake: Lake, units: Iterable[Unit], current, proposed, samples: int =
 def _columns(chains) -> list[str]:
     """The extracted columns the chains need: no text when signals judge every filter."""
     needs_text = any(
-        f.reads_text and f.name not in chain.stored
-        for chain in chains
-        for f in chain.filters
+        f.reads_text and f.name not in chain.stored for chain in chains for f in chain.filters
     )
     if needs_text:
         return EXTRACTED_SCHEMA.names
