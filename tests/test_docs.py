@@ -25,8 +25,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 DOCS = PROJECT_DIR / "docs"
 RUN_PAGES = [DOCS / "getting-started.md", *sorted((DOCS / "guides").glob("*.md"))]
@@ -52,6 +50,7 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.integration
 def test_the_site_builds_without_a_warning(site):
     assert (site / "index.html").is_file()
     assert not list(site.rglob("*.py")), "the hooks' code is not published"
@@ -116,6 +115,7 @@ def config_paths(model, path: str):
             yield from config_paths(inner, f"{path}.{name}")
 
 
+@pytest.mark.integration
 def test_the_settings_page_names_every_field_of_every_recipe_section(site):
     from tokenmill.data_assets.recipe import Recipe, section
 
@@ -136,6 +136,7 @@ def test_the_settings_page_names_every_field_of_every_recipe_section(site):
     assert not missing
 
 
+@pytest.mark.integration
 def test_the_command_line_page_names_every_command_and_argument(site):
     from tokenmill.cli.commands import command_parser
 
@@ -160,6 +161,7 @@ def test_the_command_line_page_names_every_command_and_argument(site):
     assert not missing
 
 
+@pytest.mark.integration
 def test_the_assets_page_names_every_asset_of_the_code_location(site):
     from tokenmill.data_assets.datasets import Catalog
     from tokenmill.data_assets.recipe import RECIPES_DIR, SHARED_SETTINGS
@@ -239,6 +241,7 @@ def runnable(language: str, code: str) -> list[str]:
     return ["bash", "-c", "set -euo pipefail\n" + code]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "page", [p for p in RUN_PAGES if p.is_file()], ids=lambda p: str(p.relative_to(DOCS))
 )
