@@ -29,20 +29,21 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.bench_clean import (  # noqa: E402
+from benchmarks.bench_clean import (
     EXTRACTION,
     REAL_WARC,
     html_folder_lake,
+    landed_input,
     real_warc_lake,
     whole_stage,
 )
-from benchmarks.measure import print_table, shared_path  # noqa: E402
-from tokenmill.classifiers.training import TrainingSettings, positive_scores, train_classifier  # noqa: E402
-from tokenmill.stages.extracted import DEFAULT_EXTRACTOR  # noqa: E402
-from tokenmill.storage.layout import EXTRACTED  # noqa: E402
-from tokenmill.storage.outputs import part_files, read_batches  # noqa: E402
+from benchmarks.measure import print_table
+from benchmarks.results import record
+from testkit.shared_data import shared_path
+from tokenmill.classifiers.training import TrainingSettings, positive_scores, train_classifier
+from tokenmill.stages.extracted import DEFAULT_EXTRACTOR
+from tokenmill.storage.layout import EXTRACTED
+from tokenmill.storage.outputs import part_files, read_batches
 
 SIZES = {
     "fastText default (dim 100, 2M buckets)": TrainingSettings(),
@@ -114,6 +115,7 @@ def main() -> None:
             lake, unit = html_folder_lake(root, arguments.pages, arguments.sample)
         else:
             lake, unit = real_warc_lake(root)
+        landed = landed_input(root, arguments.pages, arguments.sample, None)
         whole_stage(str(root / "lake"), unit, DEFAULT_EXTRACTOR)
         docs = extracted_docs(lake, unit)
         texts = [text for _, text in docs]
@@ -165,6 +167,7 @@ def main() -> None:
     verdict = "met" if all(min(r[3], r[5]) >= TARGET for r in rows) else "NOT met"
     print(f"target: >= {TARGET:,} documents per second per core: {verdict}")
     print(json.dumps(figures))
+    record("bench_classifiers", figures, landed | {"documents": len(texts)})
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ speeds are "per core". Extraction uses ../shared/corpora/extraction/, the filter
 ../shared/corpora/text/cc-main-2019-30-697docs.jsonl.gz and a generated demo crawl; parts whose
 data is absent are skipped with a message. ``stage-vs-bare`` runs in this one process (see its
 function) on the WCXB and scrapinghub pages wrapped in WARC and the Common Crawl excerpt, and
-prints the README's "Cleaning cost" rows and one JSON line last.
+prints the cleaning cost rows and one JSON line last.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import gzip  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections import Counter, defaultdict  # noqa: E402
@@ -34,10 +33,10 @@ from typing import Any  # noqa: E402
 
 import polars as pl  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
+from benchmarks.measure import TABLES, in_fresh_process, print_table, timed  # noqa: E402
+from benchmarks.results import record  # noqa: E402
 from benchmarks.stage_costs import COMPONENTS, attributed  # noqa: E402
+from testkit.shared_data import shared_path  # noqa: E402
 from tokenmill.crawl.extract import (  # noqa: E402
     DEFAULT_EXTRACTOR,
     EXTRACTORS,
@@ -675,6 +674,24 @@ def html_folder_lake(root: Path, html: Path, pages: int, files: int = 7) -> tupl
     return landed_lake(root, len(list(folder.iterdir())))
 
 
+def landed_input(root: Path, pages: Path | None, sample: int, warcs: Path | None) -> dict:
+    """What the unit of `real_warc_lake`, `html_folder_lake` or `warc_folder_lake` under `root`
+    holds, for the record."""
+    if warcs is not None:
+        data = f"the WARC files of {warcs}"
+    elif pages is not None:
+        data = f"{sample} HTML files of {pages}, wrapped in WARC"
+    else:
+        data = "../shared: the WCXB sample and scrapinghub articles wrapped in WARC, and a Common "
+        data += "Crawl excerpt"
+    paths = sorted((root / "warc").iterdir())
+    return {
+        "data": data,
+        "warc_files": len(paths),
+        "warc_bytes": sum(path.stat().st_size for path in paths),
+    }
+
+
 def warc_folder_lake(root: Path, warcs: Path) -> tuple[Lake, Unit]:
     """The WARC files of the folder ``warcs`` (.warc.gz or .warc), as they are, as one unit."""
     found = sorted(p for p in warcs.iterdir() if p.name.endswith((".warc.gz", ".warc")))
@@ -722,7 +739,7 @@ def bench_stage_vs_bare(
     warcs: Path | None = None,
     files: int = 7,
     extractor: str = DEFAULT_EXTRACTOR,
-) -> None:
+) -> dict | None:
     """The shared per-unit work (the extracted stage: extraction, language ID, every signal,
     committed Parquet), the bare fastwarc + resiliparse loop on the same WARC files, and two
     recipes' filter passes over the extraction (the cleaned stage: the default recipe, and a
@@ -730,14 +747,14 @@ def bench_stage_vs_bare(
     a warm-up round of each; CPU seconds per round, median ratios. Then one more extracted run
     with timers on its components. The files: the real pages of ../shared, ``sample`` HTML
     files of the folder ``pages`` (wrapped in ``files`` WARC files), or the WARC files of the
-    folder ``warcs``."""
+    folder ``warcs``. Returns what the files are, for the record."""
     if (
         pages is None
         and warcs is None
         and (shared_path(*EXTRACTION, "wcxb-dev-sample") is None or shared_path(*REAL_WARC) is None)
     ):
         print("\n(skipped stage-vs-bare: ../shared is absent)")
-        return
+        return None
     enable_watchdog()  # as in the stage's worker processes: each record is posted for police
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
@@ -749,6 +766,7 @@ def bench_stage_vs_bare(
             lake, unit = real_warc_lake(root)
         paths = sorted((root / "warc").iterdir())
         warc_bytes = sum(p.stat().st_size for p in paths)
+        landed = landed_input(root, pages, sample, warcs)
         runs = {
             "bare": functools.partial(fastwarc_resiliparse, paths),
             "shared": functools.partial(whole_stage, str(root / "lake"), unit, extractor),
@@ -808,7 +826,7 @@ def bench_stage_vs_bare(
         "change": "cleaned: a threshold-only change",
     }
     print_table(
-        "Cleaning cost (README rows; CPU-hours per TB of .warc.gz = 10^12 bytes / "
+        "Cleaning cost (CPU-hours per TB of .warc.gz = 10^12 bytes / "
         "(gzipped bytes per CPU second) / 3600)",
         ["run", "CPU s", "CPU-hours per TB .warc.gz", "x bare", "share of extracted"],
         [
@@ -837,7 +855,19 @@ def bench_stage_vs_bare(
             }
         )
     )
+    return landed
 
+
+# What each section measures on, for the record (stage-vs-bare's files: `landed_input`).
+SECTION_INPUTS = {
+    "extraction": "../shared/corpora/extraction: the WCXB dev sample and the scrapinghub "
+    "articles, HTML pages with their ground-truth text",
+    "language": "generated demo articles in every language (40 each, whole and cut to 100 and 30 "
+    f"characters) and ../shared/{'/'.join(CORPUS)}",
+    "filters": f"../shared/{'/'.join(CORPUS)} and a generated demo crawl's English pages",
+    "stage": "a generated demo crawl of 2 files of 500 pages, and the WCXB sample in one WARC file",
+    "memory": "generated demo crawls of 1, 4 and 16 files of 500 pages",
+}
 
 SECTIONS = {
     "extraction": bench_extraction,
@@ -875,9 +905,10 @@ def main() -> None:
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; choose from {list(SECTIONS)}")
+    inputs = {}
     for section in sections:
         if section == "stage-vs-bare":
-            bench_stage_vs_bare(
+            inputs[section] = bench_stage_vs_bare(
                 pages=arguments.pages,
                 sample=arguments.sample,
                 warcs=arguments.warcs,
@@ -886,6 +917,9 @@ def main() -> None:
             )
         else:
             SECTIONS[section]()
+            inputs[section] = SECTION_INPUTS[section]
+    ran = [] if len(inputs) == len(SECTIONS) else sorted(inputs, key=list(SECTIONS).index)
+    record(" ".join(["bench_clean", *ran]), TABLES, inputs)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ import gzip
 import json
 import os
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.lake_units import write_unit  # noqa: E402
-from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
-from tokenmill.dedup.minhash import (  # noqa: E402
+from benchmarks.lake_units import write_unit
+from benchmarks.measure import TABLES, in_fresh_process, print_table, timed
+from benchmarks.results import record
+from testkit.shared_data import shared_path
+from tokenmill.dedup.minhash import (
     FINEWEB_NORM,
     PLAIN_NORM,
     MinHasher,
@@ -39,11 +38,11 @@ from tokenmill.dedup.minhash import (  # noqa: E402
     normalize,
     shingles,
 )
-from tokenmill.dedup.settings import CLUSTERS_FILE, DedupSettings  # noqa: E402
-from tokenmill.runtime.parts import run_stage_work  # noqa: E402
-from tokenmill.stages import stage_named  # noqa: E402
-from tokenmill.storage.lake import Lake  # noqa: E402
-from tokenmill.storage.layout import (  # noqa: E402
+from tokenmill.dedup.settings import CLUSTERS_FILE, DedupSettings
+from tokenmill.runtime.parts import run_stage_work
+from tokenmill.stages import stage_named
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import (
     CLEANED,
     DEDUP_CLUSTERS,
     DEDUP_SIGNATURES,
@@ -54,7 +53,7 @@ from tokenmill.storage.layout import (  # noqa: E402
     signature_schema,
     unit_name,
 )
-from tokenmill.storage.outputs import read_column  # noqa: E402
+from tokenmill.storage.outputs import read_column
 
 CORPUS = ("corpora", "text", "cc-main-2019-30-697docs.jsonl.gz")
 CRAWL = "CC-MAIN-BENCH"
@@ -663,12 +662,23 @@ def main() -> None:
     )
     parser.add_argument("--seeds", type=int, default=5, help="permutation seeds to compare")
     args = parser.parse_args()
+    real = f"../shared/{'/'.join(CORPUS)} (697 real documents)"
+    inputs = {
+        "signatures": real,
+        "agreement": f"{real}, 300 edited and 50 exact copies of them",
+        "clusters": "synthetic signatures of "
+        + ", ".join(f"{size:,}" for size in args.sizes)
+        + " documents",
+    }
     if "signatures" in args.parts:
         bench_signatures()
     if "agreement" in args.parts:
         bench_agreement(args.seeds)
     if "clusters" in args.parts:
         bench_clusters(args.sizes)
+    ran = [part for part in inputs if part in args.parts]
+    name = " ".join(["bench_dedup", *([] if len(ran) == len(inputs) else ran)])
+    record(name, TABLES, {part: inputs[part] for part in ran})
 
 
 if __name__ == "__main__":

@@ -26,24 +26,21 @@ import argparse
 import functools
 import json
 import resource
-import sys
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.lake_units import write_unit  # noqa: E402
-from benchmarks.measure import in_fresh_process, print_table, timed  # noqa: E402
-from tokenmill.dedup.settings import CLUSTERS_FILE, DedupSettings  # noqa: E402
-from tokenmill.runtime.parts import run_stage_work  # noqa: E402
-from tokenmill.runtime.stage import Work  # noqa: E402
-from tokenmill.stages import stage_named  # noqa: E402
-from tokenmill.storage.lake import Lake  # noqa: E402
-from tokenmill.storage.layout import (  # noqa: E402
+from benchmarks.lake_units import write_unit
+from benchmarks.measure import in_fresh_process, print_table, timed
+from benchmarks.results import record
+from tokenmill.dedup.settings import CLUSTERS_FILE, DedupSettings
+from tokenmill.runtime.parts import run_stage_work
+from tokenmill.runtime.stage import Work
+from tokenmill.stages import stage_named
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import (
     DEDUP_CLUSTERS,
     DEDUP_SIGNATURES,
     MANIFESTS,
@@ -297,6 +294,13 @@ def main() -> None:
     )
     for result in results:
         print(json.dumps(result))
+    planted = {
+        "data": "synthetic MinHash signatures with planted exact and near copies",
+        "documents": args.docs,
+        "copies_per_100": args.copies,
+        "signature_bytes": signature_bytes,
+    }
+    record("bench_dedup_scale", {"runs": results}, planted)
 
 
 def run(args, lake: Lake, memory_gb: float, steps: int) -> dict:

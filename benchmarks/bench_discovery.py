@@ -8,17 +8,15 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.measure import print_table  # noqa: E402
-from tokenmill.crawl.units import discover, registered_units  # noqa: E402
-from tokenmill.storage.lake import Lake  # noqa: E402
-from tokenmill.storage.layout import LANDING  # noqa: E402
+from benchmarks.measure import TABLES, print_table
+from benchmarks.results import record
+from tokenmill.crawl.units import discover, registered_units
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import LANDING
 
 CRAWL = "CC-MAIN-BENCH-2026-01"
 
@@ -61,6 +59,8 @@ def main() -> None:
             ]
         ],
     )
+    landing = {"data": "empty objects in a local lake's landing zone", "objects": args.objects}
+    record("bench_discovery", TABLES, landing)
 
 
 if __name__ == "__main__":

@@ -31,18 +31,16 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from dagster import RunsFilter
+from dagster._core.storage.tags import BACKFILL_ID_TAG
 
-from dagster import RunsFilter  # noqa: E402
-from dagster._core.storage.tags import BACKFILL_ID_TAG  # noqa: E402
-
-from benchmarks.measure import print_table, timed  # noqa: E402
+from benchmarks.measure import TABLES, print_table, timed
+from benchmarks.results import record
 
 CRAWL = "CC-MAIN-ORCH"
 WARM_UP = "CC-MAIN-ORCH-WARMUP"
@@ -95,7 +93,7 @@ def execute(defs, instance, run: Run):
 def daemon_backfill(root: Path, units: int, files_per_unit: int, pages: int):
     """Every stage over every partition as one asset backfill launched through `dagster dev`
     (GraphQL, as the UI does; the daemon launches the runs): (runs, wall s, final status)."""
-    from tests.dagster_dev import start_dagster_dev, stop_dagster_dev
+    from testkit.dagster_dev import start_dagster_dev, stop_dagster_dev
     from tokenmill.cli.commands import land_demo_crawl
     from tokenmill.cli.runner import STAGE_ASSETS, register
     from tokenmill.storage.lake import Lake
@@ -260,6 +258,13 @@ def main() -> None:
                 ],
             )
         instance.dispose()
+    demo = {
+        "data": "a generated demo crawl",
+        "units": args.units,
+        "files_per_unit": args.files_per_unit,
+        "pages_per_file": args.pages,
+    }
+    record("bench_orchestration", TABLES, demo)
 
 
 if __name__ == "__main__":

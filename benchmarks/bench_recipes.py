@@ -20,31 +20,31 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
 os.environ.setdefault("POLARS_MAX_THREADS", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tokenmill.data_assets.datasets import recipe_zones
+from tokenmill.data_assets.recipe import Recipe
 
-from tokenmill.data_assets.datasets import recipe_zones  # noqa: E402
-from tokenmill.data_assets.recipe import Recipe  # noqa: E402
-
-from benchmarks.bench_clean import (  # noqa: E402
+from benchmarks.bench_clean import (
     EXTRACTION,
     REAL_WARC,
     STRICTER,
     html_folder_lake,
+    landed_input,
     real_warc_lake,
     warc_folder_lake,
 )
-from benchmarks.measure import print_table, shared_path  # noqa: E402
-from tokenmill.runtime.budget import cpu_time, enable_watchdog  # noqa: E402
-from tokenmill.runtime.parts import run_stage_work  # noqa: E402
-from tokenmill.runtime.stage import Scope  # noqa: E402
-from tokenmill.stages import STAGES  # noqa: E402
-from tokenmill.stages.cleaned import CleanSettings  # noqa: E402
-from tokenmill.storage.layout import DEDUPLICATED, EXTRACTED, MARKER, TOKENIZED_SHARDS, Unit  # noqa: E402
+from benchmarks.measure import print_table
+from benchmarks.results import record
+from testkit.shared_data import shared_path
+from tokenmill.runtime.budget import cpu_time, enable_watchdog
+from tokenmill.runtime.parts import run_stage_work
+from tokenmill.runtime.stage import Scope
+from tokenmill.stages import STAGES
+from tokenmill.stages.cleaned import CleanSettings
+from tokenmill.storage.layout import DEDUPLICATED, EXTRACTED, MARKER, TOKENIZED_SHARDS, Unit
 
 TOKENIZER = ("tokenizers", "gpt-neox-style-50k.tokenizer.json")
 TARGET = 0.30
@@ -139,7 +139,8 @@ def main() -> None:
                 new_recipe.read_json(f"{unit.prefix(TOKENIZED_SHARDS)}/{MARKER}")["counts"]["files"]
             )
         )
-        files = len(list((root / "scratch" / "warc").iterdir()))
+        landed = landed_input(root / "scratch", arguments.pages, arguments.sample, arguments.warcs)
+        files = landed["warc_files"]
     shares = [row[-1] for row in rows]
     share = statistics.median(shares)
     print_table(
@@ -159,19 +160,17 @@ def main() -> None:
     )
     verdict = "met" if share <= TARGET else "NOT met"
     print(f"target: a new recipe <= {TARGET:.0%} of from scratch: {verdict}")
-    print(
-        json.dumps(
-            {
-                "bench": "recipes",
-                "scratch_cpu_s": cpu["scratch"],
-                "recipe_cpu_s": cpu["recipe"],
-                "new_recipe_share": share,
-                "new_recipe_share_rounds": shares,
-                "documents_kept": kept,
-                "documents_reused": reused,
-            }
-        )
-    )
+    figures = {
+        "bench": "recipes",
+        "scratch_cpu_s": cpu["scratch"],
+        "recipe_cpu_s": cpu["recipe"],
+        "new_recipe_share": share,
+        "new_recipe_share_rounds": shares,
+        "documents_kept": kept,
+        "documents_reused": reused,
+    }
+    print(json.dumps(figures))
+    record("bench_recipes", figures, landed)
 
 
 if __name__ == "__main__":

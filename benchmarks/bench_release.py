@@ -21,7 +21,7 @@ cache, as the release writes its shards, and fsynced: a direct copy). Wall secon
 each, interleaved, ``BENCH_ROUNDS`` times (3): medians. The last line is one JSON object.
 
 ``--s3`` (with ``--synthetic-gb``): the lake is a bucket of a SeaweedFS server started here on
-loopback (`tests/servers.py`, stopped by PID at the end), and the copy reads each input object
+loopback (`testkit/servers.py`, stopped by PID at the end), and the copy reads each input object
 and writes it back to the bucket under another key (an upload is as durable as it gets: the
 fsync and direct columns repeat it).
 """
@@ -35,7 +35,6 @@ import math
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from array import array
@@ -43,9 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.measure import in_fresh_process, print_table  # noqa: E402
+from benchmarks.measure import in_fresh_process, print_table
+from benchmarks.results import record
 
 SAMPLED = 8  # route tasks whose positions the planning benchmark finds
 TOKENS_PER_DOCUMENT = 1000
@@ -128,7 +126,7 @@ def plan_at_scale(files: int, documents: int) -> dict:
 
 
 def demo_corpus(root: Path, pages_per_file: int):
-    from tests.demo_pipeline import tokenized_demo_crawls
+    from testkit.demo_pipeline import tokenized_demo_crawls
 
     crawls = {"CC-MAIN-BENCH-2026-01": 1, "CC-MAIN-BENCH-2026-02": 2}
     return tokenized_demo_crawls(root, crawls, files=8, pages_per_file=pages_per_file)
@@ -300,7 +298,7 @@ def main() -> None:
         server = endpoint = None
         try:
             if arguments.s3:
-                from tests.servers import start_seaweedfs
+                from testkit.servers import start_seaweedfs
                 from tokenmill.storage.lake import Lake
 
                 server = start_seaweedfs(root / "seaweedfs")
@@ -334,7 +332,7 @@ def main() -> None:
             marker = lake.read_json(published)
         finally:
             if server is not None:
-                from tests.servers import stop
+                from testkit.servers import stop
 
                 stop(server.process)
     release_s, copy_s = statistics.median(releases), statistics.median(copies)
@@ -387,6 +385,17 @@ def main() -> None:
     limit = scale["peak_rss_bytes"] <= 2 * 2**30
     print(f"planning peak RSS <= 2 GiB: {'met' if limit else 'NOT met'}")
     print(json.dumps(figures))
+    if arguments.synthetic_gb:
+        data = f"synthetic tokenized files of {SYNTHETIC_FILE_DOCUMENTS:,} documents"
+    else:
+        data = f"a demo corpus, 2 crawls x 8 files x {arguments.pages_per_file} pages, tokenized"
+    planned = f"{scale['documents']:,} simulated documents in {scale['files']:,} files"
+    corpus = {
+        "data": f"{data} (planning: {planned})",
+        "documents": marker["records_out"],
+        "token_bytes": copied,
+    }
+    record("bench_release", figures, corpus)
 
 
 if __name__ == "__main__":

@@ -35,10 +35,10 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT))
+from benchmarks.measure import print_table
+from benchmarks.results import record
 
-from benchmarks.measure import print_table  # noqa: E402
+PROJECT = Path(__file__).resolve().parents[1]
 
 PG = ("127.0.0.1", 5432, "postgres")
 # Runs are queued, never launched: the simulated files do not exist.
@@ -306,6 +306,15 @@ def main() -> None:
         [[name, value] for name, value in figures.items()],
     )
     print(json.dumps(figures))
+    corpus = {
+        "data": "a simulated corpus: Common Crawl-style paths files of WARC files that are not "
+        "there, plus a real crawl of 8 small WARC files",
+        "crawls": args.crawls,
+        "files_per_crawl": args.files_per_crawl,
+        "files_per_unit": args.files_per_unit,
+        "recipes": args.recipes,
+    }
+    record("bench_scale", figures, corpus)
 
 
 def write_recipes(folder: Path, count: int) -> list[str]:

@@ -16,28 +16,27 @@ import functools
 import gzip
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.lake_units import write_unit  # noqa: E402
-from benchmarks.measure import in_fresh_process, print_table, shared_path, timed  # noqa: E402
-from tokenmill.runtime.parts import run_stage_work  # noqa: E402
-from tokenmill.stages import stage_named  # noqa: E402
-from tokenmill.storage.lake import Lake  # noqa: E402
-from tokenmill.storage.layout import (  # noqa: E402
+from benchmarks.lake_units import write_unit
+from benchmarks.measure import TABLES, in_fresh_process, print_table, timed
+from benchmarks.results import record
+from testkit.shared_data import shared_path
+from tokenmill.runtime.parts import run_stage_work
+from tokenmill.stages import stage_named
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import (
     DEDUPLICATED,
     DOC_SCHEMA,
     TOKENIZED_SHARDS,
     TOKENIZER,
     Unit,
 )
-from tokenmill.storage.outputs import PartitionWriter, read_batches  # noqa: E402
-from tokenmill.tokens.tokenization import TOKENIZER_PATHS_ENV, TokenizerSettings, load_tokenizer  # noqa: E402
+from tokenmill.storage.outputs import PartitionWriter, read_batches
+from tokenmill.tokens.tokenization import TOKENIZER_PATHS_ENV, TokenizerSettings, load_tokenizer
 
 UNIT = Unit("CC-MAIN-BENCH", "00000")
 DOCS_KEY = f"{UNIT.part_prefix(DEDUPLICATED, 0)}/docs.parquet"
@@ -162,6 +161,14 @@ def main() -> None:
         ["file", "text MB", "parquet MB", "seconds", "peak RSS MiB"],
         memory,
     )
+    texts = {
+        "data": "../shared's Common Crawl documents, repeated"
+        if shared_path("corpora", "text")
+        else "demo-crawl articles, repeated",
+        "text_mb": args.mb,
+        "tokenizer": "gpt-neox-style-50k" if neox else "trained BPE",
+    }
+    record("bench_tokenize", TABLES | {"stage / bare throughput": ratio}, texts)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The fault campaign behind the README's reliability table: every fault of tests/test_faults.py,
+"""The fault campaign behind the reliability table: every fault of tests/test_faults.py,
 many more times, with random timing. Prints one markdown table (fault, trials, runs recovered,
 docs lost, docs duplicated, outputs identical) and the numbers behind it.
 
@@ -20,7 +20,6 @@ import gzip
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -28,15 +27,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks import hostile_cases  # noqa: E402
-from benchmarks.measure import print_table, shared_path  # noqa: E402
-from tests import faults, servers  # noqa: E402
-from tests.faults import CRAWL, UNIT, Child  # noqa: E402
-from tokenmill.stages import STAGES  # noqa: E402
-from tokenmill.storage.lake import Lake, LakeKeyError  # noqa: E402
-from tokenmill.storage.layout import MARKER  # noqa: E402
+from benchmarks import hostile_cases
+from benchmarks.measure import TABLES, print_table
+from benchmarks.results import record
+from testkit import faults, servers
+from testkit.faults import CRAWL, UNIT, Child
+from testkit.shared_data import shared_path
+from tokenmill.stages import STAGES
+from tokenmill.storage.lake import Lake, LakeKeyError
+from tokenmill.storage.layout import MARKER
 
 
 @dataclass
@@ -393,7 +392,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.hostile_only:
-        hostile_cases.main()
+        record("hostile_cases", hostile_cases.main(), hostile_cases.INPUT)
         return
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="tokenmill-faults-"))
@@ -434,6 +433,12 @@ def main() -> None:
     )
     print(f"\n{sum(r.trials for r in rows)} faults in {time.perf_counter() - started:.0f} s")
     hostile_cases.main()
+    campaign = {
+        "data": f"a demo crawl of {faults.DEMO['files']} files of {faults.DEMO['pages_per_file']} "
+        "pages through every stage, ../shared/corpora/warc's real and broken WARC files",
+        "trials": "a few of each fault (--quick)" if args.quick else "every fault, many times",
+    } | {"hostile_cases": hostile_cases.INPUT["data"]}
+    record("fault_table", TABLES, campaign)
 
 
 if __name__ == "__main__":

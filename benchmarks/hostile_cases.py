@@ -1,4 +1,4 @@
-"""The hostile-input classes of the README's fault table: each class's regression tests, and the
+"""The hostile-input classes of the fault table: each class's regression tests, and the
 worst real-size cases, run in a fresh process under a CPU limit, with the CPU time and the
 peak RSS of every process measured.
 
@@ -15,8 +15,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks.measure import print_table
+from benchmarks.results import record
+
 CPU_LIMIT_S = 60
 PROJECT = Path(__file__).resolve().parents[1]
+INPUT = {
+    "data": "the hostile-input classes' regression tests, and real-size worst cases between two "
+    "good pages in one WARC file",
+    "cpu_limit_s": CPU_LIMIT_S,
+}
 
 # (class, pytest arguments: the class's regression tests)
 CLASSES = [
@@ -168,8 +176,7 @@ if sys.argv[2] == "pytest":
     outcome["exit"] = int(pytest.main(args, plugins=[count]))
     outcome["outcomes"] = count.outcomes
 else:
-    sys.path.insert(0, "benchmarks")
-    import hostile_worst
+    from benchmarks import hostile_worst
     outcome.update(getattr(hostile_worst, sys.argv[3])())
 from tokenmill.runtime import parts  # its worker pools outlive runs: end them, so they are counted
 for pool in parts._pools.values():
@@ -245,10 +252,8 @@ def worst_rows() -> list[dict]:
     return rows
 
 
-def main() -> None:
-    sys.path.insert(0, str(PROJECT))
-    from benchmarks.measure import print_table
-
+def main() -> dict:
+    """Print the tables and the JSON object of their figures; return the object."""
     classes, worst = class_rows(), worst_rows()
     print_table(
         f"Hostile input classes (each under a {CPU_LIMIT_S} s CPU limit per process)",
@@ -269,16 +274,14 @@ def main() -> None:
         ["case", "good records kept", "CPU and peak RSS", "outcome"],
         [[r["fault"], "yes" if r["ok"] else "NO", r["measured"], r["detail"]] for r in worst],
     )
-    print(
-        json.dumps(
-            {
-                "classes": [r["outcome"] | {"fault": r["fault"]} for r in classes],
-                "worst": [r["outcome"] | {"fault": r["fault"]} for r in worst],
-            }
-        )
-    )
+    figures = {
+        "classes": [r["outcome"] | {"fault": r["fault"]} for r in classes],
+        "worst": [r["outcome"] | {"fault": r["fault"]} for r in worst],
+    }
+    print(json.dumps(figures))
+    return figures
 
 
 if __name__ == "__main__":
     argparse.ArgumentParser(description=__doc__).parse_args()
-    main()
+    record("hostile_cases", main(), INPUT)

@@ -6,19 +6,15 @@ a ``detail``."""
 from __future__ import annotations
 
 import io
-import sys
 import tempfile
 import zlib
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.faults import page  # noqa: E402
-from tokenmill.crawl.units import register_new_files  # noqa: E402
-from tokenmill.demo.warc_writer import WarcWriter  # noqa: E402
-from tokenmill.runtime.parts import run_stage_work  # noqa: E402
-from tokenmill.stages import cleaned, raw_crawl  # noqa: E402
-from tokenmill.storage.lake import Lake  # noqa: E402
+from testkit.faults import page
+from tokenmill.crawl.units import register_new_files
+from tokenmill.demo.warc_writer import WarcWriter
+from tokenmill.runtime.parts import run_stage_work
+from tokenmill.stages import cleaned, raw_crawl
+from tokenmill.storage.lake import Lake
 
 PROSE = "The committee met on Tuesday to review the budget for the new library. " * 20
 MB = 1 << 20

@@ -1,4 +1,5 @@
-"""What every benchmark script shares: timing, peak memory of a child process, a printed table."""
+"""What every benchmark script shares: timing, peak memory of a child process, a printed table
+(kept, to be recorded: `benchmarks.results`)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,11 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-
-
-def shared_path(*parts: str) -> Path | None:
-    """A file or folder of ../shared, or None when the folder is absent (a user's clone)."""
-    path = SHARED.joinpath(*parts)
-    return path if path.exists() else None
+# Every table this process printed, by title: its rows by column (a title printed again keeps
+# the last version). A benchmark without a JSON object of its own records these.
+TABLES: dict[str, list[dict[str, Any]]] = {}
 
 
 def timed(work: Callable[[], Any]) -> tuple[Any, float]:
@@ -54,6 +50,7 @@ def in_fresh_process(work: Callable[[], Any]) -> tuple[Any, float, int]:
 
 
 def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    TABLES[title] = [dict(zip(header, row, strict=True)) for row in rows]
     cells = [[_fmt(v) for v in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
     print(f"\n## {title}\n")

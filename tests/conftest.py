@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+from testkit.shared_data import SHARED
+from tokenmill.storage.lake import Lake
 
 
 @pytest.fixture
@@ -14,10 +15,28 @@ def shared() -> Path:
     return SHARED
 
 
+@pytest.fixture
+def lake(tmp_path) -> Lake:
+    """An empty local lake of the test's own."""
+    return Lake.from_url(str(tmp_path / "lake"))
+
+
+@pytest.fixture(scope="module")
+def articles() -> list:
+    """12 distinct English demo articles (seed 7), for the deduplication tests."""
+    import random
+
+    from tokenmill.demo import crawl as demo
+
+    rng = random.Random(7)
+    prose = demo.english_prose(rng, demo._seeded_faker("en_US", 7))
+    return [demo.english_article(prose, rng) for _ in range(12)]
+
+
 @pytest.fixture(scope="session")
 def seaweedfs(tmp_path_factory):
     """A SeaweedFS S3 gateway on loopback with access keys and a bucket; stopped by PID."""
-    from tests.servers import start_seaweedfs, stop
+    from testkit.servers import start_seaweedfs, stop
 
     server = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"))
     yield server
@@ -27,7 +46,7 @@ def seaweedfs(tmp_path_factory):
 @pytest.fixture(scope="session")
 def postgres_database():
     """A fresh database on the PostgreSQL server at 127.0.0.1:5432, dropped afterwards."""
-    from tests.servers import fresh_database
+    from testkit.servers import fresh_database
 
     with fresh_database("tokenmill_test") as name:
         yield name

@@ -24,8 +24,7 @@ from dagster import (
     build_sensor_context,
     evaluate_automation_conditions,
 )
-from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
-from dagster._core.loader import LoadingContextForTest
+from dagster._core.definitions.data_version import StaleStatus
 from tokenmill.data_assets.datasets import Dataset
 from tokenmill.data_assets.jobs import job_name
 from tokenmill.data_assets.k8s import K8S_CONFIG, MAX_RUNTIME_TAG, STAGE_TAG, run_tags
@@ -38,7 +37,7 @@ from tokenmill.resources.workers import WorkersResource
 from tokenmill.sensors.failures import FAILURES, record_run_failures
 from tokenmill.sensors.landing import landing_zone
 
-from tests.datasets import key, recipe_lake, variant
+from testkit.datasets import key, recipe_lake, stale_status, variant
 from tokenmill.crawl.units import discover, register_new_files, registered_units, unit_files
 from tokenmill.dedup.settings import CLUSTERS_FILE
 from tokenmill.definitions import build_definitions, lake_resource
@@ -97,11 +96,6 @@ def tick(
         key for p in partitions if p.partitions_def_name == "units" for key in p.partition_keys
     ]
     return new_units, partitions, result.cursor
-
-
-@pytest.fixture
-def lake(tmp_path) -> Lake:
-    return Lake.from_url(str(tmp_path / "lake"))
 
 
 def test_new_files_become_partitions_once(lake):
@@ -264,13 +258,6 @@ class Automation:
         raise AssertionError("automation did not settle")
 
 
-def stale_status(defs, instance: DagsterInstance, asset: str, partition: str) -> StaleStatus:
-    resolver = CachingStaleStatusResolver(
-        instance, defs.resolve_asset_graph(), LoadingContextForTest(instance)
-    )
-    return resolver.get_status(key(asset), partition)
-
-
 def materialized(instance: DagsterInstance, asset: str) -> set[str]:
     return set(instance.get_materialized_partitions(key(asset)))
 
@@ -348,6 +335,7 @@ def test_each_per_unit_asset_has_exactly_the_registered_units(tmp_path, lake):
     assert all(partitions == set(units) for partitions in requested.values()), requested
 
 
+@pytest.mark.integration
 def test_landed_files_end_up_tokenized_and_only_what_changed_runs_again(tmp_path, lake):
     """Landing → raw_crawl by the sensor → stages follow → crawl_signatures → clusters →
     unit_duplicates → deduplicated → tokenizer → tokenized_shards. A second landing makes only
@@ -472,6 +460,7 @@ def test_crawl_signatures_are_observed_once_every_unit_of_the_crawl_is_signed(la
     assert len({r.asset_observation.data_version for r in versions}) == 3
 
 
+@pytest.mark.integration
 def test_an_idle_instance_requests_nothing_and_a_change_keeping_the_documents_stops_there(
     tmp_path, lake
 ):
@@ -530,6 +519,7 @@ def cleaned_languages(lake: Lake, unit: Unit) -> set[str]:
     return languages
 
 
+@pytest.mark.integration
 def test_the_recipe_sets_every_run_and_its_changes_rerun_only_its_stages(tmp_path, lake):
     files = demo_files(tmp_path, CRAWL, files=2, seed=5)
     truth = json.loads((tmp_path / f"truth-{CRAWL}.json").read_text())
@@ -852,6 +842,7 @@ def test_a_stage_added_to_a_deployment_builds_the_units_already_there(lake):
     assert automation.evaluate().total_requested == 0
 
 
+@pytest.mark.integration
 def test_tokenmill_run_runs_only_what_is_missing_or_stale(tmp_path, lake, monkeypatch):
     from tokenmill.cli.runner import materialize_all, register
 

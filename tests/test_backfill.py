@@ -25,9 +25,9 @@ from tokenmill.data_assets.jobs import job_name
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.workers import WorkersResource
 
-from tests.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
-from tests.datasets import key as asset_key
-from tests.datasets import recipe_lake
+from testkit.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
+from testkit.datasets import key as asset_key
+from testkit.datasets import recipe_lake
 from tokenmill.cli.commands import land_demo_crawl
 from tokenmill.cli.runner import QUIET_CONSOLE, register
 from tokenmill.definitions import build_definitions
@@ -35,7 +35,7 @@ from tokenmill.stages import raw_crawl
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import MARKER, RAW_CRAWL, Unit
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 CRAWL = "CC-MAIN-BACKFILL"
 INGEST_ASSETS = ["raw_crawl", "extracted", "cleaned", "dedup_signatures"]

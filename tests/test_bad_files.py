@@ -21,7 +21,7 @@ from tokenmill.data_assets.partitions import sync_partitions
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.workers import WorkersResource
 
-from tests.datasets import node
+from testkit.datasets import node
 from tokenmill.crawl.units import discover, register_new_files, unit_files
 from tokenmill.demo.crawl import generate_demo_crawl
 from tokenmill.runtime.parts import run_stage_work
@@ -139,6 +139,7 @@ def make_bad_file(root: Path, lake: Lake, good_files: dict[str, bytes], kind: st
     return unit, key
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("kind", list(BAD_FILES))
 def test_a_bad_file_beside_good_ones_is_quarantined_and_loses_no_good_record(
     kind, good_files, reference, tmp_path
@@ -280,6 +281,7 @@ def committed_parts(lake: Lake, unit: Unit) -> list[int]:
     return [p for p in range(3) if lake.exists(f"{unit.part_prefix('cleaned', p)}/{MARKER}")]
 
 
+@pytest.mark.integration
 def test_a_worker_error_that_does_not_pickle_reaches_the_run_naming_its_file(
     lab_plugins, good_files, tmp_path
 ):
@@ -292,6 +294,7 @@ def test_a_worker_error_that_does_not_pickle_reaches_the_run_naming_its_file(
     assert not lake.exists(f"{unit.prefix('cleaned')}/{MARKER}")
 
 
+@pytest.mark.integration
 def test_a_worker_killed_once_is_retried_and_the_unit_completes(lab_plugins, good_files, tmp_path):
     lake = Lake.from_url(str(tmp_path / "lake"))
     unit = three_good_files(lake, good_files)
@@ -300,6 +303,7 @@ def test_a_worker_killed_once_is_retried_and_the_unit_completes(lab_plugins, goo
     assert report.counts["files"] == 3 and committed_parts(lake, unit) == [0, 1, 2]
 
 
+@pytest.mark.integration
 def test_a_file_that_kills_its_worker_twice_fails_the_unit_naming_it_and_the_signal(
     lab_plugins, good_files, tmp_path
 ):
@@ -314,6 +318,7 @@ def test_a_file_that_kills_its_worker_twice_fails_the_unit_naming_it_and_the_sig
     assert committed_parts(lake, unit) == [0, 2]
 
 
+@pytest.mark.integration
 def test_the_run_fails_with_the_workers_error_and_file_in_its_message(
     lab_plugins, good_files, tmp_path
 ):
@@ -348,6 +353,8 @@ def all_exception_classes() -> list[type[BaseException]]:
 
     classes = []
     for module in pkgutil.walk_packages(tokenmill.__path__, "tokenmill."):
+        if module.name.startswith("tokenmill.cli"):  # the command line runs no worker
+            continue
         loaded = importlib.import_module(module.name)
         for value in vars(loaded).values():
             if (

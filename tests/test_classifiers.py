@@ -12,7 +12,7 @@ import fasttext
 import polars as pl
 import pytest
 
-from tests.demo_pipeline import extracted_demo_unit
+from testkit.demo_pipeline import extracted_demo_unit
 from tokenmill.classifiers.training import (
     ClassifierInputError,
     TrainingSettings,

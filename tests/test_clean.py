@@ -14,8 +14,8 @@ import pytest
 from tokenmill.data_assets.recipe import PluginFilter, Recipe
 from tokenmill.data_assets.results import stage_result
 
-from tests.conftest import SHARED
-from tests.demo_pipeline import extracted_demo_unit
+from testkit.demo_pipeline import extracted_demo_unit
+from testkit.shared_data import SHARED
 from tokenmill.filters import FilterChain, PIIMasker
 from tokenmill.filters.signals import EXTRACTED_SIGNALS as SIGNALS
 from tokenmill.runtime.parts import run_stage_work
@@ -394,6 +394,7 @@ def test_a_recipe_change_never_reads_the_warc_files(landed, tmp_path):
         assert pl.read_parquet(elsewhere.path(key)).equals(pl.read_parquet(lake.path(key)))
 
 
+@pytest.mark.integration
 def test_preview_counts_what_materializing_the_recipe_then_gives(landed, tmp_path):
     from tokenmill.reports.preview import html_report, preview, text_report
 

@@ -37,6 +37,7 @@ def landed(tmp_path, monkeypatch) -> Lake:
     return lake
 
 
+@pytest.mark.integration
 def test_a_failed_run_prints_its_cause_not_only_its_run_id(landed, tmp_path, monkeypatch, capsys):
     (tmp_path / "lab.yaml").write_text(DISALLOWED_FILTER)
     monkeypatch.setenv("TOKENMILL_RECIPES", str(tmp_path / "lab.yaml"))  # its only recipe
@@ -55,6 +56,7 @@ def test_a_failed_run_prints_its_cause_not_only_its_run_id(landed, tmp_path, mon
         assert instance.get_run_by_id(run_id).is_failure
 
 
+@pytest.mark.integration
 def test_a_run_whose_input_is_not_materialized_says_which(landed):
     instance = local_instance()
     try:
@@ -138,6 +140,7 @@ def test_a_long_cause_is_cut_to_its_first_lines():
     assert len(text) <= len("fails_verbosely: ") + ERROR_CHARS and text.endswith("…")
 
 
+@pytest.mark.integration
 def test_preview_prints_what_a_recipe_would_flip_and_draws_the_distributions(
     landed, tmp_path, capsys
 ):
@@ -164,6 +167,7 @@ def test_preview_prints_what_a_recipe_would_flip_and_draws_the_distributions(
     assert re.search(r"long-docs\.yaml.*min_words", capsys.readouterr().err)
 
 
+@pytest.mark.integration
 def test_dropped_shows_a_recipes_rejections_with_their_extracted_text(landed, capsys):
     import polars as pl
 
@@ -197,6 +201,7 @@ def test_dropped_shows_a_recipes_rejections_with_their_extracted_text(landed, ca
     assert all(head.startswith(f"{some}  ") for head in heads)
 
 
+@pytest.mark.integration
 def test_run_prints_the_checks_that_failed(landed, capsys):
     # 20 pages hold far too little text for the default 16,384-token vocabulary
     cli(["run", "--crawl", CRAWL, "--files-per-unit", "1"])
@@ -206,6 +211,7 @@ def test_run_prints_the_checks_that_failed(landed, capsys):
     assert "of the 16,384 asked for" in line
 
 
+@pytest.mark.integration
 def test_retraining_the_tokenizer_is_a_tagged_run_and_says_what_changed(landed, capsys):
     cli(["run", "--crawl", CRAWL, "--files-per-unit", "1"])
     capsys.readouterr()
@@ -221,6 +227,7 @@ def test_retraining_the_tokenizer_is_a_tagged_run_and_says_what_changed(landed, 
         assert run.tags["tokenmill/retrained"].startswith("tokenmill retrain-tokenizer by ")
 
 
+@pytest.mark.integration
 def test_the_demo_trains_a_classifier_and_builds_a_second_recipe_that_keeps_by_it(tmp_path):
     """`tokenmill demo` end to end, as the README's first command runs it (smaller pages):
     the project's recipe, then demo_quality trained from the crawls' good pages and the

@@ -3,8 +3,15 @@ import random
 import numpy as np
 import pytest
 
-from tests.in_memory_clusters import UnionFind, choose_survivors, cluster, link_equal_keys, removals
-from tokenmill.dedup.minhash import MinHasher, band_hashes, content_hashes, shingles
+from testkit.in_memory_clusters import (
+    UnionFind,
+    choose_survivors,
+    cluster,
+    jaccard,
+    link_equal_keys,
+    removals,
+)
+from tokenmill.dedup.minhash import MinHasher, band_hashes, content_hashes
 
 
 def keys(*values: int) -> np.ndarray:
@@ -96,11 +103,6 @@ def test_link_equal_keys_rejects_wrong_length():
 # --- near-duplicate recall / precision on documents with known word-5-gram Jaccard -------------
 
 WORDS_PER_DOC = 300
-
-
-def jaccard(left: str, right: str) -> float:
-    a, b = set(shingles(left)), set(shingles(right))
-    return len(a & b) / len(a | b)
 
 
 def edited_pairs(rng: random.Random, vocab: list[str], count: int, edits: range):

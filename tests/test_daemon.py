@@ -8,13 +8,13 @@ import time
 import pytest
 from dagster import RunsFilter
 
-from tests.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
-from tests.datasets import key
+from testkit.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
+from testkit.datasets import key
 from tokenmill.cli.commands import land_demo_crawl
 from tokenmill.stages import STAGES
 from tokenmill.storage.lake import Lake
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 CRAWL = "CC-MAIN-HANDSOFF"
 UNIT = f"{CRAWL}/00000"

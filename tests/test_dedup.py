@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 from datasketch import MinHashLSH
 
-from tests.datasets import key, node, recipe_lake
+from testkit.datasets import key, node, recipe_lake
+from testkit.in_memory_clusters import jaccard
 from tokenmill.crawl.units import registered_units, write_batch
-from tokenmill.dedup.minhash import shingles
 from tokenmill.dedup.settings import CLUSTERS_FILE, DedupSettings
 from tokenmill.demo import crawl as demo
 from tokenmill.runtime.parts import run_stage_work
@@ -97,18 +97,6 @@ def kept_ids(lake: Lake, unit: Unit) -> list[str]:
     return [
         row["doc_id"] for row in read(lake, f"{unit.part_prefix(DEDUPLICATED, 0)}/docs.parquet")
     ]
-
-
-@pytest.fixture
-def lake(tmp_path) -> Lake:
-    return Lake.from_url(str(tmp_path / "lake"))
-
-
-@pytest.fixture(scope="module")
-def articles() -> list[demo.Article]:
-    rng = random.Random(7)
-    prose = demo.english_prose(rng, demo._seeded_faker("en_US", 7))
-    return [demo.english_article(prose, rng) for _ in range(12)]
 
 
 def near_copy(article: demo.Article, seed: int) -> str:
@@ -316,11 +304,6 @@ def test_unknown_survivor_rule_is_refused():
 # --- quality on ground truth: documents edited to known word-5-gram Jaccard similarities -------
 
 
-def jaccard(left: str, right: str) -> float:
-    a, b = set(shingles(left)), set(shingles(right))
-    return len(a & b) / len(a | b)
-
-
 def substitute_words(text: str, every: int, rng: random.Random, vocabulary: list[str]) -> str:
     """Replace one word in each run of about ``every`` words."""
     words = text.split(" ")
@@ -418,6 +401,7 @@ class DagsterLake:
         return self.resolver().get_status(key(asset), partition)
 
 
+@pytest.mark.integration
 def test_new_unit_makes_its_crawls_dedup_stale_in_dagster(tmp_path, articles):
     from dagster import instance_for_test
     from dagster._core.definitions.data_version import StaleStatus
@@ -475,6 +459,7 @@ def test_new_unit_makes_its_crawls_dedup_stale_in_dagster(tmp_path, articles):
         ]
 
 
+@pytest.mark.integration
 def test_parallel_steps_cluster_as_one_step_in_dagster(tmp_path, articles):
     """parallel_steps=2: the plan step yields two shares of the parts, two mapped steps compute
     them, the finish step writes the clusters one step writes, to the byte."""
@@ -526,6 +511,7 @@ def test_parallel_steps_cluster_as_one_step_in_dagster(tmp_path, articles):
         assert lake.list(f"{STEPS}/{result.run_id}") == []
 
 
+@pytest.mark.integration
 def test_a_new_unit_makes_a_crawl_of_over_100_units_stale_in_dagster(tmp_path):
     """Dagster's stale-status resolver ignores dedup_signatures for a crawl of 100+ units; the
     crawl's observed unit list (`crawl_units`) still makes its clusters stale."""

@@ -15,11 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.in_memory_clusters import UnionFind, choose_survivors
-from tests.test_dedup import (  # noqa: F401 (articles is a fixture)
+from testkit.in_memory_clusters import UnionFind, choose_survivors
+from tests.test_dedup import (
     CRAWL,
     QUALITY_SCHEMA,
-    articles,
     doc,
     near_copy,
     survivor_crawl,
@@ -59,11 +58,6 @@ from tokenmill.storage.spill import SpillFileError, task_summary
 
 WORK = f"{PARTS}/{CRAWL}"
 CLUSTERS_KEY = f"{crawl_prefix(DEDUP_CLUSTERS, CRAWL)}/{CLUSTERS_FILE}"
-
-
-@pytest.fixture
-def lake(tmp_path) -> Lake:
-    return Lake.from_url(str(tmp_path / "lake"))
 
 
 def in_memory_removals(lake: Lake, rule: str) -> list[dict]:
@@ -272,6 +266,7 @@ def work_files(lake: Lake) -> dict[str, bytes]:
     return {key: lake.read_bytes(key) for key in lake.list(WORK) if "/_claims/" not in key}
 
 
+@pytest.mark.integration
 def test_killed_run_resumes_from_its_committed_tasks(lake):
     """Killed after some tasks committed (several phases: scattered parts, star rounds), a
     run computes only the others; the work files and the removed list are those of a run
@@ -468,6 +463,7 @@ def test_plan_checks_every_signature_file_before_any_part(lake):
     assert lake.list(WORK) == [] and nothing_committed(lake)
 
 
+@pytest.mark.integration
 def test_steps_running_at_once_share_every_phase(lake):
     """Two steps at once (threads here, pods in production) share the tasks of every phase
     by their claims, and the removed list is the one a single step writes."""

@@ -1,7 +1,7 @@
 """Fault injection: processes killed mid-stage, an object-store outage, an instance-database
 restart, hostile input and concurrent runs of one partition. Nothing may be lost, duplicated
-or visible half-written. The long campaign behind the README table is
-benchmarks/fault_table.py; these are its bounded CI counterparts."""
+or visible half-written. The long campaign is benchmarks/fault_table.py; these are its bounded
+CI counterparts."""
 
 from __future__ import annotations
 
@@ -22,15 +22,17 @@ from tokenmill.data_assets.partitions import sync_partitions
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.workers import WorkersResource
 
-from tests import faults
-from tests.datasets import key, recipe_lake
-from tests.faults import CRAWL, UNIT, Child
+from testkit import faults
+from testkit.datasets import key, recipe_lake
+from testkit.faults import CRAWL, UNIT, Child
 from tokenmill.crawl.units import discover, register_new_files
 from tokenmill.runtime.parts import run_stage_work
 from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES, cleaned, extracted, raw_crawl
 from tokenmill.storage.lake import Lake, LakeKeyError
 from tokenmill.storage.layout import MARKER, Unit
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +160,7 @@ def test_same_partition_materialized_twice_concurrently(reference, tmp_path):
 @pytest.fixture
 def own_seaweedfs(tmp_path):
     """A SeaweedFS of this test only: the test kills it."""
-    from tests.servers import start_seaweedfs, stop
+    from testkit.servers import start_seaweedfs, stop
 
     server = start_seaweedfs(tmp_path / "seaweedfs")
     yield server
@@ -190,7 +192,7 @@ def test_object_store_outage_mid_run_is_ridden_out(reference, own_seaweedfs, tmp
 @pytest.fixture
 def own_database():
     """A database of this test only (the session's is shared with tests that list all runs)."""
-    from tests.servers import fresh_database
+    from testkit.servers import fresh_database
 
     with fresh_database("tokenmill_faults") as name:
         try:

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.formats import read_png
+from testkit.formats import read_png
 from tokenmill.filters import GopherQualityFilter
 from tokenmill.filters.chain import FilterChain
 from tokenmill.filters.histograms import BINS, bin_of, lower_edge, position_of, rule_histograms

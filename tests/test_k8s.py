@@ -42,7 +42,7 @@ from tokenmill.data_assets.jobs import stage_jobs
 from tokenmill.data_assets.k8s import K8S_CONFIG, STAGE_RESOURCES, STAGE_TAG, quantity, run_tags
 from tokenmill.resources.lake import LakeResource
 
-from tests.datasets import node
+from testkit.datasets import node
 from tokenmill.dedup.settings import DedupSettings
 from tokenmill.definitions import STEP_SERVICE_ACCOUNT, build_definitions
 from tokenmill.stages import stage_named

@@ -16,11 +16,6 @@ from tokenmill.storage.layout import Unit
 from tokenmill.storage.outputs import MARKER, PartitionWriter, StageReport, is_committed
 
 
-@pytest.fixture
-def lake(tmp_path) -> Lake:
-    return Lake.from_url(str(tmp_path / "lake"))
-
-
 def test_write_is_atomic(lake):
     lake.write_bytes("a/b.txt", b"old")
     with pytest.raises(RuntimeError), lake.writing("a/b.txt") as f:

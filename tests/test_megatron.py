@@ -6,7 +6,7 @@ import io
 
 import numpy as np
 
-from tests.formats import read_indexed_dataset
+from testkit.formats import read_indexed_dataset
 from tokenmill.tokens.megatron import IndexedDatasetWriter, token_dtype
 
 

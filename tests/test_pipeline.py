@@ -18,14 +18,16 @@ import pytest
 from dagster import AssetKey
 from tokenizers import Tokenizer
 
-from tests.datasets import key, label
-from tests.demo_pipeline import Pipeline, demo_pipeline
-from tests.formats import read_indexed_dataset, read_png, warc_headers_at
+from testkit.datasets import key, label
+from testkit.demo_pipeline import Pipeline, demo_pipeline
+from testkit.formats import read_indexed_dataset, read_png, warc_headers_at
 from tokenmill.cli.runner import materialize_all, materialized_partitions
 from tokenmill.reports.summary import trace_token
 from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES
 from tokenmill.storage.lake import Lake
+
+pytestmark = pytest.mark.integration
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 CRAWL = "CC-MAIN-DEMO-2026-02"

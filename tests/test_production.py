@@ -13,15 +13,17 @@ from tokenmill.data_assets.results import OUTAGE_RETRIES
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.workers import WorkersResource
 
-from tests import faults
-from tests.datasets import key, recipe_lake
-from tests.servers import PG_HOST, PG_PORT, PG_USER, free_port, write_production_instance
+from testkit import faults
+from testkit.datasets import key, recipe_lake
+from testkit.servers import PG_HOST, PG_PORT, PG_USER, free_port, write_production_instance
 from tokenmill.cli.commands import land_demo_crawl
 from tokenmill.cli.runner import local_instance, materialize_all, register
 from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import MARKER, Unit
+
+pytestmark = pytest.mark.integration
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 CRAWL, FAILING_CRAWL = "CC-MAIN-DEMO-2026-06", "CC-MAIN-DEMO-2026-07"

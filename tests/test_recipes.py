@@ -134,6 +134,7 @@ def test_recipes_command_lists_problems_and_removes_only_deleted_recipes(
     assert "no outputs of a recipe named 'gone'" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_tokenmill_run_builds_the_valid_recipes_beside_a_bad_one(recipes, tmp_path, monkeypatch):
     from tokenmill.cli.commands import land_demo_crawl
 

@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from tests.demo_pipeline import tokenized_demo_crawls
-from tests.formats import read_indexed_dataset
+from testkit.demo_pipeline import tokenized_demo_crawls
+from testkit.formats import read_indexed_dataset
 from tokenmill.crawl.units import registered_units
 from tokenmill.release.permutation import Permutation
 from tokenmill.release.plan import ReleaseError, ReleaseSettings, plan_release, release_report
@@ -314,6 +314,7 @@ def test_megatron_cores_own_reader_reads_the_release(lake):
             assert dataset[index].tolist() == tokens
 
 
+@pytest.mark.integration
 def test_parallel_steps_and_workers_make_the_same_release(lake):
     from tokenmill.runtime.stage import Work
 
@@ -373,6 +374,7 @@ def test_crawls_tokenized_with_different_tokenizers_are_refused(lake, tmp_path):
     assert FIRST in str(error.value) and SECOND in str(error.value)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("workers", "direct", "gather", "buffered"),
     [

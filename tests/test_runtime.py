@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.datasets import recipe_lake
+from testkit.datasets import recipe_lake
 from tokenmill.cli.commands import land_demo_crawl
 from tokenmill.demo.crawl import sample_articles
 from tokenmill.reports.summary import stage_rows
 from tokenmill.storage.lake import Lake
+
+pytestmark = pytest.mark.integration
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 CRAWL = "CC-MAIN-RUNTIME-2026-01"

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 from tokenmill.resources.lake import LakeResource
 
-from tests.datasets import recipe_lake
-from tests.servers import PUBLIC_BUCKET, SOURCE_BUCKET, free_port
+from testkit.datasets import recipe_lake
+from testkit.servers import PUBLIC_BUCKET, SOURCE_BUCKET, free_port
 from tokenmill.crawl.sources import CrawlSource
 from tokenmill.storage.lake import PART_SIZE, Lake, LakeAccessError
 from tokenmill.storage.outputs import MARKER, PartitionWriter, StageReport
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
@@ -317,7 +319,7 @@ def test_scores_and_a_release_made_on_s3_are_those_made_locally(seaweedfs, s3_en
     a release written with ranged reads and a local scratch file: the same bytes as on disk."""
     import json as json_module
 
-    from tests.demo_pipeline import tokenized_demo_crawls
+    from testkit.demo_pipeline import tokenized_demo_crawls
     from tokenmill.classifiers.training import TrainingSettings, train_classifier
     from tokenmill.crawl.units import registered_units
     from tokenmill.demo.crawl import sample_articles

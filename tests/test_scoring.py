@@ -15,7 +15,7 @@ import pytest
 from tokenmill.data_assets.datasets import Catalog
 from tokenmill.data_assets.recipe import Recipe
 
-from tests.demo_pipeline import extracted_demo_unit
+from testkit.demo_pipeline import extracted_demo_unit
 from tokenmill.classifiers.scoring import (
     CLASSIFIER_PATHS_ENV,
     ClassifierError,

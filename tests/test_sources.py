@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.formats import warc_headers_at
+from testkit.formats import warc_headers_at
 from tokenmill.crawl.sources import CrawlSource
 from tokenmill.crawl.units import register_new_files, unit_files
 from tokenmill.demo.crawl import generate_demo_crawl

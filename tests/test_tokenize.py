@@ -10,16 +10,14 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from dagster import DagsterInstance
-from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
-from dagster._core.loader import LoadingContextForTest
+from dagster._core.definitions.data_version import StaleStatus
 from tokenizers import Tokenizer, models, pre_tokenizers
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.workers import WorkersResource
 
-from tests.datasets import key, node
-from tests.demo_pipeline import demo_pipeline
-from tests.formats import read_indexed_dataset, warc_headers_at
+from testkit.datasets import node, stale_status
+from testkit.demo_pipeline import demo_pipeline
+from testkit.formats import read_indexed_dataset, warc_headers_at
 from tokenmill.cli.commands import main as cli
 from tokenmill.crawl.units import write_batch
 from tokenmill.definitions import build_definitions
@@ -100,11 +98,6 @@ def build_tokenizer(lake: Lake, settings: TokenizerSettings) -> StageReport:
 
 def tokenize_unit(lake: Lake, settings: TokenizeSettings | None = None) -> StageReport:
     return run_stage_work(stage_named(TOKENIZED_SHARDS), lake, settings, unit=UNIT, workers=1)
-
-
-@pytest.fixture
-def lake(tmp_path) -> Lake:
-    return Lake.from_url(str(tmp_path / "lake"))
 
 
 @pytest.mark.parametrize(
@@ -207,6 +200,7 @@ def small_pipeline(tmp_path_factory):
         yield run
 
 
+@pytest.mark.integration
 def test_trace_command_prints_the_source_of_random_tokens(small_pipeline, capsys):
     pipeline = small_pipeline
     unit = pipeline.units[0]
@@ -237,6 +231,7 @@ def test_trace_command_prints_the_source_of_random_tokens(small_pipeline, capsys
         assert "[end of document]" in out or token_text in text
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("unit", "part", "position", "said"),
     [
@@ -260,6 +255,7 @@ def test_trace_command_says_what_is_wrong_in_one_line(
     assert said.format(**names) in err
 
 
+@pytest.mark.integration
 def test_trace_command_without_a_lake_file_fails_without_a_traceback(small_pipeline):
     unit = small_pipeline.units[0]
     index = Path(small_pipeline.lake.uri(f"{unit.part_prefix(TOKENIZED_SHARDS, 1)}/tokens.idx"))
@@ -283,13 +279,7 @@ def read_shard(lake: Lake, unit: Unit = UNIT, part: int = 0):
     return docs, rows
 
 
-def stale_status(instance: DagsterInstance, defs, asset: str, partition: str) -> StaleStatus:
-    resolver = CachingStaleStatusResolver(
-        instance, defs.resolve_asset_graph(), LoadingContextForTest(instance)
-    )
-    return resolver.get_status(key(asset), partition)
-
-
+@pytest.mark.integration
 def test_changing_the_tokenizer_makes_tokenized_shards_stale(small_pipeline, shared, monkeypatch):
     pipeline = small_pipeline
     defs = build_definitions(
@@ -297,11 +287,11 @@ def test_changing_the_tokenizer_makes_tokenized_shards_stale(small_pipeline, sha
     )
     partition = pipeline.units[0].key
     build = defs.resolve_job_def("run_tokenizer")
-    assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.FRESH
+    assert stale_status(defs, pipeline.instance, "tokenized_shards", partition) == StaleStatus.FRESH
 
     # Re-training on the same text gives the same tokenizer: same data version, nothing stale.
     assert build.execute_in_process(instance=pipeline.instance).success
-    assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.FRESH
+    assert stale_status(defs, pipeline.instance, "tokenized_shards", partition) == StaleStatus.FRESH
 
     # A launchpad run config cannot read a file outside the lake and the allow-list.
     config = {"ops": {node("tokenizer"): {"config": {"path": "/etc/passwd"}}}}
@@ -312,13 +302,13 @@ def test_changing_the_tokenizer_makes_tokenized_shards_stale(small_pipeline, sha
     (failure,) = [e for e in result.all_events if e.is_step_failure]
     message = failure.step_failure_data.error.message
     assert "'/etc/passwd'" in message and TOKENIZER_PATHS_ENV in message
-    assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.FRESH
+    assert stale_status(defs, pipeline.instance, "tokenized_shards", partition) == StaleStatus.FRESH
 
     neox = shared / "tokenizers" / "gpt-neox-style-50k.tokenizer.json"
     monkeypatch.setenv(TOKENIZER_PATHS_ENV, str(neox.parent))
     config = {"ops": {node("tokenizer"): {"config": {"path": str(neox)}}}}
     assert build.execute_in_process(run_config=config, instance=pipeline.instance).success
-    assert stale_status(pipeline.instance, defs, "tokenized_shards", partition) == StaleStatus.STALE
+    assert stale_status(defs, pipeline.instance, "tokenized_shards", partition) == StaleStatus.STALE
 
 
 def test_a_trained_vocabulary_short_of_its_target_is_reported(lake):

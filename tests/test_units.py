@@ -28,11 +28,6 @@ def land(lake: Lake, names: list[str], crawl: str = CRAWL) -> list[str]:
     return keys
 
 
-@pytest.fixture
-def lake(tmp_path) -> Lake:
-    return Lake.from_url(str(tmp_path / "lake"))
-
-
 def test_registration_batches_are_append_only(lake):
     first_files = land(lake, ["a.warc.gz", "b.warc.gz", "c.warc.gz", "d.warc.gz", "e.warc.gz"])
     first = register_new_files(lake, CRAWL, files_per_unit=2)

@@ -9,12 +9,12 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
-from tests.dagster_dev import start_dagster_dev, stop_dagster_dev
+from testkit.dagster_dev import start_dagster_dev, stop_dagster_dev
 from tokenmill.cli.commands import land_demo_crawl
 from tokenmill.cli.runner import local_instance, materialize_all, register
 from tokenmill.storage.lake import Lake
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Playwright adds --headless itself; the rest keeps a test browser off the network and quiet.

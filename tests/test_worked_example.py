@@ -1,4 +1,4 @@
-"""The README's worked example of a new stage, taken from the README as written: a module with a
+"""The worked example of a new stage, taken from the architecture page as written: a module with a
 `STAGE` declaration becomes a partitioned asset with its own recipe section and pod size, and
 materializes a unit through Dagster after the demo pipeline."""
 
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from dagster import materialize
 from tokenmill.data_assets.assets import stage_asset
 from tokenmill.data_assets.datasets import Dataset
@@ -19,18 +20,20 @@ from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.workers import WorkersResource
 
 import tokenmill.stages
-from tests.datasets import key, recipe_lake, variant
-from tests.demo_pipeline import demo_pipeline
+from testkit.datasets import key, recipe_lake, variant
+from testkit.demo_pipeline import demo_pipeline
 from tokenmill.storage.layout import DEDUPLICATED, MARKER
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+pytestmark = pytest.mark.integration
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "concepts" / "architecture.md"
 EXAMPLE = re.compile(r"A stage, worked example.*?```python\n(.*?)```", re.DOTALL)
 
 
 def readme_stage_module(folder: Path, monkeypatch):
-    """The README's example module, importable as `tokenmill.stages.<name>` (how a part
+    """The page's example module, importable as `tokenmill.stages.<name>` (how a part
     worker finds its stage) without writing into the project."""
-    source = EXAMPLE.search(README.read_text())[1]
+    source = EXAMPLE.search(PAGE.read_text())[1]
     name = re.match(r"# tokenmill/stages/(\w+)\.py\n", source)[1]
     (folder / f"{name}.py").write_text(source)
     monkeypatch.setattr(tokenmill.stages, "__path__", [*tokenmill.stages.__path__, str(folder)])
@@ -46,7 +49,7 @@ def test_the_readme_stage_example_runs_as_an_asset(tmp_path, monkeypatch):
         docs = pipeline.table(DEDUPLICATED, unit, "docs.parquet")
         words = {doc: len(text.split()) for doc, text in docs.select("doc_id", "text").iter_rows()}
         threshold = sorted(words.values())[len(words) // 2]  # the recipe keeps about half
-        # the line the README adds to tokenmill/stages/__init__.py
+        # the line the page adds to tokenmill/stages/__init__.py
         monkeypatch.setattr(tokenmill.stages, "STAGES", (*tokenmill.stages.STAGES, stage))
         pipeline.lake = recipe_lake(pipeline.lake)  # the recipe's zones, word_counts' now too
         recipe = variant({"wordcount": {"min_words": threshold}}, "worked-example")

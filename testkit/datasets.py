@@ -1,8 +1,11 @@
-"""The project's recipe as the tests see it: its assets' keys and its zones in a lake."""
+"""The project's recipe as the tests see it: its assets' keys, its zones in a lake, and how
+stale its assets' partitions are."""
 
 from __future__ import annotations
 
-from dagster import AssetKey
+from dagster import AssetKey, DagsterInstance
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.loader import LoadingContextForTest
 from tokenmill.data_assets.datasets import Dataset
 from tokenmill.data_assets.recipe import DEFAULT_RECIPE, Recipe
 
@@ -33,3 +36,11 @@ def variant(sections: dict, source: str) -> Recipe:
 def node(name: str) -> str:
     """The name of a stage's op (or graph) in the project's recipe: its key's path, joined."""
     return "__".join(key(name).path)
+
+
+def stale_status(defs, instance: DagsterInstance, asset: str, partition: str) -> StaleStatus:
+    """The staleness of a partition of a stage's asset, as the UI computes it."""
+    resolver = CachingStaleStatusResolver(
+        instance, defs.resolve_asset_graph(), LoadingContextForTest(instance)
+    )
+    return resolver.get_status(key(asset), partition)

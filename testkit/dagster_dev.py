@@ -17,7 +17,7 @@ from dagster import DagsterInstance, DagsterRun, DagsterRunStatus, RunsFilter
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 from dagster._core.instance.ref import InstanceRef
 
-from tests.servers import free_port, stop
+from testkit.servers import free_port, stop
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 DAGSTER = Path(sys.executable).parent / "dagster"

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tokenmill.dedup.clustering import bucket_edges
+from tokenmill.dedup.minhash import shingles
 
 
 class UnionFind:
@@ -123,3 +124,9 @@ def removals(survivors: np.ndarray) -> Removals:
     survivors = np.asarray(survivors, dtype=np.int64)
     removed = np.flatnonzero(survivors != np.arange(len(survivors)))
     return Removals(removed, survivors[removed], survivors[removed])
+
+
+def jaccard(left: str, right: str) -> float:
+    """The exact Jaccard similarity of two texts' shingle sets, which MinHash estimates."""
+    a, b = set(shingles(left)), set(shingles(right))
+    return len(a & b) / len(a | b)

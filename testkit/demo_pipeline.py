@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import DagsterInstance
 
-from tests.datasets import recipe_lake
+from testkit.datasets import recipe_lake
 from tokenmill.cli.commands import land_demo_crawl
 from tokenmill.cli.runner import local_instance, materialize_all, register
 from tokenmill.crawl.units import registered_units

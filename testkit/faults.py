@@ -201,7 +201,7 @@ def stray_temp_files(root: Path) -> list[Path]:
 # Child processes
 
 
-CHILD = "import sys, tests.faults as f; f.child_main(sys.argv[1:])"
+CHILD = "import sys, testkit.faults as f; f.child_main(sys.argv[1:])"
 ROOT_RUN_TAG, PARENT_RUN_TAG = "dagster/root_run_id", "dagster/parent_run_id"
 
 
@@ -618,10 +618,10 @@ def _file_sha256(path: Path) -> str:
 
 
 def s3_outage(server, seconds: float, freeze: bool = False) -> float:
-    """Take the SeaweedFS server of `tests.servers.start_seaweedfs` away for `seconds`: frozen
+    """Take the SeaweedFS server of `testkit.servers.start_seaweedfs` away for `seconds`: frozen
     (SIGSTOP: connections hang) or killed (SIGKILL: connections refused) and restarted on the
     same ports and data directory. Returns how long it was unavailable."""
-    from tests.servers import wait_for_port
+    from testkit.servers import wait_for_port
 
     started = time.monotonic()
     group = server.process.pid
@@ -665,7 +665,7 @@ def restart_postgres() -> float:
 
 def ensure_postgres_running(timeout: float = 60) -> None:
     """Whatever a test did to the server, leave it accepting connections."""
-    from tests.servers import postgres_available
+    from testkit.servers import postgres_available
 
     if not postgres_available():
         subprocess.run(
@@ -694,7 +694,7 @@ def local_home(home: Path) -> Path:
 
 def postgres_home(home: Path, database: str) -> tuple[Path, dict[str, str]]:
     """A DAGSTER_HOME with the production instance (helm/dagster-instance.yaml) on `database`."""
-    from tests.servers import PG_HOST, PG_PORT, PG_USER, write_production_instance
+    from testkit.servers import PG_HOST, PG_PORT, PG_USER, write_production_instance
 
     write_production_instance(home)
     env = {
