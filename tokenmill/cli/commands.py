@@ -479,12 +479,14 @@ def command_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser("demo", help="generate two demo crawls and run every stage")
-    demo.add_argument("--pages-per-file", type=int, default=500)
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument(
+        "--pages-per-file", type=int, default=500, help="pages in each demo WARC file (500)"
+    )
+    demo.add_argument("--seed", type=int, default=0, help="the demo crawls' random seed (0)")
     demo.set_defaults(func=cmd_demo)
 
     register = commands.add_parser("register", help="group a crawl's new WARC files into units")
-    register.add_argument("crawl")
+    register.add_argument("crawl", help="the crawl's name (its folder in the landing zone)")
     register.add_argument(
         "--no-verify", action="store_true", help="do not list a paths file's objects first"
     )
@@ -493,13 +495,13 @@ def command_parser() -> argparse.ArgumentParser:
     crawl = commands.add_parser(
         "add-crawl", help="declare a crawl read in place: a paths file or a prefix"
     )
-    crawl.add_argument("crawl")
+    crawl.add_argument("crawl", help="the crawl's name, e.g. CC-MAIN-2024-10")
     where = crawl.add_mutually_exclusive_group(required=True)
     where.add_argument("--paths", help="warc.paths(.gz) URI: one path per line, relative to --base")
     where.add_argument("--prefix", help="local folder or s3:// prefix holding the WARC files")
     crawl.add_argument("--base", help="the URI the paths file's paths are relative to")
     crawl.add_argument("--endpoint-url", help="S3-compatible endpoint of the source bucket")
-    crawl.add_argument("--region")
+    crawl.add_argument("--region", help="the source bucket's region")
     crawl.add_argument("--unsigned", action="store_true", help="public bucket: unsigned requests")
     crawl.add_argument(
         "--credentials",
@@ -528,13 +530,13 @@ def command_parser() -> argparse.ArgumentParser:
     trace = commands.add_parser("trace", help="where a token of a tokenized file came from")
     trace.add_argument("unit", help="<crawl>/<unit>")
     trace.add_argument("part", type=int, help="the unit's file number")
-    trace.add_argument("position", type=int)
+    trace.add_argument("position", type=int, help="the token's position in the file")
     trace.add_argument("--recipe", help="whose shards (default: the only recipe)")
     trace.set_defaults(func=cmd_trace)
 
     traced = commands.add_parser("trace-release", help="where a token of a release shard came from")
     traced.add_argument("shard", help="the shard's name, e.g. train-00000")
-    traced.add_argument("position", type=int)
+    traced.add_argument("position", type=int, help="the token's position in the shard")
     traced.add_argument("--version", help="the release version (default: the latest)")
     traced.add_argument("--recipe", help="whose release (default: the only recipe)")
     traced.set_defaults(func=cmd_trace_release)
@@ -598,9 +600,9 @@ def command_parser() -> argparse.ArgumentParser:
     )
     defaults = TrainingSettings()
     for field in ("epoch", "lr", "dim", "bucket", "seed"):
-        train.add_argument(
-            f"--{field}", type=type(getattr(defaults, field)), default=getattr(defaults, field)
-        )
+        default = getattr(defaults, field)
+        about = f"fastText's {field} ({default})"
+        train.add_argument(f"--{field}", type=type(default), default=default, help=about)
     train.set_defaults(func=cmd_train_classifier)
 
     recipes = commands.add_parser(
@@ -612,8 +614,8 @@ def command_parser() -> argparse.ArgumentParser:
     recipes.set_defaults(func=cmd_recipes)
 
     ui = commands.add_parser("ui", help="open the Dagster UI (dagster dev) on this project")
-    ui.add_argument("--host", default="127.0.0.1")
-    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--host", default="127.0.0.1", help="the address to serve on (127.0.0.1)")
+    ui.add_argument("--port", type=int, default=3000, help="the port to serve on (3000)")
     ui.set_defaults(func=cmd_ui)
     return parser
 
