@@ -92,3 +92,13 @@ def test_a_checkout_imports_the_dagster_layer_from_its_top_level_folders():
     for package in (tokenmill.resources, tokenmill.data_assets, tokenmill.sensors):
         assert Path(package.__file__).parent.parent == PROJECT
     assert "data_assets" not in sys.modules  # no second, top-level copy
+
+
+def test_no_module_is_named_after_a_standard_library_module(installed):
+    shadowing = [
+        str(path.relative_to(installed))
+        for path in (installed / "tokenmill").rglob("*")
+        if (path.suffix == ".py" or (path / "__init__.py").is_file())
+        and path.stem in sys.stdlib_module_names
+    ]
+    assert shadowing == []

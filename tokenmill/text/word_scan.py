@@ -27,7 +27,7 @@ import polars as pl
 import pyarrow as pa
 
 from tokenmill.native import I64, load, pointer
-from tokenmill.text.statistics import (
+from tokenmill.text.segmentation import (
     _PUNCTUATION_CLASS,
     ABBREVIATIONS,
     SPLIT_COLUMNS,

@@ -1,5 +1,6 @@
-"""Text statistics shared by the filters: punctuation, words (an approximation of spaCy's
-English tokenizer), lines, per-document counts and duplicated elements."""
+"""How text splits into words and lines, and the text statistics the filters share:
+punctuation, words (an approximation of spaCy's English tokenizer), lines, per-document counts
+and duplicated elements."""
 
 from __future__ import annotations
 
