@@ -16,7 +16,7 @@ from tokenmill.filters.c4 import (
     POLICY_SUBSTRINGS,
     C4QualityFilter,
 )
-from tokenmill.text.statistics import (
+from tokenmill.text.segmentation import (
     NEW_WORD_COUNTS,
     doc_index,
     explode,

@@ -30,7 +30,7 @@ from tokenmill.filters import (
     split_words,
     word_counts_of,
 )
-from tokenmill.text.statistics import WORD_FEATURES
+from tokenmill.text.segmentation import WORD_FEATURES
 from tokenmill.text.word_scan import Words, scan_words, words_in
 
 PROSE = sample_articles("en", 3, seed=7)

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from tokenmill.filters.c4 import _NON_SENTENCE_PERIODS, _SENTENCE_BOUNDARY
-from tokenmill.text.statistics import (
+from tokenmill.text.segmentation import (
     LINE_BREAKS,
     NON_PUNCTUATION,
     explode,

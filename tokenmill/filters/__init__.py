@@ -70,7 +70,7 @@ from tokenmill.runtime.plugins import (
     allowed_filter_modules,
     config_params,
 )
-from tokenmill.text.statistics import (
+from tokenmill.text.segmentation import (
     NEW_WORD_COUNTS,
     PUNCTUATION,
     TERMINAL_PUNCTUATION,

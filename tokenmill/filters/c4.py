@@ -6,7 +6,7 @@ import polars as pl
 
 from tokenmill.filters.protocol import Filter, FilterResult
 from tokenmill.filters.rules import Judgement, Rule, judged
-from tokenmill.text.statistics import (
+from tokenmill.text.segmentation import (
     ABBREVIATIONS,
     NEW_WORD_COUNTS,
     knows_words,

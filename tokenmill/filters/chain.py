@@ -16,7 +16,7 @@ from tokenmill.filters.protocol import (
     as_formatter,
 )
 from tokenmill.filters.rules import Judged, judged, judged_from, judging
-from tokenmill.text.statistics import SPLIT_COLUMNS, WORD_COUNTS, rewritten
+from tokenmill.text.segmentation import SPLIT_COLUMNS, WORD_COUNTS, rewritten
 from tokenmill.text.word_scan import with_words_for
 
 

@@ -9,7 +9,7 @@ import polars as pl
 
 from tokenmill.filters.protocol import Filter
 from tokenmill.filters.rules import Judgement, Rule
-from tokenmill.text.statistics import (
+from tokenmill.text.segmentation import (
     TERMINAL_PUNCTUATION,
     count_per_doc,
     explode,

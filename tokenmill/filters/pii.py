@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from tokenmill.filters.protocol import Formatter
-from tokenmill.text.statistics import uint32_lists
+from tokenmill.text.segmentation import uint32_lists
 
 EMAIL_PATTERN = (
     r"\b[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:(?:[A-Za-z0-9](?:["

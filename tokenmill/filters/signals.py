@@ -18,7 +18,7 @@ import pyarrow as pa
 from tokenmill.filters.pii import PIIMasker
 from tokenmill.filters.protocol import Filter, Formatter
 from tokenmill.filters.registry import builtin_filters
-from tokenmill.text.statistics import NEW_WORD_COUNTS, rewritten
+from tokenmill.text.segmentation import NEW_WORD_COUNTS, rewritten
 from tokenmill.text.word_scan import with_words_for
 
 # A stored rewrite (`rewrite_signal`) lists positions in its document's text.
