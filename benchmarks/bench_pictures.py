@@ -1,0 +1,80 @@
+"""What the rule-distribution pictures cost: every materialization of a unit stage with rule
+histograms (`cleaned`) and every crawl's distributions draw one picture a rule into the UI's
+metadata (`tokenmill.reports.plots.markdown`).
+
+    uv run python benchmarks/bench_pictures.py [--lake lake] [--rounds 5]
+
+Input: the histograms of a lake's `cleaned` units (default: the demo lake `uv run tokenmill demo`
+makes). Measured: a fresh process's first drawing (matplotlib's import included), then the
+median of ``--rounds`` drawings in that process; per unit and per picture, with the metadata's
+size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.results import record
+from tokenmill.filters.histograms import gathered
+from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import CLEANED, MARKER
+
+DRAW = """
+import json, sys, time
+histograms = json.load(sys.stdin)
+started = time.perf_counter()
+from tokenmill.reports.plots import markdown
+text = markdown(histograms)
+first = time.perf_counter() - started
+rounds = []
+for _ in range(int(sys.argv[1])):
+    started = time.perf_counter()
+    markdown(histograms)
+    rounds.append(time.perf_counter() - started)
+print(json.dumps({"first_s": first, "rounds_s": rounds, "bytes": len(text)}))
+"""
+
+
+def unit_histograms(lake: Lake) -> dict[str, dict]:
+    """The rule histograms of one unit: the first `cleaned` marker of the lake's first recipe."""
+    markers = sorted(key for key in lake.list("recipes/") if f"/{CLEANED}/" in key)
+    markers = [key for key in markers if key.endswith(MARKER) and key.count("/") == 5]
+    if not markers:
+        sys.exit(f"no cleaned unit in {lake.uri('')}: run `uv run tokenmill demo` first")
+    histograms, _ = gathered(lake, markers[:1])
+    return histograms
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--lake", default="lake")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    histograms = unit_histograms(Lake.from_url(str(Path(args.lake).resolve())))
+    done = subprocess.run(
+        [sys.executable, "-c", DRAW, str(args.rounds)],
+        input=json.dumps(histograms),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    measured = json.loads(done.stdout)
+    per_unit = statistics.median(measured["rounds_s"])
+    figures = {
+        "pictures_per_unit": len(histograms),
+        "first_drawing_s": round(measured["first_s"], 3),
+        "unit_s": round(per_unit, 3),
+        "picture_s": round(per_unit / len(histograms), 4),
+        "metadata_bytes": measured["bytes"],
+    }
+    print(json.dumps(figures))
+    record("bench_pictures", figures, {"data": f"cleaned unit histograms of {args.lake}"})
+
+
+if __name__ == "__main__":
+    main()
