@@ -57,7 +57,16 @@ def postgres_database():
 # up once; the modules using the PostgreSQL server share one, since test_faults restarts it.
 SHARES_POSTGRES = {"test_faults", "test_production"}
 # The longest start first, so neither process is left with one at the end.
-LONGEST_FIRST = ["postgres", "test_daemon", "test_backfill", "test_webui", "test_automation"]
+LONGEST_FIRST = [
+    "postgres",
+    "test_docs",
+    "test_daemon",
+    "test_backfill",
+    "test_cli",
+    "test_webui",
+    "test_automation",
+    "test_runtime",
+]
 
 
 def _scope(nodeid: str) -> str:
