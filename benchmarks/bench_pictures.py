@@ -2,7 +2,7 @@
 histograms (`cleaned`) and every crawl's distributions draw one picture a rule into the UI's
 metadata (`tokenmill.reports.plots.markdown`).
 
-    uv run python benchmarks/bench_pictures.py [--lake lake] [--rounds 5]
+    uv run python benchmarks/bench_pictures.py [--lake lake] [--recipe fineweb_en] [--rounds 5]
 
 Input: the histograms of a lake's `cleaned` units (default: the demo lake `uv run tokenmill demo`
 makes). Measured: a fresh process's first drawing (matplotlib's import included), then the
@@ -19,7 +19,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tokenmill.data_assets.datasets import recipe_zones
+
 from benchmarks.results import record
+from tokenmill.crawl.units import registered_crawls, registered_units
 from tokenmill.filters.histograms import gathered
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import CLEANED, MARKER
@@ -40,22 +43,24 @@ print(json.dumps({"first_s": first, "rounds_s": rounds, "bytes": len(text)}))
 """
 
 
-def unit_histograms(lake: Lake) -> dict[str, dict]:
-    """The rule histograms of one unit: the first `cleaned` marker of the lake's first recipe."""
-    markers = sorted(key for key in lake.list("recipes/") if f"/{CLEANED}/" in key)
-    markers = [key for key in markers if key.endswith(MARKER) and key.count("/") == 5]
-    if not markers:
-        sys.exit(f"no cleaned unit in {lake.uri('')}: run `uv run tokenmill demo` first")
-    histograms, _ = gathered(lake, markers[:1])
-    return histograms
+def unit_histograms(lake: Lake, recipe: str) -> dict[str, dict]:
+    """The rule histograms of the recipe's first cleaned unit, from its marker."""
+    view = lake.with_zones(recipe_zones(recipe))
+    for crawl in registered_crawls(lake):
+        for unit in registered_units(lake, crawl):
+            histograms, without = gathered(view, [f"{unit.prefix(CLEANED)}/{MARKER}"])
+            if not without:
+                return histograms
+    sys.exit(f"no cleaned unit of {recipe} in {lake.uri('')}: run `uv run tokenmill demo` first")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--lake", default="lake")
+    parser.add_argument("--recipe", default="fineweb_en")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    histograms = unit_histograms(Lake.from_url(str(Path(args.lake).resolve())))
+    histograms = unit_histograms(Lake.from_url(str(Path(args.lake).resolve())), args.recipe)
     done = subprocess.run(
         [sys.executable, "-c", DRAW, str(args.rounds)],
         input=json.dumps(histograms),
@@ -73,7 +78,7 @@ def main() -> None:
         "metadata_bytes": measured["bytes"],
     }
     print(json.dumps(figures))
-    record("bench_pictures", figures, {"data": f"cleaned unit histograms of {args.lake}"})
+    record("bench_pictures", figures, {"data": f"a cleaned unit of {args.recipe} in {args.lake}"})
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tokenmill.runtime.parts import available_cpus
+
 CHECKOUT = Path(__file__).resolve().parents[1]
 RESULTS = CHECKOUT / "benchmarks" / "results.jsonl"
 RESULTS_ENV = "BENCH_RESULTS"
@@ -51,7 +53,7 @@ def record(benchmark: str, figures: dict, input: dict) -> dict | None:
 
 def machine() -> dict:
     return {
-        "cores": os.cpu_count(),
+        "cores": available_cpus(),
         "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
         "cpu": cpu_model(),
         "python": platform.python_version(),
