@@ -94,7 +94,7 @@ def daemon_backfill(root: Path, units: int, files_per_unit: int, pages: int):
     """Every stage over every partition as one asset backfill launched through `dagster dev`
     (GraphQL, as the UI does; the daemon launches the runs): (runs, wall s, final status)."""
     from testkit.dagster_dev import start_dagster_dev, stop_dagster_dev
-    from tokenmill.cli.commands import land_demo_crawl
+    from tokenmill.cli.demo import land_demo_crawl
     from tokenmill.cli.runner import STAGE_ASSETS, register
     from tokenmill.storage.lake import Lake
 
@@ -138,14 +138,14 @@ def main() -> None:
         os.environ["DAGSTER_HOME"] = str(root / "dagster_home")
         os.environ["TOKENMILL_LAKE_URL"] = str(root / "lake")
 
-        from tokenmill.data_assets.recipe import Recipe
         from tokenmill.resources.lake import LakeResource
         from tokenmill.resources.workers import WorkersResource
 
-        from tokenmill.cli.commands import land_demo_crawl
+        from tokenmill.cli.demo import land_demo_crawl
         from tokenmill.cli.runner import local_instance, register
         from tokenmill.crawl.units import register_new_files
         from tokenmill.definitions import build_definitions
+        from tokenmill.recipes.recipe import Recipe
         from tokenmill.stages import STAGES
         from tokenmill.storage.lake import Lake
 

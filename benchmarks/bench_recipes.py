@@ -25,7 +25,6 @@ from pathlib import Path
 
 os.environ.setdefault("POLARS_MAX_THREADS", "1")
 from tokenmill.data_assets.datasets import recipe_zones
-from tokenmill.data_assets.recipe import Recipe
 
 from benchmarks.bench_clean import (
     EXTRACTION,
@@ -39,6 +38,7 @@ from benchmarks.bench_clean import (
 from benchmarks.measure import print_table
 from benchmarks.results import record
 from testkit.shared_data import shared_path
+from tokenmill.recipes.recipe import Recipe
 from tokenmill.runtime.budget import cpu_time, enable_watchdog
 from tokenmill.runtime.parts import run_stage_work
 from tokenmill.runtime.stage import Scope

@@ -319,7 +319,7 @@ def main() -> None:
 
 def write_recipes(folder: Path, count: int) -> list[str]:
     """The project's recipe and `count - 1` variants of it (other languages and thresholds)."""
-    from tokenmill.data_assets.recipe import DEFAULT_RECIPE
+    from tokenmill.recipes.recipe import DEFAULT_RECIPE
 
     folder.mkdir(parents=True, exist_ok=True)
     names = [DEFAULT_RECIPE.stem]

@@ -37,6 +37,7 @@ from tokenmill.data_assets.partitions import (
     unit_partitions,
     versioned,
 )
+from tokenmill.data_assets.recipe import config_overrides, run_config_class
 from tokenmill.data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.step_io import STEP_IO, STEPS
@@ -118,7 +119,7 @@ def settings_of(stage: Stage, recipe, config) -> tuple[dict, object]:
     """What a run's config changes from the recipe, and the stage's settings for the run."""
     if not stage.settings:
         return {}, None
-    overrides = recipe.overrides(stage.settings, config)
+    overrides = config_overrides(recipe, stage.settings, config)
     return overrides, recipe.settings(stage.settings, overrides)
 
 
@@ -126,7 +127,7 @@ def stage_asset(stage: Stage, dataset: Dataset):
     if stage.fan_out:
         return fan_out_asset(stage, dataset)
     recipe = dataset.recipe
-    config_class = recipe.config_class(stage) if stage.settings else Config
+    config_class = run_config_class(recipe, stage) if stage.settings else Config
 
     @asset(
         **asset_options(stage, dataset),
@@ -293,7 +294,7 @@ def fan_out_config(stage: Stage, recipe) -> type[Config]:
     """The stage's run config, and how many parallel steps run its pieces."""
     return create_model(
         f"{recipe.name.title()}{stage.name.title().replace('_', '')}FanOutConfig",
-        __base__=recipe.config_class(stage) if stage.settings else Config,
+        __base__=run_config_class(recipe, stage) if stage.settings else Config,
         parallel_steps=(
             int,
             Field(

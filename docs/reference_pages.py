@@ -161,8 +161,9 @@ def own_docstring(kind: type) -> str:
 
 
 def settings_reference() -> str:
-    from tokenmill.data_assets import recipe as recipes
     from tokenmill.data_assets.datasets import recipe_stages, shared_stages
+
+    from tokenmill.recipes import project as recipes
 
     files = (
         (
@@ -226,7 +227,7 @@ def usage(parser: argparse.ArgumentParser) -> str:
 
 
 def cli_reference() -> str:
-    from tokenmill.cli.commands import command_parser
+    from tokenmill.cli.main import command_parser
 
     parser = command_parser()
     parts = [cell(parser.description)]
@@ -276,11 +277,11 @@ def reported_metadata() -> list[str]:
 def code_location():
     """The Definitions of the project's own recipes and shared extraction file, as a code
     location without TOKENMILL_RECIPES or TOKENMILL_EXTRACTION builds them."""
-    from tokenmill.data_assets import recipe as recipes
     from tokenmill.data_assets.datasets import Catalog
     from tokenmill.resources.lake import LakeResource
 
     from tokenmill.definitions import build_definitions
+    from tokenmill.recipes import project as recipes
 
     with contextlib.chdir(PROJECT_DIR):  # the recipes' paths as the page shows them
         catalog = Catalog.load(relative(recipes.RECIPES_DIR), relative(recipes.SHARED_SETTINGS))

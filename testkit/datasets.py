@@ -7,8 +7,8 @@ from dagster import AssetKey, DagsterInstance
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.loader import LoadingContextForTest
 from tokenmill.data_assets.datasets import Dataset
-from tokenmill.data_assets.recipe import DEFAULT_RECIPE, Recipe
 
+from tokenmill.recipes.recipe import DEFAULT_RECIPE, Recipe
 from tokenmill.storage.lake import Lake
 
 RECIPE = Dataset(Recipe.load(), DEFAULT_RECIPE.stem)

@@ -14,7 +14,7 @@ import pytest
 from dagster import DagsterInstance
 
 from testkit.datasets import recipe_lake
-from tokenmill.cli.commands import land_demo_crawl
+from tokenmill.cli.demo import land_demo_crawl
 from tokenmill.cli.runner import local_instance, materialize_all, register
 from tokenmill.crawl.units import registered_units
 from tokenmill.runtime.parts import RESUME_FIELD

@@ -44,7 +44,7 @@ RESUME_FIELD = "resume"
 def stage_settings(stage: Stage):
     """The settings a stage's asset runs with when its run config is left alone: the
     recipe's."""
-    from tokenmill.data_assets.recipe import Recipe
+    from tokenmill.recipes.recipe import Recipe
 
     return Recipe.load().settings(stage.settings) if stage.settings else None
 
@@ -88,7 +88,7 @@ def build_demo_lake(
 ) -> tuple[Lake, dict[tuple[str, str], float]]:
     """A local lake with a registered demo crawl and every stage run once, undisturbed; also
     how long each stage's work took per target."""
-    from tokenmill.cli.commands import land_demo_crawl
+    from tokenmill.cli.demo import land_demo_crawl
     from tokenmill.crawl.units import register_new_files
 
     lake = Lake.from_url(str(root))

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,13 @@ LONGEST_FIRST = [
 def _scope(nodeid: str) -> str:
     module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
     return "postgres" if module in SHARES_POSTGRES else module
+
+
+def pytest_configure(config):
+    """The project settings file the tests' commands read and write is their own, never the
+    checkout's `tokenmill.yaml` (which `tokenmill demo` writes)."""
+    settings = Path(tempfile.mkdtemp(prefix="tokenmill-settings-")) / "tokenmill.yaml"
+    os.environ["TOKENMILL_SETTINGS"] = str(settings)
 
 
 def pytest_collection_modifyitems(items):

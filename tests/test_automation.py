@@ -29,8 +29,6 @@ from tokenmill.data_assets.datasets import Dataset
 from tokenmill.data_assets.jobs import job_name
 from tokenmill.data_assets.k8s import K8S_CONFIG, MAX_RUNTIME_TAG, STAGE_TAG, run_tags
 from tokenmill.data_assets.partitions import crawl_units, unit_list_version
-from tokenmill.data_assets.recipe import DEFAULT_RECIPE as RECIPE_FILE
-from tokenmill.data_assets.recipe import Recipe
 from tokenmill.resources.automation import AlertsResource, DiscoveryResource
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.workers import WorkersResource
@@ -42,6 +40,8 @@ from tokenmill.crawl.units import discover, register_new_files, registered_units
 from tokenmill.dedup.settings import CLUSTERS_FILE
 from tokenmill.definitions import build_definitions, lake_resource
 from tokenmill.demo.crawl import generate_demo_crawl
+from tokenmill.recipes.recipe import DEFAULT_RECIPE as RECIPE_FILE
+from tokenmill.recipes.recipe import Recipe
 from tokenmill.stages import STAGES, stage_named
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import LANDING, Unit

@@ -28,7 +28,7 @@ from tokenmill.resources.workers import WorkersResource
 from testkit.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
 from testkit.datasets import key as asset_key
 from testkit.datasets import recipe_lake
-from tokenmill.cli.commands import land_demo_crawl
+from tokenmill.cli.demo import land_demo_crawl
 from tokenmill.cli.runner import QUIET_CONSOLE, register
 from tokenmill.definitions import build_definitions
 from tokenmill.stages import raw_crawl

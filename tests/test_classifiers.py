@@ -19,7 +19,7 @@ from tokenmill.classifiers.training import (
     positive_scores,
     train_classifier,
 )
-from tokenmill.cli.commands import main as cli
+from tokenmill.cli.main import main as cli
 from tokenmill.demo.crawl import sample_articles
 from tokenmill.storage.layout import EXTRACTED
 

@@ -11,13 +11,14 @@ from collections import Counter
 
 import polars as pl
 import pytest
-from tokenmill.data_assets.recipe import PluginFilter, Recipe
+from tokenmill.data_assets.recipe import PluginFilter, config_overrides, run_config_class
 from tokenmill.data_assets.results import stage_result
 
 from testkit.demo_pipeline import extracted_demo_unit
 from testkit.shared_data import SHARED
 from tokenmill.filters import FilterChain, PIIMasker
 from tokenmill.filters.signals import EXTRACTED_SIGNALS as SIGNALS
+from tokenmill.recipes.recipe import Recipe
 from tokenmill.runtime.parts import run_stage_work
 from tokenmill.stages import stage_named
 from tokenmill.stages.cleaned import CleanSettings, rejected_text
@@ -199,7 +200,7 @@ def test_run_config_with_plugins_of_every_kind(landed, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("TOKENMILL_FILTER_MODULES", "lab_filters")
     recipe = Recipe.load()
-    config = recipe.config_class(stage_named(CLEANED))(
+    config = run_config_class(recipe, stage_named(CLEANED))(
         keep_languages=["en", "de"],
         skip_filters=["c4_quality"],
         plugin_filters=[
@@ -208,7 +209,7 @@ def test_run_config_with_plugins_of_every_kind(landed, tmp_path, monkeypatch):
             PluginFilter(path="lab_filters.mentions", params={"word": '"Tuesday"'}),
         ],
     )
-    settings = recipe.settings(CleanSettings, recipe.overrides(CleanSettings, config))
+    settings = recipe.settings(CleanSettings, config_overrides(recipe, CleanSettings, config))
     report, docs, rejected, truth = run(landed, settings)
     by_filter = {name: frame for (name,), frame in rejected.group_by("filter", maintain_order=True)}
     assert "c4_quality" not in by_filter and report.dropped["filter:c4_quality"] == 0
@@ -228,7 +229,7 @@ def test_run_config_with_plugins_of_every_kind(landed, tmp_path, monkeypatch):
 
 def test_bad_settings_fail_at_once():
     with pytest.raises(ValueError, match="boilerpipe"):  # pydantic's ValidationError
-        Recipe.load().config_class(stage_named(EXTRACTED))(extractor="boilerpipe")
+        run_config_class(Recipe.load(), stage_named(EXTRACTED))(extractor="boilerpipe")
     with pytest.raises(ValueError, match="extractor"):
         ExtractSettings(extractor="boilerpipe")
     with pytest.raises(ValueError, match="language_backend"):
@@ -252,7 +253,7 @@ def test_every_builtin_threshold_is_a_recipe_setting_with_finewebs_value():
         assert names == list(cls.settings) and all(cls.settings.values()), cls.name
     built = default.chain().filters[1:]  # after the language filter
     assert [vars(f) for f in built] == [vars(f) for f in default_filters()]
-    launchpad = Recipe.load().config_class(stage_named(CLEANED)).to_config_schema()
+    launchpad = run_config_class(Recipe.load(), stage_named(CLEANED)).to_config_schema()
     fields = launchpad.as_field().config_type.fields
     assert fields["gopher_quality"].config_type.fields["min_doc_words"].default_value == 50
     assert "stop words" in fields["gopher_quality"].config_type.fields["min_stop_words"].description
@@ -271,8 +272,10 @@ def test_a_threshold_set_in_the_recipe_or_a_run_changes_what_is_kept(landed, def
     )
     assert short.height >= default_docs.height - docs.height
     # The same from a run's config, over the recipe: recorded as the run's override.
-    config = Recipe.load().config_class(stage_named(CLEANED))(gopher_quality={"min_doc_words": 400})
-    overrides = Recipe.load().overrides(CleanSettings, config)
+    config = run_config_class(Recipe.load(), stage_named(CLEANED))(
+        gopher_quality={"min_doc_words": 400}
+    )
+    overrides = config_overrides(Recipe.load(), CleanSettings, config)
     assert overrides["gopher_quality"]["min_doc_words"] == 400
     assert Recipe.load().settings(CleanSettings, overrides).chain().filters[3].min_doc_words == 400
 

@@ -8,8 +8,8 @@ import re
 import pytest
 from dagster import DagsterInstance, Failure, RetryPolicy, job, op, resource
 
-from tokenmill.cli.commands import land_demo_crawl
-from tokenmill.cli.commands import main as cli
+from tokenmill.cli.demo import land_demo_crawl
+from tokenmill.cli.main import main as cli
 from tokenmill.cli.runner import (
     ERROR_CHARS,
     definitions_for,
@@ -171,7 +171,7 @@ def test_preview_prints_what_a_recipe_would_flip_and_draws_the_distributions(
 def test_dropped_shows_a_recipes_rejections_with_their_extracted_text(landed, capsys):
     import polars as pl
 
-    from tokenmill.cli.commands import chosen_recipe
+    from tokenmill.cli.context import chosen_recipe
     from tokenmill.crawl.units import register_new_files
     from tokenmill.runtime.parts import run_stage_work
     from tokenmill.stages import stage_named
@@ -241,17 +241,21 @@ def test_the_demo_trains_a_classifier_and_builds_a_second_recipe_that_keeps_by_i
         for k, v in os.environ.items()
         if k not in ("TOKENMILL_EXTRACTION", "TOKENMILL_RECIPES", "TOKENMILL_LAKE_URL")
     }
-    env |= {"TOKENMILL_LAKE_URL": str(tmp_path / "lake"), "DAGSTER_HOME": str(tmp_path / "h")}
+    env |= {
+        "TOKENMILL_LAKE_URL": str(tmp_path / "lake"),
+        "DAGSTER_HOME": str(tmp_path / "h"),
+        "TOKENMILL_SETTINGS": str(tmp_path / "tokenmill.yaml"),
+    }
 
     def tokenmill(*args: str) -> str:
-        command = [sys.executable, "-m", "tokenmill.cli.commands", *args]
+        command = [sys.executable, "-m", "tokenmill.cli.main", *args]
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return done.stdout
 
     out = tokenmill("demo", "--pages-per-file", "40")
     assert re.search(r"classifier demo_quality: \d+ positives, \d+ negatives", out)
-    assert "with the demo's classifier declared and its recipe added:" in out
+    assert f"the demo's classifier declared and its recipe added in {tmp_path}" in out
     lake = Lake.from_url(str(tmp_path / "lake"))
     card = lake.read_json("classifiers/demo_quality/card.json")
     assert card["held_out"]["recall"] and card["held_out"]["precision"]

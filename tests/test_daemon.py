@@ -10,7 +10,7 @@ from dagster import RunsFilter
 
 from testkit.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
 from testkit.datasets import key
-from tokenmill.cli.commands import land_demo_crawl
+from tokenmill.cli.demo import land_demo_crawl
 from tokenmill.stages import STAGES
 from tokenmill.storage.lake import Lake
 

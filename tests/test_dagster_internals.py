@@ -17,6 +17,7 @@ from tokenmill.dagster_internals import (
     DATA_VERSION_TAG,
     CachingStaleStatusResolver,
     LoadingContext,
+    StaleCauseCategory,
     StaleStatus,
     extract_data_version_from_entry,
     read_keys_once_per_tick,
@@ -70,8 +71,9 @@ def test_the_stale_status_resolver_takes_what_the_runner_gives_it():
         "asset_graph",
         "loading_context",
     ]
-    assert "get_status" in vars(CachingStaleStatusResolver)
+    assert {"get_status", "get_stale_causes"} <= set(vars(CachingStaleStatusResolver))
     assert {"FRESH", "STALE", "MISSING"} <= set(StaleStatus.__members__)
+    assert {"CODE", "DATA", "DEPENDENCIES"} <= set(StaleCauseCategory.__members__)
     assert inspect.isclass(LoadingContext)
 
 

@@ -387,7 +387,7 @@ def test_cli_writes_crawl_and_truth(tmp_path, capsys):
 WITHOUT_FAKER = """
 import sys
 sys.modules["faker"] = None  # import faker now raises ModuleNotFoundError
-from tokenmill.cli.commands import main
+from tokenmill.cli.main import main
 main(["demo"])
 """
 

@@ -34,7 +34,13 @@ RUN_LANGUAGES = ("bash", "python")
 DEMO_PAGES_PER_FILE = "40"
 BLOCK_TIMEOUT_S = 300
 # Settings a block's environment does not inherit: the demo lake's and the demo's own choice.
-OWN_ENV = ("TOKENMILL_LAKE_URL", "DAGSTER_HOME", "TOKENMILL_EXTRACTION", "TOKENMILL_RECIPES")
+OWN_ENV = (
+    "TOKENMILL_LAKE_URL",
+    "DAGSTER_HOME",
+    "TOKENMILL_EXTRACTION",
+    "TOKENMILL_RECIPES",
+    "TOKENMILL_SETTINGS",
+)
 
 
 # -- the site -----------------------------------------------------------------------------------
@@ -117,8 +123,9 @@ def config_paths(model, path: str):
 
 @pytest.mark.integration
 def test_the_settings_page_names_every_field_of_every_recipe_section(site):
-    from tokenmill.data_assets.recipe import Recipe, section
+    from tokenmill.data_assets.recipe import run_config_class
 
+    from tokenmill.recipes.recipe import Recipe, section
     from tokenmill.stages import STAGES
 
     recipe = Recipe({}, "reference.yaml")
@@ -126,7 +133,7 @@ def test_the_settings_page_names_every_field_of_every_recipe_section(site):
         pair
         for stage in STAGES
         if stage.settings
-        for pair in config_paths(recipe.config_class(stage), section(stage.settings))
+        for pair in config_paths(run_config_class(recipe, stage), section(stage.settings))
     }
     assert len(expected) > 50
     found = page_sections(site, "reference/settings")
@@ -138,7 +145,7 @@ def test_the_settings_page_names_every_field_of_every_recipe_section(site):
 
 @pytest.mark.integration
 def test_the_command_line_page_names_every_command_and_argument(site):
-    from tokenmill.cli.commands import command_parser
+    from tokenmill.cli.main import command_parser
 
     parser = command_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -164,10 +171,10 @@ def test_the_command_line_page_names_every_command_and_argument(site):
 @pytest.mark.integration
 def test_the_assets_page_names_every_asset_of_the_code_location(site):
     from tokenmill.data_assets.datasets import Catalog
-    from tokenmill.data_assets.recipe import RECIPES_DIR, SHARED_SETTINGS
     from tokenmill.resources.lake import LakeResource
 
     from tokenmill.definitions import build_definitions
+    from tokenmill.recipes.project import RECIPES_DIR, SHARED_SETTINGS
 
     catalog = Catalog.load(RECIPES_DIR, SHARED_SETTINGS)
     defs = build_definitions(LakeResource(url=str(site / "lake")), recipes=catalog)
@@ -215,7 +222,7 @@ def demo_lake(tmp_path_factory) -> Path:
     """`tokenmill demo` (both recipes, the classifier it trains, the releases) into a lake and
     a Dagster instance of their own: `lake/` and `home/` under the returned folder."""
     root = tmp_path_factory.mktemp("demo")
-    command = [sys.executable, "-m", "tokenmill.cli.commands", "demo"]
+    command = [sys.executable, "-m", "tokenmill.cli.main", "demo"]
     command += ["--pages-per-file", DEMO_PAGES_PER_FILE]
     done = subprocess.run(command, env=demo_env(root), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -227,6 +234,7 @@ def demo_env(root: Path) -> dict[str, str]:
     return env | {
         "TOKENMILL_LAKE_URL": str(root / "lake"),
         "DAGSTER_HOME": str(root / "dagster_home"),
+        "TOKENMILL_SETTINGS": str(root / "tokenmill.yaml"),
     }
 
 

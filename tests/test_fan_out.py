@@ -4,11 +4,11 @@ steps, finish; its checks and materialization come from the finish step."""
 from dagster import DagsterEventType, materialize
 from tokenmill.data_assets.assets import fan_out_asset
 from tokenmill.data_assets.datasets import Dataset
-from tokenmill.data_assets.recipe import Recipe
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.step_io import STEP_IO, STEPS, LakeStepIOManager
 from tokenmill.resources.workers import WorkersResource
 
+from tokenmill.recipes.recipe import Recipe
 from tokenmill.runtime.stage import Check, FanOut, Pod, Scope, Stage, Verdict, Work
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.outputs import StageReport

@@ -182,7 +182,8 @@ from pathlib import Path
 import lab_builtins.digit_ratio  # the registration
 import reference_pages
 from testkit.demo_pipeline import extracted_demo_unit
-from tokenmill.data_assets.recipe import Recipe
+from tokenmill.data_assets.recipe import run_config_class
+from tokenmill.recipes.recipe import Recipe
 from tokenmill.reports.preview import preview
 from tokenmill.runtime.parts import run_stage_work
 from tokenmill.stages import stage_named
@@ -199,7 +200,7 @@ try:
     typo = None
 except ValueError as error:
     typo = str(error)
-model = recipe.config_class(stage_named("cleaned")).model_json_schema()
+model = run_config_class(recipe, stage_named("cleaned")).model_json_schema()
 lake, unit, _ = extracted_demo_unit(root, "CC-MAIN-TEST-2026-05", 1, 60, 3)
 result = preview(lake, [unit], CleanSettings(), strict)
 cleaned = run_stage_work(stage_named("cleaned"), lake, strict, unit=unit, workers=1)

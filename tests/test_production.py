@@ -16,7 +16,7 @@ from tokenmill.resources.workers import WorkersResource
 from testkit import faults
 from testkit.datasets import key, recipe_lake
 from testkit.servers import PG_HOST, PG_PORT, PG_USER, free_port, write_production_instance
-from tokenmill.cli.commands import land_demo_crawl
+from tokenmill.cli.demo import land_demo_crawl
 from tokenmill.cli.runner import local_instance, materialize_all, register
 from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES
@@ -39,7 +39,7 @@ class PipelineRun:
 
 def run_demo(crawl: str) -> PipelineRun:
     """`tokenmill demo` on the lake and instance the environment names."""
-    from tokenmill.cli.commands import default_lake
+    from tokenmill.cli.context import default_lake
 
     lake = default_lake()
     land_demo_crawl(lake, crawl, **DEMO)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from dagster import AssetKey, build_sensor_context
 from tokenmill.data_assets.datasets import Catalog, Dataset, recipe_zones
-from tokenmill.data_assets.recipe import DEFAULT_RECIPE, Recipe
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.workers import WorkersResource
 
-from tokenmill.cli.commands import main as cli
+from tokenmill.cli.main import main as cli
 from tokenmill.definitions import build_definitions
+from tokenmill.recipes.recipe import DEFAULT_RECIPE, Recipe
 from tokenmill.storage.lake import Lake
 
 GOOD = DEFAULT_RECIPE.read_text()
@@ -135,8 +135,10 @@ def test_recipes_command_lists_problems_and_removes_only_deleted_recipes(
 
 
 @pytest.mark.integration
-def test_tokenmill_run_builds_the_valid_recipes_beside_a_bad_one(recipes, tmp_path, monkeypatch):
-    from tokenmill.cli.commands import land_demo_crawl
+def test_tokenmill_run_builds_the_valid_recipes_beside_a_bad_one(
+    recipes, tmp_path, monkeypatch, capsys
+):
+    from tokenmill.cli.demo import land_demo_crawl
 
     crawl = "CC-MAIN-RECIPES-2026-01"
     for name in [*BAD, "twin.yaml", "twin.yml"]:
@@ -146,7 +148,13 @@ def test_tokenmill_run_builds_the_valid_recipes_beside_a_bad_one(recipes, tmp_pa
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     lake = Lake.from_url(str(tmp_path / "lake"))
     land_demo_crawl(lake, crawl, files=1, pages_per_file=20, seed=0)
-    cli(["run", "--crawl", crawl, "--files-per-unit", "1"])  # exits 0
+    with pytest.raises(SystemExit) as exit_:
+        cli(["run", "--crawl", crawl, "--files-per-unit", "1"])
+    # the valid recipes ran; the bad file is told once, and the command fails
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err
+    assert err.count("broken.yaml") == 1, err
+    assert "tokenmill run: 1 recipe file left out (above); the other recipes ran" in err
     for recipe in ("fineweb_en", "any_language"):
         shards = Dataset(Recipe({}, recipe), recipe).lake(lake)
         assert shards.exists(f"tokenized_shards/{crawl}/00000/_SUCCESS.json"), recipe

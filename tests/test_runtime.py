@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from testkit.datasets import recipe_lake
-from tokenmill.cli.commands import land_demo_crawl
+from tokenmill.cli.demo import land_demo_crawl
 from tokenmill.demo.crawl import sample_articles
 from tokenmill.reports.summary import stage_rows
 from tokenmill.storage.lake import Lake

@@ -13,7 +13,6 @@ import numpy as np
 import polars as pl
 import pytest
 from tokenmill.data_assets.datasets import Catalog
-from tokenmill.data_assets.recipe import Recipe
 
 from testkit.demo_pipeline import extracted_demo_unit
 from tokenmill.classifiers.scoring import (
@@ -26,6 +25,7 @@ from tokenmill.classifiers.scoring import (
 )
 from tokenmill.classifiers.training import TrainingSettings, train_classifier
 from tokenmill.demo.crawl import sample_articles
+from tokenmill.recipes.recipe import Recipe
 from tokenmill.reports.preview import preview
 from tokenmill.runtime.parts import run_stage_work
 from tokenmill.stages import stage_named

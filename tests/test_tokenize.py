@@ -18,7 +18,7 @@ from tokenmill.resources.workers import WorkersResource
 from testkit.datasets import node, stale_status
 from testkit.demo_pipeline import demo_pipeline
 from testkit.formats import read_indexed_dataset, warc_headers_at
-from tokenmill.cli.commands import main as cli
+from tokenmill.cli.main import main as cli
 from tokenmill.crawl.units import write_batch
 from tokenmill.definitions import build_definitions
 from tokenmill.runtime.parts import run_stage_work
@@ -261,7 +261,7 @@ def test_trace_command_without_a_lake_file_fails_without_a_traceback(small_pipel
     index = Path(small_pipeline.lake.uri(f"{unit.part_prefix(TOKENIZED_SHARDS, 1)}/tokens.idx"))
     index.rename(index.with_suffix(".moved"))
     try:
-        command = [sys.executable, "-m", "tokenmill.cli.commands", "trace", unit.key, "1", "0"]
+        command = [sys.executable, "-m", "tokenmill.cli.main", "trace", unit.key, "1", "0"]
         done = subprocess.run(command, cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
     finally:
         index.with_suffix(".moved").rename(index)

@@ -10,7 +10,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 from testkit.dagster_dev import start_dagster_dev, stop_dagster_dev
-from tokenmill.cli.commands import land_demo_crawl
+from tokenmill.cli.demo import land_demo_crawl
 from tokenmill.cli.runner import local_instance, materialize_all, register
 from tokenmill.storage.lake import Lake
 

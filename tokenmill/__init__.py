@@ -15,6 +15,8 @@ from pathlib import Path
 # package's name, so that an installed tokenmill adds no generic top-level names.
 DAGSTER_LAYER = ("resources", "data_assets", "sensors")
 _CHECKOUT = Path(__file__).resolve().parent.parent
+# The project folder: the checkout (its lake/, .dagster_home/ and tokenmill.yaml by default).
+PROJECT_DIR = _CHECKOUT
 
 
 class _CheckoutLayerFinder:
@@ -32,5 +34,12 @@ class _CheckoutLayerFinder:
 
 
 _installed_inside = (Path(__file__).parent / "data_assets").is_dir()
+
+
+def layer_folder(name: str) -> Path:
+    """Where a folder of the Dagster layer is, in a checkout or installed (without importing it)."""
+    return Path(__file__).resolve().parent / name if _installed_inside else _CHECKOUT / name
+
+
 if not _installed_inside and _CheckoutLayerFinder not in sys.meta_path:
     sys.meta_path.append(_CheckoutLayerFinder)

@@ -34,6 +34,7 @@ from dagster._config.post_process import post_process_config
 from dagster._core.definitions.data_version import (
     DATA_VERSION_TAG,
     CachingStaleStatusResolver,
+    StaleCauseCategory,
     StaleStatus,
     extract_data_version_from_entry,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "CachingStaleStatusResolver",
     "LoadingContext",
     "SerializableErrorInfo",
+    "StaleCauseCategory",
     "StaleStatus",
     "extract_data_version_from_entry",
     "read_keys_once_per_tick",

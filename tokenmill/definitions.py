@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dagster import (
     AssetSelection,
@@ -23,7 +23,7 @@ from tokenmill.data_assets.datasets import Catalog
 from tokenmill.data_assets.jobs import stage_jobs
 from tokenmill.data_assets.k8s import run_tags
 from tokenmill.data_assets.partitions import bridges
-from tokenmill.data_assets.recipe import Recipe
+from tokenmill.recipes.project import LAKE_ENV, project_settings
 from tokenmill.resources.automation import AlertsResource, DiscoveryResource, tick_seconds
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.locked import locked
@@ -35,20 +35,21 @@ from tokenmill.sensors.landing import landing_zone
 from tokenmill.sensors.reconcile import reconcile_landing, reconcile_schedule
 from tokenmill.stages import STAGES
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
-DEFAULT_LAKE = PROJECT_DIR / "lake"
+if TYPE_CHECKING:
+    from tokenmill.recipes.recipe import Recipe
 
 
 def lake_resource() -> LakeResource:
-    """TOKENMILL_LAKE_URL (and TOKENMILL_S3_ENDPOINT) in production, ./lake otherwise."""
-    if os.environ.get("TOKENMILL_LAKE_URL"):
+    """TOKENMILL_LAKE_URL (and TOKENMILL_S3_ENDPOINT) in production; otherwise the project
+    settings' lake (`tokenmill.yaml`), ./lake by default."""
+    if os.environ.get(LAKE_ENV):
         return LakeResource(
-            url=EnvVar("TOKENMILL_LAKE_URL"),
+            url=EnvVar(LAKE_ENV),
             endpoint_url=EnvVar("TOKENMILL_S3_ENDPOINT")
             if os.environ.get("TOKENMILL_S3_ENDPOINT")
             else None,
         )
-    return LakeResource(url=str(DEFAULT_LAKE))
+    return LakeResource(url=project_settings().lake.value)
 
 
 def alerts_resource() -> AlertsResource:

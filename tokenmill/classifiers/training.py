@@ -18,13 +18,14 @@ import heapq
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import xxhash
 
 from tokenmill.classifiers.scoring import FastTextScorer, one_line
+from tokenmill.classifiers.settings import TrainingSettings
 from tokenmill.crawl.units import registered_crawls, registered_units
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import EXTRACTED, check_name
@@ -33,21 +34,6 @@ from tokenmill.storage.outputs import part_files, read_batches
 CLASSIFIERS = "classifiers"
 POSITIVE, NEGATIVE = "__label__hq", "__label__cc"
 HELD_OUT_SHARE = 0.1
-
-
-@dataclass(frozen=True)
-class TrainingSettings:
-    """fastText's supervised settings (its defaults), with bigrams (``word_ngrams`` 2) as
-    DCLM's classifier. The model holds ``bucket`` x ``dim`` floats for the bigrams (800 MB at
-    the defaults); a few hundred examples need more epochs and a higher rate to learn."""
-
-    word_ngrams: int = 2
-    dim: int = 100
-    epoch: int = 5
-    lr: float = 0.1
-    min_count: int = 1
-    bucket: int = 2_000_000
-    seed: int = 0
 
 
 class ClassifierInputError(ValueError):
@@ -117,7 +103,7 @@ def train_classifier(
     positives: Path,
     crawls: list[str] | None = None,
     negatives: int | None = None,
-    settings: TrainingSettings = TrainingSettings(),
+    settings: TrainingSettings | None = None,
     negatives_file: Path | None = None,
 ) -> dict:
     """Train, judge and store a classifier; returns its card. Negatives are a sample of the
@@ -125,6 +111,7 @@ def train_classifier(
     bad). Fails before writing anything when an input is unusable, naming it."""
     import fasttext
 
+    settings = settings or TrainingSettings()
     check_name(name, "classifier name")
     good = example_texts(positives)
     if negatives_file is not None:

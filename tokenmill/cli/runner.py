@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +14,12 @@ from dagster import AssetKey, DagsterInstance, ExecuteInProcessResult
 from tokenmill.crawl.units import Registration, register_new_files
 
 # private: the staleness the UI shows, which `materialize_all` follows as the automation does
-from tokenmill.dagster_internals import CachingStaleStatusResolver, LoadingContext, StaleStatus
+from tokenmill.dagster_internals import (
+    CachingStaleStatusResolver,
+    LoadingContext,
+    StaleCauseCategory,
+    StaleStatus,
+)
 from tokenmill.data_assets.datasets import Catalog
 from tokenmill.data_assets.jobs import job_name
 from tokenmill.data_assets.partitions import (
@@ -191,22 +196,21 @@ def materialize_all(
     workers: int | None = None,
     force: bool = False,
     catalog: Catalog | None = None,
+    stages: list[str] | None = None,
 ) -> list[RunOutcome]:
-    """Every stage for every partition of `lake` that is missing or stale (all of them with
-    `force`), in lineage order, one run per partition, as the automation would: a recipe
-    change re-runs its stage, and below it only the partitions whose inputs' data changed.
-    Each run works on its unit's files in `workers` parallel processes (one per CPU if
-    unset). Raises RunsFailedError, naming each failed run's cause, after the first stage
-    with failed runs."""
+    """Every stage (of `stages`, if given) for every partition of `lake` that is missing or
+    stale (all of them with `force`), in lineage order, one run per partition, as the
+    automation would: a recipe change re-runs its stage, and below it only the partitions
+    whose inputs' data changed. Each run works on its unit's files in `workers` parallel
+    processes (one per CPU if unset). Raises RunsFailedError, naming each failed run's cause,
+    after the first stage with failed runs."""
     catalog = catalog or Catalog.load()
     defs = definitions_for(lake, workers, catalog)
-    partitions = {
-        Scope.UNIT: instance.get_dynamic_partitions(unit_partitions.name),
-        Scope.CRAWL: instance.get_dynamic_partitions(crawl_partitions.name),
-        Scope.LAKE: [None],
-    }
+    partitions = _partitions(instance)
     outcomes: list[RunOutcome] = []
     for stage in STAGES:
+        if stages is not None and stage.name not in stages:
+            continue
         if stage.scope is Scope.CRAWL:
             # what the crawl_signatures_complete sensor would observe: the instance is then as
             # the sensors and the automation leave it, and they find nothing left to do
@@ -232,6 +236,14 @@ def materialize_all(
         if failed:
             raise RunsFailedError(failed)
     return outcomes
+
+
+def _partitions(instance: DagsterInstance) -> dict[Scope, list]:
+    return {
+        Scope.UNIT: instance.get_dynamic_partitions(unit_partitions.name),
+        Scope.CRAWL: instance.get_dynamic_partitions(crawl_partitions.name),
+        Scope.LAKE: [None],
+    }
 
 
 class _Loading(LoadingContext):
@@ -280,3 +292,118 @@ def materialized_partitions(
         for stage in STAGES
         for key in catalog.keys(stage)
     }
+
+
+# What each kind of stale cause means for a tokenmill stage.
+CAUSES = {
+    StaleCauseCategory.CODE: "code version changed (its recipe section or code)",
+    StaleCauseCategory.DATA: "input data changed",
+    StaleCauseCategory.DEPENDENCIES: "an input is itself stale",
+}
+
+
+@dataclass
+class StageState:
+    """One asset's partitions: how many are fresh, missing and stale, and why."""
+
+    asset: str
+    stage: str
+    keys: list[str | None] = field(default_factory=list)
+    fresh: int = 0
+    missing: list[str | None] = field(default_factory=list)
+    stale: dict[str | None, set[StaleCauseCategory]] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def why(self) -> str:
+        counts: dict[StaleCauseCategory, int] = {}
+        for causes in self.stale.values():
+            for cause in causes:
+                counts[cause] = counts.get(cause, 0) + 1
+        parts = [f"{n} {CAUSES[cause]}" for cause, n in sorted(counts.items())]
+        if self.missing:
+            parts.insert(0, f"{len(self.missing)} never materialized")
+        return "; ".join(parts + [self.note] * bool(self.note)) or "up to date"
+
+    @property
+    def partitions(self) -> int:
+        return len(self.keys)
+
+    def to_launch(self) -> list[str | None]:
+        """The partitions a run launches now: missing, or stale for their own code or data
+        (those stale only through an input wait for it to run first)."""
+        own = [k for k, c in self.stale.items() if c - {StaleCauseCategory.DEPENDENCIES}]
+        return self.missing + own
+
+
+def stage_states(
+    instance: DagsterInstance, lake: Lake, catalog: Catalog, stages: list[str] | None = None
+) -> list[StageState]:
+    """Every stage asset of `catalog`, as the UI would show its partitions' staleness."""
+    defs = definitions_for(lake, 1, catalog)
+    resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), _Loading(instance))
+    partitions = _partitions(instance)
+    states = []
+    for stage in STAGES:
+        if stages is not None and stage.name not in stages:
+            continue
+        for key in catalog.keys(stage):
+            state = StageState(key.to_user_string(), stage.name)
+            for partition in partitions[stage.scope]:
+                state.keys.append(partition)
+                status = resolver.get_status(key, partition)
+                if status is StaleStatus.MISSING:
+                    state.missing.append(partition)
+                elif status is StaleStatus.STALE:
+                    causes = resolver.get_stale_causes(key, partition)
+                    state.stale[partition] = {cause.category for cause in causes}
+                else:
+                    state.fresh += 1
+            if stage.scope is Scope.LAKE and not stage.automatic:
+                state.note = f"made on purpose: `tokenmill {stage.name.replace('_', '-')}`"
+            states.append(state)
+    return states
+
+
+@dataclass(frozen=True)
+class Launch:
+    asset: str
+    partitions: list[str | None]
+    why: str
+
+
+@dataclass
+class RunPlan:
+    """What `tokenmill run` would launch now, and what may follow once that has run."""
+
+    launches: list[Launch]
+    then: list[tuple[str, str]]  # (asset, why): stale only through an input
+    runs: int
+    then_runs: int
+
+
+def out_of_date_plan(
+    instance: DagsterInstance,
+    lake: Lake,
+    catalog: Catalog,
+    stages: list[str] | None = None,
+    force: bool = False,
+) -> RunPlan:
+    """`materialize_all`'s work, told before it is done: the partitions it launches first,
+    and those it launches afterwards only if the data above them changes."""
+    launches, then, runs, then_runs = [], [], 0, 0
+    for state in stage_states(instance, lake, catalog, stages):
+        if force:
+            todo = list(state.keys)
+        elif state.note:  # made on purpose: only when missing
+            todo = state.missing
+        else:
+            todo = state.to_launch()
+        if todo:
+            launches.append(Launch(state.asset, todo, "--force" if force else state.why))
+            runs += len(todo)
+        waiting = len(state.stale) - len([k for k in todo if k in state.stale])
+        if waiting and not state.note:
+            then.append((state.asset, f"{waiting} partitions"))
+            then_runs += waiting
+    return RunPlan(launches, then, runs, then_runs)

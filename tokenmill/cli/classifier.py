@@ -1,0 +1,45 @@
+"""`tokenmill train-classifier`: a fastText quality classifier from the lab's own examples."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tokenmill.cli.context import chosen_crawls, default_lake
+
+if TYPE_CHECKING:
+    from tokenmill.storage.lake import Lake
+
+
+def cmd_train_classifier(args: argparse.Namespace) -> None:
+    from tokenmill.classifiers.settings import TrainingSettings
+    from tokenmill.classifiers.training import train_classifier
+
+    lake = default_lake()
+    card = train_classifier(
+        lake,
+        args.name,
+        Path(args.positives),
+        crawls=chosen_crawls(lake, args.crawl) if args.crawl else None,
+        negatives=args.negatives,
+        negatives_file=Path(args.negatives_from) if args.negatives_from else None,
+        settings=TrainingSettings(
+            epoch=args.epoch, lr=args.lr, dim=args.dim, bucket=args.bucket, seed=args.seed
+        ),
+    )
+    describe_card(lake, card)
+
+
+def describe_card(lake: Lake, card: dict) -> None:
+    from tokenmill.classifiers.training import CLASSIFIERS
+
+    name, held, negatives = card["name"], card["held_out"], card["negatives"]
+    source = negatives.get("file") or ", ".join(negatives["crawls"])
+    print(
+        f"classifier {name}: {card['positives']['documents']} positives, "
+        f"{negatives['documents']} negatives from {source}; held out {held['documents']}: "
+        f"precision {held['precision']}, recall {held['recall']}"
+    )
+    print(f"  model {lake.uri(f'{CLASSIFIERS}/{name}/model.bin')} ({card['model_bytes']:,} B)")
+    print(f"  card  {lake.uri(f'{CLASSIFIERS}/{name}/card.json')}")

@@ -1,0 +1,176 @@
+"""The commands that only read the lake and the recipe files (no Dagster): summary, trace,
+trace-release, preview, dropped and recipes."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tokenmill.cli.context import chosen_crawls, chosen_recipe, default_lake, load_catalog
+from tokenmill.cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from tokenmill.recipes.catalog import Catalog
+    from tokenmill.storage.lake import Lake
+
+
+def cmd_summary(args: argparse.Namespace) -> None:
+    from tokenmill.reports.summary import format_table
+
+    lake, catalog = default_lake(), load_catalog()
+    print(format_table(summary_rows(lake, catalog)))
+    for line in release_lines(lake, catalog.recipes):
+        print(line)
+
+
+def summary_rows(lake: Lake, catalog: Catalog) -> list[dict]:
+    """The shared stages, then each recipe's (`<recipe>/<stage>`, as its asset key)."""
+    from tokenmill.reports.summary import stage_rows
+
+    rows = stage_rows(lake, catalog.shared.stages)
+    for dataset in catalog.recipes:
+        rows += stage_rows(dataset.lake(lake), dataset.stages, f"{dataset.prefix}/")
+    return rows
+
+
+def release_lines(lake: Lake, datasets) -> list[str]:
+    """Each recipe's latest release: where it is and what it holds."""
+    from tokenmill.release.plan import release_report
+    from tokenmill.storage.outputs import MissingInputError
+
+    lines = []
+    for dataset in datasets:
+        recipe_lake = dataset.lake(lake)
+        try:
+            counts = release_report(recipe_lake)["counts"]
+        except MissingInputError:
+            continue
+        where = recipe_lake.uri(f"release/{counts['version']}")
+        lines.append(
+            f"release {dataset.prefix}: {counts['train_shards']} train shards "
+            f"({counts['train_tokens']:,} tokens), {counts['valid_shards']} valid "
+            f"({counts['valid_tokens']:,} tokens) at {where}"
+        )
+    return lines
+
+
+def cmd_trace(args: argparse.Namespace) -> None:
+    from tokenmill.reports.summary import trace_token
+    from tokenmill.storage.layout import Unit
+
+    try:
+        unit = Unit.from_key(args.unit)
+    except ValueError as error:
+        raise UsageError(f"{args.unit!r} is not a unit: {error}") from None
+    lake = chosen_recipe(args.recipe).lake(default_lake())
+    print_trace(trace_token(lake, unit, args.part, args.position))
+
+
+def cmd_trace_release(args: argparse.Namespace) -> None:
+    from tokenmill.reports.summary import trace_release_token
+
+    lake = chosen_recipe(args.recipe).lake(default_lake())
+    found = trace_release_token(lake, args.shard, args.position, args.version)
+    print_trace(found)
+    print(f"  {'copied from':14} {found['source']} document {found['source_doc_index']}")
+
+
+def print_trace(found: dict) -> None:
+    print(
+        f"token {found['position']} = {found['token']!r} (id {found['token_id']})"
+        + (" [end of document]" if found["is_end_of_document"] else "")
+    )
+    for field in ("url", "crawl", "source_file", "record_id", "record_offset", "doc_id"):
+        print(f"  {field:14} {found[field]}")
+    print(f"  {'context':14} …{found['before']}[[{found['text']}]]{found['after']}…")
+
+
+def recipe_file(path: str):
+    """A recipe file named on the command line, read and checked."""
+    from tokenmill.recipes.recipe import Recipe
+
+    try:
+        return Recipe.load(path)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def cmd_preview(args: argparse.Namespace) -> None:
+    from tokenmill.crawl.units import registered_units
+    from tokenmill.recipes.recipe import RECIPE_FILE_SUFFIXES
+    from tokenmill.reports.preview import html_report, preview, text_report
+    from tokenmill.stages.cleaned import CleanSettings
+    from tokenmill.storage.layout import EXTRACTED, MARKER
+
+    lake = default_lake()
+    proposed = recipe_file(args.recipe).settings(CleanSettings)
+    if args.against and Path(args.against).suffix in RECIPE_FILE_SUFFIXES:
+        against = recipe_file(args.against)
+    else:
+        against = chosen_recipe(args.against, "--against").recipe
+    current = against.settings(CleanSettings)
+    crawls = chosen_crawls(lake, args.crawl)
+    units = [
+        unit
+        for crawl in crawls
+        for unit in registered_units(lake, crawl)
+        if lake.exists(f"{unit.prefix(EXTRACTED)}/{MARKER}")
+    ]
+    if not units:
+        raise ValueError(f"nothing extracted yet in {', '.join(crawls) or 'the lake'}")
+    result = preview(lake, units, current, proposed, samples=args.sample)
+    print(text_report(result))
+    if args.html:
+        Path(args.html).write_text(html_report(result))
+        print(f"\ndistributions with both thresholds: {args.html}")
+
+
+def cmd_dropped(args: argparse.Namespace) -> None:
+    from tokenmill.crawl.units import registered_units
+    from tokenmill.reports.dropped import dropped_documents, text_report
+    from tokenmill.stages.cleaned import CleanSettings
+
+    dataset = chosen_recipe(args.recipe)
+    lake = dataset.lake(default_lake())
+    crawls = chosen_crawls(lake, args.crawl)
+    units = (unit for crawl in crawls for unit in registered_units(lake, crawl))
+    mask = dataset.recipe.settings(CleanSettings).mask_pii
+    found = dropped_documents(lake, units, args.filter, args.limit, args.chars, mask)
+    print(text_report(found))
+
+
+def cmd_recipes(args: argparse.Namespace) -> None:
+    """The recipes, where their outputs are, recipe files left out and why, and outputs whose
+    recipe file is gone; `--remove NAME` deletes such outputs."""
+    from tokenmill.recipes.catalog import RECIPES_ZONE
+
+    catalog = load_catalog()
+    lake = default_lake()
+    names = set(catalog.names)
+    stored = set(lake.list_dirs(RECIPES_ZONE))
+    if args.remove:
+        if args.remove in names:
+            raise UsageError(
+                f"recipe {args.remove} is in the recipes folder "
+                f"({catalog.recipe(args.remove).recipe.source}): delete its file first"
+            )
+        if args.remove not in stored:
+            kept = ", ".join(sorted(stored - names)) or "none"
+            raise UsageError(
+                f"no outputs of a recipe named {args.remove!r} in {lake.uri('')}; "
+                f"outputs without a recipe file: {kept}"
+            )
+        lake.delete_prefix(f"{RECIPES_ZONE}/{args.remove}")
+        print(f"deleted {lake.uri(f'{RECIPES_ZONE}/{args.remove}')}")
+        return
+    for dataset in catalog.recipes:
+        where = lake.uri(f"{RECIPES_ZONE}/{dataset.prefix}")
+        print(f"{dataset.prefix:20} {dataset.recipe.source}  outputs: {where}")
+    for name in sorted(stored - names):
+        print(
+            f"{name:20} (no recipe file) outputs kept: {lake.uri(f'{RECIPES_ZONE}/{name}')}; "
+            f"`tokenmill recipes --remove {name}` deletes them"
+        )
+    if catalog.problems:
+        raise ValueError("recipe files left out:\n" + "\n".join(f"  {p}" for p in catalog.problems))
