@@ -53,6 +53,18 @@ def chosen_crawls(lake: Lake, names: list[str] | None) -> list[str]:
     return list(names or registered)
 
 
+def registrable_crawl(lake: Lake, crawl: str) -> str:
+    """A crawl with files to register: landed in the landing zone, or declared (`add-crawl`)."""
+    from tokenmill.crawl.sources import CrawlSource
+    from tokenmill.crawl.units import landed_crawls
+
+    known = sorted({*landed_crawls(lake), *CrawlSource.declared_crawls(lake)})
+    if crawl not in known:
+        valid = ", ".join(known) or "none: land files in landing/<crawl>/ or use add-crawl"
+        raise UsageError(f"no crawl named {crawl!r} landed or declared; crawls: {valid}")
+    return crawl
+
+
 def chosen_stages(names: list[str] | None) -> list[str] | None:
     """The named stages (each must exist), in lineage order; None for every stage."""
     if not names:

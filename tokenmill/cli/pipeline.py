@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from tokenmill import PROJECT_DIR
-from tokenmill.cli.context import chosen_stages, default_lake, load_catalog
+from tokenmill.cli.context import chosen_stages, default_lake, load_catalog, registrable_crawl
 
 if TYPE_CHECKING:
     from tokenmill.data_assets.datasets import Catalog
@@ -22,8 +22,10 @@ RELEASED_TAG = "tokenmill/released"
 def cmd_register(args: argparse.Namespace) -> None:
     from tokenmill.cli.runner import local_instance, register
 
+    lake = default_lake()
+    crawl = registrable_crawl(lake, args.crawl)
     registration = register(
-        local_instance(), default_lake(), args.crawl, args.files_per_unit, verify=not args.no_verify
+        local_instance(), lake, crawl, args.files_per_unit, verify=not args.no_verify
     )
     for line in registration.describe_refused():
         print(f"refused: {line}", file=sys.stderr)
@@ -56,9 +58,10 @@ def cmd_add_crawl(args: argparse.Namespace) -> None:
 def cmd_run(args: argparse.Namespace) -> None:
     stages = chosen_stages(args.select)
     catalog = load_catalog(args.recipe, dagster=True)
+    lake = default_lake()
     register_and_run(
-        default_lake(),
-        args.crawl or [],
+        lake,
+        [registrable_crawl(lake, crawl) for crawl in args.crawl or []],
         args.files_per_unit,
         force=args.force,
         catalog=catalog,

@@ -134,10 +134,19 @@ def cmd_dropped(args: argparse.Namespace) -> None:
     dataset = chosen_recipe(args.recipe)
     lake = dataset.lake(default_lake())
     crawls = chosen_crawls(lake, args.crawl)
+    settings = dataset.recipe.settings(CleanSettings)
+    known_filters(settings, args.filter)
     units = (unit for crawl in crawls for unit in registered_units(lake, crawl))
-    mask = dataset.recipe.settings(CleanSettings).mask_pii
-    found = dropped_documents(lake, units, args.filter, args.limit, args.chars, mask)
+    found = dropped_documents(lake, units, args.filter, args.limit, args.chars, settings.mask_pii)
     print(text_report(found))
+
+
+def known_filters(settings, names: list[str] | None) -> None:
+    """Each named filter is one of the recipe's."""
+    known = [flt.name for flt in settings.chain().filters]
+    for name in names or ():
+        if name not in known:
+            raise UsageError(f"no filter named {name!r} in the recipe; filters: {', '.join(known)}")
 
 
 def cmd_recipes(args: argparse.Namespace) -> None:
