@@ -69,6 +69,11 @@ def project_instance_env(root: Path) -> dict[str, str]:
     return {"DAGSTER_HOME": str(home), "TOKENMILL_LAKE_URL": str(root / "lake")}
 
 
+def instance_at(home: Path) -> DagsterInstance:
+    """The instance of a DAGSTER_HOME, whether or not a server serves it."""
+    return DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
+
+
 @dataclass
 class DagsterDev:
     url: str
@@ -82,7 +87,7 @@ class DagsterDev:
 
     def instance(self) -> DagsterInstance:
         """Another handle on the instance `dagster dev` serves (same SQLite storage)."""
-        return DagsterInstance.from_ref(InstanceRef.from_dir(str(self.home)))
+        return instance_at(self.home)
 
     def graphql(self, query: str, variables: dict | None = None, timeout: float = 60) -> dict:
         body = json.dumps({"query": query, "variables": variables or {}}).encode()

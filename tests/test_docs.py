@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import tokenize
 from html.parser import HTMLParser
 from pathlib import Path
@@ -271,6 +272,55 @@ def test_every_block_of_the_page_runs(page, demo_lake, tmp_path):
             f"{done.returncode}:\n{code}\n--- stdout\n{done.stdout[-3000:]}\n"
             f"--- stderr\n{done.stderr[-3000:]}"
         )
+
+
+SENSOR_TICKS = """
+{ repositoriesOrError { ... on RepositoryConnection { nodes {
+    sensors { name sensorState { ticks(limit: 10) { status } } } } } } }
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_the_ui_started_after_the_demo_requests_nothing_the_demo_built(demo_lake, tmp_path):
+    """`tokenmill ui` (dagster dev, its daemon and the automation) on what `tokenmill demo`
+    left: the same settings, so every automation sensor ticks three times and requests
+    nothing that the demo's runs called up to date."""
+    from testkit.dagster_dev import instance_at, start_dagster_dev, stop_dagster_dev
+
+    root = tmp_path / "demo"
+    shutil.copytree(demo_lake, root, symlinks=True)
+    env = demo_env(root)
+    with instance_at(root / "dagster_home") as instance:
+        before = {run.run_id for run in instance.get_runs()}
+    dev = start_dagster_dev(
+        root,
+        TOKENMILL_TICK_SECONDS="2",
+        TOKENMILL_SETTINGS=env["TOKENMILL_SETTINGS"],
+        TOKENMILL_LAKE_URL=env["TOKENMILL_LAKE_URL"],
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            nodes = dev.graphql(SENSOR_TICKS)["repositoriesOrError"]["nodes"]
+            ticks = {
+                sensor["name"]: [tick["status"] for tick in sensor["sensorState"]["ticks"]]
+                for node in nodes
+                for sensor in node["sensors"]
+                if sensor["name"].startswith("automation_")
+            }
+            if ticks and all(len(done) >= 3 for done in ticks.values()):
+                break
+            assert time.monotonic() < deadline, f"automation ticks so far: {ticks}"
+            time.sleep(2)
+        with dev.instance() as instance:
+            launched = [r for r in instance.get_runs() if r.run_id not in before]
+            backfills = instance.get_backfills()
+    finally:
+        stop_dagster_dev(dev)
+    assert not any("FAILURE" in statuses for statuses in ticks.values()), ticks
+    assert launched == [], [(r.job_name, r.tags.get("dagster/partition")) for r in launched]
+    assert backfills == []
 
 
 # -- no dates, clock times or commit hashes -------------------------------------------------------
