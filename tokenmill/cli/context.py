@@ -23,17 +23,20 @@ def default_lake() -> Lake:
 
 def load_catalog(recipes: list[str] | None = None, dagster: bool = False) -> Catalog:
     """The project's recipes (only `recipes`, when named: each must be valid); `dagster` for
-    the catalog with asset keys that runs need."""
+    the catalog with asset keys that runs need (Dagster is imported once the names are
+    checked, so that a mistake is told at once)."""
+    from tokenmill.recipes.catalog import Catalog
+
+    catalog = Catalog.load()
+    chosen = tuple(catalog.recipe(name) for name in dict.fromkeys(recipes or catalog.names))
+    left = tuple(item for item in catalog.left_out if not recipes or item[0] in recipes)
     if dagster:
         from tokenmill.data_assets.datasets import Catalog
-    else:
-        from tokenmill.recipes.catalog import Catalog
-    catalog = Catalog.load()
-    if recipes:
-        chosen = tuple(catalog.recipe(name) for name in dict.fromkeys(recipes))
-        left = tuple(item for item in catalog.left_out if item[0] in recipes)
-        catalog = type(catalog)(catalog.shared, chosen, left)
-    return catalog
+
+    dataset = Catalog.dataset_type
+    return Catalog(
+        dataset(catalog.shared.recipe), tuple(dataset(d.recipe, d.prefix) for d in chosen), left
+    )
 
 
 def chosen_recipe(name: str | None, option: str = "--recipe") -> Dataset:

@@ -9,7 +9,13 @@ import sys
 from typing import TYPE_CHECKING
 
 from tokenmill import PROJECT_DIR
-from tokenmill.cli.context import chosen_stages, default_lake, load_catalog, registrable_crawl
+from tokenmill.cli.context import (
+    chosen_recipe,
+    chosen_stages,
+    default_lake,
+    load_catalog,
+    registrable_crawl,
+)
 
 if TYPE_CHECKING:
     from tokenmill.data_assets.datasets import Catalog
@@ -185,8 +191,13 @@ def make_release(lake: Lake, dataset, instance=None) -> None:
         print(line)
 
 
+def chosen_dataset(name: str | None):
+    """The named recipe (or the only one), with its asset keys."""
+    return load_catalog([chosen_recipe(name).prefix], dagster=True).recipes[0]
+
+
 def cmd_release(args: argparse.Namespace) -> None:
-    dataset = load_catalog(dagster=True).chosen(args.recipe)
+    dataset = chosen_dataset(args.recipe)
     make_release(default_lake(), dataset)
 
 
@@ -198,7 +209,7 @@ def cmd_retrain_tokenizer(args: argparse.Namespace) -> None:
     from tokenmill.data_assets.jobs import job_name
     from tokenmill.storage.layout import TOKENIZER
 
-    dataset = load_catalog(dagster=True).chosen(args.recipe)
+    dataset = chosen_dataset(args.recipe)
     lake = default_lake()
     before = _tokenizer_sha(dataset.lake(lake))
     outcome = execute(
