@@ -137,9 +137,10 @@ def print_plan(plan) -> None:
     if not plan.launches:
         print("nothing to run: every partition is up to date")
     for launch in plan.launches:
-        print(f"  {launch.asset:34} {len(launch.partitions):6} partitions  {launch.why}")
+        count = "" if launch.partitions == [None] else f"{len(launch.partitions)} partitions"
+        print(f"  {launch.asset:34} {count:>15}  {launch.why}")
     for asset, why in plan.then:
-        print(f"  {asset:34} {'':6}             then, where the data above changes: {why}")
+        print(f"  {asset:34} {why:>15}  then, where the data above them changes")
     print(f"tokenmill run would launch {plan.runs} runs (at most {plan.runs + plan.then_runs})")
 
 
@@ -160,8 +161,9 @@ def cmd_status(args: argparse.Namespace) -> None:
     print()
     print(f"{'asset':34} {'partitions':>10} {'fresh':>6} {'missing':>7} {'stale':>6}  why")
     for state in stage_states(instance, lake, catalog):
+        count = "-" if state.keys == [None] else state.partitions
         print(
-            f"{state.asset:34} {state.partitions:>10} {state.fresh:>6} "
+            f"{state.asset:34} {count:>10} {state.fresh:>6} "
             f"{len(state.missing):>7} {len(state.stale):>6}  {state.why}"
         )
     print()

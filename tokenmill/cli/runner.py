@@ -323,6 +323,8 @@ class StageState:
         parts = [f"{n} {CAUSES[cause]}" for cause, n in sorted(counts.items())]
         if self.missing:
             parts.insert(0, f"{len(self.missing)} never materialized")
+        if not self.keys:
+            parts.append("no partitions yet: register a crawl")
         return "; ".join(parts + [self.note] * bool(self.note)) or "up to date"
 
     @property
@@ -360,7 +362,7 @@ def stage_states(
                 else:
                     state.fresh += 1
             if stage.scope is Scope.LAKE and not stage.automatic:
-                state.note = f"made on purpose: `tokenmill {stage.name.replace('_', '-')}`"
+                state.note = "`run` makes the first; later ones on purpose (`run --release`)"
             states.append(state)
     return states
 

@@ -78,7 +78,7 @@ def project_settings() -> ProjectSettings:
         if os.environ.get(env):
             chosen[name] = Setting(os.environ[env], env)
         elif name in given:
-            chosen[name] = Setting(_resolved(given[name], file.parent, name), str(file))
+            chosen[name] = Setting(_resolved(given[name], file, name), str(file))
         else:
             chosen[name] = Setting(default, "default")
     return ProjectSettings(file, **chosen)
@@ -112,10 +112,11 @@ def _read(file: Path) -> dict:
     return data
 
 
-def _resolved(value, base: Path, name: str) -> str:
+def _resolved(value, file: Path, name: str) -> str:
     """Paths relative to the settings file; a lake may also be a URL (s3://...)."""
     entries = value if isinstance(value, list) else [value]
     if not all(isinstance(entry, str) and entry for entry in entries):
-        raise ValueError(f"project settings {base}: {name} must be a path or a list of paths")
+        raise ValueError(f"project settings {file}: {name} must be a path or a list of paths")
+    base = file.parent
     resolved = [entry if "://" in entry else os.path.normpath(base / entry) for entry in entries]
     return os.pathsep.join(resolved)
