@@ -280,3 +280,48 @@ def test_the_demo_trains_a_classifier_and_builds_a_second_recipe_that_keeps_by_i
     released = [line for line in summary if line.startswith("release demo_top_quality")]
     again = tokenmill("release", "--recipe", "demo_top_quality")
     assert "demo_top_quality/release: run " in again and released[0] in again
+
+
+@pytest.mark.integration
+def test_status_and_dry_run_tell_what_a_recipe_change_makes_stale_and_run_limits_to_it(
+    landed, tmp_path, monkeypatch, capsys
+):
+    from tokenmill.recipes.recipe import DEFAULT_RECIPE
+
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "fineweb_en.yaml").write_text(DEFAULT_RECIPE.read_text())
+    (recipes / "lab.yaml").write_text("clean:\n  keep_languages: [en]\n")
+    monkeypatch.setenv("TOKENMILL_RECIPES", str(recipes))
+    cli(["run", "--crawl", CRAWL, "--files-per-unit", "1"])
+    capsys.readouterr()
+    # fewer documents kept: the cleaned data changes, and with it what is below
+    (recipes / "lab.yaml").write_text("clean:\n  gopher_quality:\n    min_doc_words: 400\n")
+
+    cli(["status"])
+    table = [line for line in capsys.readouterr().out.splitlines() if line[:1].isalpha()]
+    rows = {line.split()[0]: line for line in table}
+    assert rows["lab/cleaned"].split()[1:5] == ["1", "0", "0", "1"]
+    assert rows["lab/cleaned"].endswith("1 code version changed (its recipe section or code)")
+    assert rows["fineweb_en/cleaned"].endswith("up to date")
+    assert rows["lab/dedup_signatures"].endswith("up to date")  # until cleaned's data changes
+
+    cli(["run", "--dry-run"])
+    plan = capsys.readouterr().out.splitlines()
+    assert plan[0].split()[:6] == ["lab/cleaned", "1", "partitions", "1", "code", "version"]
+    assert any(line.split()[:3] == ["lab/deduplicated", "1", "partitions"] for line in plan)
+    assert not any("fineweb_en" in line for line in plan)
+    assert plan[-1].startswith("tokenmill run would launch 1 runs (at most ")
+    with DagsterInstance.get() as instance:  # the dry run launched nothing
+        runs = len(instance.get_runs())
+
+    cli(["run", "--recipe", "lab", "--select", "cleaned"])
+    out = capsys.readouterr().out
+    assert re.search(rf"lab/cleaned +{UNIT} +ok", out)
+    assert "fineweb_en/" not in out.split("runs succeeded")[0]
+    assert "dedup_signatures" not in out.split("runs succeeded")[0]
+    with DagsterInstance.get() as instance:
+        assert len(instance.get_runs()) == runs + 1
+    cli(["run", "--dry-run", "--recipe", "lab"])
+    plan = capsys.readouterr().out
+    assert "lab/cleaned" not in plan and "lab/dedup_signatures" in plan

@@ -219,7 +219,7 @@ def materialize_all(
         keys = partitions[stage.scope]
         assets = catalog.keys(stage)
         todo = _out_of_date(instance, defs, stage, assets, keys, force)
-        label = ", ".join(a.to_user_string() for a in assets) if len(assets) > 1 else stage.name
+        label = ", ".join(a.to_user_string() for a in assets)
         results = []
         for key, stale in todo.items():
             outcome = execute(job_name(stage.name), key, instance, defs, stale)
@@ -392,9 +392,12 @@ def out_of_date_plan(
     force: bool = False,
 ) -> RunPlan:
     """`materialize_all`'s work, told before it is done: the partitions it launches first,
-    and those it launches afterwards only if the data above them changes."""
+    and those below them that it launches afterwards only if their inputs' data changes."""
+    by_name = {stage.name: stage for stage in STAGES}
     launches, then, runs, then_runs = [], [], 0, 0
+    pending: dict[str, set] = {}  # asset -> partitions that run, or may
     for state in stage_states(instance, lake, catalog, stages):
+        stage = by_name[state.stage]
         if force:
             todo = list(state.keys)
         elif state.note:  # made on purpose: only when missing
@@ -404,8 +407,26 @@ def out_of_date_plan(
         if todo:
             launches.append(Launch(state.asset, todo, "--force" if force else state.why))
             runs += len(todo)
-        waiting = len(state.stale) - len([k for k in todo if k in state.stale])
+        prefix = state.asset.rpartition("/")[0]
+        below = set()
+        for name in stage.upstream:
+            upstream = f"{prefix}/{name}" if prefix and not by_name[name].shared else name
+            for key in pending.get(upstream, ()):
+                below |= _downstream_of(key, by_name[name].scope, stage.scope, state.keys)
+        waiting = below - set(todo)
         if waiting and not state.note:
-            then.append((state.asset, f"{waiting} partitions"))
-            then_runs += waiting
+            then.append((state.asset, f"{len(waiting)} partitions"))
+            then_runs += len(waiting)
+        pending[state.asset] = set(todo) | waiting
     return RunPlan(launches, then, runs, then_runs)
+
+
+def _downstream_of(key: str | None, upper: Scope, lower: Scope, keys: list) -> set:
+    """The partitions of a stage of scope `lower` that read partition `key` of `upper`."""
+    if upper is Scope.LAKE or lower is Scope.LAKE:
+        return set(keys)
+    if upper is lower:
+        return {key} & set(keys)
+    if upper is Scope.UNIT:  # a unit's crawl
+        return {key.partition("/")[0]} & set(keys)
+    return {k for k in keys if k.partition("/")[0] == key}  # a crawl's units
