@@ -228,12 +228,15 @@ def _register_and_run(
     for row in rows:
         row["dagster"] = len(materialized.get(row["stage"], ()))
     print(format_table(rows))
-    for line in release_lines(lake, catalog.recipes):
+    for line in release_lines(lake, catalog.recipes, instance):
         print(line)
 
 
-def release_lines(lake: Lake, datasets) -> list[str]:
-    """Each recipe's latest release: where it is and what it holds."""
+def release_lines(lake: Lake, datasets, instance=None) -> list[str]:
+    """Each recipe's latest release: where it is and what it holds, and why it is stale when
+    a release made now would be another one (the units tokenized since it read from
+    `instance`, every unit's marker without one)."""
+    from tokenmill.data_assets.release_inputs import release_state
     from tokenmill.release.plan import release_report
     from tokenmill.storage.outputs import MissingInputError
 
@@ -250,6 +253,12 @@ def release_lines(lake: Lake, datasets) -> list[str]:
             f"({counts['train_tokens']:,} tokens), {counts['valid_shards']} valid "
             f"({counts['valid_tokens']:,} tokens) at {where}"
         )
+        state = release_state(lake, dataset, instance)
+        if state.is_stale:
+            lines.append(
+                f"  (stale: {state.reason}; rebuild with "
+                f"`tokenmill release --recipe {dataset.prefix}`)"
+            )
     return lines
 
 
@@ -392,10 +401,11 @@ def cmd_release(args: argparse.Namespace) -> None:
 
     dataset = chosen_recipe(args.recipe)
     lake = default_lake()
+    instance = local_instance()
     outcome = execute(
         job_name(RELEASE),
         None,
-        local_instance(),
+        instance,
         definitions_for(lake),
         [dataset.key(RELEASE)],
         tags={RELEASED_TAG: f"tokenmill release by {os.environ.get('USER', '?')}"},
@@ -403,7 +413,7 @@ def cmd_release(args: argparse.Namespace) -> None:
     if not outcome.success:
         raise RunsFailedError([outcome])
     print(f"{dataset.key(RELEASE).to_user_string()}: run {outcome.run_id}")
-    for line in release_lines(lake, [dataset]):
+    for line in release_lines(lake, [dataset], instance):
         print(line)
 
 
