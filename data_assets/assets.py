@@ -38,6 +38,7 @@ from tokenmill.data_assets.partitions import (
     versioned,
 )
 from tokenmill.data_assets.recipe import config_overrides, run_config_class
+from tokenmill.data_assets.release_inputs import planned_observation
 from tokenmill.data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.step_io import STEP_IO, STEPS
@@ -71,6 +72,8 @@ def column_schema(schema) -> TableSchema:
 def dependencies(stage: Stage, dataset: Dataset) -> list[AssetKey]:
     """The stage's inputs; across the unit/crawl boundary, the bridges a crawl stage declares
     (see data_assets/partitions.py) instead of the stages themselves."""
+    if stage.follows:  # made from every unit: follows what it would make now instead
+        return [dataset.key(stage.follows)]
     deps = []
     read = stage.reads(dataset.recipe.settings(stage.settings)) if stage.reads else ()
     for name in (*stage.upstream, *read):
@@ -225,7 +228,14 @@ def fan_out_asset(stage: Stage, dataset: Dataset):
     )
     def plan(context: OpExecutionContext, config: config_class, lake: LakeResource):
         with fail_permanently_on(context):
-            pieces = fan_out.plan(work_of(context, config, lake))
+            work = work_of(context, config, lake)
+            if stage.follows:  # before planning: the version this run makes (see there)
+                observed = planned_observation(
+                    context.instance, lake.get_lake(), dataset, work.settings
+                )
+                if observed:
+                    context.log_event(observed)
+            pieces = fan_out.plan(work)
         steps = max(1, min(config.parallel_steps, len(pieces)))
         for index in range(steps):
             yield DynamicOutput(pieces[index::steps], mapping_key=str(index))

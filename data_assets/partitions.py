@@ -94,7 +94,7 @@ def observable(spec: AssetSpec) -> AssetsDefinition:
     @multi_observable_source_asset(specs=[spec], name="__".join(spec.key.path))
     def never_observed():
         raise Failure(
-            f"{spec.key.to_user_string()} is reported by the sensors and the crawl stages' "
+            f"{spec.key.to_user_string()} is reported by the sensors and the stages' "
             "runs, never observed on demand",
             allow_retries=False,
         )

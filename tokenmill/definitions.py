@@ -23,6 +23,7 @@ from tokenmill.data_assets.datasets import Catalog
 from tokenmill.data_assets.jobs import stage_jobs
 from tokenmill.data_assets.k8s import run_tags
 from tokenmill.data_assets.partitions import bridges
+from tokenmill.data_assets.release_inputs import followed
 from tokenmill.recipes.project import LAKE_ENV, project_settings
 from tokenmill.resources.automation import AlertsResource, DiscoveryResource, tick_seconds
 from tokenmill.resources.lake import LakeResource
@@ -33,6 +34,7 @@ from tokenmill.sensors.crawls import crawl_signatures_complete
 from tokenmill.sensors.failures import record_run_failures
 from tokenmill.sensors.landing import landing_zone
 from tokenmill.sensors.reconcile import reconcile_landing, reconcile_schedule
+from tokenmill.sensors.release import release_inputs_changed
 from tokenmill.stages import STAGES
 
 if TYPE_CHECKING:
@@ -137,6 +139,7 @@ def build_definitions(
     sensors = [
         landing_zone,
         crawl_signatures_complete(catalog),
+        release_inputs_changed(catalog),
         record_run_failures,
         # none for a stage the automation never launches (a release)
         *(automation_sensor(stage, catalog) for stage in served if stage.automatic),
@@ -144,7 +147,7 @@ def build_definitions(
     if catalog.problems:
         sensors.append(recipe_problems(catalog.problems))
     return Definitions(
-        assets=[*bridges(catalog), *stage_assets(catalog)],
+        assets=[*bridges(catalog), *followed(catalog), *stage_assets(catalog)],
         jobs=[*(jobs[stage.name] for stage in served), reconcile_landing],
         sensors=sensors,
         schedules=[reconcile_schedule],

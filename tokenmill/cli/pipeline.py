@@ -122,7 +122,7 @@ def register_and_run(
     for row in rows:
         row["dagster"] = len(materialized.get(row["stage"], ()))
     print(format_table(rows))
-    for line in release_lines(lake, catalog.recipes):
+    for line in release_lines(lake, catalog.recipes, instance):
         print(line)
     if catalog.problems:
         count = len(catalog.problems)
@@ -178,10 +178,11 @@ def make_release(lake: Lake, dataset, instance=None) -> None:
     from tokenmill.data_assets.jobs import job_name
     from tokenmill.storage.layout import RELEASE
 
+    instance = instance or local_instance()
     outcome = execute(
         job_name(RELEASE),
         None,
-        instance or local_instance(),
+        instance,
         definitions_for(lake),
         [dataset.key(RELEASE)],
         tags={RELEASED_TAG: f"tokenmill release by {os.environ.get('USER', '?')}"},
@@ -189,7 +190,7 @@ def make_release(lake: Lake, dataset, instance=None) -> None:
     if not outcome.success:
         raise RunsFailedError([outcome])
     print(f"{dataset.key_text(RELEASE)}: run {outcome.run_id}")
-    for line in release_lines(lake, [dataset]):
+    for line in release_lines(lake, [dataset], instance):
         print(line)
 
 

@@ -34,8 +34,10 @@ def summary_rows(lake: Lake, catalog: Catalog) -> list[dict]:
     return rows
 
 
-def release_lines(lake: Lake, datasets) -> list[str]:
-    """Each recipe's latest release: where it is and what it holds."""
+def release_lines(lake: Lake, datasets, instance=None) -> list[str]:
+    """Each recipe's latest release: where it is and what it holds, and why it is stale when
+    a release made now would be another one (from the units tokenized since it, on
+    `instance`; from every unit's marker without one)."""
     from tokenmill.release.plan import release_report
     from tokenmill.storage.outputs import MissingInputError
 
@@ -52,7 +54,25 @@ def release_lines(lake: Lake, datasets) -> list[str]:
             f"({counts['train_tokens']:,} tokens), {counts['valid_shards']} valid "
             f"({counts['valid_tokens']:,} tokens) at {where}"
         )
+        state = release_state(lake, dataset, instance)
+        if state.is_stale:
+            lines.append(
+                f"  (stale: {state.reason}; rebuild with `tokenmill run --release --recipe "
+                f"{dataset.prefix}` or `tokenmill release --recipe {dataset.prefix}`)"
+            )
     return lines
+
+
+def release_state(lake: Lake, dataset, instance=None):
+    """The recipe's latest release against one made now."""
+    if instance is not None:
+        from tokenmill.data_assets.release_inputs import release_state
+
+        return release_state(lake, dataset, instance)
+    from tokenmill.release.plan import ReleaseSettings
+    from tokenmill.release.staleness import release_staleness
+
+    return release_staleness(dataset.lake(lake), dataset.recipe.settings(ReleaseSettings))
 
 
 def cmd_trace(args: argparse.Namespace) -> None:

@@ -28,6 +28,7 @@ from tokenmill.data_assets.partitions import (
     sync_partitions,
     unit_partitions,
 )
+from tokenmill.data_assets.release_inputs import release_input_changes
 from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES
 from tokenmill.storage.lake import Lake
@@ -216,6 +217,11 @@ def materialize_all(
             # the sensors and the automation leave it, and they find nothing left to do
             for event in gathered_changes(instance, partitions[Scope.CRAWL], catalog):
                 instance.report_runless_asset_event(event)
+        if stage.follows:
+            # what the release_inputs_changed sensor would observe: the release shows stale
+            # when its inputs changed (it is never made again here: that is on purpose)
+            for event in release_input_changes(instance, lake, catalog.serving(stage)):
+                instance.report_runless_asset_event(event)
         keys = partitions[stage.scope]
         assets = catalog.keys(stage)
         todo = _out_of_date(instance, defs, stage, assets, keys, force)
@@ -230,7 +236,9 @@ def materialize_all(
                 print(f"    check failed: {failed}", flush=True)
             results.append(outcome)
         if len(todo) < len(keys) and assets:
-            print(f"  {label:34} {len(keys) - len(todo)} partitions up to date", flush=True)
+            # a stage made on purpose is only made here when missing: not "up to date"
+            kept = "up to date" if stage.automatic else "kept (made on purpose)"
+            print(f"  {label:34} {len(keys) - len(todo)} partitions {kept}", flush=True)
         outcomes += results
         failed = [r for r in results if not r.success]
         if failed:

@@ -243,7 +243,6 @@ def plan_release(lake: Lake, settings: ReleaseSettings) -> Plan:
         raise ReleaseError(f"release.weights names crawl(s) {unknown} not in the release {crawls}")
     tokenizers: dict[str, set[str]] = {}
     dtypes = set()
-    identity = hashlib.sha256(json.dumps(asdict(settings), sort_keys=True).encode())
     groups: dict[str, Group] = {}
     inputs: dict[str, str] = {}  # unit -> the digest of its tokenized files
     for crawl in crawls:
@@ -265,18 +264,26 @@ def plan_release(lake: Lake, settings: ReleaseSettings) -> Plan:
                 files.documents.append(marker["outputs"][f"{part:05d}/provenance.parquet"]["rows"])
                 files.tokens += tokens["bytes"] // itemsize
             inputs[unit.key] = unit_digest(marker)
-            identity.update(f"{unit.key}={inputs[unit.key]}\n".encode())
         if files.tokens == before:
             raise ReleaseError(f"crawl {crawl} has no tokenized documents to release")
     if len(tokenizers) > 1:
         named = "; ".join(f"{sha[:12]}: {sorted(c)}" for sha, c in tokenizers.items())
         raise ReleaseError(f"the crawls were tokenized with different tokenizers ({named})")
     tokenizer = next(iter(tokenizers))
-    identity.update(tokenizer.encode())
     for index, (name, group) in enumerate(groups.items()):
         shape_group(group, name, index, settings)
-    version = identity.hexdigest()[:16]
+    version = release_version(settings, inputs, tokenizer)
     return Plan(version, groups, tokenizer, dtypes.pop(), asdict(settings), inputs)
+
+
+def release_version(settings: ReleaseSettings, inputs: dict[str, str], tokenizer: str) -> str:
+    """A release's version: a hash of its settings, of each input unit's digest in lake order
+    (`inputs`: unit -> `unit_digest`) and of the tokenizer."""
+    identity = hashlib.sha256(json.dumps(asdict(settings), sort_keys=True).encode())
+    for unit, digest in inputs.items():
+        identity.update(f"{unit}={digest}\n".encode())
+    identity.update(tokenizer.encode())
+    return identity.hexdigest()[:16]
 
 
 def unit_digest(marker: dict) -> str:

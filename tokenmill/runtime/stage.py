@@ -155,6 +155,11 @@ class Stage:
     work_zones: tuple[str, ...] = ()
     # False: the automation never launches it (a release is made on purpose).
     automatic: bool = True
+    # A lake stage made from every unit of its inputs: the external asset (one per recipe,
+    # unpartitioned) it follows instead of them, whose version is what the stage would make now.
+    # Dagster does not compare the data of an input of 100 partitions or more, so the stage
+    # would never show stale at corpus scale (see data_assets/release_inputs.py).
+    follows: str | None = None
     # Built once for every recipe (reading and extraction); the others are built per recipe,
     # each recipe's in its own zones (`Lake.with_zones`).
     shared: bool = False

@@ -77,6 +77,7 @@ STAGE = Stage(
     schema=RELEASE_SIDECAR,
     fan_out=FanOut(plan=plan, run=run_share, finish=finish),
     automatic=False,
+    follows="release_inputs",
     description="A versioned, immutable training release of the recipe: train and valid "
     "Megatron shards of about shard_tokens tokens, documents shuffled across every crawl, a "
     "provenance sidecar per shard, manifest.json and blend.txt (Megatron-LM's --data-path).",
