@@ -310,18 +310,18 @@ def print_trace(found: dict) -> None:
 
 def cmd_preview(args: argparse.Namespace) -> None:
     from tokenmill.crawl.units import registered_crawls, registered_units
+    from tokenmill.data_assets.datasets import Catalog
     from tokenmill.data_assets.recipe import RECIPE_FILE_SUFFIXES, Recipe
-    from tokenmill.reports.preview import html_report, preview, text_report
+    from tokenmill.reports.preview import preview
+    from tokenmill.reports.preview_baseline import Baseline, Tokens, built_baseline
+    from tokenmill.reports.preview_report import html_report, text_report
     from tokenmill.stages.cleaned import CleanSettings
     from tokenmill.storage.layout import EXTRACTED, MARKER
+    from tokenmill.tokens.tokenization import TokenizeSettings
 
     lake = default_lake()
-    proposed = Recipe.load(args.recipe).settings(CleanSettings)
-    if args.against and Path(args.against).suffix in RECIPE_FILE_SUFFIXES:
-        against = Recipe.load(args.against)
-    else:
-        against = chosen_recipe(args.against, "--against").recipe
-    current = against.settings(CleanSettings)
+    given = Recipe.load(args.recipe)
+    proposed = given.settings(CleanSettings)
     crawls = args.crawl or registered_crawls(lake)
     units = [
         unit
@@ -331,11 +331,34 @@ def cmd_preview(args: argparse.Namespace) -> None:
     ]
     if not units:
         raise ValueError(f"nothing extracted yet in {', '.join(crawls) or 'the lake'}")
-    result = preview(lake, units, current, proposed, samples=args.sample)
+    # Compared with a recipe as built: --against's, the proposed file's namesake, or the first;
+    # with a recipe file's settings as they stand when --against names a file.
+    recipes = {dataset.prefix: dataset for dataset in Catalog.load().recipes}
+    first = next(iter(recipes.values()), None)
+    if args.against and Path(args.against).suffix in RECIPE_FILE_SUFFIXES:
+        against = Recipe.load(args.against)
+        current = Baseline(against.settings(CleanSettings), f"the settings of {against.source}")
+        dataset = recipes.get(against.name) or recipes.get(given.name) or first  # its tokens
+    else:
+        dataset = recipes.get(args.against or given.name) or (None if args.against else first)
+        if dataset is None:
+            named = f" named {args.against!r}" if args.against else ""
+            raise ValueError(
+                f"no recipe{named} to compare with (recipes: {', '.join(recipes) or 'none'}); "
+                "give --against a recipe name or file"
+            )
+        settings = dataset.recipe.settings(CleanSettings)
+        data = dataset.lake(lake)
+        current = built_baseline(data, units, settings, dataset.prefix, dataset.recipe.source)
+    tokens = None
+    if dataset:
+        append_eod = dataset.recipe.settings(TokenizeSettings).append_eod
+        tokens = Tokens(dataset.lake(lake), append_eod)
+    result = preview(lake, units, current, proposed, samples=args.sample, tokens=tokens)
     print(text_report(result))
     if args.html:
         Path(args.html).write_text(html_report(result))
-        print(f"\ndistributions with both thresholds: {args.html}")
+        print(f"\nthe report with the distributions, thresholds marked: {args.html}")
 
 
 def cmd_dropped(args: argparse.Namespace) -> None:
@@ -543,18 +566,22 @@ def command_parser() -> argparse.ArgumentParser:
 
     preview = commands.add_parser(
         "preview",
-        help="what a recipe would newly drop and keep, from the stored signals (nothing is "
-        "extracted or written)",
+        help="what a recipe file would change against what is built: documents, words and "
+        "tokens kept, per language, per filter and rule, and the documents whose fate changes "
+        "(from the stored signals: nothing is extracted or written)",
     )
     preview.add_argument("recipe", help="the recipe file to try")
     preview.add_argument(
         "--against",
-        help="the recipe (a name in the recipes folder, or a file) to compare with "
-        "(default: the only recipe)",
+        help="compare with this recipe as built (a name in the recipes folder) or with a "
+        "recipe file's settings (default: the recipe named as the file, else the first; its "
+        "file's settings where nothing is built yet)",
     )
     preview.add_argument("--crawl", action="append", help="only this crawl (default: every one)")
     preview.add_argument("--sample", type=int, default=3, help="sample URLs per rule")
-    preview.add_argument("--html", help="write the distributions, thresholds marked, here")
+    preview.add_argument(
+        "--html", help="write the report, with each rule's distribution and thresholds, here"
+    )
     preview.set_defaults(func=cmd_preview)
 
     dropped = commands.add_parser(
