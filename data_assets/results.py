@@ -83,9 +83,10 @@ def describe(error: BaseException) -> str:
     return "".join(traceback.format_exception_only(error)).strip()
 
 
-# Counts kept in the lake's markers only: thousands of histogram bins per unit would weigh on
-# the event log (every unit's materialization) for nothing the UI shows.
-MARKER_ONLY_COUNTS = frozenset({"score_histograms"})
+# Counts kept in the lake's markers only: thousands of histogram bins per unit (or every
+# setting of the recipe, which the code version and `recipe_overrides` already name) would
+# weigh on the event log (every unit's materialization) for nothing the UI shows.
+MARKER_ONLY_COUNTS = frozenset({"score_histograms", "clean_settings"})
 
 
 def stage_result(

@@ -161,9 +161,9 @@ def own_docstring(kind: type) -> str:
 
 
 def settings_reference() -> str:
-    from tokenmill.data_assets.datasets import recipe_stages, shared_stages
-
     from tokenmill.recipes import project as recipes
+    from tokenmill.recipes.catalog import recipe_stages, shared_stages
+    from tokenmill.recipes.recipe import section
 
     files = (
         (
@@ -188,7 +188,7 @@ def settings_reference() -> str:
                 by_settings.setdefault(stage.settings, []).append(stage.name)
         for kind, names in by_settings.items():
             configures = "Configures " + ", ".join(f"`{n}`" for n in names) + "."
-            parts += settings_section(recipes.section(kind), kind, 3, intro=configures)
+            parts += settings_section(section(kind), kind, 3, intro=configures)
     return "\n\n".join(parts) + "\n"
 
 

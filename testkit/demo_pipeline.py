@@ -115,10 +115,13 @@ def extracted_demo_unit(root: Path, crawl: str, files: int, pages_per_file: int,
     return lake, unit, json.loads((root / "truth.json").read_text())
 
 
-def tokenized_demo_crawls(root: Path, crawls: dict[str, int], files: int, pages_per_file: int):
+def tokenized_demo_crawls(
+    root: Path, crawls: dict[str, int], files: int, pages_per_file: int, recipe=None
+):
     """A lake under `root` with demo crawls (name -> seed: one seed twice gives the same pages
     under two crawls) run through every stage up to tokenized_shards in this process, with the
-    stages' default settings (no Dagster)."""
+    stages' default settings, or a recipe's (`recipe`: a `Dataset`, its stages in its zones)
+    (no Dagster)."""
     from tokenmill.crawl.units import register_new_files
     from tokenmill.runtime.parts import run_stage_work
     from tokenmill.stages import stage_named
@@ -129,14 +132,21 @@ def tokenized_demo_crawls(root: Path, crawls: dict[str, int], files: int, pages_
         land_demo_crawl(lake, crawl, files, pages_per_file, seed)
         units[crawl] = register_new_files(lake, crawl, files_per_unit=2).units
     every = [unit for found in units.values() for unit in found]
+    data = recipe.lake(lake) if recipe else lake
+
+    def run(name: str, **partition) -> None:
+        stage = stage_named(name)
+        settings = recipe.recipe.settings(stage.settings) if recipe and stage.settings else None
+        run_stage_work(stage, data, settings, workers=1, **partition)
+
     for name in ("raw_crawl", "extracted", "cleaned", "dedup_signatures"):
         for unit in every:
-            run_stage_work(stage_named(name), lake, unit=unit, workers=1)
+            run(name, unit=unit)
     for crawl in crawls:
-        run_stage_work(stage_named("dedup_clusters"), lake, crawl=crawl)
+        run("dedup_clusters", crawl=crawl)
     for unit in every:
-        run_stage_work(stage_named("deduplicated"), lake, unit=unit, workers=1)
-    run_stage_work(stage_named("tokenizer"), lake)
+        run("deduplicated", unit=unit)
+    run("tokenizer")
     for unit in every:
-        run_stage_work(stage_named("tokenized_shards"), lake, unit=unit, workers=1)
+        run("tokenized_shards", unit=unit)
     return lake

@@ -399,7 +399,8 @@ def test_a_recipe_change_never_reads_the_warc_files(landed, tmp_path):
 
 @pytest.mark.integration
 def test_preview_counts_what_materializing_the_recipe_then_gives(landed, tmp_path):
-    from tokenmill.reports.preview import html_report, preview, text_report
+    from tokenmill.reports.preview import KEPT, preview
+    from tokenmill.reports.preview_report import html_report, text_report
 
     lake, unit, _ = landed
     current = CleanSettings()
@@ -410,23 +411,26 @@ def test_preview_counts_what_materializing_the_recipe_then_gives(landed, tmp_pat
     assert "text" not in result.columns_read  # every filter judged from stored signals
     for name, settings in (("current", current), ("proposed", proposed)):
         report = run_stage_work(stage_named(CLEANED), lake, settings, unit=unit, workers=1)
-        assert result.kept[name] == report.records_out
+        assert result.kept[name].documents == report.records_out
         for flt, count in result.dropped_by[name].items():
             assert report.dropped[f"filter:{flt}"] == count, flt
-    flips = result.kept["proposed"] - result.kept["current"]
-    dropped = sum(c.documents for c in result.newly_dropped.values())
-    kept = sum(c.documents for c in result.newly_kept.values())
+    flips = result.kept["proposed"].documents - result.kept["current"].documents
+    moved = result.transitions
+    dropped = sum(t.documents for (now, _), t in moved.items() if now == KEPT)
+    kept = sum(t.documents for (_, then), t in moved.items() if then == KEPT)
     assert kept - dropped == flips and dropped > 0 and kept > 0
-    assert ("gopher_quality", "n_words") in result.newly_dropped
-    assert all(len(c.samples) <= 2 for c in result.newly_dropped.values())
-    assert "newly dropped" in text_report(result)
+    assert (KEPT, ("gopher_quality", "n_words")) in moved
+    assert all(len(t.samples) <= 2 for t in moved.values())
+    assert "documents whose fate changes" in text_report(result)
     # every document read is in each rule's histogram, both recipes' thresholds marked
     words = result.histograms["gopher_quality/n_words"]
     assert sum(words["bins"].values()) == result.documents
     assert result.thresholds["current"]["gopher_quality/n_words"] == ["<50", ">100000"]
     assert result.thresholds["proposed"]["gopher_quality/n_words"] == ["<150", ">100000"]
     page = html_report(result)
-    assert page.count("<img") >= 10 and "min_doc_words" not in page  # rules by their labels
+    assert "clean.gopher_quality.min_doc_words: 50 -&gt; 150" in page  # the settings changed
+    pictures = page.split("<h3>distributions</h3>")[1]
+    assert pictures.count("<img") >= 10 and "min_doc_words" not in pictures  # rules' labels
     assert "current &lt;50 &gt;100000; proposed &lt;150 &gt;100000" in page
     # A plug-in measures the text: the text is read, the counts still match.
     with_plugin = CleanSettings(plugin_filters=[{"path": "tokenmill.filters.PIIMasker"}])

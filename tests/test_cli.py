@@ -159,8 +159,10 @@ def test_preview_prints_what_a_recipe_would_flip_and_draws_the_distributions(
     cli(["preview", str(proposed), "--crawl", CRAWL, "--html", str(tmp_path / "p.html")])
     out = capsys.readouterr().out
     assert "signals only (no text)" in out
-    assert re.search(r"gopher_quality / n_words: \d+ documents", out)
-    assert "src='data:image/png;base64," in (tmp_path / "p.html").read_text()
+    assert "now: recipe fineweb_en's file" in out and "nothing is built yet" in out
+    assert re.search(r"\n  kept +gopher_quality / n_words +\d+", out)
+    page = (tmp_path / "p.html").read_text()
+    assert "<th>proposed</th>" in page and "src='data:image/png;base64," in page
     proposed.write_text("clean:\n  gopher_quality:\n    min_words: 200\n")
     with pytest.raises(SystemExit):
         cli(["preview", str(proposed)])

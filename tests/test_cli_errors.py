@@ -34,7 +34,7 @@ BAD = [
     (["trace", f"{CRAWL}/00000", "0", "x"], USAGE, "invalid int value: 'x'"),
     (["trace-release", "train-00000", "0", "--recipe", "nope"], USAGE, "no recipe named 'nope'"),
     (["preview", "missing.yaml"], USAGE, "recipe missing.yaml: No such file or directory"),
-    (["preview", "LAB", "--against", "nope"], USAGE, "no recipe named 'nope'; recipes: "),
+    (["preview", "LAB", "--against", "nope"], USAGE, "no recipe named 'nope' to compare with; "),
     (["preview", "LAB", "--against", "lab", "--crawl", "nope"], USAGE, "no registered crawl"),
     (["dropped", "--recipe", "broken"], USAGE, "recipe 'broken' was left out: recipe "),
     (["dropped", "--recipe", "lab", "--filter", "gopher"], USAGE, "no filter named 'gopher' in"),

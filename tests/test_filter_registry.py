@@ -184,7 +184,7 @@ import reference_pages
 from testkit.demo_pipeline import extracted_demo_unit
 from tokenmill.data_assets.recipe import run_config_class
 from tokenmill.recipes.recipe import Recipe
-from tokenmill.reports.preview import preview
+from tokenmill.reports.preview import KEPT, preview
 from tokenmill.runtime.parts import run_stage_work
 from tokenmill.stages import stage_named
 from tokenmill.stages.cleaned import CleanSettings
@@ -215,7 +215,7 @@ print(json.dumps({
     "read": result.columns_read,
     "documents": result.documents,
     "dropped_by": {name: dict(counts) for name, counts in result.dropped_by.items()},
-    "newly_dropped": result.newly_dropped[("digit_ratio", "digit_ratio")].documents,
+    "newly_dropped": result.transitions[(KEPT, ("digit_ratio", "digit_ratio"))].documents,
     "histogram": sum(result.histograms["digit_ratio/digit_ratio"]["bins"].values()),
     "thresholds": {k: found["digit_ratio/digit_ratio"] for k, found in result.thresholds.items()},
     "cleaned": cleaned.dropped["filter:digit_ratio"],

@@ -26,7 +26,7 @@ from tokenmill.classifiers.scoring import (
 from tokenmill.classifiers.training import TrainingSettings, train_classifier
 from tokenmill.demo.crawl import sample_articles
 from tokenmill.recipes.recipe import Recipe
-from tokenmill.reports.preview import preview
+from tokenmill.reports.preview import KEPT, preview
 from tokenmill.runtime.parts import run_stage_work
 from tokenmill.stages import stage_named
 from tokenmill.stages.cleaned import FILTER_SETTINGS, CleanSettings
@@ -257,12 +257,12 @@ def test_preview_shows_what_a_classifier_threshold_flips(scored_lake):
         **base, classifier_rules=[{"classifier": "alpha", "label": "hq", "keep_top": 0.1}]
     )
     result = preview(lake, [unit], loose, strict)
-    flipped = result.newly_dropped.get(("classifiers", "alpha.hq"))
+    flipped = result.transitions.get((KEPT, ("classifiers", "alpha.hq")))
     assert flipped and flipped.documents > 0
-    assert result.kept["proposed"] < result.kept["current"]
+    assert result.kept["proposed"].documents < result.kept["current"].documents
     # the counts are what materializing the proposed recipe keeps
     kept, _ = cleaned_ids(lake, unit, strict.classifier_rules)
-    assert result.kept["proposed"] <= len(kept)
+    assert result.kept["proposed"].documents <= len(kept)
 
 
 def test_a_recipe_naming_an_undeclared_classifier_or_label_is_left_out(tmp_path):

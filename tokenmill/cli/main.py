@@ -105,18 +105,22 @@ def command_parser() -> argparse.ArgumentParser:
 
     preview = commands.add_parser(
         "preview",
-        help="what a recipe would newly drop and keep, from the stored signals (nothing is "
-        "extracted or written)",
+        help="what a recipe file would change against what is built: documents, words and "
+        "tokens kept, per language, per filter and rule, and the documents whose fate changes "
+        "(from the stored signals: nothing is extracted or written)",
     )
     preview.add_argument("recipe", help="the recipe file to try")
     preview.add_argument(
         "--against",
-        help="the recipe (a name in the recipes folder, or a file) to compare with "
-        "(default: the only recipe)",
+        help="compare with this recipe as built (a name in the recipes folder) or with a "
+        "recipe file's settings (default: the recipe named as the file, else the first; its "
+        "file's settings where nothing is built yet)",
     )
     preview.add_argument("--crawl", action="append", help="only this crawl (default: every one)")
     preview.add_argument("--sample", type=int, default=3, help="sample URLs per rule")
-    preview.add_argument("--html", help="write the distributions, thresholds marked, here")
+    preview.add_argument(
+        "--html", help="write the report, with each rule's distribution and thresholds, here"
+    )
     preview.set_defaults(handler="reading:cmd_preview")
 
     dropped = commands.add_parser(

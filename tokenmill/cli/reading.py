@@ -117,19 +117,35 @@ def recipe_file(path: str):
 
 
 def cmd_preview(args: argparse.Namespace) -> None:
+    """A recipe file against a recipe as built: --against's, the file's namesake, or the first;
+    against a recipe file's settings as they stand when --against names a file."""
     from tokenmill.crawl.units import registered_units
     from tokenmill.recipes.recipe import RECIPE_FILE_SUFFIXES
-    from tokenmill.reports.preview import html_report, preview, text_report
+    from tokenmill.reports.preview import preview
+    from tokenmill.reports.preview_baseline import Baseline, Tokens, built_baseline
+    from tokenmill.reports.preview_report import html_report, text_report
     from tokenmill.stages.cleaned import CleanSettings
     from tokenmill.storage.layout import EXTRACTED, MARKER
+    from tokenmill.tokens.tokenization import TokenizeSettings
 
     lake = default_lake()
-    proposed = recipe_file(args.recipe).settings(CleanSettings)
+    given = recipe_file(args.recipe)
+    proposed = given.settings(CleanSettings)
+    recipes = {dataset.prefix: dataset for dataset in load_catalog().recipes}
+    first = next(iter(recipes.values()), None)
     if args.against and Path(args.against).suffix in RECIPE_FILE_SUFFIXES:
         against = recipe_file(args.against)
+        current = Baseline(against.settings(CleanSettings), f"the settings of {against.source}")
+        dataset = recipes.get(against.name) or recipes.get(given.name) or first  # its tokens
     else:
-        against = chosen_recipe(args.against, "--against").recipe
-    current = against.settings(CleanSettings)
+        dataset = recipes.get(args.against or given.name) or (None if args.against else first)
+        if dataset is None:
+            named = f" named {args.against!r}" if args.against else ""
+            raise UsageError(
+                f"no recipe{named} to compare with; recipes: {', '.join(recipes) or 'none'} "
+                "(or give --against a recipe file)"
+            )
+        current = None
     crawls = chosen_crawls(lake, args.crawl)
     units = [
         unit
@@ -139,11 +155,19 @@ def cmd_preview(args: argparse.Namespace) -> None:
     ]
     if not units:
         raise ValueError(f"nothing extracted yet in {', '.join(crawls) or 'the lake'}")
-    result = preview(lake, units, current, proposed, samples=args.sample)
+    if current is None:
+        settings = dataset.recipe.settings(CleanSettings)
+        data = dataset.lake(lake)
+        current = built_baseline(data, units, settings, dataset.prefix, dataset.recipe.source)
+    tokens = None
+    if dataset:
+        append_eod = dataset.recipe.settings(TokenizeSettings).append_eod
+        tokens = Tokens(dataset.lake(lake), append_eod)
+    result = preview(lake, units, current, proposed, samples=args.sample, tokens=tokens)
     print(text_report(result))
     if args.html:
         Path(args.html).write_text(html_report(result))
-        print(f"\ndistributions with both thresholds: {args.html}")
+        print(f"\nthe report with the distributions, thresholds marked: {args.html}")
 
 
 def cmd_dropped(args: argparse.Namespace) -> None:

@@ -1,16 +1,20 @@
-"""What a recipe change would do, from the stored extraction alone: per filter and rule, the
-documents (and words) it newly drops and newly keeps against another recipe, with samples, and
-each rule's distribution with both thresholds marked.
+"""What a recipe change would do, from the stored extraction alone: the documents, words and
+tokens kept now and proposed, in total and per language; the drops per filter and rule; every
+document whose fate changes (kept to dropped, dropped to kept, or dropped for another reason),
+as transitions with samples; and each rule's distribution with both thresholds marked.
 
-Nothing is extracted or written: each extracted part is read once — only the signal columns
-when every filter of both recipes is judged from them, the text too when one must measure it —
-and both recipes' chains judge it exactly as the cleaned stage does (`FilterChain`), so the
-counts are what materializing the recipe gives.
+"Now" is what a recipe's cleaned partitions were built with, unit by unit (`Baseline`), or
+given settings. Nothing is extracted or written: each extracted part is read once — only the
+signal columns when every filter is judged from them, the text too when one must measure it —
+and both chains judge it exactly as the cleaned stage does (`FilterChain`), so the counts are
+what materializing the recipe gives. Tokens are the recipe's tokenized shards' where a document
+is in them (a document kept now but not in its tokenized unit was removed by deduplication:
+none); a document whose fate changes is tokenized with the recipe's tokenizer (its part read
+again, for those documents' text); the others' are estimated from their words.
 """
 
 from __future__ import annotations
 
-import html
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,63 +24,119 @@ import polars as pl
 from tokenmill.classifiers.scoring import part_scores, with_scores
 from tokenmill.filters.histograms import rule_histograms, rule_thresholds
 from tokenmill.filters.signals import EXTRACTED_SIGNALS
-from tokenmill.reports.plots import MARK_COLORS
-from tokenmill.reports.plots import pictures as rule_pictures
-from tokenmill.stages.cleaned import score_columns
+from tokenmill.reports.preview_baseline import Baseline, Tokens, setting_changes
+from tokenmill.stages.cleaned import CleanSettings, score_columns
 from tokenmill.stages.extracted import EXTRACTED_SCHEMA
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import EXTRACTED, MARKER, Unit
 from tokenmill.storage.outputs import merge_counts, read_batches
 
-KEPT = "kept"
 WORDS = "gopher_quality.n_words"  # every document's word count, a stored signal
+SIDES = ("current", "proposed")
+KEPT = ("kept", "")  # a document's fate: kept, or (filter, rule) of its drop
+# Where a document's tokens come from (`Preview.token_sources`).
+SHARDS, DEDUPLICATED, TOKENIZED, ESTIMATED = "shards", "deduplicated", "tokenized", "estimated"
 
 
 @dataclass
-class Change:
-    """Documents one filter's rule newly drops (or newly keeps)."""
+class Tally:
+    """Documents, their words and tokens: `tokens` of those whose tokens are known,
+    `untokenized_words` the words of the others (their tokens are estimated from them)."""
 
     documents: int = 0
     words: int = 0
+    tokens: int = 0
+    untokenized_words: int = 0
     samples: list[dict] = field(default_factory=list)
+
+    def add(self, rows: pl.DataFrame, samples: int = 0) -> None:
+        self.documents += rows.height
+        self.words += int(rows[WORDS].sum() or 0)
+        self.tokens += int(rows["tokens"].sum() or 0)
+        self.untokenized_words += int(rows.filter(pl.col("tokens").is_null())[WORDS].sum() or 0)
+        if room := samples - len(self.samples):
+            picked = rows.sort("doc_id").head(room)
+            self.samples += picked.select("url", *[f"reason_{s}" for s in SIDES]).to_dicts()
+
+    def estimated_tokens(self, per_word: float | None) -> int | None:
+        """The tokens, those of documents not tokenized estimated at `per_word` (None when
+        some are not and there is no ratio)."""
+        if not self.untokenized_words:
+            return self.tokens
+        return None if per_word is None else self.tokens + round(self.untokenized_words * per_word)
+
+
+def _sides(kind=Tally) -> dict:
+    return {side: kind() for side in SIDES}
 
 
 @dataclass
 class Preview:
     documents: int = 0
-    kept: dict[str, int] = field(default_factory=lambda: {"current": 0, "proposed": 0})
-    words: dict[str, int] = field(default_factory=lambda: {"current": 0, "proposed": 0})
-    newly_dropped: dict[tuple[str, str], Change] = field(default_factory=dict)
-    newly_kept: dict[tuple[str, str], Change] = field(default_factory=dict)
-    dropped_by: dict[str, Counter] = field(
-        default_factory=lambda: {"current": Counter(), "proposed": Counter()}
-    )
+    kept: dict[str, Tally] = field(default_factory=_sides)
+    languages: dict[str, dict[str, Tally]] = field(default_factory=lambda: _sides(dict))
+    # dropped documents per (filter, rule)
+    rules: dict[str, Counter] = field(default_factory=lambda: _sides(Counter))
+    # (fate now, fate proposed) -> the documents whose fate changes so
+    transitions: dict[tuple[tuple[str, str], tuple[str, str]], Tally] = field(default_factory=dict)
+    # documents kept on either side by where their tokens come from
+    token_sources: Counter = field(default_factory=Counter)
+    observed: Tally = field(default_factory=Tally)  # documents with tokens: the ratio
+    ratio_from: str | None = None  # the sibling recipe whose shards give the ratio, if one
     columns_read: list[str] = field(default_factory=list)
+    now: list[str] = field(default_factory=list)  # what "now" is (`Baseline.describe`)
+    changes: list[str] = field(default_factory=list)  # the settings proposed differently
     # the distribution of each rule's value (`tokenmill.filters.histograms`), both recipes'
     # thresholds
     histograms: dict[str, dict] = field(default_factory=dict)
     thresholds: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
+    @property
+    def dropped_by(self) -> dict[str, Counter]:
+        """Dropped documents per filter."""
+        return {side: _per_filter(self.rules[side]) for side in SIDES}
 
-def preview(lake: Lake, units: Iterable[Unit], current, proposed, samples: int = 3) -> Preview:
-    """Judge every extracted document of `units` by the `current` and `proposed` clean
-    settings (`CleanSettings`)."""
-    chains = {"current": current.chain(lake), "proposed": proposed.chain(lake)}
-    result = Preview(columns_read=_columns(chains.values()))
-    result.thresholds = {name: rule_thresholds(chain) for name, chain in chains.items()}
-    scored = sorted({c for chain in chains.values() for c in score_columns(chain)})
+    @property
+    def tokens_per_word(self) -> float | None:
+        return self.observed.tokens / self.observed.words if self.observed.words else None
+
+
+def _per_filter(rules: Counter) -> Counter:
+    counts = Counter()
+    for (name, _), count in rules.items():
+        counts[name] += count
+    return counts
+
+
+def preview(
+    lake: Lake,
+    units: Iterable[Unit],
+    current: CleanSettings | Baseline,
+    proposed: CleanSettings,
+    samples: int = 3,
+    tokens: Tokens | None = None,
+) -> Preview:
+    """Judge every extracted document of `units` by the settings now (`current`: settings,
+    or a recipe's as built) and the `proposed` ones; `tokens`: the recipe's, to count them."""
+    units = list(units)
+    baseline = current if isinstance(current, Baseline) else Baseline(current)
+    now = {unit.key: baseline.chain_for(unit, lake) for unit in units}
+    chain = proposed.chain(lake)
+    result = Preview(
+        columns_read=_columns([*now.values(), chain]),
+        now=baseline.describe(),
+        changes=setting_changes(baseline.main, proposed),
+        ratio_from=tokens.ratio_from if tokens else None,
+    )
+    result.thresholds = {
+        "current": rule_thresholds(baseline.main.chain(lake)),
+        "proposed": rule_thresholds(chain),
+    }
     for unit in units:
+        chains = {"current": now[unit.key], "proposed": chain}
         marker = lake.read_json(f"{unit.prefix(EXTRACTED)}/{MARKER}")
         for part in range(marker["counts"]["files"]):
-            key = f"{unit.part_prefix(EXTRACTED, part)}/docs.parquet"
-            scores = part_scores(lake, unit, part, scored) if scored else None
-            offset = 0
-            for batch in read_batches(lake, key, result.columns_read):
-                docs = EXTRACTED_SIGNALS.completed(pl.from_arrow(batch))
-                if scores is not None:
-                    docs = with_scores(docs, scores, offset)
-                    offset += docs.height
-                _judge(result, docs, chains, samples)
+            _part(result, lake, unit, part, chains, samples, tokens)
     return result
 
 
@@ -90,96 +150,130 @@ def _columns(chains) -> list[str]:
     return ["doc_id", "crawl", "url", "language", "language_score", *EXTRACTED_SIGNALS.columns()]
 
 
-def _judge(result: Preview, docs: pl.DataFrame, chains: dict, samples: int) -> None:
+def _documents(lake: Lake, unit: Unit, part: int, chains: dict, columns: list[str] | None):
+    """The part's extracted documents, batch by batch, with the scores the chains read."""
+    key = f"{unit.part_prefix(EXTRACTED, part)}/docs.parquet"
+    scored = sorted({c for chain in chains.values() for c in score_columns(chain)})
+    scores = part_scores(lake, unit, part, scored) if scored else None
+    offset = 0
+    for batch in read_batches(lake, key, columns):
+        docs = EXTRACTED_SIGNALS.completed(pl.from_arrow(batch))
+        if scores is not None:
+            docs = with_scores(docs, scores, offset)
+            offset += docs.height
+        yield docs
+
+
+def _part(result: Preview, lake, unit, part, chains, samples: int, tokens: Tokens | None):
+    shards = tokens.of_part(unit, part) if tokens else None
+    sibling = tokens.of_sibling_part(unit, part) if tokens else None
+    waiting = []  # documents whose fate changes and whose tokens only their text gives
+    for docs in _documents(lake, unit, part, chains, result.columns_read):
+        result.documents += docs.height
+        if sibling is not None:  # its tokens per word only
+            result.observed.add(docs.select("doc_id", WORDS).join(sibling, on="doc_id"))
+        result.histograms = merge_counts(
+            result.histograms, rule_histograms(docs, chains["proposed"])
+        )
+        judged = _judged(docs, chains, shards)
+        if tokens and tokens.tokenizer:
+            untokenized = pl.col("tokens").is_null() & pl.col("moved") & pl.col("kept_any")
+            waiting.append(judged.filter(untokenized))
+            judged = judged.filter(~untokenized)
+        _tally(result, judged, samples)
+    if waiting and (waiting := pl.concat(waiting)).height:
+        _tally(result, _tokenized(waiting, lake, unit, part, chains, tokens), samples)
+
+
+def _judged(docs: pl.DataFrame, chains: dict, shards: pl.DataFrame | None) -> pl.DataFrame:
+    """Per document: its fate by each chain (filter and rule, `kept`), its reasons, and its
+    tokens where the shards give them (none for one kept now that deduplication removed)."""
     if "text" not in docs.columns:  # the chains do not read it; they carry it along
         docs = docs.with_columns(text=pl.lit(None, pl.Utf8))
-    verdicts = {}
-    for name, chain in chains.items():
+    judged = docs.select("doc_id", "url", pl.col("language").fill_null("unknown"), WORDS)
+    drop_rule = pl.coalesce(pl.col("reason").str.extract(r"^([^=]+)", 1), pl.col("filter"))
+    for side, chain in chains.items():
         kept, rejected = chain.apply(docs, finish=False)
         verdict = pl.concat(
             [
-                kept.select("doc_id", filter=pl.lit(KEPT), reason=pl.lit(None, pl.Utf8)),
-                rejected.select("doc_id", "filter", "reason"),
+                kept.select(
+                    "doc_id",
+                    filter=pl.lit(KEPT[0]),
+                    rule=pl.lit(KEPT[1]),
+                    reason=pl.lit(None, pl.Utf8),
+                ),
+                rejected.select("doc_id", "filter", rule=drop_rule, reason="reason"),
             ]
         )
-        verdicts[name] = verdict
-        result.kept[name] += kept.height
-        result.words[name] += int(
-            docs.filter(pl.col("doc_id").is_in(kept["doc_id"].implode()))[WORDS].sum()
+        judged = judged.join(
+            verdict.select("doc_id", pl.exclude("doc_id").name.suffix(f"_{side}")), on="doc_id"
         )
-        result.dropped_by[name].update(dict(rejected.group_by("filter").len().iter_rows()))
-    result.documents += docs.height
-    both = (
-        docs.select("doc_id", "url", WORDS)
-        .join(verdicts["current"], on="doc_id")
-        .join(verdicts["proposed"], on="doc_id", suffix="_proposed")
+    kept_now, kept_then = (pl.col(f"filter_{s}") == KEPT[0] for s in SIDES)
+    judged = judged.with_columns(
+        kept_any=kept_now | kept_then,
+        moved=(pl.col("filter_current") != pl.col("filter_proposed"))
+        | (pl.col("rule_current") != pl.col("rule_proposed")),
     )
-    _count(
-        result.newly_dropped,
-        both.filter((pl.col("filter") == KEPT) & (pl.col("filter_proposed") != KEPT)),
-        "filter_proposed",
-        "reason_proposed",
-        samples,
+    if shards is None:
+        return judged.with_columns(tokens=pl.lit(None, pl.Int64), source=pl.lit(None, pl.Utf8))
+    judged = judged.join(shards, on="doc_id", how="left")
+    in_shards = pl.col("tokens").is_not_null()
+    return judged.with_columns(
+        tokens=pl.when(in_shards | ~kept_now).then("tokens").otherwise(0),
+        source=pl.when(in_shards)
+        .then(pl.lit(SHARDS))
+        .when(kept_now)
+        .then(pl.lit(DEDUPLICATED))
+        .otherwise(pl.lit(None, pl.Utf8)),
     )
-    _count(
-        result.newly_kept,
-        both.filter((pl.col("filter") != KEPT) & (pl.col("filter_proposed") == KEPT)),
-        "filter",
-        "reason",
-        samples,
-    )
-    result.histograms = merge_counts(result.histograms, rule_histograms(docs, chains["proposed"]))
 
 
-def _count(changes: dict, flipped: pl.DataFrame, by: str, reason: str, samples: int) -> None:
-    flipped = flipped.with_columns(rule=pl.col(reason).str.extract(r"^([^=]+)", 1))
-    for (name, rule), group in flipped.group_by(by, "rule", maintain_order=True):
-        change = changes.setdefault((name, rule or name), Change())
-        change.documents += group.height
-        change.words += int(group[WORDS].sum() or 0)
-        room = samples - len(change.samples)
-        if room > 0:
-            change.samples += (
-                group.sort("doc_id").head(room).select("url", reason=pl.col(reason)).to_dicts()
-            )
-
-
-def text_report(result: Preview) -> str:
-    lines = [
-        f"{result.documents:,} extracted documents; columns read: "
-        + ("all" if "text" in result.columns_read else "signals only (no text)"),
-        f"kept: {result.kept['current']:,} now, {result.kept['proposed']:,} proposed "
-        f"({result.kept['proposed'] - result.kept['current']:+,} documents, "
-        f"{result.words['proposed'] - result.words['current']:+,} words)",
-    ]
-    for title, changes in (
-        ("newly dropped (by the proposed recipe's filter and rule)", result.newly_dropped),
-        ("newly kept (dropped now by)", result.newly_kept),
-    ):
-        lines.append(f"\n{title}:")
-        if not changes:
-            lines.append("  none")
-        for (name, rule), change in sorted(changes.items(), key=lambda c: -c[1].documents):
-            lines.append(
-                f"  {name} / {rule}: {change.documents:,} documents, {change.words:,} words"
-            )
-            lines += [f"      {s['url']}  ({s['reason'] or 'kept'})" for s in change.samples]
-    return "\n".join(lines)
-
-
-def html_report(result: Preview) -> str:
-    """The text report and, per rule, its values' histogram with both thresholds marked."""
-    pictures = [
-        f"<h4>{html.escape(key)}</h4><p>{html.escape(caption)}</p>"
-        f"<img alt='{html.escape(key)}' src='{uri}' style='border:1px solid #ccc'>"
-        for key, caption, uri in rule_pictures(result.histograms, result.thresholds)
-    ]
+def _tokenized(waiting: pl.DataFrame, lake, unit, part, chains, tokens: Tokens) -> pl.DataFrame:
+    """`waiting` with the tokens of its documents' text as the side keeping each (now or
+    proposed) writes it: its part read again, every column, for those documents."""
+    wanted = waiting["doc_id"].implode()
+    counted = []
+    for docs in _documents(lake, unit, part, chains, None):
+        docs = docs.filter(pl.col("doc_id").is_in(wanted))
+        for side, chain in chains.items():
+            keeps = waiting.filter(pl.col(f"filter_{side}") == KEPT[0])["doc_id"].implode()
+            mine = docs.filter(pl.col("doc_id").is_in(keeps))
+            if mine.height:
+                kept, _ = chain.apply(mine, finish=True)
+                counts = tokens.of_texts(kept["text"].to_list())
+                counted.append(kept.select("doc_id", counted=pl.Series(counts, dtype=pl.Int64)))
+    if not counted:
+        return waiting
+    found = pl.concat(counted)
     return (
-        "<!doctype html><meta charset=utf-8><title>tokenmill preview</title>"
-        "<body style='font-family:sans-serif'>"
-        f"<pre>{html.escape(text_report(result))}</pre>"
-        "<p>Distributions of each rule's value over every document read (bins 0.01 wide in "
-        f"[0, 1], 10 per decade above 1): <span style='color:{MARK_COLORS['current']}'>"
-        f"current</span> and <span style='color:{MARK_COLORS['proposed']}'>proposed</span> "
-        "(dashed) thresholds.</p>" + "".join(pictures) + "</body>"
+        waiting.join(found, on="doc_id", how="left")
+        .with_columns(
+            tokens=pl.coalesce("tokens", "counted"),
+            source=pl.when(pl.col("counted").is_not_null())
+            .then(pl.lit(TOKENIZED))
+            .otherwise("source"),
+        )
+        .drop("counted")
     )
+
+
+def _tally(result: Preview, judged: pl.DataFrame, samples: int) -> None:
+    result.observed.add(judged.filter(pl.col("source").is_in([SHARDS, TOKENIZED])))
+    kept = judged.filter("kept_any")
+    result.token_sources.update(
+        dict(kept.group_by(pl.col("source").fill_null(ESTIMATED)).len().iter_rows())
+    )
+    for side in SIDES:
+        fate = [f"filter_{side}", f"rule_{side}"]
+        ours = judged.filter(pl.col(fate[0]) == KEPT[0])
+        result.kept[side].add(ours)
+        for (language,), rows in ours.group_by("language"):
+            result.languages[side].setdefault(language, Tally()).add(rows)
+        dropped = judged.filter(pl.col(fate[0]) != KEPT[0])
+        result.rules[side].update(
+            {(name, rule): n for name, rule, n in dropped.group_by(fate).len().iter_rows()}
+        )
+    fates = ["filter_current", "rule_current", "filter_proposed", "rule_proposed"]
+    for (name, rule, name_then, rule_then), rows in judged.filter("moved").group_by(fates):
+        key = ((name, rule), (name_then, rule_then))
+        result.transitions.setdefault(key, Tally()).add(rows, samples)

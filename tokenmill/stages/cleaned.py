@@ -10,7 +10,8 @@ reason). It never reads a WARC file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import polars as pl
@@ -22,7 +23,15 @@ from tokenmill.filters.histograms import rule_histograms
 from tokenmill.filters.registry import settings_types
 from tokenmill.filters.settings import from_value, with_filter_settings
 from tokenmill.filters.signals import EXTRACTED_SIGNALS
-from tokenmill.runtime.stage import Pod, Scope, Stage, Work, parsed_items, setting
+from tokenmill.runtime.stage import (
+    Pod,
+    Scope,
+    Stage,
+    Work,
+    parsed_items,
+    setting,
+    settings_fields,
+)
 from tokenmill.stages.shared import preview_of, provenance_resolves
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import (
@@ -38,6 +47,8 @@ from tokenmill.storage.layout import (
 )
 from tokenmill.storage.outputs import StageReport, merge_counts, read_batches, require_committed
 
+# The marker count holding the settings a partition was built with (`CleanSettings.record`).
+BUILT_WITH = "clean_settings"
 # Each registered built-in filter's settings dataclass, by the filter's name, in its order.
 FILTER_SETTINGS = settings_types()
 
@@ -96,6 +107,24 @@ class CleanSettings:
         for name, kind in FILTER_SETTINGS.items():  # mappings from a recipe or a run's config
             value = from_value(kind, getattr(self, name), f"clean.{name}")
             object.__setattr__(self, name, value)
+
+    def record(self) -> dict | None:
+        """These settings as JSON values, which `from_record` reads back; None for filter
+        objects given directly (`filters`), which no record can name."""
+        if self.filters is not None:
+            return None
+        values = {k: v for k, v in asdict(self).items() if k != "filters"}
+        return json.loads(json.dumps(values))  # tuples as lists, as a recipe file has them
+
+    @classmethod
+    def from_record(cls, record: dict) -> CleanSettings:
+        unknown = sorted(set(record) - {name for name, *_ in settings_fields(cls)})
+        if unknown:
+            raise ValueError(
+                f"recorded clean settings {unknown} are unknown here (a filter registered "
+                "where the partition was built, and not here?)"
+            )
+        return cls(**record)
 
     def score_rules(self) -> list[ScoreRule]:
         return parsed_items(self.classifier_rules, ScoreRule.parse, "clean.classifier_rules")
@@ -164,6 +193,7 @@ def run(work: Work) -> StageReport:
         report.unusable_file(name, reason)
     for flt in chain.filters:  # zero counts too, so every partition plots every filter
         report.drop(f"filter:{flt.name}", 0)
+    report.counts[BUILT_WITH] = settings.record()
     rejected_columns = [name for name, _ in PROVENANCE_FIELDS]
     if settings.rejected_text_chars:
         rejected_columns.append("text")

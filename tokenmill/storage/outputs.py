@@ -143,7 +143,16 @@ def combine(reports: dict[str, StageReport]) -> StageReport:
 
 # Counts that say how a part was made, not what it holds: the same for every part of a unit.
 SETTINGS_COUNTS = frozenset(
-    {"params", "readable", "tokenizer_sha256", "dtype", "eod_id", "source", "classifier_thresholds"}
+    {
+        "params",
+        "readable",
+        "tokenizer_sha256",
+        "dtype",
+        "eod_id",
+        "source",
+        "classifier_thresholds",
+        "clean_settings",
+    }
 )
 
 
