@@ -10,7 +10,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from tokenmill.classifiers.training import CLASSIFIERS, TrainingSettings
+from tokenmill.classifiers.training import (
+    CLASSIFIERS,
+    SMALL_DATA,
+    SMALL_DATA_EXAMPLES,
+    TrainingSettings,
+)
 from tokenmill.cli.runner import RunsFailedError
 from tokenmill.reports.summary import (
     NoSuchTokenError,
@@ -29,6 +34,7 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 DEMO_CLASSIFIER = "demo_quality"
 # fastText's defaults need thousands of examples; the demo has hundreds
 DEMO_TRAINING = TrainingSettings(dim=16, epoch=25, lr=1.0, bucket=100_000)
+TRAINING_FLAGS = ("epoch", "lr", "dim", "bucket", "seed")  # train-classifier's fastText flags
 # What a user can fix (an argument, a setting, a missing input, a run that failed naming its
 # cause) is said in one message on stderr; anything else keeps its traceback. ValueError
 # covers LakeKeyError, FileNotFoundError covers MissingInputError.
@@ -266,9 +272,17 @@ def summary_rows(lake: Lake, catalog=None) -> list[dict]:
 
 def cmd_summary(args: argparse.Namespace) -> None:
     from tokenmill.data_assets.datasets import Catalog
+    from tokenmill.reports.summary import latest_release, legend
 
     lake, catalog = default_lake(), Catalog.load()
-    print(format_table(summary_rows(lake, catalog)))
+    rows = summary_rows(lake, catalog)
+    if args.json:
+        releases = {d.prefix: latest_release(d.lake(lake)) for d in catalog.recipes}
+        found = {name: release for name, release in releases.items() if release}
+        print(json.dumps({"stages": rows, "releases": found}, indent=1))
+        return
+    print(format_table(rows))
+    print(legend(rows))
     for line in release_lines(lake, catalog.recipes):
         print(line)
 
@@ -340,13 +354,21 @@ def cmd_preview(args: argparse.Namespace) -> None:
 
 def cmd_dropped(args: argparse.Namespace) -> None:
     from tokenmill.crawl.units import registered_crawls, registered_units
-    from tokenmill.reports.dropped import dropped_documents, text_report
+    from tokenmill.reports.dropped import (
+        counts_report,
+        dropped_counts,
+        dropped_documents,
+        text_report,
+    )
     from tokenmill.stages.cleaned import CleanSettings
 
     dataset = chosen_recipe(args.recipe)
     lake = dataset.lake(default_lake())
     crawls = args.crawl or registered_crawls(lake)
     units = (unit for crawl in crawls for unit in registered_units(lake, crawl))
+    if args.count:
+        print(counts_report(dropped_counts(lake, units, args.filter)))
+        return
     mask = dataset.recipe.settings(CleanSettings).mask_pii
     found = dropped_documents(lake, units, args.filter, args.limit, args.chars, mask)
     print(text_report(found))
@@ -388,6 +410,7 @@ def cmd_release(args: argparse.Namespace) -> None:
     Dagster run of the recipe's release asset; a version published already is left as it is."""
     from tokenmill.cli.runner import definitions_for, execute, local_instance
     from tokenmill.data_assets.jobs import job_name
+    from tokenmill.reports.summary import latest_release
     from tokenmill.storage.layout import RELEASE
 
     dataset = chosen_recipe(args.recipe)
@@ -405,6 +428,8 @@ def cmd_release(args: argparse.Namespace) -> None:
     print(f"{dataset.key(RELEASE).to_user_string()}: run {outcome.run_id}")
     for line in release_lines(lake, [dataset]):
         print(line)
+    for warning in latest_release(dataset.lake(lake))["warnings"]:
+        print(f"warning: {warning}")
 
 
 def _tokenizer_sha(lake: Lake) -> str | None:
@@ -425,11 +450,12 @@ def cmd_train_classifier(args: argparse.Namespace) -> None:
         crawls=args.crawl,
         negatives=args.negatives,
         negatives_file=Path(args.negatives_from) if args.negatives_from else None,
-        settings=TrainingSettings(
-            epoch=args.epoch, lr=args.lr, dim=args.dim, bucket=args.bucket, seed=args.seed
-        ),
+        settings={f: v for f in TRAINING_FLAGS if (v := getattr(args, f)) is not None},
     )
+    print(f"settings: {card['settings_chosen']}")
     describe_card(lake, card)
+    for warning in card["warnings"]:
+        print(f"warning: {warning}")
 
 
 def cmd_recipes(args: argparse.Namespace) -> None:
@@ -525,6 +551,9 @@ def command_parser() -> argparse.ArgumentParser:
         )
 
     summary = commands.add_parser("summary", help="docs and tokens per stage")
+    summary.add_argument(
+        "--json", action="store_true", help="the rows and releases as JSON, for scripts"
+    )
     summary.set_defaults(func=cmd_summary)
 
     trace = commands.add_parser("trace", help="where a token of a tokenized file came from")
@@ -565,6 +594,9 @@ def command_parser() -> argparse.ArgumentParser:
     dropped.add_argument("--filter", action="append", help="only this filter's (default: any)")
     dropped.add_argument("--limit", type=int, default=10, help="documents shown (10)")
     dropped.add_argument("--chars", type=int, default=300, help="characters of each text (300)")
+    dropped.add_argument(
+        "--count", action="store_true", help="how many per filter and rule, instead of documents"
+    )
     dropped.set_defaults(func=cmd_dropped)
 
     retrain = commands.add_parser(
@@ -598,11 +630,12 @@ def command_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="bad documents from a file (as --positives) instead of a sample of the crawl",
     )
-    defaults = TrainingSettings()
-    for field in ("epoch", "lr", "dim", "bucket", "seed"):
-        default = getattr(defaults, field)
-        about = f"fastText's {field} ({default})"
-        train.add_argument(f"--{field}", type=type(default), default=default, help=about)
+    defaults, small = TrainingSettings(), SMALL_DATA
+    for field in TRAINING_FLAGS:
+        default, chosen = getattr(defaults, field), getattr(small, field)
+        about = f"fastText's {field} (default: {default}"
+        about += f"; {chosen} below {SMALL_DATA_EXAMPLES:,} examples)" if chosen != default else ")"
+        train.add_argument(f"--{field}", type=type(default), help=about)
     train.set_defaults(func=cmd_train_classifier)
 
     recipes = commands.add_parser(

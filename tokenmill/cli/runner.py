@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dagster import AssetKey, DagsterInstance, ExecuteInProcessResult
+from dagster import AssetCheckSeverity, AssetKey, DagsterInstance, ExecuteInProcessResult
 
 from tokenmill.crawl.units import Registration, register_new_files
 
@@ -68,7 +68,9 @@ class RunOutcome:
     success: bool
     error: str | None = None  # a failed run's cause: each failed step and its error
     assets: tuple[str, ...] = ()  # the assets it materialized, when not all of the job's
-    failed_checks: tuple[str, ...] = ()  # "asset check: description" of each failed check
+    # "asset check: description" of each failed check: of ERROR severity, of WARN severity
+    failed_checks: tuple[str, ...] = ()
+    check_warnings: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -124,13 +126,21 @@ def execute(
     )
     error = None if result.success else failure_of(result)
     selected = tuple(a.to_user_string() for a in assets or ())
-    failed_checks = tuple(
-        f"{check.asset_key.to_user_string()} {check.check_name}: {check.description}"
-        for check in result.get_asset_check_evaluations()
-        if not check.passed
-    )
+    failed = {severity: [] for severity in AssetCheckSeverity}
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            failed[check.severity].append(
+                f"{check.asset_key.to_user_string()} {check.check_name}: {check.description}"
+            )
     return RunOutcome(
-        name, partition_key, result.run_id, result.success, error, selected, failed_checks
+        name,
+        partition_key,
+        result.run_id,
+        result.success,
+        error,
+        selected,
+        tuple(failed[AssetCheckSeverity.ERROR]),
+        tuple(failed[AssetCheckSeverity.WARN]),
     )
 
 
@@ -224,6 +234,8 @@ def materialize_all(
             print(f"  {names:34} {key or '-':40} {state}", flush=True)
             for failed in outcome.failed_checks:
                 print(f"    check failed: {failed}", flush=True)
+            for warning in outcome.check_warnings:
+                print(f"    warning: {warning}", flush=True)
             results.append(outcome)
         if len(todo) < len(keys) and assets:
             print(f"  {label:34} {len(keys) - len(todo)} partitions up to date", flush=True)
