@@ -83,6 +83,8 @@ def describe(error: BaseException) -> str:
     return "".join(traceback.format_exception_only(error)).strip()
 
 
+# A warning in the materialization's metadata: a Markdown list item, one a line.
+WARNING_ITEM = "- **warning**: "
 # Counts kept in the lake's markers only: thousands of histogram bins per unit would weigh on
 # the event log (every unit's materialization) for nothing the UI shows.
 MARKER_ONLY_COUNTS = frozenset({"score_histograms"})
@@ -117,7 +119,7 @@ def stage_result(
             continue
         metadata[name] = MetadataValue.json(value) if isinstance(value, dict | list) else value
     if warnings := report.counts.get(WARNINGS):
-        metadata[WARNINGS] = MetadataValue.md("\n".join(f"- **warning**: {w}" for w in warnings))
+        metadata[WARNINGS] = MetadataValue.md("\n".join(WARNING_ITEM + w for w in warnings))
     if report.preview:
         metadata["preview"] = _preview_table(report.preview)
     if report.histograms:

@@ -281,8 +281,7 @@ def cmd_summary(args: argparse.Namespace) -> None:
         found = {name: release for name, release in releases.items() if release}
         print(json.dumps({"stages": rows, "releases": found}, indent=1))
         return
-    print(format_table(rows))
-    print(legend(rows))
+    print(format_table(rows), legend(rows), sep="\n\n", end="\n\n")
     for line in release_lines(lake, catalog.recipes):
         print(line)
 

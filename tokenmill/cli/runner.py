@@ -23,9 +23,11 @@ from tokenmill.data_assets.partitions import (
     sync_partitions,
     unit_partitions,
 )
+from tokenmill.data_assets.results import WARNING_ITEM
 from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES
 from tokenmill.storage.lake import Lake
+from tokenmill.storage.outputs import WARNINGS
 
 if TYPE_CHECKING:
     from tokenmill.dagster_internals import SerializableErrorInfo
@@ -68,9 +70,9 @@ class RunOutcome:
     success: bool
     error: str | None = None  # a failed run's cause: each failed step and its error
     assets: tuple[str, ...] = ()  # the assets it materialized, when not all of the job's
-    # "asset check: description" of each failed check: of ERROR severity, of WARN severity
-    failed_checks: tuple[str, ...] = ()
-    check_warnings: tuple[str, ...] = ()
+    failed_checks: tuple[str, ...] = ()  # "asset check: description" of each failed ERROR check
+    # the same of each failed WARN check, and "asset: warning" of each its stages reported
+    warnings: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -140,7 +142,17 @@ def execute(
         error,
         selected,
         tuple(failed[AssetCheckSeverity.ERROR]),
-        tuple(failed[AssetCheckSeverity.WARN]),
+        tuple(failed[AssetCheckSeverity.WARN]) + stage_warnings(result),
+    )
+
+
+def stage_warnings(result: ExecuteInProcessResult) -> tuple[str, ...]:
+    """ "asset: warning" of each warning the run's materializations report (`StageReport.warn`)."""
+    return tuple(
+        f"{event.asset_key.to_user_string()}: {line.removeprefix(WARNING_ITEM)}"
+        for event in result.get_asset_materialization_events()
+        if (shown := event.materialization.metadata.get(WARNINGS))
+        for line in shown.value.splitlines()
     )
 
 
@@ -234,7 +246,7 @@ def materialize_all(
             print(f"  {names:34} {key or '-':40} {state}", flush=True)
             for failed in outcome.failed_checks:
                 print(f"    check failed: {failed}", flush=True)
-            for warning in outcome.check_warnings:
+            for warning in outcome.warnings:
                 print(f"    warning: {warning}", flush=True)
             results.append(outcome)
         if len(todo) < len(keys) and assets:
