@@ -52,6 +52,7 @@ from tokenmill.runtime.stage import Scope, Stage, Work
 from tokenmill.stages import STAGES, stage_named
 from tokenmill.storage.lake import LakeAccessError
 from tokenmill.storage.layout import MARKER, Unit, check_name, crawl_prefix
+from tokenmill.storage.outputs import WARNINGS
 
 # Who answers for the dataset's assets (shown in the UI; TOKENMILL_OWNERS, comma-separated).
 OWNERS = [o for o in os.environ.get("TOKENMILL_OWNERS", "team:pretraining-data").split(",") if o]
@@ -190,6 +191,8 @@ def stage_output(context, stage, dataset: Dataset, lake, report, overrides) -> M
         else stage.name
     )
     results = [_check(c, lake, unit or crawl) for c in stage.checks]
+    for warning in report.counts.get(WARNINGS, []):
+        context.log.warning(warning)
     result = stage_result(report, lake, location, results, stage.data_files)
     if overrides:
         result.metadata["recipe_overrides"] = overrides

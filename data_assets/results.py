@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from tokenmill.crawl.warc import UnusableInputError
 from tokenmill.reports.plots import markdown
 from tokenmill.storage.lake import Lake, LakeKeyError, LakeRefusedError, LakeUnreachableError
-from tokenmill.storage.outputs import MissingInputError, StageReport
+from tokenmill.storage.outputs import WARNINGS, MissingInputError, StageReport
 
 # Transient faults (object store, network, preempted node, a worker killed) get retried with
 # backoff; bad input, bad settings and a broken installation fail at once, see
@@ -83,6 +83,8 @@ def describe(error: BaseException) -> str:
     return "".join(traceback.format_exception_only(error)).strip()
 
 
+# A warning in the materialization's metadata: a Markdown list item, one a line.
+WARNING_ITEM = "- **warning**: "
 # Counts kept in the lake's markers only: thousands of histogram bins per unit (or every
 # setting of the recipe, which the code version and `recipe_overrides` already name) would
 # weigh on the event log (every unit's materialization) for nothing the UI shows.
@@ -114,9 +116,11 @@ def stage_result(
         metadata[f"dropped {reason}"] = count
         metadata[f"drop_rate {reason}"] = round(count / max(report.records_in, 1), 4)
     for name, value in report.counts.items():
-        if name in MARKER_ONLY_COUNTS:
+        if name in MARKER_ONLY_COUNTS or name == WARNINGS:  # warnings: as text, below
             continue
         metadata[name] = MetadataValue.json(value) if isinstance(value, dict | list) else value
+    if warnings := report.counts.get(WARNINGS):
+        metadata[WARNINGS] = MetadataValue.md("\n".join(WARNING_ITEM + w for w in warnings))
     if report.preview:
         metadata["preview"] = _preview_table(report.preview)
     if report.histograms:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import fasttext
@@ -14,10 +14,15 @@ import pytest
 
 from testkit.demo_pipeline import extracted_demo_unit
 from tokenmill.classifiers.training import (
+    FIGURE_FLOOR,
+    SMALL_DATA,
+    SMALL_DATA_EXAMPLES,
     ClassifierInputError,
     TrainingSettings,
+    chosen_settings,
     positive_scores,
     train_classifier,
+    weak_figures,
 )
 from tokenmill.cli.main import main as cli
 from tokenmill.demo.crawl import sample_articles
@@ -121,11 +126,72 @@ def test_the_command_prints_the_figures_and_where_the_model_is(
     cli(
         ["train-classifier", "from_cli", "--positives", str(positives), "--negatives", "50", *small]
     )
-    out = capsys.readouterr().out
-    assert out.startswith("classifier from_cli: 120 positives, 50 negatives from " + CRAWL)
-    assert "classifiers/from_cli/model.bin" in out
+    settings, described, *_ = capsys.readouterr().out.splitlines()
+    assert settings == "settings: 170 examples; set: dim 16, epoch 25, lr 1.0, bucket 100000"
+    assert described.startswith("classifier from_cli: 120 positives, 50 negatives from " + CRAWL)
+    assert lake.exists("classifiers/from_cli/model.bin")
     with pytest.raises(SystemExit) as exit_:
         cli(["train-classifier", "x", "--positives", str(positives.parent / "none.txt")])
     assert exit_.value.code == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and "none.txt does not exist" in err
+
+
+def test_the_settings_follow_the_number_of_examples_unless_given():
+    few, why = chosen_settings(95)
+    default = TrainingSettings()
+    assert few == SMALL_DATA and few.bucket * few.dim < default.bucket * default.dim / 100
+    assert why.startswith("small-data settings for 95 examples (fewer than 5,000): dim 16,")
+    assert "in a model of 800 MB" in why
+    mixed, why = chosen_settings(95, {"dim": 8, "seed": 3})
+    assert mixed == replace(SMALL_DATA, dim=8, seed=3)
+    assert why.endswith("; set: dim 8, seed 3") and "dim 16" not in why
+    many, why = chosen_settings(SMALL_DATA_EXAMPLES)
+    assert many == TrainingSettings() and why.startswith("fastText's defaults for 5,000 examples")
+    with pytest.raises(ValueError, match="unknown training settings"):
+        chosen_settings(95, {"epochs": 3})
+
+
+@pytest.mark.parametrize(
+    ("held", "weak"),
+    [
+        ({"documents": 40, "precision": 0.9, "recall": 0.7}, []),
+        ({"documents": 40, "precision": 0.29, "recall": 0.9}, ["precision 0.29"]),
+        ({"documents": 40, "precision": None, "recall": 0.0}, ["precision none", "recall 0.0"]),
+        ({"documents": 0, "precision": None, "recall": None}, ["no document was held out"]),
+    ],
+)
+def test_held_out_figures_under_the_floor_are_named_with_what_to_try(held, weak):
+    warnings = weak_figures(held)
+    assert len(warnings) == (1 if weak else 0)
+    for words in weak:
+        assert words in warnings[0]
+    if weak and held["documents"]:
+        assert f"under {FIGURE_FLOOR}" in warnings[0] and "--negatives" in warnings[0]
+
+
+def test_few_examples_get_small_settings_and_weak_figures_a_warning(
+    extracted, positives, tmp_path, monkeypatch, capsys
+):
+    """The trap: a few hundred examples with no flags made an 800 MB model that kept nothing
+    well, silently. Negatives like the positives (more generated articles): nothing to learn."""
+    lake, _ = extracted
+    monkeypatch.setenv("TOKENMILL_LAKE_URL", lake.url)
+    alike = tmp_path / "alike.jsonl"
+    articles = sample_articles("en", 120, seed=9)
+    alike.write_text("".join(json.dumps({"text": text}) + "\n" for text in articles))
+    command = ["train-classifier", "alike", "--positives", str(positives)]
+    cli([*command, "--negatives-from", str(alike)])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("settings: small-data settings for 240 examples (fewer than 5,000)")
+    card = lake.read_json("classifiers/alike/card.json")
+    assert card["settings"] == asdict(SMALL_DATA) and card["settings_chosen"] == lines[0][10:]
+    assert card["model_bytes"] < 10_000_000
+    (warning,) = [line for line in lines if line.startswith("warning: ")]
+    assert warning == f"warning: {card['warnings'][0]}"
+    assert f"under {FIGURE_FLOOR} on {card['held_out']['documents']} documents" in warning
+    # a flag given is kept, the others still chosen
+    cli([*command, "--dim", "8"])
+    assert lake.read_json("classifiers/alike/card.json")["settings"] == asdict(
+        replace(SMALL_DATA, dim=8)
+    )

@@ -3,10 +3,27 @@ error `materialize_all` raises and in what `tokenmill run` prints, without a tra
 
 from __future__ import annotations
 
+import json
 import re
+from collections import Counter
 
 import pytest
-from dagster import DagsterInstance, Failure, RetryPolicy, job, op, resource
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetKey,
+    DagsterInstance,
+    Definitions,
+    Failure,
+    MaterializeResult,
+    RetryPolicy,
+    asset,
+    define_asset_job,
+    job,
+    op,
+    resource,
+)
 
 from tokenmill.cli.demo import land_demo_crawl
 from tokenmill.cli.main import main as cli
@@ -203,14 +220,147 @@ def test_dropped_shows_a_recipes_rejections_with_their_extracted_text(landed, ca
     assert all(head.startswith(f"{some}  ") for head in heads)
 
 
+def run_to_cleaned(lake: Lake):
+    """The landed crawl and an unusable file in one unit, read, extracted and cleaned (no
+    Dagster); the unit and the recipe's lake."""
+    from tokenmill.cli.context import chosen_recipe
+    from tokenmill.crawl.units import register_new_files
+    from tokenmill.runtime.parts import run_stage_work
+    from tokenmill.stages import stage_named
+
+    lake.write_bytes(f"landing/{CRAWL}/zz.warc.gz", b"<html>a page, not a WARC</html>")
+    (unit,) = register_new_files(lake, CRAWL, files_per_unit=2).units
+    recipe_lake = chosen_recipe(None).lake(lake)
+    for name, on in (("raw_crawl", lake), ("extracted", lake), ("cleaned", recipe_lake)):
+        run_stage_work(stage_named(name), on, unit=unit, workers=1)
+    return unit, recipe_lake
+
+
 @pytest.mark.integration
-def test_run_prints_the_checks_that_failed(landed, capsys):
+def test_summary_columns_add_up_with_a_legend_and_as_json(landed, capsys):
+    unit, _ = run_to_cleaned(landed)
+    dropped = landed.read_json(f"{unit.prefix('raw_crawl')}/_SUCCESS.json")["dropped"]
+    bad_records = sum(n for reason, n in dropped.items() if reason != "unusable_file")
+    assert bad_records > 0  # the demo crawl's truncated and corrupt records
+    cli(["summary"])
+    out = capsys.readouterr().out
+    table, legend = out.split("\n\n")[:2]
+    header, _, *lines = table.splitlines()
+    columns = [c.strip() for c in header.split("|")]
+    rows = {}
+    for line in lines:
+        cells = [c.strip() for c in line.split("|")]
+        values = [cells[0], cells[1], *map(float, cells[2:])]
+        rows[cells[0]] = dict(zip(columns, values, strict=True))
+    done = {name: row for name, row in rows.items() if not row["partitions"].startswith("0/")}
+    assert set(done) == {"raw_crawl", "extracted", "fineweb_en/cleaned"}
+    for row in done.values():
+        assert row["docs_in"] == row["docs_out"] + row["dropped"], row
+    # the unusable file in each stage that met it; the records raw_crawl could not read, again
+    assert done["raw_crawl"]["unread"] == 1 and done["fineweb_en/cleaned"]["unread"] == 1
+    assert done["extracted"]["unread"] == 1 + bad_records
+    assert [line.split()[0] for line in legend.splitlines()] == columns[1:]
+    cli(["summary", "--json"])
+    found = json.loads(capsys.readouterr().out)
+    assert found["releases"] == {}
+    assert {row["stage"]: row for row in found["stages"]} == rows
+
+
+@pytest.mark.integration
+def test_dropped_counts_per_filter_and_rule(landed, capsys):
+    import polars as pl
+
+    unit, recipe_lake = run_to_cleaned(landed)
+    rejected = pl.read_parquet(
+        recipe_lake.path(f"{unit.part_prefix('cleaned', 0)}/rejected.parquet")
+    )
+    pairs = rejected.select("filter", "reason").iter_rows()
+    expected = Counter((name, reason.split("=")[0]) for name, reason in pairs)
+    assert len(expected) > 1
+    cli(["dropped", "--count"])
+    header, *lines, total = capsys.readouterr().out.splitlines()
+    assert header.split() == ["filter", "rule", "documents"]
+    found = {(line.split()[0], line.split()[1]): int(line.split()[2]) for line in lines}
+    assert found == expected
+    assert [int(line.split()[2]) for line in lines] == sorted(expected.values(), reverse=True)
+    marker = recipe_lake.read_json(f"{unit.prefix('cleaned')}/_SUCCESS.json")
+    filtered = sum(n for reason, n in marker["dropped"].items() if reason.startswith("filter:"))
+    assert total.split() == ["total", str(filtered)]
+    some = rejected["filter"][0]
+    cli(["dropped", "--count", "--filter", some])
+    _, *lines, total = capsys.readouterr().out.splitlines()
+    assert {line.split()[0] for line in lines} == {some}
+    assert int(total.split()[1]) == (rejected["filter"] == some).sum()
+
+
+@pytest.mark.integration
+def test_run_prints_a_failed_warn_check_as_a_warning(landed, capsys):
     # 20 pages hold far too little text for the default 16,384-token vocabulary
     cli(["run", "--crawl", CRAWL, "--files-per-unit", "1"])
     out = capsys.readouterr().out
-    line = next(line for line in out.splitlines() if "check failed:" in line)
-    assert "fineweb_en/tokenizer vocabulary_reaches_target: trained " in line
+    assert "check failed:" not in out  # nothing broke
+    line = next(line for line in out.splitlines() if "vocabulary_reaches_target" in line)
+    assert line.startswith("    warning: fineweb_en/tokenizer vocabulary_reaches_target: trained ")
     assert "of the 16,384 asked for" in line
+
+
+@asset(
+    check_specs=[
+        AssetCheckSpec("looks_odd", asset="checked"),
+        AssetCheckSpec("is_broken", asset="checked"),
+        AssetCheckSpec("is_fine", asset="checked"),
+    ]
+)
+def checked():
+    yield MaterializeResult(
+        check_results=[
+            AssetCheckResult(
+                check_name="looks_odd",
+                passed=False,
+                severity=AssetCheckSeverity.WARN,
+                description="fewer rows than usual",
+            ),
+            AssetCheckResult(check_name="is_broken", passed=False, description="a row is lost"),
+            AssetCheckResult(check_name="is_fine", passed=True, description="all there"),
+        ]
+    )
+
+
+def test_failed_checks_are_told_apart_by_severity():
+    defs = Definitions(assets=[checked], jobs=[define_asset_job("checking", [checked])])
+    with DagsterInstance.ephemeral() as instance:
+        outcome = execute("checking", None, instance, defs)
+    assert outcome.success
+    assert outcome.failed_checks == ("checked is_broken: a row is lost",)
+    assert outcome.warnings == ("checked looks_odd: fewer rows than usual",)
+
+
+@pytest.mark.integration
+def test_a_release_with_an_empty_split_warns_in_its_metadata_and_its_command(
+    landed, tmp_path, monkeypatch, capsys
+):
+    """20 pages and a validation share of one in a million: no validation document."""
+    from tokenmill.cli.runner import local_instance
+    from tokenmill.storage.outputs import WARNINGS
+
+    (tmp_path / "lab.yaml").write_text("release:\n  validation: 1.0e-6\n")
+    monkeypatch.setenv("TOKENMILL_RECIPES", str(tmp_path / "lab.yaml"))
+    cli(["run", "--crawl", CRAWL, "--files-per-unit", "1"])  # a release is made when none is
+    ran = capsys.readouterr().out
+    cli(["release"])
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "warning: the validation split is empty: at validation 1e-06, none of the "
+    )
+    assert "set `validation` in the recipe's `release:` section to " in warnings[0]
+    instance = local_instance()
+    try:
+        event = instance.get_latest_materialization_event(AssetKey(["lab", "release"]))
+    finally:
+        instance.dispose()
+    shown = event.asset_materialization.metadata[WARNINGS].value
+    assert shown == f"- **warning**: {warnings[0].removeprefix('warning: ')}"
+    assert f"    warning: lab/release: {shown.removeprefix('- **warning**: ')}" in ran
 
 
 @pytest.mark.integration

@@ -7,6 +7,7 @@ anything is written."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import replace
 
@@ -278,6 +279,31 @@ def test_trace_follows_a_release_token_to_its_warc_record(lake):
     tokens = source_documents(lake, [FIRST])[found["doc_id"]]
     assert tokens[500 - found["token_start"]] == found["token_id"]
     assert found["source"].startswith(f"{TOKENIZED_SHARDS}/{FIRST}/")
+
+
+def test_an_empty_split_is_warned_naming_the_share_that_fills_it(lake):
+    """Few documents and a small validation share leave valid-* empty; too large a share
+    leaves train-* empty: the release says so, with the share that puts one document there."""
+    tiny = replace(SMALL, crawls=[FIRST], validation=1e-9)
+    (warning,) = release(lake, tiny).counts["warnings"]
+    assert warning.startswith("the validation split is empty: at validation 1e-09, none of ")
+    assert "set `validation` in the recipe's `release:` section to " in warning
+    share = float(re.search(r"section to (\S+) or more", warning)[1])
+    filled = release(lake, replace(tiny, validation=share)).counts
+    assert filled["valid_documents"] >= 1 and "warnings" not in filled
+    # the share is the smallest one to two significant digits: a tenth less leaves it empty
+    assert release(lake, replace(tiny, validation=share * 0.9)).counts["valid_documents"] == 0
+
+    nearly_all = replace(tiny, validation=0.9999999)
+    emptied = release(lake, nearly_all).counts
+    assert emptied["train_tokens"] == 0
+    (warning,) = emptied["warnings"]
+    assert warning.startswith("the train split is empty: at validation 0.9999999, all ")
+    share = float(re.search(r"section to (\S+) or less", warning)[1])
+    kept = release(lake, replace(tiny, validation=share)).counts
+    assert kept["train_tokens"] > 0 and "warnings" not in kept
+    # and no warning for a split asked to be empty
+    assert "warnings" not in release(lake, replace(tiny, validation=0.0)).counts
 
 
 @pytest.mark.parametrize(

@@ -18,3 +18,11 @@ class TrainingSettings:
     min_count: int = 1
     bucket: int = 2_000_000
     seed: int = 0
+
+
+# fastText's defaults hold 800 MB of bigram buckets and learn little from fewer examples than
+# this; below it the settings are the small-data ones, as the demo's (a few hundred examples
+# learn with them, and the model is a few MB)
+SMALL_DATA_EXAMPLES = 5_000
+SMALL_DATA = TrainingSettings(dim=16, epoch=25, lr=1.0, bucket=100_000)
+TRAINING_FLAGS = ("epoch", "lr", "dim", "bucket", "seed")  # train-classifier's fastText flags

@@ -18,14 +18,16 @@ import heapq
 import json
 import os
 import tempfile
-from dataclasses import asdict
+from collections.abc import Mapping
+from dataclasses import asdict, fields
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import xxhash
 
 from tokenmill.classifiers.scoring import FastTextScorer, one_line
-from tokenmill.classifiers.settings import TrainingSettings
+from tokenmill.classifiers.settings import SMALL_DATA, SMALL_DATA_EXAMPLES, TrainingSettings
 from tokenmill.crawl.units import registered_crawls, registered_units
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import EXTRACTED, check_name
@@ -34,6 +36,69 @@ from tokenmill.storage.outputs import part_files, read_batches
 CLASSIFIERS = "classifiers"
 POSITIVE, NEGATIVE = "__label__hq", "__label__cc"
 HELD_OUT_SHARE = 0.1
+# held-out figures under this are worth a warning: the classifier would keep or drop by chance
+FIGURE_FLOOR = 0.7
+
+
+def chosen_settings(
+    examples: int, given: Mapping[str, Any] | None = None
+) -> tuple[TrainingSettings, str]:
+    """The settings to train on ``examples`` documents: fastText's defaults, or the small-data
+    settings below ``SMALL_DATA_EXAMPLES``, with the fields in ``given`` (set by the user) as
+    given; and why, in words."""
+    given = given or {}
+    unknown = sorted(set(given) - {f.name for f in fields(TrainingSettings)})
+    if unknown:
+        raise ValueError(f"unknown training settings {unknown}")
+    small = examples < SMALL_DATA_EXAMPLES
+    base = SMALL_DATA if small else TrainingSettings()
+    settings = TrainingSettings(**(asdict(base) | dict(given)))
+    defaults = asdict(TrainingSettings())
+    tuned = [f for f, v in asdict(SMALL_DATA).items() if v != defaults[f] and f not in given]
+    if small and tuned:
+        why = (
+            f"small-data settings for {examples:,} examples (fewer than {SMALL_DATA_EXAMPLES:,}):"
+            f" {_listed(settings, tuned)}; fastText's defaults learn little from so few, in a "
+            f"model of {_model_mb(TrainingSettings()):,.0f} MB"
+        )
+    elif small:
+        why = f"{examples:,} examples"
+    else:
+        why = f"fastText's defaults for {examples:,} examples ({SMALL_DATA_EXAMPLES:,} or more)"
+    if given:
+        why += f"; set: {_listed(settings, [f for f in defaults if f in given])}"
+    return settings, why
+
+
+def _listed(settings: TrainingSettings, names: list[str]) -> str:
+    return ", ".join(f"{name} {getattr(settings, name)}" for name in names)
+
+
+def _model_mb(settings: TrainingSettings) -> float:
+    return settings.bucket * settings.dim * 4 / 1e6  # float32 bigram buckets dominate
+
+
+def weak_figures(held: dict, floor: float = FIGURE_FLOOR) -> list[str]:
+    """What is wrong with held-out ``precision`` and ``recall`` under ``floor`` (or missing),
+    and what to try; empty when both reach it."""
+    if not held.get("documents"):
+        return ["no document was held out to judge the classifier: give more examples"]
+    meaning = {
+        "precision": "many documents it scores good are not",
+        "recall": "it scores many good documents low",
+    }
+    low = [
+        f"{name} {held[name] if held[name] is not None else 'none'} ({meaning[name]})"
+        for name in meaning
+        if held[name] is None or held[name] < floor
+    ]
+    if not low:
+        return []
+    return [
+        f"held-out {' and '.join(low)}, under {floor} on {held['documents']} documents: give "
+        "more positives and negatives (--negatives N, or --negatives-from a file of bad "
+        "pages), or try other --epoch, --lr, --dim"
+    ]
 
 
 class ClassifierInputError(ValueError):
@@ -103,16 +168,20 @@ def train_classifier(
     positives: Path,
     crawls: list[str] | None = None,
     negatives: int | None = None,
-    settings: TrainingSettings | None = None,
+    settings: TrainingSettings | Mapping[str, Any] | None = None,
     negatives_file: Path | None = None,
 ) -> dict:
     """Train, judge and store a classifier; returns its card. Negatives are a sample of the
     crawls' extracted documents, or the documents of ``negatives_file`` (e.g. pages labelled
-    bad). Fails before writing anything when an input is unusable, naming it."""
+    bad). ``settings`` are used as they are; as a mapping of the fields a user set (or None),
+    the rest is chosen by the number of examples (`chosen_settings`); the card says which and why,
+    and its ``warnings`` name held-out figures under ``FIGURE_FLOOR``. Fails before writing
+    anything when an input is unusable, naming it."""
     import fasttext
 
-    settings = settings or TrainingSettings()
     check_name(name, "classifier name")
+    given = asdict(settings) if isinstance(settings, TrainingSettings) else settings or {}
+    seed = given.get("seed", TrainingSettings.seed)
     good = example_texts(positives)
     if negatives_file is not None:
         bad = example_texts(negatives_file, "negatives")
@@ -125,11 +194,12 @@ def train_classifier(
         unknown = sorted(set(crawls) - set(registered_crawls(lake)))
         if unknown:
             raise ClassifierInputError(f"crawl(s) {unknown} are not registered in {lake.url}")
-        bad = sample_negatives(lake, crawls, negatives or len(good), settings.seed)
+        bad = sample_negatives(lake, crawls, negatives or len(good), seed)
         if not bad:
             raise ClassifierInputError(f"no extracted document in crawl(s) {crawls} to sample from")
         drawn = {"crawls": crawls, "sample_sha256": _digest(bad)}
     examples = [(POSITIVE, t) for t in good] + [(NEGATIVE, t) for t in bad]
+    settings, why = chosen_settings(len(examples), given)
     train = [e for e in examples if not held_out(e[1], settings.seed)]
     test = [e for e in examples if held_out(e[1], settings.seed)]
     if {label for label, _ in train} != {POSITIVE, NEGATIVE}:
@@ -157,6 +227,7 @@ def train_classifier(
         "name": name,
         "labels": {"positive": POSITIVE, "negative": NEGATIVE},
         "settings": asdict(settings),
+        "settings_chosen": why,
         "positives": {
             "file": str(positives),
             "sha256": hashlib.sha256(positives.read_bytes()).hexdigest(),
@@ -168,6 +239,7 @@ def train_classifier(
         "model_sha256": hashlib.sha256(data).hexdigest(),
         "model_bytes": len(data),
     }
+    card["warnings"] = weak_figures(card["held_out"])
     lake.write_bytes(f"{CLASSIFIERS}/{name}/model.bin", data)
     lake.write_json(f"{CLASSIFIERS}/{name}/card.json", card)
     return card

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def cmd_train_classifier(args: argparse.Namespace) -> None:
-    from tokenmill.classifiers.settings import TrainingSettings
+    from tokenmill.classifiers.settings import TRAINING_FLAGS
     from tokenmill.classifiers.training import train_classifier
 
     lake = default_lake()
@@ -24,11 +24,12 @@ def cmd_train_classifier(args: argparse.Namespace) -> None:
         crawls=chosen_crawls(lake, args.crawl) if args.crawl else None,
         negatives=args.negatives,
         negatives_file=Path(args.negatives_from) if args.negatives_from else None,
-        settings=TrainingSettings(
-            epoch=args.epoch, lr=args.lr, dim=args.dim, bucket=args.bucket, seed=args.seed
-        ),
+        settings={f: v for f in TRAINING_FLAGS if (v := getattr(args, f)) is not None},
     )
+    print(f"settings: {card['settings_chosen']}")
     describe_card(lake, card)
+    for warning in card["warnings"]:
+        print(f"warning: {warning}")
 
 
 def describe_card(lake: Lake, card: dict) -> None:

@@ -122,7 +122,7 @@ def _relative(path: Path, base: Path) -> str:
 def train_demo_classifier(lake: Lake, crawls: list[str]) -> None:
     """demo_quality: the demo crawls' extracted good pages (by their ground truth) against a
     random sample of the crawls' extracted documents, at a size that learns from hundreds."""
-    from tokenmill.classifiers.settings import TrainingSettings
+    from tokenmill.classifiers.settings import SMALL_DATA
     from tokenmill.classifiers.training import train_classifier
     from tokenmill.cli.classifier import describe_card
     from tokenmill.crawl.units import registered_units
@@ -148,8 +148,7 @@ def train_demo_classifier(lake: Lake, crawls: list[str]) -> None:
             lake,
             DEMO_CLASSIFIER,
             examples["good"],
-            # fastText's defaults need thousands of examples; the demo has hundreds
-            settings=TrainingSettings(dim=16, epoch=25, lr=1.0, bucket=100_000),
+            settings=SMALL_DATA,
             negatives_file=examples["spam"],
         )
     describe_card(lake, card)

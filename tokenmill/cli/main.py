@@ -87,6 +87,9 @@ def command_parser() -> argparse.ArgumentParser:
     status.set_defaults(handler="pipeline:cmd_status")
 
     summary = commands.add_parser("summary", help="docs and tokens per stage")
+    summary.add_argument(
+        "--json", action="store_true", help="the rows and releases as JSON, for scripts"
+    )
     summary.set_defaults(handler="reading:cmd_summary")
 
     trace = commands.add_parser("trace", help="where a token of a tokenized file came from")
@@ -131,6 +134,9 @@ def command_parser() -> argparse.ArgumentParser:
     dropped.add_argument("--filter", action="append", help="only this filter's (default: any)")
     dropped.add_argument("--limit", type=int, default=10, help="documents shown (10)")
     dropped.add_argument("--chars", type=int, default=300, help="characters of each text (300)")
+    dropped.add_argument(
+        "--count", action="store_true", help="how many per filter and rule, instead of documents"
+    )
     dropped.set_defaults(handler="reading:cmd_dropped")
 
     retrain = commands.add_parser(
@@ -164,13 +170,19 @@ def command_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="bad documents from a file (as --positives) instead of a sample of the crawl",
     )
-    from tokenmill.classifiers.settings import TrainingSettings
+    from tokenmill.classifiers.settings import (
+        SMALL_DATA,
+        SMALL_DATA_EXAMPLES,
+        TRAINING_FLAGS,
+        TrainingSettings,
+    )
 
-    defaults = TrainingSettings()
-    for field in ("epoch", "lr", "dim", "bucket", "seed"):
-        default = getattr(defaults, field)
-        about = f"fastText's {field} ({default})"
-        train.add_argument(f"--{field}", type=type(default), default=default, help=about)
+    defaults, small = TrainingSettings(), SMALL_DATA
+    for field in TRAINING_FLAGS:
+        default, chosen = getattr(defaults, field), getattr(small, field)
+        about = f"fastText's {field} (default: {default}"
+        about += f"; {chosen} below {SMALL_DATA_EXAMPLES:,} examples)" if chosen != default else ")"
+        train.add_argument(f"--{field}", type=type(default), help=about)
     train.set_defaults(handler="classifier:cmd_train_classifier")
 
     recipes = commands.add_parser(

@@ -176,6 +176,7 @@ def make_release(lake: Lake, dataset, instance=None) -> None:
     from tokenmill.cli.reading import release_lines
     from tokenmill.cli.runner import RunsFailedError, definitions_for, execute, local_instance
     from tokenmill.data_assets.jobs import job_name
+    from tokenmill.reports.summary import latest_release
     from tokenmill.storage.layout import RELEASE
 
     instance = instance or local_instance()
@@ -192,6 +193,8 @@ def make_release(lake: Lake, dataset, instance=None) -> None:
     print(f"{dataset.key_text(RELEASE)}: run {outcome.run_id}")
     for line in release_lines(lake, [dataset], instance):
         print(line)
+    for warning in latest_release(dataset.lake(lake))["warnings"]:
+        print(f"warning: {warning}")
 
 
 def chosen_dataset(name: str | None):

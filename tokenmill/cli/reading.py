@@ -16,10 +16,18 @@ if TYPE_CHECKING:
 
 
 def cmd_summary(args: argparse.Namespace) -> None:
-    from tokenmill.reports.summary import format_table
+    import json
+
+    from tokenmill.reports.summary import format_table, latest_release, legend
 
     lake, catalog = default_lake(), load_catalog()
-    print(format_table(summary_rows(lake, catalog)))
+    rows = summary_rows(lake, catalog)
+    if args.json:
+        releases = {d.prefix: latest_release(d.lake(lake)) for d in catalog.recipes}
+        found = {name: release for name, release in releases.items() if release}
+        print(json.dumps({"stages": rows, "releases": found}, indent=1))
+        return
+    print(format_table(rows), legend(rows), sep="\n\n", end="\n\n")
     for line in release_lines(lake, catalog.recipes):
         print(line)
 
@@ -172,7 +180,12 @@ def cmd_preview(args: argparse.Namespace) -> None:
 
 def cmd_dropped(args: argparse.Namespace) -> None:
     from tokenmill.crawl.units import registered_units
-    from tokenmill.reports.dropped import dropped_documents, text_report
+    from tokenmill.reports.dropped import (
+        counts_report,
+        dropped_counts,
+        dropped_documents,
+        text_report,
+    )
     from tokenmill.stages.cleaned import CleanSettings
 
     dataset = chosen_recipe(args.recipe)
@@ -181,6 +194,9 @@ def cmd_dropped(args: argparse.Namespace) -> None:
     settings = dataset.recipe.settings(CleanSettings)
     known_filters(settings, args.filter)
     units = (unit for crawl in crawls for unit in registered_units(lake, crawl))
+    if args.count:
+        print(counts_report(dropped_counts(lake, units, args.filter)))
+        return
     found = dropped_documents(lake, units, args.filter, args.limit, args.chars, settings.mask_pii)
     print(text_report(found))
 

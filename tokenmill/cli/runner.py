@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dagster import AssetKey, DagsterInstance, ExecuteInProcessResult
+from dagster import AssetCheckSeverity, AssetKey, DagsterInstance, ExecuteInProcessResult
 
 from tokenmill.crawl.units import Registration, register_new_files
 
@@ -29,9 +29,11 @@ from tokenmill.data_assets.partitions import (
     unit_partitions,
 )
 from tokenmill.data_assets.release_inputs import release_input_changes
+from tokenmill.data_assets.results import WARNING_ITEM
 from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES
 from tokenmill.storage.lake import Lake
+from tokenmill.storage.outputs import WARNINGS
 
 if TYPE_CHECKING:
     from tokenmill.dagster_internals import SerializableErrorInfo
@@ -74,7 +76,9 @@ class RunOutcome:
     success: bool
     error: str | None = None  # a failed run's cause: each failed step and its error
     assets: tuple[str, ...] = ()  # the assets it materialized, when not all of the job's
-    failed_checks: tuple[str, ...] = ()  # "asset check: description" of each failed check
+    failed_checks: tuple[str, ...] = ()  # "asset check: description" of each failed ERROR check
+    # the same of each failed WARN check, and "asset: warning" of each its stages reported
+    warnings: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -130,13 +134,31 @@ def execute(
     )
     error = None if result.success else failure_of(result)
     selected = tuple(a.to_user_string() for a in assets or ())
-    failed_checks = tuple(
-        f"{check.asset_key.to_user_string()} {check.check_name}: {check.description}"
-        for check in result.get_asset_check_evaluations()
-        if not check.passed
-    )
+    failed = {severity: [] for severity in AssetCheckSeverity}
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            failed[check.severity].append(
+                f"{check.asset_key.to_user_string()} {check.check_name}: {check.description}"
+            )
     return RunOutcome(
-        name, partition_key, result.run_id, result.success, error, selected, failed_checks
+        name,
+        partition_key,
+        result.run_id,
+        result.success,
+        error,
+        selected,
+        tuple(failed[AssetCheckSeverity.ERROR]),
+        tuple(failed[AssetCheckSeverity.WARN]) + stage_warnings(result),
+    )
+
+
+def stage_warnings(result: ExecuteInProcessResult) -> tuple[str, ...]:
+    """ "asset: warning" of each warning the run's materializations report (`StageReport.warn`)."""
+    return tuple(
+        f"{event.asset_key.to_user_string()}: {line.removeprefix(WARNING_ITEM)}"
+        for event in result.get_asset_materialization_events()
+        if (shown := event.materialization.metadata.get(WARNINGS))
+        for line in shown.value.splitlines()
     )
 
 
@@ -234,6 +256,8 @@ def materialize_all(
             print(f"  {names:34} {key or '-':40} {state}", flush=True)
             for failed in outcome.failed_checks:
                 print(f"    check failed: {failed}", flush=True)
+            for warning in outcome.warnings:
+                print(f"    warning: {warning}", flush=True)
             results.append(outcome)
         if len(todo) < len(keys) and assets:
             # a stage made on purpose is only made here when missing: not "up to date"

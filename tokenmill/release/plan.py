@@ -125,13 +125,51 @@ class ReleaseSettings:
                 raise ValueError(f"release.weights.{crawl}: {weight!r} is not a positive number")
 
 
-def is_valid(text_hashes: np.ndarray, share: float, split_seed: int) -> np.ndarray:
-    """Which documents are in the validation split: a seeded hash of their text's hash below
-    the share (equal texts, one side; another crawl added later moves no document)."""
+def split_draws(text_hashes: np.ndarray, split_seed: int) -> np.ndarray:
+    """Each document's draw in [0, 1): a seeded hash of its text's hash. It is in the
+    validation split when its draw is below the share (equal texts, one side; another crawl
+    added later moves no document)."""
     with np.errstate(over="ignore"):
         key = np.asarray(text_hashes, dtype=np.uint64) ^ mix64(np.uint64(split_seed + 1))
     draws = mix64(key) >> np.uint64(11)  # 53 bits: exact as a float64
-    return draws.astype(np.float64) / float(1 << 53) < share
+    return draws.astype(np.float64) / float(1 << 53)
+
+
+def split_warnings(settings: ReleaseSettings, documents: dict[str, int], draws: dict) -> list[str]:
+    """What to change when a split of the release is empty: `documents` per split, `draws`
+    the lowest and highest of the documents' draws (absent from pieces written without)."""
+    total, share = sum(documents.values()), settings.validation
+    if not total:
+        return []
+    if not documents["valid"] and share > 0:
+        least = f" to {_above(draws['lowest'])} or more" if "lowest" in draws else ""
+        return [
+            f"the validation split is empty: at validation {share}, none of the {total:,} "
+            f"documents falls in it; set `validation` in the recipe's `release:` section{least} "
+            "for at least one validation document"
+        ]
+    if not documents["train"]:
+        most = f" to {_below(draws['highest'])} or less" if "highest" in draws else ""
+        return [
+            f"the train split is empty: at validation {share}, all {total:,} documents fall in "
+            f"the validation split; set `validation` in the recipe's `release:` section{most} "
+            "for at least one train document"
+        ]
+    return []
+
+
+def _above(draw: float) -> float:
+    """The shortest decimal (two significant digits) above `draw`: a share that takes it."""
+    step = 10.0 ** (math.floor(math.log10(draw)) - 1) if draw > 0 else 1e-16
+    return float(f"{(math.floor(draw / step) + 1) * step:.2g}")
+
+
+def _below(draw: float) -> float:
+    """The shortest decimal (two significant digits) at most `draw`: a share that leaves it."""
+    if draw <= 0:
+        return 0.0
+    step = 10.0 ** (math.floor(math.log10(draw)) - 1)
+    return float(f"{math.floor(draw / step) * step:.2g}")
 
 
 # -- planning ---------------------------------------------------------------------------------
@@ -408,9 +446,13 @@ def finish_release(lake: Lake, plan: Plan, settings: ReleaseSettings) -> StageRe
         split: {"documents": 0, "tokens": 0, "crawls": Counter(), "languages": Counter()}
         for split in SPLITS
     }
+    draws = {}  # the lowest and highest split draw of every piece's documents
     for name, group in plan.groups.items():
         for number in range(group.shards):
             done = lake.read_json(done_key(plan, f"{name}/{number}"))
+            for end, pick in (("lowest", min), ("highest", max)):
+                if end in done.get("draws", {}):
+                    draws[end] = pick(draws.get(end, done["draws"][end]), done["draws"][end])
             train = done["train"]
             shards.append(_shard("train", name, train["name"], train, done["outputs"]))
             outputs |= done["outputs"]
@@ -477,6 +519,9 @@ def finish_release(lake: Lake, plan: Plan, settings: ReleaseSettings) -> StageRe
         valid_tokens=totals["valid"]["tokens"],
         valid_documents=totals["valid"]["documents"],
     )
+    documents = {split: totals[split]["documents"] for split in SPLITS}
+    for warning in split_warnings(settings, documents, draws):
+        report.warn(warning)
     report.finish()
     lake.write_json(published, report.summary())  # published: readers see it whole from here
     lake.write_json(f"{RELEASE}/latest.json", {"version": plan.version})

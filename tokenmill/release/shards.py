@@ -61,10 +61,10 @@ from tokenmill.release.plan import (
     ReleaseError,
     ReleaseSettings,
     done_key,
-    is_valid,
     plan_release,
     shard_name,
     sidecar_sink,
+    split_draws,
     unit_digest,
 )
 from tokenmill.runtime.phases import Claims, Phase, PlanChangedError, run_job
@@ -610,8 +610,8 @@ def write_shard(writing: Writing, piece: str) -> dict:
     del tables, sizes  # the unsorted rows go once sorted: not held beside the windows
     if np.any(order[1:] < order[:-1]):  # rows from a single spill chunk come in order
         rows = rows.take(pa.array(order))
-    hashes = rows.column("text_hash").to_numpy()
-    held_out = is_valid(hashes, settings.validation, settings.split_seed)
+    draws = split_draws(rows.column("text_hash").to_numpy(), settings.split_seed)
+    held_out = draws < settings.validation
     lengths = rows.column("length").to_numpy()
     split_of = {"train": ~held_out, "valid": held_out}
     keys = {
@@ -640,6 +640,8 @@ def write_shard(writing: Writing, piece: str) -> dict:
         "train": {"name": keys["train"].rsplit("/", 1)[1], **datasets["train"].counts()},
         "valid": datasets["valid"].counts(),
         "outputs": outputs["train"],
+        # what an empty split's warning names the share from (`split_warnings`)
+        "draws": {"lowest": float(draws.min()), "highest": float(draws.max())},
     }
     for split in SPLITS:
         summary[split] |= counted[split]

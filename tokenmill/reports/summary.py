@@ -10,8 +10,20 @@ from tokenmill.crawl.units import registered_crawls, registered_units
 from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES
 from tokenmill.storage.lake import Lake
-from tokenmill.storage.layout import MARKER, RELEASE, TOKENIZED_SHARDS, Unit, crawl_prefix
-from tokenmill.storage.outputs import is_committed, require_committed
+from tokenmill.storage.layout import (
+    MARKER,
+    RELEASE,
+    TOKENIZED_SHARDS,
+    Unit,
+    crawl_prefix,
+    never_read,
+)
+from tokenmill.storage.outputs import (
+    WARNINGS,
+    MissingInputError,
+    is_committed,
+    require_committed,
+)
 from tokenmill.tokens.megatron import IndexedDataset
 
 
@@ -38,6 +50,7 @@ def _row(lake: Lake, name: str, prefixes: list[str]) -> dict:
         "docs_in": 0,
         "docs_out": 0,
         "dropped": 0,
+        "unread": 0,
         "tokens": 0,
         "mb_out": 0.0,
     }
@@ -49,12 +62,49 @@ def _row(lake: Lake, name: str, prefixes: list[str]) -> dict:
         summary = lake.read_json(f"{prefix}/{MARKER}")
         row["docs_in"] += summary["records_in"]
         row["docs_out"] += summary["records_out"]
-        row["dropped"] += sum(summary["dropped"].values())
+        for reason, count in summary["dropped"].items():
+            row["unread" if never_read(reason) else "dropped"] += count
         row["tokens"] += summary["counts"].get("tokens", 0)
         row["mb_out"] += summary["bytes_out"] / 1e6
     row["partitions"] = f"{done}/{len(prefixes)}"
     row["mb_out"] = round(row["mb_out"], 2)
     return row
+
+
+# What each column of the table means, printed under it.
+LEGEND = {
+    "partitions": "partitions committed, of those registered",
+    "docs_in": "documents read (raw_crawl: WARC records; score_distribution: units)",
+    "docs_out": "documents kept",
+    "dropped": "documents of docs_in left out: docs_in = docs_out + dropped",
+    "unread": "not in docs_in: records raw_crawl could not read, met again; unusable files",
+    "tokens": "tokens written",
+    "mb_out": "megabytes written",
+    "dagster": "partitions the Dagster instance shows materialized",
+}
+
+
+def legend(rows: list[dict]) -> str:
+    """The meaning of each column of ``rows``' table."""
+    columns = [c for c in rows[0] if c in LEGEND] if rows else []
+    width = max(map(len, columns), default=0)
+    return "\n".join(f"{c.ljust(width)}  {LEGEND[c]}" for c in columns)
+
+
+def latest_release(lake: Lake) -> dict | None:
+    """A recipe's latest release, where it is and its counts (with ``warnings``, what its
+    publishing said: an empty split, say); None before the first."""
+    from tokenmill.release.plan import release_report
+
+    try:
+        counts = release_report(lake)["counts"]
+    except MissingInputError:
+        return None
+    return {
+        "location": lake.uri(f"{RELEASE}/{counts['version']}"),
+        WARNINGS: [],
+        **{k: v for k, v in counts.items() if k != "tokenizer_sha256"},
+    }
 
 
 def format_table(rows: list[dict]) -> str:

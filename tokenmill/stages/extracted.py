@@ -38,6 +38,7 @@ from tokenmill.storage.layout import (
     EXTRACTED,
     RAW_CRAWL,
     REJECTED_SCHEMA,
+    UNREADABLE,
     UNUSABLE_FILE,
     UNUSABLE_FILES,
     Unit,
@@ -142,7 +143,7 @@ def _documents(
         counted = _CountingReader(stream)
         for record in iter_records(counted, settings.max_record_mb << 20, name=readable):
             if isinstance(record, BadRecord):
-                report.drop(f"unreadable:{record.reason}")
+                report.drop(f"{UNREADABLE}:{record.reason}")
                 continue
             if record.type != "response" and not record.is_extracted_text:
                 continue

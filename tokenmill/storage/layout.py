@@ -106,6 +106,15 @@ def crawl_prefix(zone: str, crawl: str) -> str:
 # reason, and the counts entry {file: why} that names it in a part's and its unit's marker.
 UNUSABLE_FILE = "unusable_file"
 UNUSABLE_FILES = "unusable_files"
+# extracted meets raw_crawl's unreadable records again and drops them as "unreadable:<why>"
+UNREADABLE = "unreadable"
+
+
+def never_read(reason: str) -> bool:
+    """A drop that is not one of the stage's records in: a whole unusable file (one drop per
+    file), or an unreadable record met again after raw_crawl."""
+    return reason == UNUSABLE_FILE or reason.startswith(f"{UNREADABLE}:")
+
 
 INDEX_SCHEMA = pa.schema(
     [

@@ -28,6 +28,7 @@ from tokenmill.storage.layout import MARKER, UNUSABLE_FILE, UNUSABLE_FILES
 ROWS_PER_BATCH = 2048
 BYTES_PER_BATCH = 64 << 20  # rows holding raw bytes (quarantine) flush by size, not count
 PREVIEW_ROWS = 5
+WARNINGS = "warnings"  # the counts entry of `StageReport.warn`
 
 
 SUMMARY_FIELDS = (
@@ -73,6 +74,11 @@ class StageReport:
         """A whole input file no retry can read: counted, and named with why in the counts."""
         self.drop(UNUSABLE_FILE)
         self.counts[UNUSABLE_FILES] = {**self.counts.get(UNUSABLE_FILES, {}), name: reason}
+
+    def warn(self, message: str) -> None:
+        """What a user should change about a result that is not an error (an empty split,
+        say): kept in the marker's counts, shown in the materialization's metadata."""
+        self.counts.setdefault(WARNINGS, []).append(message)
 
     def add_preview(self, rows: Iterable[dict[str, Any]]) -> None:
         for row in rows:
