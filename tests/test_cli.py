@@ -206,9 +206,14 @@ def test_run_prints_the_checks_that_failed(landed, capsys):
     # 20 pages hold far too little text for the default 16,384-token vocabulary
     cli(["run", "--crawl", CRAWL, "--files-per-unit", "1"])
     out = capsys.readouterr().out
-    line = next(line for line in out.splitlines() if "check failed:" in line)
+    lines = out.splitlines()
+    index, line = next((i, line) for i, line in enumerate(lines) if "check failed:" in line)
     assert "fineweb_en/tokenizer vocabulary_reaches_target: trained " in line
     assert "of the 16,384 asked for" in line
+    # off a terminal (no progress bars): one plain line per run, the checks below their run's
+    assert re.fullmatch(r"  tokenizer +- +ok", lines[index - 1])
+    assert re.search(rf"^  raw_crawl +{re.escape(UNIT)} +ok$", out, re.MULTILINE)
+    assert "\x1b" not in out and "\r" not in out
 
 
 @pytest.mark.integration

@@ -72,14 +72,18 @@ def land_demo_crawl(lake: Lake, crawl: str, files: int, pages_per_file: int, see
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
+    from tokenmill.cli.progress import progress
+
     lake = default_lake()
     started = time.perf_counter()
-    for crawl, (files, seed) in DEMO_CRAWLS.items():
-        truth = land_demo_crawl(lake, crawl, files, args.pages_per_file, args.seed + seed)
-        print(
-            f"demo crawl {crawl}: {len(truth['pages'])} pages in {len(truth['files'])} "
-            f"WARC files at {lake.uri(f'{LANDING}/{crawl}')}"
-        )
+    with progress(len(DEMO_CRAWLS), "generating the demo crawls", unit="crawls") as bar:
+        for crawl, (files, seed) in DEMO_CRAWLS.items():
+            truth = land_demo_crawl(lake, crawl, files, args.pages_per_file, args.seed + seed)
+            bar.advance(
+                f"demo crawl {crawl}: {len(truth['pages'])} pages in {len(truth['files'])} "
+                f"WARC files at {lake.uri(f'{LANDING}/{crawl}')}",
+                notable=True,
+            )
     crawls = list(DEMO_CRAWLS)
     if not use_demo_settings(lake) and not any(os.environ.get(k) for k in demo_settings()):
         # first the project's settings; then a classifier trained on the extracted pages
@@ -386,20 +390,23 @@ def cmd_retrain_tokenizer(args: argparse.Namespace) -> None:
 def cmd_release(args: argparse.Namespace) -> None:
     """A release of the recipe as its `release:` section says, made on purpose: a recorded
     Dagster run of the recipe's release asset; a version published already is left as it is."""
+    from tokenmill.cli.progress import progress
     from tokenmill.cli.runner import definitions_for, execute, local_instance
     from tokenmill.data_assets.jobs import job_name
     from tokenmill.storage.layout import RELEASE
 
     dataset = chosen_recipe(args.recipe)
     lake = default_lake()
-    outcome = execute(
-        job_name(RELEASE),
-        None,
-        local_instance(),
-        definitions_for(lake),
-        [dataset.key(RELEASE)],
-        tags={RELEASED_TAG: f"tokenmill release by {os.environ.get('USER', '?')}"},
-    )
+    with progress(None, dataset.key(RELEASE).to_user_string(), unit="steps") as bar:
+        outcome = execute(
+            job_name(RELEASE),
+            None,
+            local_instance(),
+            definitions_for(lake),
+            [dataset.key(RELEASE)],
+            tags={RELEASED_TAG: f"tokenmill release by {os.environ.get('USER', '?')}"},
+            on_step=bar.update,
+        )
     if not outcome.success:
         raise RunsFailedError([outcome])
     print(f"{dataset.key(RELEASE).to_user_string()}: run {outcome.run_id}")
@@ -415,20 +422,30 @@ def _tokenizer_sha(lake: Lake) -> str | None:
 
 
 def cmd_train_classifier(args: argparse.Namespace) -> None:
-    from tokenmill.classifiers.training import train_classifier
+    from tokenmill.classifiers.training import TRAINING_PHASES, train_classifier
+    from tokenmill.cli.progress import progress
 
     lake = default_lake()
-    card = train_classifier(
-        lake,
-        args.name,
-        Path(args.positives),
-        crawls=args.crawl,
-        negatives=args.negatives,
-        negatives_file=Path(args.negatives_from) if args.negatives_from else None,
-        settings=TrainingSettings(
-            epoch=args.epoch, lr=args.lr, dim=args.dim, bucket=args.bucket, seed=args.seed
-        ),
-    )
+    with progress(len(TRAINING_PHASES), f"classifier {args.name}", unit="phases") as bar:
+
+        def show(now) -> None:
+            if now.finished:
+                bar.advance()
+            else:
+                bar.status(f"{now.phase}: {now.documents:,} documents")
+
+        card = train_classifier(
+            lake,
+            args.name,
+            Path(args.positives),
+            crawls=args.crawl,
+            negatives=args.negatives,
+            negatives_file=Path(args.negatives_from) if args.negatives_from else None,
+            settings=TrainingSettings(
+                epoch=args.epoch, lr=args.lr, dim=args.dim, bucket=args.bucket, seed=args.seed
+            ),
+            progress=show,
+        )
     describe_card(lake, card)
 
 
