@@ -68,6 +68,7 @@ LONGEST_FIRST = [
     "test_webui",
     "test_automation",
     "test_runtime",
+    "test_progress",
 ]
 
 

@@ -17,7 +17,9 @@ from tokenmill.classifiers.training import (
     FIGURE_FLOOR,
     SMALL_DATA,
     SMALL_DATA_EXAMPLES,
+    TRAINING_PHASES,
     ClassifierInputError,
+    TrainingProgress,
     TrainingSettings,
     chosen_settings,
     positive_scores,
@@ -86,6 +88,33 @@ def test_the_same_inputs_and_seed_give_the_same_model_bytes(extracted, positives
         lake, "again", positives, negatives=60, settings=replace(SMALL, seed=1)
     )
     assert other["negatives"]["sample_sha256"] != first["negatives"]["sample_sha256"]
+
+
+def test_the_phases_are_reported_with_the_documents_each_handles(extracted, positives):
+    from tokenmill.crawl.units import registered_units
+    from tokenmill.storage.outputs import part_files
+
+    lake, _ = extracted
+    (unit,) = registered_units(lake, CRAWL)
+    crawled = sum(
+        pl.scan_parquet(lake.path(key)).select(pl.len()).collect().item()
+        for key in part_files(lake, unit, EXTRACTED)
+    )
+    seen: list[TrainingProgress] = []
+    card = train_classifier(
+        lake, "followed", positives, negatives=60, settings=SMALL, progress=seen.append
+    )
+    finished = [(p.phase, p.documents) for p in seen if p.finished]
+    assert finished == [
+        ("positives", 120),
+        ("negatives", 60),
+        ("training", card["trained_on"]),
+        ("judging", card["held_out"]["documents"]),
+    ]
+    assert [p.phase for p in seen if p.finished] == list(TRAINING_PHASES)
+    # the crawl's documents are counted as they are read, to the last
+    read = [p.documents for p in seen if p.phase == "negatives" and not p.finished]
+    assert read[0] == 0 and read == sorted(read) and read[-1] == crawled > 0
 
 
 @pytest.mark.parametrize(

@@ -299,9 +299,14 @@ def test_run_prints_a_failed_warn_check_as_a_warning(landed, capsys):
     cli(["run", "--crawl", CRAWL, "--files-per-unit", "1"])
     out = capsys.readouterr().out
     assert "check failed:" not in out  # nothing broke
-    line = next(line for line in out.splitlines() if "vocabulary_reaches_target" in line)
+    lines = out.splitlines()
+    index, line = next((i, line) for i, line in enumerate(lines) if "vocabulary_reach" in line)
     assert line.startswith("    warning: fineweb_en/tokenizer vocabulary_reaches_target: trained ")
     assert "of the 16,384 asked for" in line
+    # off a terminal (no progress bars): one plain line per run, the checks below their run's
+    assert re.fullmatch(r"  fineweb_en/tokenizer +- +ok", lines[index - 1])
+    assert re.search(rf"^  raw_crawl +{re.escape(UNIT)} +ok$", out, re.MULTILINE)
+    assert "\x1b" not in out and "\r" not in out
 
 
 @asset(

@@ -20,6 +20,9 @@ from tokenmill.dagster_internals import (
     StaleCauseCategory,
     StaleStatus,
     extract_data_version_from_entry,
+    follow_run,
+    planned_form,
+    planned_steps,
     read_keys_once_per_tick,
     resource_config,
 )
@@ -75,6 +78,38 @@ def test_the_stale_status_resolver_takes_what_the_runner_gives_it():
     assert {"FRESH", "STALE", "MISSING"} <= set(StaleStatus.__members__)
     assert {"CODE", "DATA", "DEPENDENCIES"} <= set(StaleCauseCategory.__members__)
     assert inspect.isclass(LoadingContext)
+
+
+@dagster.op(out=dagster.DynamicOut())
+def pieces():
+    yield dagster.DynamicOutput(1, mapping_key="0")
+
+
+@dagster.op
+def piece(value: int) -> int:
+    return value
+
+
+@dagster.job
+def mapped():
+    pieces().map(piece)
+
+
+def test_a_run_is_followed_event_by_event_against_its_planned_steps():
+    with dagster.DagsterInstance.ephemeral() as instance:
+        run_id, seen = "4a0f0b9e-1c5d-4c1e-9a43-5a6f0e3f2b11", []
+        follow_run(
+            instance, run_id, lambda entry: seen.append((entry, planned_steps(instance, run_id)))
+        )
+        mapped.execute_in_process(instance=instance, run_id=run_id)
+    assert seen and all(isinstance(entry, dagster.EventLogEntry) for entry, _ in seen)
+    assert sorted(seen[0][1]) == ["piece[?]", "pieces"]
+    started = [
+        e.step_key for e, _ in seen if e.dagster_event_type is dagster.DagsterEventType.STEP_START
+    ]
+    assert started == ["pieces", "piece[0]"]
+    assert planned_form("piece[0]") == "piece[?]" and planned_form("pieces") == "pieces"
+    assert planned_form("graph.op[12]") == "graph.op[?]"
 
 
 class Greeting(ConfigurableResource):

@@ -10,6 +10,10 @@ one. Nothing else in the project imports ``dagster._*``.
 - Staleness: the resolver the UI uses to say which partitions are stale
   (`tokenmill.cli.runner`).
 - Config: resolving a resource's config the way a run does (`tokenmill.resources.locked`).
+- Run progress: ``execute_in_process`` takes no callback; a listener added on the instance gets
+  each event of the run as it is stored, and the run's plan snapshot says which steps it will
+  run (undocumented instance methods), a mapped step planned once as ``<op>[?]``
+  (`tokenmill.cli.runner`).
 - Automation ticks at corpus scale (`read_keys_once_per_tick`): Dagster compresses each subset
   of a dynamic partitions definition that it writes into an automation sensor's cursor into key
   ranges, and to do so reads every key of the definition from the instance: once per subset,
@@ -44,6 +48,7 @@ from dagster._core.definitions.data_version import (
 from dagster._core.definitions.declarative_automation import serialized_objects
 from dagster._core.definitions.partitions.context import _current_ctx, partition_loading_context
 from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
+from dagster._core.execution.plan.handle import ResolvedFromDynamicStepHandle, StepHandle
 from dagster._core.instance import DagsterInstance
 from dagster._core.instance.types import CachingDynamicPartitionsLoader
 from dagster._core.loader import LoadingContext
@@ -57,6 +62,9 @@ __all__ = [
     "StaleCauseCategory",
     "StaleStatus",
     "extract_data_version_from_entry",
+    "follow_run",
+    "planned_form",
+    "planned_steps",
     "read_keys_once_per_tick",
     "resource_config",
 ]
@@ -73,6 +81,28 @@ def resource_config(resource) -> dict | None:
     if not config.success:
         raise DagsterInvalidConfigError("Errors while initializing resource", config.errors, config)
     return config.value
+
+
+def follow_run(instance: DagsterInstance, run_id: str, listener) -> None:
+    """Call ``listener`` with each event (an ``EventLogEntry``) of run ``run_id`` as the instance
+    stores it, in the thread storing it: for a run executed in process, the caller's."""
+    instance.add_event_listener(run_id, listener)
+
+
+def planned_steps(instance: DagsterInstance, run_id: str) -> list[str]:
+    """The keys of the steps run ``run_id`` plans to execute; a mapped step, whose copies are
+    known once its input is, is one key, ``<op>[?]``."""
+    run = instance.get_run_by_id(run_id)
+    plan = instance.get_execution_plan_snapshot(run.execution_plan_snapshot_id)
+    return [step.key for step in plan.steps]
+
+
+def planned_form(step_key: str) -> str:
+    """The key a step has in its run's plan: ``<op>[?]`` for a mapped step's copy ``<op>[2]``."""
+    handle = StepHandle.parse_from_key(step_key)
+    if isinstance(handle, ResolvedFromDynamicStepHandle):
+        return handle.unresolved_form.to_key()
+    return step_key
 
 
 PATCHED = "tokenmill_reads_keys_once_per_tick"

@@ -7,19 +7,21 @@ on the seed and the documents only, never on the order files are read, and holds
 ``negatives`` documents in memory. A seeded hash of each text puts a tenth of both aside; the
 model is trained on the rest (one thread, the seed: the same inputs give the same model bytes)
 and judged on them. The model and its card (inputs' hashes and sizes, settings, held-out
-precision and recall) are written to ``classifiers/<name>/`` in the lake.
+precision and recall) are written to ``classifiers/<name>/`` in the lake. A caller may follow
+the phases (`TRAINING_PHASES`) through a callback, with the documents each has handled.
 """
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import heapq
 import json
 import os
 import tempfile
-from collections.abc import Mapping
-from dataclasses import asdict, fields
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,8 @@ POSITIVE, NEGATIVE = "__label__hq", "__label__cc"
 HELD_OUT_SHARE = 0.1
 # held-out figures under this are worth a warning: the classifier would keep or drop by chance
 FIGURE_FLOOR = 0.7
+POSITIVES, NEGATIVES, TRAINING, JUDGING = "positives", "negatives", "training", "judging"
+TRAINING_PHASES = (POSITIVES, NEGATIVES, TRAINING, JUDGING)
 
 
 def chosen_settings(
@@ -101,6 +105,17 @@ def weak_figures(held: dict, floor: float = FIGURE_FLOOR) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class TrainingProgress:
+    """A phase of `train_classifier` (one of `TRAINING_PHASES`) under way or finished, with the
+    documents it has read, trains on or judges (the negatives sampled from the crawl: the
+    crawl's documents read so far, then the sample)."""
+
+    phase: str
+    documents: int
+    finished: bool = False
+
+
 class ClassifierInputError(ValueError):
     """Positives or negatives that cannot train a classifier: the message names the input."""
 
@@ -139,14 +154,25 @@ def example_texts(path: Path, what: str = "positives") -> list[str]:
     return texts
 
 
-def sample_negatives(lake: Lake, crawls: list[str], count: int, seed: int) -> list[str]:
+def sample_negatives(
+    lake: Lake,
+    crawls: list[str],
+    count: int,
+    seed: int,
+    read: Callable[[int], None] | None = None,
+) -> list[str]:
     """The ``count`` extracted documents of ``crawls`` whose seeded hash of their id is the
-    smallest (a deterministic sample), as one-line texts."""
+    smallest (a deterministic sample), as one-line texts; ``read(documents)`` after each batch
+    says how many it has read so far."""
     heap: list[tuple[int, str, str]] = []  # (-hash, doc id, text): the largest on top
+    documents = 0
     for crawl in crawls:
         for unit in registered_units(lake, crawl):
             for key in part_files(lake, unit, EXTRACTED):
                 for batch in read_batches(lake, key, ["doc_id", "text"]):
+                    documents += batch.num_rows
+                    if read:
+                        read(documents)
                     for doc_id, text in zip(*batch.to_pydict().values(), strict=True):
                         if not text:
                             continue
@@ -170,19 +196,28 @@ def train_classifier(
     negatives: int | None = None,
     settings: TrainingSettings | Mapping[str, Any] | None = None,
     negatives_file: Path | None = None,
+    progress: Callable[[TrainingProgress], None] | None = None,
 ) -> dict:
     """Train, judge and store a classifier; returns its card. Negatives are a sample of the
     crawls' extracted documents, or the documents of ``negatives_file`` (e.g. pages labelled
     bad). ``settings`` are used as they are; as a mapping of the fields a user set (or None),
     the rest is chosen by the number of examples (`chosen_settings`); the card says which and why,
     and its ``warnings`` name held-out figures under ``FIGURE_FLOOR``. Fails before writing
-    anything when an input is unusable, naming it."""
+    anything when an input is unusable, naming it. ``progress`` is called as each phase starts
+    and finishes, and as the crawl's documents are read."""
     import fasttext
+
+    def report(phase: str, documents: int, finished: bool = False) -> None:
+        if progress:
+            progress(TrainingProgress(phase, documents, finished))
 
     check_name(name, "classifier name")
     given = asdict(settings) if isinstance(settings, TrainingSettings) else settings or {}
     seed = given.get("seed", TrainingSettings.seed)
+    report(POSITIVES, 0)
     good = example_texts(positives)
+    report(POSITIVES, len(good), finished=True)
+    report(NEGATIVES, 0)
     if negatives_file is not None:
         bad = example_texts(negatives_file, "negatives")
         drawn = {
@@ -194,7 +229,8 @@ def train_classifier(
         unknown = sorted(set(crawls) - set(registered_crawls(lake)))
         if unknown:
             raise ClassifierInputError(f"crawl(s) {unknown} are not registered in {lake.url}")
-        bad = sample_negatives(lake, crawls, negatives or len(good), seed)
+        read = functools.partial(report, NEGATIVES)
+        bad = sample_negatives(lake, crawls, negatives or len(good), seed, read)
         if not bad:
             raise ClassifierInputError(f"no extracted document in crawl(s) {crawls} to sample from")
         drawn = {"crawls": crawls, "sample_sha256": _digest(bad)}
@@ -204,6 +240,8 @@ def train_classifier(
     test = [e for e in examples if held_out(e[1], settings.seed)]
     if {label for label, _ in train} != {POSITIVE, NEGATIVE}:
         raise ClassifierInputError("too few documents: a class has none left to train on")
+    report(NEGATIVES, len(bad), finished=True)
+    report(TRAINING, len(train))
     with tempfile.TemporaryDirectory() as scratch:
         train_file = os.path.join(scratch, "train.txt")
         with open(train_file, "w", encoding="utf-8") as out:
@@ -223,6 +261,8 @@ def train_classifier(
         model_file = os.path.join(scratch, "model.bin")
         model.save_model(model_file)
         data = Path(model_file).read_bytes()
+    report(TRAINING, len(train), finished=True)
+    report(JUDGING, len(test))
     card = {
         "name": name,
         "labels": {"positive": POSITIVE, "negative": NEGATIVE},
@@ -242,6 +282,7 @@ def train_classifier(
     card["warnings"] = weak_figures(card["held_out"])
     lake.write_bytes(f"{CLASSIFIERS}/{name}/model.bin", data)
     lake.write_json(f"{CLASSIFIERS}/{name}/card.json", card)
+    report(JUDGING, len(test), finished=True)
     return card
 
 

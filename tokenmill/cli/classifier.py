@@ -14,18 +14,29 @@ if TYPE_CHECKING:
 
 def cmd_train_classifier(args: argparse.Namespace) -> None:
     from tokenmill.classifiers.settings import TRAINING_FLAGS
-    from tokenmill.classifiers.training import train_classifier
+    from tokenmill.classifiers.training import TRAINING_PHASES, train_classifier
+    from tokenmill.cli.progress import progress
 
     lake = default_lake()
-    card = train_classifier(
-        lake,
-        args.name,
-        Path(args.positives),
-        crawls=chosen_crawls(lake, args.crawl) if args.crawl else None,
-        negatives=args.negatives,
-        negatives_file=Path(args.negatives_from) if args.negatives_from else None,
-        settings={f: v for f in TRAINING_FLAGS if (v := getattr(args, f)) is not None},
-    )
+    crawls = chosen_crawls(lake, args.crawl) if args.crawl else None
+    with progress(len(TRAINING_PHASES), f"classifier {args.name}", unit="phases") as bar:
+
+        def show(now) -> None:
+            if now.finished:
+                bar.advance()
+            else:
+                bar.status(f"{now.phase}: {now.documents:,} documents")
+
+        card = train_classifier(
+            lake,
+            args.name,
+            Path(args.positives),
+            crawls=crawls,
+            negatives=args.negatives,
+            negatives_file=Path(args.negatives_from) if args.negatives_from else None,
+            settings={f: v for f in TRAINING_FLAGS if (v := getattr(args, f)) is not None},
+            progress=show,
+        )
     print(f"settings: {card['settings_chosen']}")
     describe_card(lake, card)
     for warning in card["warnings"]:

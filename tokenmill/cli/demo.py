@@ -58,17 +58,20 @@ def land_demo_crawl(lake: Lake, crawl: str, files: int, pages_per_file: int, see
 
 def cmd_demo(args: argparse.Namespace) -> None:
     from tokenmill.cli.pipeline import register_and_run
+    from tokenmill.cli.progress import progress
     from tokenmill.recipes.project import RECIPES_ENV, SHARED_ENV, project_settings
     from tokenmill.storage.layout import LANDING
 
     lake = default_lake()
     started = time.perf_counter()
-    for crawl, (files, seed) in DEMO_CRAWLS.items():
-        truth = land_demo_crawl(lake, crawl, files, args.pages_per_file, args.seed + seed)
-        print(
-            f"demo crawl {crawl}: {len(truth['pages'])} pages in {len(truth['files'])} "
-            f"WARC files at {lake.uri(f'{LANDING}/{crawl}')}"
-        )
+    with progress(len(DEMO_CRAWLS), "generating the demo crawls", unit="crawls") as bar:
+        for crawl, (files, seed) in DEMO_CRAWLS.items():
+            truth = land_demo_crawl(lake, crawl, files, args.pages_per_file, args.seed + seed)
+            bar.advance(
+                f"demo crawl {crawl}: {len(truth['pages'])} pages in {len(truth['files'])} "
+                f"WARC files at {lake.uri(f'{LANDING}/{crawl}')}",
+                notable=True,
+            )
     crawls = list(DEMO_CRAWLS)
     overridden = [env for env in (SHARED_ENV, RECIPES_ENV) if os.environ.get(env)]
     if overridden:

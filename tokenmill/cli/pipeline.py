@@ -173,6 +173,7 @@ def cmd_status(args: argparse.Namespace) -> None:
 def make_release(lake: Lake, dataset, instance=None) -> None:
     """A release of the recipe as its `release:` section says, made on purpose: a recorded
     Dagster run of the recipe's release asset; a version published already is left as it is."""
+    from tokenmill.cli.progress import progress
     from tokenmill.cli.reading import release_lines
     from tokenmill.cli.runner import RunsFailedError, definitions_for, execute, local_instance
     from tokenmill.data_assets.jobs import job_name
@@ -180,14 +181,16 @@ def make_release(lake: Lake, dataset, instance=None) -> None:
     from tokenmill.storage.layout import RELEASE
 
     instance = instance or local_instance()
-    outcome = execute(
-        job_name(RELEASE),
-        None,
-        instance,
-        definitions_for(lake),
-        [dataset.key(RELEASE)],
-        tags={RELEASED_TAG: f"tokenmill release by {os.environ.get('USER', '?')}"},
-    )
+    with progress(None, dataset.key_text(RELEASE), unit="steps") as bar:
+        outcome = execute(
+            job_name(RELEASE),
+            None,
+            instance,
+            definitions_for(lake),
+            [dataset.key(RELEASE)],
+            tags={RELEASED_TAG: f"tokenmill release by {os.environ.get('USER', '?')}"},
+            on_step=bar.update,
+        )
     if not outcome.success:
         raise RunsFailedError([outcome])
     print(f"{dataset.key_text(RELEASE)}: run {outcome.run_id}")

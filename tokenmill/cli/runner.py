@@ -5,12 +5,22 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dagster import AssetCheckSeverity, AssetKey, DagsterInstance, ExecuteInProcessResult
+from dagster import (
+    AssetCheckSeverity,
+    AssetKey,
+    DagsterEventType,
+    DagsterInstance,
+    EventLogEntry,
+    ExecuteInProcessResult,
+)
 
+from tokenmill.cli.progress import progress
 from tokenmill.crawl.units import Registration, register_new_files
 
 # private: the staleness the UI shows, which `materialize_all` follows as the automation does
@@ -19,6 +29,9 @@ from tokenmill.dagster_internals import (
     LoadingContext,
     StaleCauseCategory,
     StaleStatus,
+    follow_run,
+    planned_form,
+    planned_steps,
 )
 from tokenmill.data_assets.datasets import Catalog
 from tokenmill.data_assets.jobs import job_name
@@ -118,12 +131,18 @@ def execute(
     defs=None,
     assets: list[AssetKey] | None = None,
     tags: dict[str, str] | None = None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> RunOutcome:
-    """Run job `name` for a partition: all its assets, or those of `assets`."""
+    """Run job `name` for a partition: all its assets, or those of `assets`; `on_step(finished,
+    planned)` is called as its steps finish."""
     if defs is None:
         from tokenmill.definitions import defs
 
     job = defs.resolve_job_def(name)
+    run_id = None
+    if on_step is not None:
+        run_id = str(uuid.uuid4())
+        follow_run(instance, run_id, StepCount(instance, run_id, on_step))
     result = job.execute_in_process(
         instance=instance,
         partition_key=partition_key,
@@ -131,6 +150,7 @@ def execute(
         raise_on_error=False,
         asset_selection=assets,
         tags=tags,
+        run_id=run_id,
     )
     error = None if result.success else failure_of(result)
     selected = tuple(a.to_user_string() for a in assets or ())
@@ -160,6 +180,38 @@ def stage_warnings(result: ExecuteInProcessResult) -> tuple[str, ...]:
         if (shown := event.materialization.metadata.get(WARNINGS))
         for line in shown.value.splitlines()
     )
+
+
+FINISHED_STEP = {
+    DagsterEventType.STEP_SUCCESS,
+    DagsterEventType.STEP_FAILURE,
+    DagsterEventType.STEP_SKIPPED,
+}
+
+
+class StepCount:
+    """A run's finished steps against its planned ones, from its events as they are stored:
+    `report(finished, planned)` on each change. A mapped step is planned once until its copies
+    start (a fanned-out stage's parallel steps), then counts as them."""
+
+    def __init__(self, instance: DagsterInstance, run_id: str, report: Callable[[int, int], None]):
+        self._instance, self._run_id, self._report = instance, run_id, report
+        self._planned: set[str] | None = None
+        self._finished: set[str] = set()
+
+    def __call__(self, entry: EventLogEntry) -> None:
+        if self._planned is None:  # the run is stored, with its plan, before its first event
+            self._planned = set(planned_steps(self._instance, self._run_id))
+            self._report(0, len(self._planned))
+        kind, step = entry.dagster_event_type, entry.step_key
+        if kind is DagsterEventType.STEP_START and step not in self._planned:
+            self._planned.discard(planned_form(step))
+            self._planned.add(step)
+        elif kind in FINISHED_STEP:
+            self._finished.add(step)
+        else:
+            return
+        self._report(len(self._finished), len(self._planned))
 
 
 def failure_of(result: ExecuteInProcessResult) -> str:
@@ -249,16 +301,18 @@ def materialize_all(
         todo = _out_of_date(instance, defs, stage, assets, keys, force)
         label = ", ".join(a.to_user_string() for a in assets)
         results = []
-        for key, stale in todo.items():
-            outcome = execute(job_name(stage.name), key, instance, defs, stale)
-            state = "ok" if outcome.success else "FAILED"
-            names = label if stale == assets else ", ".join(a.to_user_string() for a in stale)
-            print(f"  {names:34} {key or '-':40} {state}", flush=True)
-            for failed in outcome.failed_checks:
-                print(f"    check failed: {failed}", flush=True)
-            for warning in outcome.warnings:
-                print(f"    warning: {warning}", flush=True)
-            results.append(outcome)
+        with progress(len(todo), label, unit="partitions") as bar:
+            for key, stale in todo.items():
+                outcome = execute(job_name(stage.name), key, instance, defs, stale)
+                state = "ok" if outcome.success else "FAILED"
+                names = label if stale == assets else ", ".join(a.to_user_string() for a in stale)
+                notable = not outcome.success or bool(outcome.failed_checks or outcome.warnings)
+                bar.advance(f"  {names:34} {key or '-':40} {state}", notable=notable)
+                for failed in outcome.failed_checks:
+                    bar.note(f"    check failed: {failed}")
+                for warning in outcome.warnings:
+                    bar.note(f"    warning: {warning}")
+                results.append(outcome)
         if len(todo) < len(keys) and assets:
             # a stage made on purpose is only made here when missing: not "up to date"
             kept = "up to date" if stage.automatic else "kept (made on purpose)"
