@@ -30,6 +30,7 @@ from dagster import (
 from pydantic import Field, create_model
 from tokenmill.data_assets.conditions import automation_condition
 from tokenmill.data_assets.datasets import Catalog, Dataset
+from tokenmill.data_assets.groups import group_name
 from tokenmill.data_assets.k8s import op_tags
 from tokenmill.data_assets.partitions import (
     crawl_partitions,
@@ -99,7 +100,7 @@ def asset_options(stage: Stage, dataset: Dataset) -> dict:
         code_version="-".join(
             filter(None, (CODE_VERSION, dataset.recipe.version(stage.settings), stage.version))
         ),
-        group_name=dataset.prefix or stage.group,
+        group_name=group_name(stage.group, dataset.prefix),
         kinds=set(stage.kinds),
         check_specs=[AssetCheckSpec(c.name, asset=key) for c in stage.checks],
         description=description,
