@@ -38,7 +38,12 @@ from tokenmill.data_assets.partitions import (
     unit_partitions,
     versioned,
 )
-from tokenmill.data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
+from tokenmill.data_assets.results import (
+    STAGE_RETRY,
+    fail_permanently_on,
+    partition_totals,
+    stage_result,
+)
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.step_io import STEP_IO, STEPS
 from tokenmill.resources.workers import WorkersResource
@@ -51,6 +56,7 @@ from tokenmill.runtime.stage import Scope, Stage, Work
 from tokenmill.stages import STAGES, stage_named
 from tokenmill.storage.lake import LakeAccessError
 from tokenmill.storage.layout import MARKER, Unit, check_name, crawl_prefix
+from tokenmill.storage.rollups import Rollup
 
 # Who answers for the dataset's assets (shown in the UI; TOKENMILL_OWNERS, comma-separated).
 OWNERS = [o for o in os.environ.get("TOKENMILL_OWNERS", "team:pretraining-data").split(",") if o]
@@ -188,6 +194,12 @@ def stage_output(context, stage, dataset: Dataset, lake, report, overrides) -> M
     )
     results = [_check(c, lake, unit or crawl) for c in stage.checks]
     result = stage_result(report, lake, location, results, stage.data_files)
+    if unit or crawl:  # the partition's own rows; the asset's over every partition below
+        result.metadata["dagster/partition_row_count"] = result.metadata.pop("dagster/row_count")
+        try:
+            result.metadata.update(partition_totals(Rollup(lake, stage.name), unit, crawl, report))
+        except (LakeAccessError, OSError) as error:  # the output is committed: only its sums miss
+            context.log.warning(f"totals over the partitions of {stage.name} not updated: {error}")
     if overrides:
         result.metadata["recipe_overrides"] = overrides
     result.metadata["recipe"] = dataset.recipe.source
