@@ -14,6 +14,9 @@ def stage_groups() -> list[str]:
 
 
 def group_name(group: str, recipe: str | None = None) -> str:
-    """The UI group of stage group `group`'s assets, for `recipe`'s stages or the shared ones."""
-    leaf = f"{stage_groups().index(group) + 1}_{group}"
+    """The UI group of stage group `group`'s assets, for `recipe`'s stages or the shared ones
+    (a group of no listed stage is numbered after the others)."""
+    groups = stage_groups()
+    position = groups.index(group) if group in groups else len(groups)
+    leaf = f"{position + 1}_{group}"
     return f"{recipe}/{leaf}" if recipe else leaf

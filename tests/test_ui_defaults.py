@@ -47,6 +47,7 @@ def test_groups_follow_the_pipeline_shared_stages_first():
     assert groups["1_ingest"] == {"raw_crawl", "crawl_units"}
     assert {"extracted", "scored", "score_distribution"} <= groups["2_extract"]
     assert groups[f"fineweb_en/{group_name('clean')}"] == {label("cleaned")}
+    assert group_name("analysis", "lab") == "lab/7_analysis"  # a stage outside the list
     assert {label("dedup_signatures"), label("deduplicated")} <= groups["fineweb_en/4_dedup"]
     assert groups["fineweb_en/6_release"] == {label("release")}
     # The UI sorts groups by name: the shared stages' come first, then each recipe's in order.
