@@ -30,6 +30,7 @@ from dagster import (
 from pydantic import Field, create_model
 from tokenmill.data_assets.conditions import automation_condition
 from tokenmill.data_assets.datasets import Catalog, Dataset
+from tokenmill.data_assets.groups import group_name
 from tokenmill.data_assets.k8s import op_tags
 from tokenmill.data_assets.partitions import (
     crawl_partitions,
@@ -39,7 +40,12 @@ from tokenmill.data_assets.partitions import (
 )
 from tokenmill.data_assets.recipe import config_overrides, run_config_class
 from tokenmill.data_assets.release_inputs import planned_observation
-from tokenmill.data_assets.results import STAGE_RETRY, fail_permanently_on, stage_result
+from tokenmill.data_assets.results import (
+    STAGE_RETRY,
+    fail_permanently_on,
+    partition_totals,
+    stage_result,
+)
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.step_io import STEP_IO, STEPS
 from tokenmill.resources.workers import WorkersResource
@@ -53,6 +59,7 @@ from tokenmill.stages import STAGES, stage_named
 from tokenmill.storage.lake import LakeAccessError
 from tokenmill.storage.layout import MARKER, Unit, check_name, crawl_prefix
 from tokenmill.storage.outputs import WARNINGS
+from tokenmill.storage.rollups import Rollup
 
 # Who answers for the dataset's assets (shown in the UI; TOKENMILL_OWNERS, comma-separated).
 OWNERS = [o for o in os.environ.get("TOKENMILL_OWNERS", "team:pretraining-data").split(",") if o]
@@ -104,7 +111,7 @@ def asset_options(stage: Stage, dataset: Dataset) -> dict:
         code_version="-".join(
             filter(None, (CODE_VERSION, dataset.recipe.version(stage.settings), stage.version))
         ),
-        group_name=dataset.prefix or stage.group,
+        group_name=group_name(stage.group, dataset.prefix),
         kinds=set(stage.kinds),
         check_specs=[AssetCheckSpec(c.name, asset=key) for c in stage.checks],
         description=description,
@@ -194,6 +201,12 @@ def stage_output(context, stage, dataset: Dataset, lake, report, overrides) -> M
     for warning in report.counts.get(WARNINGS, []):
         context.log.warning(warning)
     result = stage_result(report, lake, location, results, stage.data_files)
+    if unit or crawl:  # the partition's own rows; the asset's over every partition below
+        result.metadata["dagster/partition_row_count"] = result.metadata.pop("dagster/row_count")
+        try:
+            result.metadata.update(partition_totals(Rollup(lake, stage.name), unit, crawl, report))
+        except (LakeAccessError, OSError) as error:  # the output is committed: only its sums miss
+            context.log.warning(f"totals over the partitions of {stage.name} not updated: {error}")
     if overrides:
         result.metadata["recipe_overrides"] = overrides
     result.metadata["recipe"] = dataset.recipe.source

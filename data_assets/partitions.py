@@ -33,12 +33,13 @@ from dagster import (
     Failure,
     multi_observable_source_asset,
 )
+from tokenmill.data_assets.groups import group_name
 
 from tokenmill.dagster_internals import DATA_VERSION_TAG, extract_data_version_from_entry
 from tokenmill.runtime.stage import Scope, Stage
 from tokenmill.stages import STAGES, stage_named
 from tokenmill.storage.lake import Lake
-from tokenmill.storage.layout import Unit
+from tokenmill.storage.layout import RAW_CRAWL, Unit
 
 if TYPE_CHECKING:
     from tokenmill.data_assets.datasets import Catalog, Dataset
@@ -50,7 +51,7 @@ crawl_partitions = DynamicPartitionsDefinition(name="crawls")
 crawl_units = AssetSpec(
     "crawl_units",
     partitions_def=crawl_partitions,
-    group_name="ingest",
+    group_name=group_name(stage_named(RAW_CRAWL).group),
     description="The units registered for a crawl (manifests/<crawl>/); its data version "
     "changes when a unit is added.",
 )
@@ -68,7 +69,7 @@ def gathered(stage: Stage, dataset: Dataset) -> AssetSpec:
         dataset.key(stage.boundary.gathered),
         partitions_def=crawl_partitions,
         deps=[dataset.key(name) for name in unit_inputs(stage)],
-        group_name=dataset.prefix or stage.group,
+        group_name=group_name(stage.group, dataset.prefix),
         description=f"Every unit of the crawl has its {inputs}: observed by the "
         "crawl_signatures_complete sensor, with a version that changes when any unit's data "
         f"does; {stage.name} follows it.",
@@ -80,7 +81,7 @@ def reported_by(stage: Stage, dataset: Dataset) -> AssetSpec:
         dataset.key(stage.boundary.reported),
         partitions_def=unit_partitions,
         deps=[dataset.key(stage.name)],
-        group_name=dataset.prefix or stage.group,
+        group_name=group_name(stage.group, dataset.prefix),
         description=f"A unit's share of its crawl's {stage.name}: reported by each "
         f"{stage.name} run for the units whose share changed; the stages below follow it.",
     )

@@ -27,7 +27,9 @@ from pydantic import ValidationError
 from tokenmill.crawl.warc import UnusableInputError
 from tokenmill.reports.plots import markdown
 from tokenmill.storage.lake import Lake, LakeKeyError, LakeRefusedError, LakeUnreachableError
+from tokenmill.storage.layout import Unit
 from tokenmill.storage.outputs import WARNINGS, MissingInputError, StageReport
+from tokenmill.storage.rollups import Rollup
 
 # Transient faults (object store, network, preempted node, a worker killed) get retried with
 # backoff; bad input, bad settings and a broken installation fail at once, see
@@ -142,3 +144,36 @@ def _preview_table(rows: list[dict]) -> MetadataValue:
 def _cell(value) -> str:
     text = "" if value is None else str(value)
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def partition_totals(
+    rollup: Rollup, unit: Unit | None, crawl: str | None, report: StageReport
+) -> dict:
+    """The asset's totals over its partitions after this one's run, from the stage's running
+    totals (`tokenmill.storage.rollups`): `dagster/row_count` and `dagster/size_bytes` (what the
+    asset's overview shows), and the crawl's."""
+    tokens = report.counts.get("tokens")
+    tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
+    in_crawl, everywhere = rollup.record(
+        unit.crawl if unit else crawl,
+        unit.name if unit else crawl,
+        report.records_out,
+        report.bytes_out,
+        tokens,
+    )
+    metadata = {
+        "dagster/row_count": everywhere.records,
+        "dagster/size_bytes": everywhere.bytes,
+        f"{'units' if unit else 'crawls'}_counted": everywhere.parts,
+    }
+    if unit:
+        metadata |= {
+            "crawl_records_out": in_crawl.records,
+            "crawl_bytes_out": in_crawl.bytes,
+            "crawl_units_counted": in_crawl.parts,
+        }
+    if tokens:
+        metadata["total_tokens"] = everywhere.tokens
+        if unit:
+            metadata["crawl_tokens"] = in_crawl.tokens
+    return metadata

@@ -118,9 +118,9 @@ def test_asset_backfill_launches_one_run_per_unit(dev: DagsterDev, lake: Lake):
         metadata = record.asset_materialization.metadata
         unit = Unit.from_key(record.partition_key)
         marker = recipe_lake(lake).read_json(f"{unit.prefix('cleaned')}/{MARKER}")
-        assert metadata["dagster/row_count"].value == marker["records_out"], unit
+        assert metadata["dagster/partition_row_count"].value == marker["records_out"], unit
         assert metadata["files"].value == 1
-        rows[record.partition_key] = metadata["dagster/row_count"].value
+        rows[record.partition_key] = metadata["dagster/partition_row_count"].value
     assert sorted(rows) == sorted(keys)
     assert len(set(rows.values())) > 1 and min(rows.values()) > 0, rows
 

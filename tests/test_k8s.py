@@ -199,33 +199,43 @@ def render_instance(values: dict) -> dict:
 
     daemon = values["dagsterDaemon"]
     queued = daemon["runCoordinator"]["config"]["queuedRunCoordinator"]
-    return {
-        "schedule_storage": storage("dagster_postgres.schedule_storage", "PostgresScheduleStorage"),
-        "run_launcher": {"module": "dagster_k8s", "class": "K8sRunLauncher", "config": launcher},
-        "compute_logs": {
-            "module": "dagster_aws.s3.compute_log_manager",
-            "class": "S3ComputeLogManager",
-            "config": compute_logs,
-        },
-        "run_storage": storage("dagster_postgres.run_storage", "PostgresRunStorage"),
-        "event_log_storage": storage("dagster_postgres.event_log", "PostgresEventLogStorage"),
-        "run_coordinator": {
-            "module": "dagster.core.run_coordinator",
-            "class": "QueuedRunCoordinator",
-            "config": {
-                "max_concurrent_runs": queued.get("maxConcurrentRuns", -1),
-                "tag_concurrency_limits": queued["tagConcurrencyLimits"],
+    return (
+        {
+            "schedule_storage": storage(
+                "dagster_postgres.schedule_storage", "PostgresScheduleStorage"
+            ),
+            "run_launcher": {
+                "module": "dagster_k8s",
+                "class": "K8sRunLauncher",
+                "config": launcher,
             },
-        },
-        "run_retries": {"enabled": True, "max_retries": daemon["runRetries"]["maxRetries"]},
-        "run_monitoring": {
-            "enabled": True,
-            "start_timeout_seconds": daemon["runMonitoring"]["startTimeoutSeconds"],
-            "max_resume_run_attempts": daemon["runMonitoring"]["maxResumeRunAttempts"],
-            "poll_interval_seconds": daemon["runMonitoring"]["pollIntervalSeconds"],
-        },
-        "telemetry": {"enabled": values["telemetry"]["enabled"]},
-    } | _sensors(daemon.get("sensors", {}))
+            "compute_logs": {
+                "module": "dagster_aws.s3.compute_log_manager",
+                "class": "S3ComputeLogManager",
+                "config": compute_logs,
+            },
+            "run_storage": storage("dagster_postgres.run_storage", "PostgresRunStorage"),
+            "event_log_storage": storage("dagster_postgres.event_log", "PostgresEventLogStorage"),
+            "run_coordinator": {
+                "module": "dagster.core.run_coordinator",
+                "class": "QueuedRunCoordinator",
+                "config": {
+                    "max_concurrent_runs": queued.get("maxConcurrentRuns", -1),
+                    "tag_concurrency_limits": queued["tagConcurrencyLimits"],
+                },
+            },
+            "run_retries": {"enabled": True, "max_retries": daemon["runRetries"]["maxRetries"]},
+            "run_monitoring": {
+                "enabled": True,
+                "start_timeout_seconds": daemon["runMonitoring"]["startTimeoutSeconds"],
+                "max_resume_run_attempts": daemon["runMonitoring"]["maxResumeRunAttempts"],
+                "poll_interval_seconds": daemon["runMonitoring"]["pollIntervalSeconds"],
+            },
+            "telemetry": {"enabled": values["telemetry"]["enabled"]},
+        }
+        | _sensors(daemon.get("sensors", {}))
+        | values.get("additionalInstanceConfig", {})
+    )
 
 
 def _sensors(sensors: dict) -> dict:
@@ -252,6 +262,7 @@ def test_chart_renders_the_production_instance(values):
         "run_monitoring",
         "telemetry",
         "sensors",
+        "nux",
     ):
         assert rendered[section] == production[section], section
     for section in STORAGES:
@@ -278,6 +289,7 @@ def test_instance_configs_pass_dagsters_validation(source, values, tmp_path, mon
         monkeypatch.setenv(name, value)
     (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(config))
     validated, _ = dagster_instance_config(str(tmp_path))
+    assert validated["nux"] == {"enabled": False}  # no welcome dialog over the UI
     launcher = validated["run_launcher"]["config"]
     checked = process_config(K8sRunLauncher.config_type(), launcher)
     assert checked.success, checked.errors

@@ -26,6 +26,7 @@ from tokenmill.reports.summary import trace_token
 from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES
 from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import MARKER, crawl_prefix
 
 pytestmark = pytest.mark.integration
 
@@ -90,6 +91,27 @@ def test_materialization_metadata_counts_records_and_broken_ones(pipeline):
         event = pipeline.instance.get_latest_materialization_event(key(stage.name))
         cpu = event.asset_materialization.metadata["cpu_s"].value
         assert cpu > 0, stage.name
+
+
+def test_each_assets_row_count_is_over_all_its_partitions(pipeline):
+    """What an asset's overview shows, the latest materialization's `dagster/row_count`, is
+    the records of every partition, each counted once."""
+    for stage in STAGES:
+        if stage.scope is Scope.LAKE:
+            continue
+        prefixes = (
+            [crawl_prefix(stage.name, CRAWL)]
+            if stage.scope is Scope.CRAWL
+            else [unit.prefix(stage.name) for unit in pipeline.units]
+        )
+        markers = [pipeline.lake.read_json(f"{prefix}/{MARKER}") for prefix in prefixes]
+        event = pipeline.instance.get_latest_materialization_event(key(stage.name))
+        metadata = event.asset_materialization.metadata
+        assert metadata["dagster/row_count"].value == sum(m["records_out"] for m in markers)
+        assert metadata["dagster/size_bytes"].value == sum(m["bytes_out"] for m in markers)
+        if stage.name == "tokenized_shards":
+            tokens = sum(m["counts"]["tokens"] for m in markers)
+            assert metadata["total_tokens"].value == tokens > 0
 
 
 def test_the_crawl_shows_each_rules_distribution_over_its_documents(pipeline):

@@ -96,7 +96,8 @@ def test_the_other_recipes_load_and_the_bad_ones_show_in_the_ui(recipes, tmp_pat
         sensor.evaluate_tick(build_sensor_context())
     assert "min_words" in str(failed.value) and "out_of_range.yaml" in str(failed.value)
     any_language = defs.resolve_assets_def(AssetKey(["any_language", "cleaned"]))
-    assert any_language.group_names_by_key[AssetKey(["any_language", "cleaned"])] == "any_language"
+    cleaned = AssetKey(["any_language", "cleaned"])
+    assert any_language.group_names_by_key[cleaned] == "any_language/3_clean"
 
 
 def test_valid_recipes_make_no_problem_sensor(tmp_path):

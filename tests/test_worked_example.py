@@ -55,6 +55,7 @@ def test_the_readme_stage_example_runs_as_an_asset(tmp_path, monkeypatch):
         recipe = variant({"wordcount": {"min_words": threshold}}, "worked-example")
         asset = stage_asset(stage, Dataset(recipe, recipe.name))
         assert asset.asset_deps[key(stage.name)] == {key(DEDUPLICATED)}
+        assert asset.group_names_by_key[key(stage.name)] == "fineweb_en/7_analysis"
         pod = json.loads(asset.op.tags[K8S_CONFIG])
         assert pod == {"container_config": {"resources": stage.pod.resources()}}
         result = materialize(
@@ -78,6 +79,6 @@ def test_the_readme_stage_example_runs_as_an_asset(tmp_path, monkeypatch):
     assert 0 < len(kept) < len(words)
     assert dict(counts.select("doc_id", "words").iter_rows()) == kept
     metadata = event.asset_materialization.metadata
-    assert metadata["dagster/row_count"].value == len(kept)
+    assert metadata["dagster/partition_row_count"].value == len(kept)
     assert metadata["recipe"].value == "worked-example"
     assert marker["counts"]["files"] == 2

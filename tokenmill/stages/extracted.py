@@ -249,7 +249,7 @@ STAGE = Stage(
     run=run,
     settings=ExtractSettings,
     upstream=(RAW_CRAWL,),
-    group="clean",
+    group="extract",
     kinds=("parquet",),
     # extraction is CPU-bound: one worker process per CPU
     pod=Pod("4", "6Gi", "4", "8Gi"),

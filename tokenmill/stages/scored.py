@@ -150,7 +150,7 @@ STAGE = Stage(
     run=run,
     settings=ScoreSettings,
     upstream=(EXTRACTED,),
-    group="clean",
+    group="extract",
     kinds=("parquet",),
     # each worker holds the models (a fastText model at DCLM's size is ~1 GB)
     pod=Pod("2", "6Gi", "2", "8Gi"),
