@@ -8,12 +8,12 @@ from pathlib import Path
 
 import yaml
 from dagster import AssetKey, DagsterInstance, materialize
-from tokenmill.cli.demo import land_demo_crawl
 from tokenmill.data_assets.groups import group_name, stage_groups
 from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.workers import WorkersResource
 
 from testkit.datasets import label
+from tokenmill.cli.demo import land_demo_crawl
 from tokenmill.cli.runner import register
 from tokenmill.definitions import build_definitions
 from tokenmill.storage.lake import Lake
