@@ -191,6 +191,11 @@ def command_parser() -> argparse.ArgumentParser:
     recipes.add_argument(
         "--remove", metavar="NAME", help="delete the outputs of a recipe whose file is gone"
     )
+    recipes.add_argument(
+        "--add-folder",
+        metavar="DIR",
+        help="add a folder of recipe files to the project settings file (tokenmill.yaml)",
+    )
     recipes.set_defaults(handler="reading:cmd_recipes")
 
     ui = commands.add_parser("ui", help="open the Dagster UI (dagster dev) on this project")

@@ -209,11 +209,29 @@ def known_filters(settings, names: list[str] | None) -> None:
             raise UsageError(f"no filter named {name!r} in the recipe; filters: {', '.join(known)}")
 
 
+def add_recipes_folder(folder: Path) -> None:
+    from tokenmill.recipes.project import RECIPES_ENV, project_settings, write_project_settings
+
+    settings = project_settings()
+    if settings.recipes.source == RECIPES_ENV:
+        raise UsageError(f"{RECIPES_ENV} is set: it names the recipes, not the settings file")
+    if not folder.is_dir():
+        raise UsageError(f"{folder} is not a folder")
+    folder = folder.resolve()
+    locations = settings.recipe_locations
+    if folder not in locations:
+        locations.append(folder)
+        write_project_settings(recipes=[str(path) for path in locations])
+    print(f"recipe folders in {settings.file}: {', '.join(map(str, locations))}")
+
+
 def cmd_recipes(args: argparse.Namespace) -> None:
     """The recipes, where their outputs are, recipe files left out and why, and outputs whose
     recipe file is gone; `--remove NAME` deletes such outputs."""
     from tokenmill.recipes.catalog import RECIPES_ZONE
 
+    if args.add_folder:
+        add_recipes_folder(Path(args.add_folder))
     catalog = load_catalog()
     lake = default_lake()
     names = set(catalog.names)
