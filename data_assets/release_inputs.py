@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dagster import AssetKey, AssetObservation, AssetRecordsFilter, AssetSpec, DagsterInstance
 from tokenmill.data_assets.datasets import Catalog, Dataset
+from tokenmill.data_assets.groups import group_name
 from tokenmill.data_assets.partitions import observable, versioned
 
 from tokenmill.release.plan import ReleaseError, ReleaseSettings, plan_release
@@ -37,7 +38,7 @@ def followed_spec(stage, dataset: Dataset) -> AssetSpec:
     return AssetSpec(
         dataset.key(stage.follows),
         deps=[dataset.key(name) for name in stage.upstream],
-        group_name=dataset.prefix or stage.group,
+        group_name=group_name(stage.group, dataset.prefix),
         description=f"What a {stage.name} made now would be: its version, observed by each "
         f"{stage.name} run and by the release_inputs_changed sensor when the "
         f"{', '.join(stage.upstream)} change it; {stage.name} follows it (and shows stale "

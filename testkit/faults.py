@@ -111,11 +111,13 @@ def is_marker(key: str) -> bool:
 
 
 def marker_content(data: bytes) -> dict:
-    """A marker less what says which attempt wrote it (the resume token, how many parts a
-    resumed run kept): the same for an undisturbed run and a resumed one."""
+    """A marker less what says which attempt wrote it (the resume token, how many parts or
+    tasks a resumed run kept, and so computed itself): the same for an undisturbed run and a
+    resumed one."""
     summary = json.loads(data)
     summary.pop(RESUME_FIELD, None)
-    summary.get("counts", {}).pop("resumed_parts", None)
+    for attempts_own in ("resumed_parts", "tasks_computed", "tasks_found"):
+        summary.get("counts", {}).pop(attempts_own, None)
     return summary
 
 

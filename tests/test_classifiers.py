@@ -161,7 +161,7 @@ def test_the_command_prints_the_figures_and_where_the_model_is(
     assert lake.exists("classifiers/from_cli/model.bin")
     with pytest.raises(SystemExit) as exit_:
         cli(["train-classifier", "x", "--positives", str(positives.parent / "none.txt")])
-    assert exit_.value.code == 1
+    assert exit_.value.code == 2  # a file argument that names nothing
     err = capsys.readouterr().err
     assert "Traceback" not in err and "none.txt does not exist" in err
 

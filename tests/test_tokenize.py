@@ -233,23 +233,31 @@ def test_trace_command_prints_the_source_of_random_tokens(small_pipeline, capsys
 
 @pytest.mark.integration
 @pytest.mark.parametrize(
-    ("unit", "part", "position", "said"),
+    ("unit", "part", "position", "status", "said"),
     [
-        ("{unit}", "1", "99999999", "token 99999999 is past the end of "),
-        ("{unit}", "1", "-1", "token position must be 0 or more, not -1"),
-        ("{unit}", "2", "0", "unit {unit} has no file 2: it has 2 files, numbered from 0"),
-        ("{crawl}", "0", "0", "invalid unit key '{crawl}': expected <crawl>/<unit>"),
-        ("{crawl}/99999", "0", "0", "tokenized_shards of unit {crawl}/99999 is not materialized"),
+        # a position, file or unit that names nothing: a usage error
+        ("{unit}", "1", "99999999", 2, "token 99999999 is past the end of "),
+        ("{unit}", "1", "-1", 2, "token position must be 0 or more, not -1"),
+        ("{unit}", "2", "0", 2, "unit {unit} has no file 2: it has 2 files, numbered from 0"),
+        ("{crawl}", "0", "0", 2, "invalid unit key '{crawl}': expected <crawl>/<unit>"),
+        # nothing to read there yet
+        (
+            "{crawl}/99999",
+            "0",
+            "0",
+            1,
+            "tokenized_shards of unit {crawl}/99999 is not materialized",
+        ),
     ],
 )
 def test_trace_command_says_what_is_wrong_in_one_line(
-    small_pipeline, capsys, unit, part, position, said
+    small_pipeline, capsys, unit, part, position, status, said
 ):
     first = small_pipeline.units[0]
     names = {"unit": first.key, "crawl": first.crawl}
     with pytest.raises(SystemExit) as exit_:
         cli(["trace", unit.format(**names), part, position])
-    assert exit_.value.code == 1
+    assert exit_.value.code == status
     err = capsys.readouterr().err
     assert err.startswith("tokenmill trace: ") and err.count("\n") == 1
     assert said.format(**names) in err

@@ -49,7 +49,7 @@ def test_groups_follow_the_pipeline_shared_stages_first():
     assert groups[f"fineweb_en/{group_name('clean')}"] == {label("cleaned")}
     assert group_name("analysis", "lab") == "lab/7_analysis"  # a stage outside the list
     assert {label("dedup_signatures"), label("deduplicated")} <= groups["fineweb_en/4_dedup"]
-    assert groups["fineweb_en/6_release"] == {label("release")}
+    assert groups["fineweb_en/6_release"] == {label("release"), label("release_inputs")}
     # The UI sorts groups by name: the shared stages' come first, then each recipe's in order.
     order = sorted(groups)
     assert order[:2] == ["1_ingest", "2_extract"]
