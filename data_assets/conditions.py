@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from dagster import (
+    AssetRecordsFilter,
     AssetSelection,
     AutomationCondition,
     AutomationContext,
@@ -21,6 +22,7 @@ from dagster import (
 )
 from tokenmill.data_assets.partitions import crawl_units
 
+from tokenmill.dagster_internals import CODE_VERSION_TAG
 from tokenmill.runtime.stage import Scope, Stage
 from tokenmill.stages import STAGES
 
@@ -140,6 +142,65 @@ class AnyDepsMaterializedCondition(ParameterlessCondition):
         )
 
 
+class BuiltWithAnotherCodeVersion(ParameterlessCondition):
+    """Partitions whose latest materialization was made by another code version than the
+    asset's now. Dagster's `code_version_changed` compares with its own previous evaluation: a
+    daemon that last ticked before a recipe change would rebuild what `tokenmill run` (or
+    another deployment) has built with the new version since. Read only where the code version
+    changed, so an idle tick reads nothing."""
+
+    @property
+    def name(self) -> str:
+        return "built_with_another_code_version"
+
+    @property
+    def description(self) -> str:
+        return "Latest materialization made by another code version"
+
+    def evaluate(self, context: AutomationContext) -> AutomationResult:
+        candidates = context.candidate_subset
+        if candidates.is_empty:
+            return AutomationResult(context, candidates)
+        current = context.asset_graph.get(context.key).code_version
+        instance = context.asset_graph_view.instance
+        if context.partitions_def is None:
+            event = instance.get_latest_materialization_event(context.key)
+            built = event and event.asset_materialization.tags.get(CODE_VERSION_TAG)
+            return AutomationResult(
+                context, candidates if built != current else context.get_empty_subset()
+            )
+        keys = sorted(candidates.expensively_compute_partition_keys())
+        built: dict[str, str | None] = {}
+        for start in range(0, len(keys), PAGE_KEYS):
+            batch = keys[start : start + PAGE_KEYS]
+            cursor = None
+            while True:  # newest first: each partition's first record is its latest
+                records = instance.fetch_materializations(
+                    AssetRecordsFilter(asset_key=context.key, asset_partitions=batch),
+                    limit=PAGE_KEYS,
+                    cursor=cursor,
+                )
+                for record in records.records:
+                    tags = record.asset_materialization.tags or {}
+                    built.setdefault(record.partition_key, tags.get(CODE_VERSION_TAG))
+                cursor = records.cursor
+                if not records.has_more or len(built) == len(batch):
+                    break
+        other = {key for key in keys if built.get(key) != current}
+        subset = context.asset_graph_view.get_subset_from_partition_keys(
+            context.key, context.partitions_def, other
+        )
+        return AutomationResult(context, candidates.compute_intersection(subset))
+
+
+def code_version_changed() -> AutomationCondition:
+    """The asset's code version changed (its recipe section or code), and its partitions were
+    built with another one."""
+    return (AutomationCondition.code_version_changed() & BuiltWithAnotherCodeVersion()).with_label(
+        "code version changed"
+    )
+
+
 def newly_registered() -> AutomationCondition:
     """Missing partitions added since the previous tick (what Dagster's `on_missing` does for an
     asset without inputs, without keeping every missing partition in the cursor)."""
@@ -179,9 +240,7 @@ def automation_condition(stage: Stage) -> AutomationCondition | None:
         # `tokenmill register`), is launched once. Units registered before the condition's
         # first evaluation (a new deployment, a sensor that starts after the registration)
         # are launched once at that evaluation.
-        return (
-            newly_registered() | first_seen_missing() | AutomationCondition.code_version_changed()
-        )
+        return newly_registered() | first_seen_missing() | code_version_changed()
     if stage.scope is Scope.LAKE:
         # Built once, when there is text to train on; changing it re-tokenizes everything,
         # so that is a deliberate launch.
@@ -193,9 +252,7 @@ def automation_condition(stage: Stage) -> AutomationCondition | None:
             & ~AutomationCondition.in_progress()
         )
     # Each stage follows its inputs' data, and re-runs when its recipe section changes.
-    condition = follows_changed_inputs() | (
-        AutomationCondition.code_version_changed() & ~AutomationCondition.missing()
-    )
+    condition = follows_changed_inputs() | (code_version_changed() & ~AutomationCondition.missing())
     if stage.boundary:
         # The unit list tells Dagster when the crawl stage is stale; its inputs on every unit
         # (the gathered observation) trigger the recomputation.

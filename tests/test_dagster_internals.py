@@ -14,6 +14,7 @@ from dagster import ConfigurableResource, EnvVar
 
 from tokenmill import dagster_internals
 from tokenmill.dagster_internals import (
+    CODE_VERSION_TAG,
     DATA_VERSION_TAG,
     CachingStaleStatusResolver,
     LoadingContext,
@@ -65,6 +66,7 @@ def test_only_the_adapter_imports_dagster_private_modules():
 
 def test_data_versions_are_read_from_the_tag_dagster_writes():
     assert DATA_VERSION_TAG == "dagster/data_version"
+    assert CODE_VERSION_TAG == "dagster/code_version"
     assert parameters(extract_data_version_from_entry) == ["entry"]
 
 

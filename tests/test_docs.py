@@ -274,23 +274,33 @@ def test_every_block_of_the_page_runs(page, demo_lake, tmp_path):
         )
 
 
-SENSOR_TICKS = """
-{ repositoriesOrError { ... on RepositoryConnection { nodes {
-    sensors { name sensorState { ticks(limit: 10) { status } } } } } } }
-"""
-
-
 @pytest.mark.integration
-@pytest.mark.timeout(600)
-def test_the_ui_started_after_the_demo_requests_nothing_the_demo_built(demo_lake, tmp_path):
-    """`tokenmill ui` (dagster dev, its daemon and the automation) on what `tokenmill demo`
-    left: the same settings, so every automation sensor ticks three times and requests
-    nothing that the demo's runs called up to date."""
-    from testkit.dagster_dev import instance_at, start_dagster_dev, stop_dagster_dev
-
+@pytest.mark.timeout(900)
+def test_the_ui_restarted_after_a_run_requests_nothing_that_run_built(demo_lake, tmp_path):
+    """The UI's daemon ticked with the project's own settings; then the demo's settings were
+    written (a classifier declared, a recipe added) and `tokenmill run` built what they
+    change. Started again, `dagster dev` reads the same settings file as the commands and
+    requests nothing: every automation sensor ticks three times without a run, though the
+    code versions changed since its last tick."""
     root = tmp_path / "demo"
     shutil.copytree(demo_lake, root, symlinks=True)
     env = demo_env(root)
+    settings = Path(env["TOKENMILL_SETTINGS"])
+    demo_settings = settings.read_text()
+    settings.write_text("")  # the project's own settings while the daemon first ticks
+    assert ticks_launch_nothing(root, env) == []
+    settings.write_text(demo_settings)
+    tokenmill = [sys.executable, "-m", "tokenmill.cli.main"]
+    run = subprocess.run([*tokenmill, "run"], env=env, capture_output=True, text=True)
+    assert run.returncode == 0 and "\n0 runs succeeded" in "\n" + run.stdout, run.stdout
+    assert ticks_launch_nothing(root, env) == []
+
+
+def ticks_launch_nothing(root: Path, env: dict[str, str]) -> list[tuple[str, str]]:
+    """Start `dagster dev` on the demo's copy until every automation sensor ticked three more
+    times; the runs and backfills it launched meanwhile."""
+    from testkit.dagster_dev import instance_at, start_dagster_dev, stop_dagster_dev
+
     with instance_at(root / "dagster_home") as instance:
         before = {run.run_id for run in instance.get_runs()}
     dev = start_dagster_dev(
@@ -300,27 +310,38 @@ def test_the_ui_started_after_the_demo_requests_nothing_the_demo_built(demo_lake
         TOKENMILL_LAKE_URL=env["TOKENMILL_LAKE_URL"],
     )
     try:
-        deadline = time.monotonic() + 300
+        started, deadline = None, time.monotonic() + 300
         while True:
-            nodes = dev.graphql(SENSOR_TICKS)["repositoriesOrError"]["nodes"]
-            ticks = {
-                sensor["name"]: [tick["status"] for tick in sensor["sensorState"]["ticks"]]
-                for node in nodes
-                for sensor in node["sensors"]
-                if sensor["name"].startswith("automation_")
-            }
-            if ticks and all(len(done) >= 3 for done in ticks.values()):
+            ticks = automation_ticks(dev)
+            started = started or {name: len(done) for name, done in ticks.items()}
+            if ticks and all(len(ticks[name]) >= started.get(name, 0) + 3 for name in ticks):
                 break
             assert time.monotonic() < deadline, f"automation ticks so far: {ticks}"
             time.sleep(2)
         with dev.instance() as instance:
-            launched = [r for r in instance.get_runs() if r.run_id not in before]
-            backfills = instance.get_backfills()
+            launched = [
+                (run.job_name, run.tags.get("dagster/partition"))
+                for run in instance.get_runs()
+                if run.run_id not in before
+            ]
+            launched += [("backfill", fill.backfill_id) for fill in instance.get_backfills()]
     finally:
         stop_dagster_dev(dev)
     assert not any("FAILURE" in statuses for statuses in ticks.values()), ticks
-    assert launched == [], [(r.job_name, r.tags.get("dagster/partition")) for r in launched]
-    assert backfills == []
+    return launched
+
+
+def automation_ticks(dev) -> dict[str, list[str]]:
+    """The statuses of each automation sensor's ticks so far, newest first."""
+    with dev.instance() as instance:
+        return {
+            state.instigator_name: [
+                tick.status.value
+                for tick in instance.get_ticks(state.instigator_origin_id, state.selector_id)
+            ]
+            for state in instance.all_instigator_state()
+            if state.instigator_name.startswith("automation_")
+        }
 
 
 # -- no dates, clock times or commit hashes -------------------------------------------------------

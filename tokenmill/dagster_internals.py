@@ -6,7 +6,8 @@ them against the installed Dagster and fails, naming what changed, on an upgrade
 one. Nothing else in the project imports ``dagster._*``.
 
 - Data versions: an ``AssetObservation`` takes tags, not a data version; only the private module
-  names the tag and reads it back from an event (`tokenmill.data_assets.partitions`).
+  names the tag and reads it back from an event (`tokenmill.data_assets.partitions`); the tag
+  of the code version a materialization was made by (`tokenmill.data_assets.conditions`).
 - Staleness: the resolver the UI uses to say which partitions are stale
   (`tokenmill.cli.runner`).
 - Config: resolving a resource's config the way a run does (`tokenmill.resources.locked`).
@@ -36,6 +37,7 @@ from collections import OrderedDict
 from dagster import DagsterInvalidConfigError
 from dagster._config.post_process import post_process_config
 from dagster._core.definitions.data_version import (
+    CODE_VERSION_TAG,
     DATA_VERSION_TAG,
     CachingStaleStatusResolver,
     StaleCauseCategory,
@@ -55,6 +57,7 @@ from dagster._core.loader import LoadingContext
 from dagster._utils.error import SerializableErrorInfo
 
 __all__ = [
+    "CODE_VERSION_TAG",
     "DATA_VERSION_TAG",
     "CachingStaleStatusResolver",
     "LoadingContext",
