@@ -147,6 +147,7 @@ def print_plan(plan) -> None:
 def cmd_status(args: argparse.Namespace) -> None:
     """The settings in force, then per recipe and stage what is missing or stale and why, and
     what `tokenmill run` would launch."""
+    from tokenmill.cli.reading import release_lines
     from tokenmill.cli.runner import local_instance, out_of_date_plan, stage_states
     from tokenmill.recipes.project import project_settings
 
@@ -166,6 +167,10 @@ def cmd_status(args: argparse.Namespace) -> None:
             f"{state.asset:34} {count:>10} {state.fresh:>6} "
             f"{len(state.missing):>7} {len(state.stale):>6}  {state.why}"
         )
+    releases = release_lines(lake, catalog.recipes, instance)
+    if releases:
+        print()
+        print("\n".join(releases))
     print()
     print_plan(out_of_date_plan(instance, lake, catalog))
 

@@ -380,12 +380,18 @@ def materialized_partitions(
     }
 
 
-# What each kind of stale cause means for a tokenmill stage.
-CAUSES = {
-    StaleCauseCategory.CODE: "code version changed (its recipe section or code)",
-    StaleCauseCategory.DATA: "input data changed",
-    StaleCauseCategory.DEPENDENCIES: "an input is itself stale",
-}
+# (category, what it means for a tokenmill stage)
+Cause = tuple[StaleCauseCategory, str]
+
+
+def cause_of(cause) -> Cause:
+    """A Dagster stale cause in the words of a tokenmill stage, naming the input."""
+    input_ = f" ({cause.dependency.asset_key.to_user_string()})" if cause.dependency else ""
+    if cause.category is StaleCauseCategory.CODE:
+        return cause.category, "code version changed (its recipe section or code)"
+    if cause.category is StaleCauseCategory.DATA:
+        return cause.category, f"input data changed{input_}"
+    return cause.category, cause.reason.removeprefix("has ")  # it names the input
 
 
 @dataclass
@@ -397,16 +403,16 @@ class StageState:
     keys: list[str | None] = field(default_factory=list)
     fresh: int = 0
     missing: list[str | None] = field(default_factory=list)
-    stale: dict[str | None, set[StaleCauseCategory]] = field(default_factory=dict)
+    stale: dict[str | None, set[Cause]] = field(default_factory=dict)
     note: str = ""
 
     @property
     def why(self) -> str:
-        counts: dict[StaleCauseCategory, int] = {}
+        counts: dict[Cause, int] = {}
         for causes in self.stale.values():
             for cause in causes:
                 counts[cause] = counts.get(cause, 0) + 1
-        parts = [f"{n} {CAUSES[cause]}" for cause, n in sorted(counts.items())]
+        parts = [f"{n} {text}" for (_, text), n in sorted(counts.items())]
         if self.missing:
             parts.insert(0, f"{len(self.missing)} never materialized")
         if not self.keys:
@@ -420,7 +426,8 @@ class StageState:
     def to_launch(self) -> list[str | None]:
         """The partitions a run launches now: missing, or stale for their own code or data
         (those stale only through an input wait for it to run first)."""
-        own = [k for k, c in self.stale.items() if c - {StaleCauseCategory.DEPENDENCIES}]
+        dependencies = StaleCauseCategory.DEPENDENCIES
+        own = [k for k, c in self.stale.items() if any(kind is not dependencies for kind, _ in c)]
         return self.missing + own
 
 
@@ -444,7 +451,7 @@ def stage_states(
                     state.missing.append(partition)
                 elif status is StaleStatus.STALE:
                     causes = resolver.get_stale_causes(key, partition)
-                    state.stale[partition] = {cause.category for cause in causes}
+                    state.stale[partition] = {cause_of(cause) for cause in causes}
                 else:
                     state.fresh += 1
             if stage.scope is Scope.LAKE and not stage.automatic:
