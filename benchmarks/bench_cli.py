@@ -1,12 +1,12 @@
 """How long `tokenmill` commands take, start to exit, on a demo lake: `--help`, a usage error,
 the read-only commands (no Dagster) and, for reference, `status` (Dagster's instance).
 
-    uv run python benchmarks/bench_cli.py --project DIR [--runs 10] [--baseline CHECKOUT]
+    uv run python benchmarks/bench_cli.py --project DIR [--runs 10] [--baseline CHECKOUT ...]
 
 DIR holds what `tokenmill demo` made there: `lake/`, `dagster_home/` and `tokenmill.yaml` (run
 `TOKENMILL_LAKE_URL=DIR/lake DAGSTER_HOME=DIR/dagster_home TOKENMILL_SETTINGS=DIR/tokenmill.yaml
-uv run tokenmill demo` first). `--baseline` names another checkout (with its own `.venv`): its
-`tokenmill` runs the same commands, interleaved with this checkout's, on the same lake.
+uv run tokenmill demo` first). Each `--baseline` names another checkout (with its own `.venv`):
+its `tokenmill` runs the same commands, interleaved with this checkout's, on the same lake.
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--project", type=Path, required=True, help="a demo's lake and instance")
     parser.add_argument("--runs", type=int, default=10, help="invocations of each command")
-    parser.add_argument("--baseline", type=Path, help="another checkout to compare with")
+    parser.add_argument(
+        "--baseline", type=Path, action="append", default=[], help="a checkout to compare with"
+    )
     args = parser.parse_args()
     project = args.project.resolve()
     env = os.environ | {
@@ -62,31 +64,35 @@ def main() -> None:
         "TOKENMILL_SETTINGS": str(project / "tokenmill.yaml"),
     }
     checkouts = {"this": CHECKOUT}
-    if args.baseline:
-        checkouts["baseline"] = args.baseline.resolve()
+    for baseline in args.baseline:
+        checkouts[baseline.resolve().name] = baseline.resolve()
     times: dict[tuple[str, str], list[float]] = {}
     for _ in range(args.runs):  # interleaved: a noisy moment costs every command alike
         for name, command in COMMANDS.items():
             for label, checkout in checkouts.items():
                 executable = checkout / ".venv" / "bin" / "tokenmill"
-                if label == "baseline" and name in NEW_COMMANDS:
+                if label != "this" and name in NEW_COMMANDS:
                     continue
                 times.setdefault((name, label), []).append(
                     timed(executable, command, env, checkout, strict=label == "this")
                 )
     figures = {}
+    baselines = [label for label in checkouts if label != "this"]
     header = f"{'command':18} {'median s':>9} {'max s':>7}"
-    if args.baseline:
-        header += f" {'baseline median s':>18} {'ratio':>6}"
+    header += "".join(f" {label + ' median s':>24} {'ratio':>6}" for label in baselines)
     print(header)
     for name in COMMANDS:
         this = times[(name, "this")]
         row = {"median_s": round(statistics.median(this), 3), "max_s": round(max(this), 3)}
         line = f"{name:18} {row['median_s']:>9.3f} {row['max_s']:>7.3f}"
-        if args.baseline and (name, "baseline") in times:
-            base = statistics.median(times[(name, "baseline")])
-            row |= {"baseline_median_s": round(base, 3), "ratio": round(base / row["median_s"], 1)}
-            line += f" {base:>18.3f} {row['ratio']:>5.1f}x"
+        for label in baselines:
+            if (name, label) not in times:
+                line += f" {'-':>24} {'-':>6}"
+                continue
+            base = statistics.median(times[(name, label)])
+            ratio = base / row["median_s"]
+            row[label] = {"median_s": round(base, 3), "ratio": round(ratio, 1)}
+            line += f" {base:>24.3f} {ratio:>5.1f}x"
         print(line)
         figures[name] = row
     record(
@@ -95,7 +101,7 @@ def main() -> None:
         {
             "project": str(project),
             "runs": args.runs,
-            "baseline": str(args.baseline) if args.baseline else None,
+            "baselines": [str(path) for path in args.baseline],
             "pythondontwritebytecode": os.environ.get("PYTHONDONTWRITEBYTECODE", ""),
         },
     )
