@@ -76,14 +76,18 @@ def main() -> None:
                 times.setdefault((name, label), []).append(
                     timed(executable, command, env, checkout, strict=label == "this")
                 )
-    figures = {}
+    rows = []
     baselines = [label for label in checkouts if label != "this"]
     header = f"{'command':18} {'median s':>9} {'max s':>7}"
     header += "".join(f" {label + ' median s':>24} {'ratio':>6}" for label in baselines)
     print(header)
     for name in COMMANDS:
         this = times[(name, "this")]
-        row = {"median_s": round(statistics.median(this), 3), "max_s": round(max(this), 3)}
+        row = {
+            "command": name,
+            "median_s": round(statistics.median(this), 3),
+            "max_s": round(max(this), 3),
+        }
         line = f"{name:18} {row['median_s']:>9.3f} {row['max_s']:>7.3f}"
         for label in baselines:
             if (name, label) not in times:
@@ -91,10 +95,11 @@ def main() -> None:
                 continue
             base = statistics.median(times[(name, label)])
             ratio = base / row["median_s"]
-            row[label] = {"median_s": round(base, 3), "ratio": round(ratio, 1)}
+            row |= {f"{label} median_s": round(base, 3), f"{label} ratio": round(ratio, 1)}
             line += f" {base:>24.3f} {ratio:>5.1f}x"
         print(line)
-        figures[name] = row
+        rows.append(row)
+    figures = {"commands": rows}
     record(
         "bench_cli",
         figures,
