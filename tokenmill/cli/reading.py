@@ -171,7 +171,15 @@ def cmd_preview(args: argparse.Namespace) -> None:
     if dataset:
         append_eod = dataset.recipe.settings(TokenizeSettings).append_eod
         tokens = Tokens(dataset.lake(lake), append_eod)
-    result = preview(lake, units, current, proposed, samples=args.sample, tokens=tokens)
+    result = preview(
+        lake,
+        units,
+        current,
+        proposed,
+        samples=args.sample,
+        tokens=tokens,
+        distributions=bool(args.html),  # only the page draws them
+    )
     print(text_report(result))
     if args.html:
         Path(args.html).write_text(html_report(result))

@@ -115,9 +115,11 @@ def preview(
     proposed: CleanSettings,
     samples: int = 3,
     tokens: Tokens | None = None,
+    distributions: bool = True,
 ) -> Preview:
     """Judge every extracted document of `units` by the settings now (`current`: settings,
-    or a recipe's as built) and the `proposed` ones; `tokens`: the recipe's, to count them."""
+    or a recipe's as built) and the `proposed` ones; `tokens`: the recipe's, to count them;
+    `distributions`: count each rule's histogram too (for the pictures)."""
     units = list(units)
     baseline = current if isinstance(current, Baseline) else Baseline(current)
     now = {unit.key: baseline.chain_for(unit, lake) for unit in units}
@@ -136,7 +138,7 @@ def preview(
         chains = {"current": now[unit.key], "proposed": chain}
         marker = lake.read_json(f"{unit.prefix(EXTRACTED)}/{MARKER}")
         for part in range(marker["counts"]["files"]):
-            _part(result, lake, unit, part, chains, samples, tokens)
+            _part(result, lake, unit, part, chains, samples, tokens, distributions)
     return result
 
 
@@ -164,7 +166,16 @@ def _documents(lake: Lake, unit: Unit, part: int, chains: dict, columns: list[st
         yield docs
 
 
-def _part(result: Preview, lake, unit, part, chains, samples: int, tokens: Tokens | None):
+def _part(
+    result: Preview,
+    lake,
+    unit,
+    part,
+    chains,
+    samples: int,
+    tokens: Tokens | None,
+    distributions: bool = True,
+):
     shards = tokens.of_part(unit, part) if tokens else None
     sibling = tokens.of_sibling_part(unit, part) if tokens else None
     waiting = []  # documents whose fate changes and whose tokens only their text gives
@@ -172,9 +183,10 @@ def _part(result: Preview, lake, unit, part, chains, samples: int, tokens: Token
         result.documents += docs.height
         if sibling is not None:  # its tokens per word only
             result.observed.add(docs.select("doc_id", WORDS).join(sibling, on="doc_id"))
-        result.histograms = merge_counts(
-            result.histograms, rule_histograms(docs, chains["proposed"])
-        )
+        if distributions:
+            result.histograms = merge_counts(
+                result.histograms, rule_histograms(docs, chains["proposed"])
+            )
         judged = _judged(docs, chains, shards)
         if tokens and tokens.tokenizer:
             untokenized = pl.col("tokens").is_null() & pl.col("moved") & pl.col("kept_any")
