@@ -147,6 +147,7 @@ def print_plan(plan) -> None:
 def cmd_status(args: argparse.Namespace) -> None:
     """The settings in force, then per recipe and stage what is missing or stale and why, and
     what `tokenmill run` would launch."""
+    from tokenmill.cli.dead_runs import reap
     from tokenmill.cli.reading import release_lines
     from tokenmill.cli.runner import local_instance, out_of_date_plan, stage_states
     from tokenmill.recipes.project import project_settings
@@ -155,6 +156,8 @@ def cmd_status(args: argparse.Namespace) -> None:
         print(line)
     instance = local_instance()
     print(f"{'instance':14} {instance.root_directory}")
+    for dead in reap(instance):
+        print(f"dead run     {dead.run_id} ({dead.job_name}): its process is gone; marked failed")
     catalog = load_catalog(args.recipe, dagster=True)
     for name, why in catalog.left_out:
         print(f"recipe left out: {name}: {why}")

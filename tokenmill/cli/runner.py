@@ -20,6 +20,7 @@ from dagster import (
     ExecuteInProcessResult,
 )
 
+from tokenmill.cli.dead_runs import process_tags, reap
 from tokenmill.cli.progress import progress
 from tokenmill.crawl.units import Registration, register_new_files
 
@@ -139,6 +140,8 @@ def execute(
         from tokenmill.definitions import defs
 
     job = defs.resolve_job_def(name)
+    for dead in reap(instance):  # their slots would never be given back
+        print(f"  marked failed: run {dead.run_id} ({dead.job_name}), its process is gone")
     run_id = None
     if on_step is not None:
         run_id = str(uuid.uuid4())
@@ -149,7 +152,7 @@ def execute(
         run_config=SILENT_CONSOLE,
         raise_on_error=False,
         asset_selection=assets,
-        tags=tags,
+        tags=process_tags() | (tags or {}),
         run_id=run_id,
     )
     error = None if result.success else failure_of(result)
