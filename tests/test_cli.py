@@ -481,4 +481,6 @@ def test_status_and_dry_run_tell_what_a_recipe_change_makes_stale_and_run_limits
         assert len(instance.get_runs()) == runs + 1
     cli(["run", "--dry-run", "--recipe", "lab"])
     plan = capsys.readouterr().out
-    assert "lab/cleaned" not in plan and "lab/dedup_signatures" in plan
+    launched = [line.split()[0] for line in plan.splitlines() if line.startswith("  ")]
+    assert "lab/cleaned" not in launched and "lab/dedup_signatures" in launched
+    assert "1 input data changed (lab/cleaned)" in plan
