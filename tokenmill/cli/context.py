@@ -27,11 +27,18 @@ def load_catalog(recipes: list[str] | None = None, dagster: bool = False) -> Cat
     checked, so that a mistake is told at once)."""
     from tokenmill.recipes.catalog import Catalog
 
-    catalog = Catalog.load()
+    return narrowed(Catalog.load(), recipes, dagster)
+
+
+def narrowed(catalog: Catalog, recipes: list[str] | None, dagster: bool = False) -> Catalog:
+    """`catalog` with only the named recipes (every one without names), as the core or the
+    Dagster layer (asset keys) sees it."""
     chosen = tuple(catalog.recipe(name) for name in dict.fromkeys(recipes or catalog.names))
     left = tuple(item for item in catalog.left_out if not recipes or item[0] in recipes)
     if dagster:
         from tokenmill.data_assets.datasets import Catalog
+    else:
+        from tokenmill.recipes.catalog import Catalog
 
     dataset = Catalog.dataset_type
     return Catalog(

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from tokenmill import PROJECT_DIR
 from tokenmill.cli.context import (
-    chosen_recipe,
     chosen_stages,
     default_lake,
     load_catalog,
+    narrowed,
     registrable_crawl,
 )
 
@@ -149,7 +149,7 @@ def cmd_status(args: argparse.Namespace) -> None:
     what `tokenmill run` would launch."""
     from tokenmill.cli.dead_runs import reap
     from tokenmill.cli.reading import release_lines
-    from tokenmill.cli.runner import local_instance, out_of_date_plan, stage_states
+    from tokenmill.cli.runner import local_instance, plan_of, stage_states
     from tokenmill.recipes.project import project_settings
 
     for line in project_settings().lines():
@@ -164,7 +164,8 @@ def cmd_status(args: argparse.Namespace) -> None:
     lake = default_lake()
     print()
     print(f"{'asset':34} {'partitions':>10} {'fresh':>6} {'missing':>7} {'stale':>6}  why")
-    for state in stage_states(instance, lake, catalog):
+    states = stage_states(instance, lake, catalog)
+    for state in states:
         count = "-" if state.keys == [None] else state.partitions
         print(
             f"{state.asset:34} {count:>10} {state.fresh:>6} "
@@ -175,7 +176,7 @@ def cmd_status(args: argparse.Namespace) -> None:
         print()
         print("\n".join(releases))
     print()
-    print_plan(out_of_date_plan(instance, lake, catalog))
+    print_plan(plan_of(states))
 
 
 def make_release(lake: Lake, dataset, instance=None) -> None:
@@ -210,7 +211,8 @@ def make_release(lake: Lake, dataset, instance=None) -> None:
 
 def chosen_dataset(name: str | None):
     """The named recipe (or the only one), with its asset keys."""
-    return load_catalog([chosen_recipe(name).prefix], dagster=True).recipes[0]
+    catalog = load_catalog()
+    return narrowed(catalog, [catalog.chosen(name).prefix], dagster=True).recipes[0]
 
 
 def cmd_release(args: argparse.Namespace) -> None:

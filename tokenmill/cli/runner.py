@@ -3,6 +3,7 @@ partitions and materialize every stage for every partition, as recorded runs."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import uuid
@@ -20,6 +21,7 @@ from dagster import (
     ExecuteInProcessResult,
 )
 
+from tokenmill import PROJECT_DIR
 from tokenmill.cli.dead_runs import process_tags, reap
 from tokenmill.cli.progress import progress
 from tokenmill.crawl.units import Registration, register_new_files
@@ -44,6 +46,7 @@ from tokenmill.data_assets.partitions import (
 )
 from tokenmill.data_assets.release_inputs import release_input_changes
 from tokenmill.data_assets.results import WARNING_ITEM
+from tokenmill.recipes.catalog import RECIPE_PROBLEM
 from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES
 from tokenmill.storage.lake import Lake
@@ -60,7 +63,17 @@ SILENT_CONSOLE = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 ERROR_LINES, ERROR_CHARS = 3, 400
 # "tokenmill.storage.lake.LakeKeyError: ..." -> "LakeKeyError: ..."
 QUALIFIED_CLASS = re.compile(r"^(?:\w+\.)+(?=\w+:)")
-PROJECT_DIR = Path(__file__).resolve().parents[2]
+
+
+class _ToldByTheCommand(logging.Filter):
+    """The recipe files left out, which the code location logs as it loads: a command prints
+    each once itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(record, RECIPE_PROBLEM, False)
+
+
+logging.getLogger("tokenmill").addFilter(_ToldByTheCommand())
 
 
 def local_instance() -> DagsterInstance:
@@ -364,9 +377,12 @@ def _out_of_date(
         missing = [a for a in assets if not instance.get_latest_materialization_event(a)]
         return {None: missing} if missing else {}
     resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), _Loading(instance))
+    not_fresh = {}
+    for asset in assets:
+        state = asset_state(resolver, asset, stage, keys)
+        not_fresh[asset] = {*state.missing, *state.stale}
     for k in keys:
-        stale = [a for a in assets if resolver.get_status(a, k) is not StaleStatus.FRESH]
-        if stale:
+        if stale := [a for a in assets if k in not_fresh[a]]:
             todo[k] = stale
     return todo
 
@@ -441,26 +457,29 @@ def stage_states(
     defs = definitions_for(lake, 1, catalog)
     resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), _Loading(instance))
     partitions = _partitions(instance)
-    states = []
-    for stage in STAGES:
-        if stages is not None and stage.name not in stages:
-            continue
-        for key in catalog.keys(stage):
-            state = StageState(key.to_user_string(), stage.name)
-            for partition in partitions[stage.scope]:
-                state.keys.append(partition)
-                status = resolver.get_status(key, partition)
-                if status is StaleStatus.MISSING:
-                    state.missing.append(partition)
-                elif status is StaleStatus.STALE:
-                    causes = resolver.get_stale_causes(key, partition)
-                    state.stale[partition] = {cause_of(cause) for cause in causes}
-                else:
-                    state.fresh += 1
-            if stage.scope is Scope.LAKE and not stage.automatic:
-                state.note = "`run` makes the first; later ones on purpose (`run --release`)"
-            states.append(state)
-    return states
+    return [
+        asset_state(resolver, key, stage, partitions[stage.scope])
+        for stage in STAGES
+        if stages is None or stage.name in stages
+        for key in catalog.keys(stage)
+    ]
+
+
+def asset_state(resolver, key: AssetKey, stage, partitions: list) -> StageState:
+    """One asset's partitions as the UI shows them: fresh, missing, or stale and why."""
+    state = StageState(key.to_user_string(), stage.name, list(partitions))
+    for partition in partitions:
+        status = resolver.get_status(key, partition)
+        if status is StaleStatus.MISSING:
+            state.missing.append(partition)
+        elif status is StaleStatus.STALE:
+            causes = resolver.get_stale_causes(key, partition)
+            state.stale[partition] = {cause_of(cause) for cause in causes}
+        else:
+            state.fresh += 1
+    if stage.scope is Scope.LAKE and not stage.automatic:
+        state.note = "`run` makes the first; later ones on purpose (`run --release`)"
+    return state
 
 
 @dataclass(frozen=True)
@@ -487,12 +506,17 @@ def out_of_date_plan(
     stages: list[str] | None = None,
     force: bool = False,
 ) -> RunPlan:
-    """`materialize_all`'s work, told before it is done: the partitions it launches first,
-    and those below them that it launches afterwards only if their inputs' data changes."""
+    """`materialize_all`'s work, told before it is done."""
+    return plan_of(stage_states(instance, lake, catalog, stages), force)
+
+
+def plan_of(states: list[StageState], force: bool = False) -> RunPlan:
+    """The partitions `materialize_all` launches first, given the assets' states, and those
+    below them that it launches afterwards only if their inputs' data changes."""
     by_name = {stage.name: stage for stage in STAGES}
     launches, then, runs, then_runs = [], [], 0, 0
     pending: dict[str, set] = {}  # asset -> partitions that run, or may
-    for state in stage_states(instance, lake, catalog, stages):
+    for state in states:
         stage = by_name[state.stage]
         if force:
             todo = list(state.keys)
