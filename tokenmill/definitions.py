@@ -24,6 +24,7 @@ from tokenmill.data_assets.jobs import stage_jobs
 from tokenmill.data_assets.k8s import run_tags
 from tokenmill.data_assets.partitions import bridges
 from tokenmill.data_assets.release_inputs import followed
+from tokenmill.recipes.catalog import RECIPE_PROBLEM
 from tokenmill.recipes.project import LAKE_ENV, project_settings
 from tokenmill.resources.automation import AlertsResource, DiscoveryResource, tick_seconds
 from tokenmill.resources.lake import LakeResource
@@ -129,11 +130,13 @@ def build_definitions(
     """Every recipe of the recipes folder (or of `recipes`) beside the shared stages."""
     read_keys_once_per_tick()
     if isinstance(recipes, Catalog):
-        catalog = recipes
+        catalog = recipes  # its problems are its caller's to report
     else:
         catalog = Catalog.of(recipes) if recipes is not None else Catalog.load()
-    for problem in catalog.problems:
-        logging.getLogger("tokenmill").error("recipe left out: %s", problem)
+        for problem in catalog.problems:
+            logging.getLogger("tokenmill").error(
+                "recipe left out: %s", problem, extra={RECIPE_PROBLEM: True}
+            )
     served = [stage for stage in STAGES if catalog.serving(stage)]
     jobs = stage_jobs(catalog)
     sensors = [

@@ -16,6 +16,9 @@ from tokenmill.runtime.stage import Stage
 from tokenmill.storage.lake import Lake
 
 RECIPES_ZONE = "recipes"
+# the attribute that marks a log record of a recipe file left out (the commands print those
+# themselves, and drop the records)
+RECIPE_PROBLEM = "tokenmill_recipe_problem"
 
 
 # Read from the stage list when called (not at import), as a new stage module may extend it.
