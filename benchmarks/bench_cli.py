@@ -23,16 +23,21 @@ from benchmarks.results import CHECKOUT, record
 
 UNIT = "CC-MAIN-DEMO-2026-01/00000"
 DEMO_RECIPE = "tokenmill/demo/recipes/demo_top_quality.yaml"
-COMMANDS = {
-    "--help": ["--help"],
-    "usage error": ["release", "--recipe", "nope"],
-    "recipes": ["recipes"],
-    "summary": ["summary"],
-    "trace": ["trace", UNIT, "0", "5", "--recipe", "fineweb_en"],
-    "dropped": ["dropped", "--recipe", "fineweb_en", "--limit", "3"],
-    "preview": ["preview", DEMO_RECIPE, "--against", "fineweb_en"],
-    "status (Dagster)": ["status"],
-}
+
+
+def commands(unit: str, proposed: str) -> dict[str, list[str]]:
+    return {
+        "--help": ["--help"],
+        "usage error": ["release", "--recipe", "nope"],
+        "recipes": ["recipes"],
+        "summary": ["summary"],
+        "trace": ["trace", unit, "0", "5", "--recipe", "fineweb_en"],
+        "dropped": ["dropped", "--recipe", "fineweb_en", "--limit", "3"],
+        "preview": ["preview", proposed, "--against", "fineweb_en"],
+        "status (Dagster)": ["status"],
+    }
+
+
 NEW_COMMANDS = {"status (Dagster)"}  # not in a baseline from before `status`
 
 
@@ -56,6 +61,10 @@ def main() -> None:
     parser.add_argument(
         "--baseline", type=Path, action="append", default=[], help="a checkout to compare with"
     )
+    parser.add_argument("--unit", default=UNIT, help="the unit `trace` reads (a demo unit)")
+    parser.add_argument(
+        "--proposed", default=DEMO_RECIPE, help="the recipe file `preview` tries (the demo's)"
+    )
     args = parser.parse_args()
     project = args.project.resolve()
     env = os.environ | {
@@ -66,9 +75,10 @@ def main() -> None:
     checkouts = {"this": CHECKOUT}
     for baseline in args.baseline:
         checkouts[baseline.resolve().name] = baseline.resolve()
+    measured = commands(args.unit, str(Path(args.proposed).resolve()))
     times: dict[tuple[str, str], list[float]] = {}
     for _ in range(args.runs):  # interleaved: a noisy moment costs every command alike
-        for name, command in COMMANDS.items():
+        for name, command in measured.items():
             for label, checkout in checkouts.items():
                 executable = checkout / ".venv" / "bin" / "tokenmill"
                 if label != "this" and name in NEW_COMMANDS:
@@ -81,7 +91,7 @@ def main() -> None:
     header = f"{'command':18} {'median s':>9} {'max s':>7}"
     header += "".join(f" {label + ' median s':>24} {'ratio':>6}" for label in baselines)
     print(header)
-    for name in COMMANDS:
+    for name in measured:
         this = times[(name, "this")]
         row = {
             "command": name,
@@ -106,6 +116,8 @@ def main() -> None:
         {
             "project": str(project),
             "runs": args.runs,
+            "unit": args.unit,
+            "proposed": args.proposed,
             "baselines": [str(path) for path in args.baseline],
             "pythondontwritebytecode": os.environ.get("PYTHONDONTWRITEBYTECODE", ""),
         },
