@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, Definitions, job, op
 
-from tokenmill.cli import dead_runs
 from tokenmill.cli.runner import execute
+from tokenmill.runs import processes as dead_runs
 
 POOL = "held"
 HOLD_ENV = "TOKENMILL_TEST_HOLD_S"

@@ -25,6 +25,12 @@ one. Nothing else in the project imports ``dagster._*``.
   partitions are never deleted, so that read holds every key they contain. The automation
   sensors run in the code server (``use_user_code_server``), where this module is loaded with
   the definitions.
+- Claims of pool slots (`install_claim_checks`): Dagster's executors claim a step's slot through
+  ``InstanceConcurrencyContext``, made once per run by the process that orchestrates it. That is
+  where a run records its process, where a step first waits for another run on its asset
+  partition, and where a refused claim frees slots held by dead runs (`tokenmill.runs`). Its
+  wait between claims is fixed too: the time to the next claim is ``min(0, ...)`` there, never
+  positive, so a blocked run spun at full CPU instead of sleeping.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections import OrderedDict
 
 from dagster import DagsterInvalidConfigError
@@ -50,6 +57,7 @@ from dagster._core.definitions.data_version import (
 from dagster._core.definitions.declarative_automation import serialized_objects
 from dagster._core.definitions.partitions.context import _current_ctx, partition_loading_context
 from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
+from dagster._core.execution.plan import instance_concurrency_context
 from dagster._core.execution.plan.handle import ResolvedFromDynamicStepHandle, StepHandle
 from dagster._core.instance import DagsterInstance
 from dagster._core.instance.types import CachingDynamicPartitionsLoader
@@ -66,6 +74,7 @@ __all__ = [
     "StaleStatus",
     "extract_data_version_from_entry",
     "follow_run",
+    "install_claim_checks",
     "planned_form",
     "planned_steps",
     "read_keys_once_per_tick",
@@ -153,4 +162,70 @@ def read_keys_once_per_tick() -> bool:
 
     setattr(compressed, PATCHED, True)
     serialized_objects._get_maybe_compressed_dynamic_partitions_subset = compressed
+    return True
+
+
+CLAIMS_PATCHED = "tokenmill_claim_checks"
+
+
+def install_claim_checks(on_start, before_claim, after_refused, on_wait, retry_s: float) -> bool:
+    """Have every run's concurrency context call ``on_start(instance, run)`` as the run's
+    execution starts, ``before_claim(instance, run, step_key)`` before a step claims its slot and
+    ``after_refused(instance, run, step_key, pool)`` when the pool refused it. Each of the two
+    returns None to go on (after a refusal: to claim again at once) or a wait, passed to
+    ``on_wait(instance, run, step_key, wait)``; the step then tries again within ``retry_s``.
+    Installed once; False (with a warning) when Dagster's class no longer has what it wraps."""
+    context = getattr(instance_concurrency_context, "InstanceConcurrencyContext", None)
+    wrapped = ("__init__", "__enter__", "claim", "interval_to_next_pending_claim_check")
+    if context is None or not all(hasattr(context, name) for name in wrapped):
+        logging.getLogger("tokenmill").warning(
+            "dagster changed how steps claim pool slots: dead runs' slots are not freed by runs"
+        )
+        return False
+    if getattr(context, CLAIMS_PATCHED, False):
+        return True
+    init, enter, claim = context.__init__, context.__enter__, context.claim
+
+    def __init__(self, instance, dagster_run):
+        init(self, instance, dagster_run)
+        self._tokenmill_run = dagster_run
+
+    def __enter__(self):
+        entered = enter(self)
+        on_start(self._instance, self._tokenmill_run)
+        return entered
+
+    def checked_claim(self, concurrency_key, step_key, step_priority=0):
+        if step_key in self._pending_claims and time.time() < self._pending_timeouts[step_key]:
+            return False
+        if not self._instance.event_log_storage.supports_global_concurrency_limits:
+            return claim(self, concurrency_key, step_key, step_priority)
+        run = self._tokenmill_run
+        retry_at = time.time() + retry_s
+        wait = before_claim(self._instance, run, step_key)
+        if wait is None:
+            if claim(self, concurrency_key, step_key, step_priority):
+                return True
+            # refused: Dagster set its own next try, which may be later than ours
+            retry_at = min(retry_at, self._pending_timeouts[step_key])
+            wait = after_refused(self._instance, run, step_key, concurrency_key)
+        if wait is None:
+            retry_at = 0.0  # slots held in vain were freed: claim again now
+        else:
+            on_wait(self._instance, run, step_key, wait)
+        self._pending_timeouts[step_key] = retry_at
+        self._pending_claims.add(step_key)
+        return False
+
+    def interval_to_next_pending_claim_check(self) -> float:
+        if not self._pending_claims:
+            return 0.0
+        now = time.time()
+        return max(0.0, min(self._pending_timeouts[step] - now for step in self._pending_claims))
+
+    context.__init__ = __init__
+    context.__enter__ = __enter__
+    context.claim = checked_claim
+    context.interval_to_next_pending_claim_check = interval_to_next_pending_claim_check
+    setattr(context, CLAIMS_PATCHED, True)
     return True

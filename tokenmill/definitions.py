@@ -31,7 +31,9 @@ from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.locked import locked
 from tokenmill.resources.step_io import STEP_IO, LakeStepIOManager
 from tokenmill.resources.workers import WorkersResource
+from tokenmill.runs.claims import check_claims
 from tokenmill.sensors.crawls import crawl_signatures_complete
+from tokenmill.sensors.dead_runs import dead_runs
 from tokenmill.sensors.failures import record_run_failures
 from tokenmill.sensors.landing import landing_zone
 from tokenmill.sensors.reconcile import reconcile_landing, reconcile_schedule
@@ -129,6 +131,7 @@ def build_definitions(
 ) -> Definitions:
     """Every recipe of the recipes folder (or of `recipes`) beside the shared stages."""
     read_keys_once_per_tick()
+    check_claims()
     if isinstance(recipes, Catalog):
         catalog = recipes  # its problems are its caller's to report
     else:
@@ -144,6 +147,7 @@ def build_definitions(
         crawl_signatures_complete(catalog),
         release_inputs_changed(catalog),
         record_run_failures,
+        dead_runs,
         # none for a stage the automation never launches (a release)
         *(automation_sensor(stage, catalog) for stage in served if stage.automatic),
     ]

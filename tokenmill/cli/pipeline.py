@@ -147,10 +147,10 @@ def print_plan(plan) -> None:
 def cmd_status(args: argparse.Namespace) -> None:
     """The settings in force, then per recipe and stage what is missing or stale and why, and
     what `tokenmill run` would launch."""
-    from tokenmill.cli.dead_runs import reap
     from tokenmill.cli.reading import release_lines
     from tokenmill.cli.runner import local_instance, plan_of, stage_states
     from tokenmill.recipes.project import project_settings
+    from tokenmill.runs.processes import reap
 
     for line in project_settings().lines():
         print(line)

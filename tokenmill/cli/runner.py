@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +23,6 @@ from dagster import (
 )
 
 from tokenmill import PROJECT_DIR
-from tokenmill.cli.dead_runs import process_tags, reap
 from tokenmill.cli.progress import progress
 from tokenmill.crawl.units import Registration, register_new_files
 
@@ -47,6 +47,8 @@ from tokenmill.data_assets.partitions import (
 from tokenmill.data_assets.release_inputs import release_input_changes
 from tokenmill.data_assets.results import WARNING_ITEM
 from tokenmill.recipes.catalog import RECIPE_PROBLEM
+from tokenmill.runs.claims import WAITS, check_claims
+from tokenmill.runs.processes import process_tags, reap
 from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES
 from tokenmill.storage.lake import Lake
@@ -74,6 +76,16 @@ class _ToldByTheCommand(logging.Filter):
 
 
 logging.getLogger("tokenmill").addFilter(_ToldByTheCommand())
+
+
+def _print_waits() -> None:
+    """What a run's step waits for (another run on its partition, a full pool), on the
+    terminal as the step waits."""
+    if not WAITS.handlers:
+        shown = logging.StreamHandler(sys.stdout)
+        shown.setFormatter(logging.Formatter("  %(message)s"))
+        WAITS.addHandler(shown)
+        WAITS.propagate = False
 
 
 def local_instance() -> DagsterInstance:
@@ -153,6 +165,8 @@ def execute(
         from tokenmill.definitions import defs
 
     job = defs.resolve_job_def(name)
+    check_claims()
+    _print_waits()
     for dead in reap(instance):  # their slots would never be given back
         print(f"  marked failed: run {dead.run_id} ({dead.job_name}), its process is gone")
     run_id = None
