@@ -56,6 +56,7 @@ mutation($params: LaunchBackfillParams!) {
   }
 }
 """
+KEPT = {"dead_runs"}  # sensors that launch nothing, kept by `stop_automation`
 NEEDED_DAEMONS = {"BACKFILL", "QUEUED_RUN_COORDINATOR"}
 
 
@@ -118,7 +119,8 @@ class DagsterDev:
         return done
 
     def stop_automation(self) -> None:
-        """Stop every sensor and schedule and cancel the runs they launched before that (the
+        """Stop every sensor and schedule that launches runs (the `dead_runs` sensor, which
+        launches none, keeps watching) and cancel the runs they launched before that (the
         automation sensor's first tick races the webserver), so only a test's runs happen.
         Stopped until two looks find nothing running: a tick that began before its sensor's
         stop may write the sensor's state back as declared in code (running) when it ends."""
@@ -142,7 +144,7 @@ class DagsterDev:
         stopped = False
         for repository in self.graphql(INSTIGATORS_QUERY)["repositoriesOrError"]["nodes"]:
             for sensor in repository["sensors"]:
-                if sensor["sensorState"]["status"] == "RUNNING":
+                if sensor["sensorState"]["status"] == "RUNNING" and sensor["name"] not in KEPT:
                     answer = self.graphql(STOP_SENSOR, {"id": sensor["sensorState"]["id"]})
                     assert answer["stopSensor"]["__typename"] != "PythonError", answer
                     stopped = True
