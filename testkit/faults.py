@@ -22,7 +22,8 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -30,7 +31,7 @@ from typing import IO
 from tokenmill.crawl.units import unit_files
 from tokenmill.runtime.stage import Scope, Stage
 from tokenmill.stages import STAGES, stage_named
-from tokenmill.storage.lake import TEMP_MARKER, Lake
+from tokenmill.storage.lake import TEMP_MARKER, Lake, is_temporary
 from tokenmill.storage.layout import MARKER, Unit, crawl_prefix
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -121,15 +122,34 @@ def marker_content(data: bytes) -> dict:
     return summary
 
 
+def digest(key: str, data: bytes) -> str:
+    """sha256 of an object (of a marker, of its content)."""
+    if is_marker(key):
+        data = json.dumps(marker_content(data), sort_keys=True).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
 def snapshot(lake: Lake, prefix: str) -> dict[str, str]:
     """sha256 of every committed object under a prefix (of a marker, of its content)."""
-    digests = {}
-    for key in lake.list(prefix):
-        data = lake.read_bytes(key)
-        if is_marker(key):
-            data = json.dumps(marker_content(data), sort_keys=True).encode()
-        digests[key] = hashlib.sha256(data).hexdigest()
-    return digests
+    return {key: digest(key, lake.read_bytes(key)) for key in lake.list(prefix)}
+
+
+def tree_snapshot(root: Path, top: Collection[str]) -> dict[str, str]:
+    """The same of every file below the folders and files `top` of `root` (a project folder:
+    its lake, its settings file...), writers' temporaries left out as listings leave them."""
+    paths = [path for name in top for path in [root / name, *(root / name).rglob("*")]]
+    return {
+        path.relative_to(root).as_posix(): digest(path.name, path.read_bytes())
+        for path in sorted(paths)
+        if path.is_file() and not is_temporary(path.name)
+    }
+
+
+def differing(expected: dict[str, str], found: dict[str, str]) -> list[str]:
+    """The keys of two snapshots whose objects differ, are missing or are extra."""
+    return sorted(
+        key for key in expected.keys() | found.keys() if expected.get(key) != found.get(key)
+    )
 
 
 def commit_problems(lake: Lake, prefix: str) -> list[str]:
@@ -302,9 +322,7 @@ class Child:
         """SIGKILL to the child's process group (it and any worker process), as a node dies:
         no handler, no cleanup, no flush. True if the work had not finished (no result line
         printed) when the signal landed."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+        kill_group(self.process)
         return not any(line.startswith("{") for line in self.process.stdout.read().splitlines())
 
     def outcome(self, timeout: float = 600) -> dict:
@@ -316,6 +334,26 @@ class Child:
         if self.process.returncode != 0 or not results:
             raise RuntimeError(f"child exited {self.process.returncode}: {self.error_output()}")
         return results[-1]
+
+
+def kill_group(process: subprocess.Popen) -> bool:
+    """SIGKILL to the process group of a process started with `start_new_session=True` (it and
+    every process it started): no handler, no cleanup, no flush. True if it was still running
+    when the signal landed."""
+    if process.returncode is None:  # not reaped yet: its pid is still its group's id
+        with suppress(ProcessLookupError):  # the group is gone: it exited, nothing left
+            os.killpg(process.pid, signal.SIGKILL)
+    return process.wait() == -signal.SIGKILL
+
+
+def wait_or_kill(process: subprocess.Popen, timeout: float) -> int | None:
+    """A process's exit status; None when it did not exit within `timeout` s (its group is
+    killed then, so that nothing waits for ever)."""
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(process)
+        return None
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, interval: float = 0.02) -> None:
