@@ -197,6 +197,7 @@ def train_classifier(
     settings: TrainingSettings | Mapping[str, Any] | None = None,
     negatives_file: Path | None = None,
     progress: Callable[[TrainingProgress], None] | None = None,
+    origin: Mapping[str, str] | None = None,
 ) -> dict:
     """Train, judge and store a classifier; returns its card. Negatives are a sample of the
     crawls' extracted documents, or the documents of ``negatives_file`` (e.g. pages labelled
@@ -204,7 +205,9 @@ def train_classifier(
     the rest is chosen by the number of examples (`chosen_settings`); the card says which and why,
     and its ``warnings`` name held-out figures under ``FIGURE_FLOOR``. Fails before writing
     anything when an input is unusable, naming it. ``progress`` is called as each phase starts
-    and finishes, and as the crawl's documents are read."""
+    and finishes, and as the crawl's documents are read. ``origin`` names the example files on
+    the card in place of their paths, by role (``positives``, ``negatives``): for files a caller
+    made in a scratch folder, whose path says nothing and changes from run to run."""
     import fasttext
 
     def report(phase: str, documents: int, finished: bool = False) -> None:
@@ -221,7 +224,7 @@ def train_classifier(
     if negatives_file is not None:
         bad = example_texts(negatives_file, "negatives")
         drawn = {
-            "file": str(negatives_file),
+            "file": (origin or {}).get(NEGATIVES, str(negatives_file)),
             "sha256": hashlib.sha256(negatives_file.read_bytes()).hexdigest(),
         }
     else:
@@ -269,7 +272,7 @@ def train_classifier(
         "settings": asdict(settings),
         "settings_chosen": why,
         "positives": {
-            "file": str(positives),
+            "file": (origin or {}).get(POSITIVES, str(positives)),
             "sha256": hashlib.sha256(positives.read_bytes()).hexdigest(),
             "documents": len(good),
         },

@@ -153,5 +153,9 @@ def train_demo_classifier(lake: Lake, crawls: list[str]) -> None:
             examples["good"],
             settings=SMALL_DATA,
             negatives_file=examples["spam"],
+            origin={
+                "positives": "the demo crawls' extracted good pages",
+                "negatives": "the demo crawls' extracted spam pages",
+            },
         )
     describe_card(lake, card)
