@@ -173,3 +173,18 @@ def test_two_runs_on_one_partition_take_turns_and_other_partitions_go_on(tmp_pat
     assert other[0] < first[1], "partition b waited for partition a"
     assert "worked[a]: waiting for run " in outputs[1]
     assert "on it since" in outputs[1]
+
+
+def test_a_backfills_run_of_one_partition_is_on_that_partition():
+    from dagster import DagsterRun
+
+    from tokenmill.runs.claims import partition_of
+
+    def run(**tags: str) -> DagsterRun:
+        return DagsterRun(job_name="j", run_id="r", tags=tags)
+
+    start, end = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+    assert partition_of(run(**{"dagster/partition": "C/00001"})) == "C/00001"
+    assert partition_of(run(**{start: "C/00001", end: "C/00001"})) == "C/00001"
+    assert partition_of(run(**{start: "C/00001", end: "C/00004"})) == "C/00001...C/00004"
+    assert partition_of(run()) is None

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from dagster import DagsterInstance, DagsterRun
 
 PARTITION_TAG = "dagster/partition"
+# a backfill's run of one partition tags it as a range from it to itself
+RANGE_TAGS = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
 LIVE = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 REPORT_EVERY_S = 10.0
 RETRY_S = 2.0  # how soon a waiting step looks again: the longest a dead holder blocks it
@@ -103,20 +105,27 @@ def _clock(timestamp: float | datetime | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(timestamp))
 
 
+def partition_of(run: DagsterRun) -> str | None:
+    """The partition a run works on ("first...last" for a range); None when unpartitioned."""
+    if PARTITION_TAG in run.tags:
+        return run.tags[PARTITION_TAG]
+    start, end = (run.tags.get(tag) for tag in RANGE_TAGS)
+    return start if start == end else f"{start}...{end}"
+
+
 def partition_wait(instance: DagsterInstance, run: DagsterRun, step_key: str) -> Wait | None:
     """The other run this step must let finish the step's asset partition first, if any."""
     assets = planned_assets(instance, run).assets.get(node_of(step_key))
     if not assets:
         return None
-    partition = run.tags.get(PARTITION_TAG)
-    records = instance.get_run_records(
-        RunsFilter(statuses=LIVE, tags={PARTITION_TAG: partition} if partition else None)
-    )
+    partition = partition_of(run)
+    # every live run: few (the run queue's limits), and a backfill's are tagged with a range
+    records = instance.get_run_records(RunsFilter(statuses=LIVE))
     own = next((r for r in records if r.dagster_run.run_id == run.run_id), None)
     own_order = (own.create_timestamp.timestamp(), run.run_id) if own else (float("inf"), "")
     for record in records:
         other = record.dagster_run
-        if other.run_id == run.run_id or other.tags.get(PARTITION_TAG) != partition:
+        if other.run_id == run.run_id or partition_of(other) != partition:
             continue
         plan = planned_assets(instance, other)
         nodes = [node for node, keys in plan.assets.items() if keys & assets]
