@@ -41,6 +41,7 @@ from pathlib import Path
 
 import yaml
 from dagster._core.execution.backfill import BulkActionStatus
+from tokenmill.resources.step_io import STEPS
 
 from benchmarks import hostile_cases
 from benchmarks.measure import TABLES, print_table
@@ -416,6 +417,8 @@ def path_like_keys(work: Path):
 COMMANDS = "Kill -9 of a whole command at a random moment, then one plain re-run"
 TOKENMILL = Path(sys.executable).parent / "tokenmill"
 OUTPUTS = ("lake", SETTINGS_FILE)  # what a command writes; its instance's runs are not compared
+# the values a killed run's steps handed each other: kept for a retry from failure, so left
+HANDOFFS = f"lake/{STEPS}/"
 TEMPORARIES = "tmp"  # the commands' TMPDIR, in the project folder: what a kill leaves there
 NEVER_S = 3600  # an undisturbed command that takes longer is broken
 LIVE = "project"  # the folder of work where every command runs
@@ -438,6 +441,7 @@ class CommandRow:
     moments: list[float] = field(default_factory=list)
     exited_before_kill: int = 0
     temporaries: list[str] = field(default_factory=list)  # left after the re-runs
+    handoffs: list[str] = field(default_factory=list)  # runs whose steps' values were left
     notes: list[str] = field(default_factory=list)
 
     def cells(self) -> list:
@@ -449,6 +453,11 @@ class CommandRow:
             f"{len(self.temporaries)} temporary files left (never listed)"
             + (f": {left}..." if left else ""),
         ]
+        if self.handoffs:
+            notes.append(
+                f"{len(self.handoffs)} killed runs' step handoffs left in lake/{STEPS}/ "
+                "(kept for a retry from failure)"
+            )
         return [
             self.family,
             self.trials,
@@ -618,6 +627,25 @@ def reset(source: Path, project: Path) -> None:
     shutil.rmtree(project / TEMPORARIES, ignore_errors=True)
 
 
+def outputs(project: Path) -> dict[str, str]:
+    """The digests of what a command wrote in `project`, the steps' handoffs left out."""
+    return {
+        key: digest
+        for key, digest in faults.tree_snapshot(project, OUTPUTS).items()
+        if not key.startswith(HANDOFFS)
+    }
+
+
+def handoffs(project: Path) -> list[str]:
+    return sorted(
+        {
+            "/".join(key.split("/")[:3])
+            for key in faults.tree_snapshot(project, ["lake"])
+            if key.startswith(HANDOFFS)
+        }
+    )
+
+
 def temporaries(project: Path) -> list[str]:
     """Temporary files left in the lake (never listed) and in the commands' TMPDIR."""
     tmp = [path for path in (project / TEMPORARIES).rglob("*") if path.is_file()]
@@ -653,11 +681,11 @@ def command_row(family, start_from: Path, work: Path, trials: int, rng) -> Comma
     live.rename(prepared)
     row = CommandRow(family.name, family.what, undisturbed(family, prepared, live))
     live.rename(reference)
-    expected = faults.tree_snapshot(reference, OUTPUTS)
+    expected = outputs(reference)
     if left := temporaries(reference):
         row.notes.append(f"the undisturbed run left {len(left)} temporary files too")
     undisturbed(family, prepared, live)
-    if again := faults.differing(expected, faults.tree_snapshot(live, OUTPUTS)):
+    if again := faults.differing(expected, outputs(live)):
         row.reproducible = False
         row.notes.append(f"undisturbed twice: {len(again)} differ: {', '.join(again[:3])}")
     seconds = row.undisturbed_s
@@ -678,9 +706,10 @@ def command_row(family, start_from: Path, work: Path, trials: int, rng) -> Comma
         row.trials += 1
         row.hangs += problem == "hang"
         row.failed += problem not in (None, "hang")
-        diffs = [] if problem else faults.differing(expected, faults.tree_snapshot(live, OUTPUTS))
+        diffs = [] if problem else faults.differing(expected, outputs(live))
         row.diffs += bool(diffs)
         row.temporaries += temporaries(live)
+        row.handoffs += handoffs(live)
         print(f"{family.name}: kill {row.trials} at {row.moments[-1]} s: re-run", end=" ")
         print(problem or f"done, {len(diffs)} outputs differ", flush=True)
         if problem not in (None, "hang"):

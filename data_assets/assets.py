@@ -290,13 +290,22 @@ def fan_out_asset(stage: Stage, dataset: Dataset):
         result = stage_output(context, stage, dataset, data, report, overrides)
         yield Output(None, "result", metadata=result.metadata, data_version=result.data_version)
         yield from result.check_results
-        try:  # the values this graph's steps handed each other are spent (a run may hold
-            # the same stage of other recipes: theirs may not be)
-            data, run_steps = lake.get_lake(), f"{STEPS}/{context.run_id}"
-            graph = "__".join(key.path)  # the graph's node: its steps are "<node>.<op>"
-            for step in data.list_dirs(run_steps):
-                if step.startswith(f"{graph}."):
-                    data.delete_prefix(f"{run_steps}/{step}")
+        # the values this graph's steps handed each other are spent, this run's and those of
+        # the earlier attempts it retried from (a run may hold the same stage of other
+        # recipes: theirs may not be)
+        tags = context.run.tags
+        attempts = {
+            context.run_id,
+            tags.get("dagster/parent_run_id"),
+            tags.get("dagster/root_run_id"),
+        }
+        graph = "__".join(key.path)  # the graph's node: its steps are "<node>.<op>"
+        try:
+            data = lake.get_lake()
+            for run_steps in (f"{STEPS}/{run_id}" for run_id in sorted(attempts - {None})):
+                for step in data.list_dirs(run_steps):
+                    if step.startswith(f"{graph}."):
+                        data.delete_prefix(f"{run_steps}/{step}")
         except (LakeAccessError, OSError) as error:
             context.log.warning(f"step values of run {context.run_id} not deleted: {error}")
 

@@ -79,3 +79,24 @@ def test_fanned_out_stage_runs_its_shares_in_steps_and_reports_its_checks(tmp_pa
     ]
     assert len(handled) == 6  # 3 shares, 3 summaries, through the lake
     assert lake.get_lake().list(f"{STEPS}/{result.run_id}") == []  # spent, deleted
+
+
+def test_a_retry_deletes_the_step_values_of_the_attempts_it_retried_from(tmp_path):
+    lake = LakeResource(url=str(tmp_path / "lake"))
+    data = lake.get_lake()
+    earlier = "e" * 8  # an attempt killed before its finish step: its plan's values stayed
+    data.write_json(f"{STEPS}/{earlier}/toy.toy_plan/result/0.json", ["piece"])
+    data.write_json(f"{STEPS}/{earlier}/other.other_plan/result/0.json", ["theirs"])
+    result = materialize(
+        [fan_out_asset(TOY, Dataset(Recipe({}, "test")))],
+        resources={
+            "lake": lake,
+            "workers": WorkersResource(processes=1),
+            STEP_IO: LakeStepIOManager(lake=lake),
+        },
+        tags={"dagster/parent_run_id": earlier, "dagster/root_run_id": earlier},
+    )
+    assert result.success
+    assert data.list(f"{STEPS}/{earlier}") == [
+        f"{STEPS}/{earlier}/other.other_plan/result/0.json"  # another stage's: kept
+    ]
