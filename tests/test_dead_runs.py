@@ -49,6 +49,7 @@ def home(tmp_path, monkeypatch) -> Path:
     home.mkdir()
     (home / "dagster.yaml").write_text("concurrency:\n  pools:\n    default_limit: 1\n")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
+    DagsterInstance.get().dispose()  # its storage made before a command's process uses it
     return home
 
 

@@ -128,8 +128,8 @@ def test_killed_dagster_run_is_retried_resuming_per_file(reference, tmp_path):
     for run_id in outcome["run_ids"]:
         assert statuses.pop(run_id) == DagsterRunStatus.SUCCESS
     assert retry.tags["dagster/root_run_id"] == killed.run_id
-    # Without run monitoring (dagster-daemon) the killed run stays STARTED; never SUCCESS.
-    assert statuses.pop(killed.run_id) == DagsterRunStatus.STARTED
+    # Its process gone, the killed run was marked failed by its retry's first step; never SUCCESS.
+    assert statuses.pop(killed.run_id) == DagsterRunStatus.FAILURE
     assert set(statuses.values()) == {DagsterRunStatus.SUCCESS}  # raw_crawl's run
     assert UNIT.key in materialized
 

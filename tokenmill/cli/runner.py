@@ -47,7 +47,7 @@ from tokenmill.data_assets.partitions import (
 from tokenmill.data_assets.release_inputs import release_input_changes
 from tokenmill.data_assets.results import WARNING_ITEM
 from tokenmill.recipes.catalog import RECIPE_PROBLEM
-from tokenmill.runs.claims import WAITS, check_claims
+from tokenmill.runs.claims import WAITS, check_claims, wait_for_runs_on
 from tokenmill.runs.processes import process_tags, reap
 from tokenmill.runtime.stage import Scope
 from tokenmill.stages import STAGES
@@ -328,6 +328,9 @@ def materialize_all(
                 instance.report_runless_asset_event(event)
         keys = partitions[stage.scope]
         assets = catalog.keys(stage)
+        check_claims()
+        _print_waits()
+        wait_for_runs_on(instance, frozenset(assets))  # another operator's runs: theirs to end
         todo = _out_of_date(instance, defs, stage, assets, keys, force)
         label = ", ".join(a.to_user_string() for a in assets)
         results = []

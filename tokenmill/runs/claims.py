@@ -113,6 +113,28 @@ def partition_of(run: DagsterRun) -> str | None:
     return start if start == end else f"{start}...{end}"
 
 
+def _at_work(
+    instance: DagsterInstance, other: DagsterRun, assets: frozenset[AssetKey]
+) -> tuple[list[str], list[float]] | None:
+    """The nodes of `other`'s plan that materialize any of `assets` and that it is not done
+    with, and when it started on them (empty when it has not); None when there are none."""
+    plan = planned_assets(instance, other)
+    nodes = [node for node, keys in plan.assets.items() if keys & assets]
+    if not nodes:
+        return None
+    stats = {s.step_key: s for s in instance.get_run_step_stats(other.run_id)}
+    ended = [stats.get(step) for node in nodes for step in plan.output_steps[node]]
+    if all(s is not None and s.end_time is not None for s in ended):
+        return None  # done with them
+    started = [s.start_time for key, s in stats.items() if node_of(key) in nodes and s.start_time]
+    return nodes, started
+
+
+def _named(assets: frozenset[AssetKey], partition: str | None) -> str:
+    asset = ", ".join(sorted(key.to_user_string() for key in assets))
+    return f"{asset}[{partition}]" if partition else asset
+
+
 def partition_wait(instance: DagsterInstance, run: DagsterRun, step_key: str) -> Wait | None:
     """The other run this step must let finish the step's asset partition first, if any."""
     assets = planned_assets(instance, run).assets.get(node_of(step_key))
@@ -127,27 +149,47 @@ def partition_wait(instance: DagsterInstance, run: DagsterRun, step_key: str) ->
         other = record.dagster_run
         if other.run_id == run.run_id or partition_of(other) != partition:
             continue
-        plan = planned_assets(instance, other)
-        nodes = [node for node, keys in plan.assets.items() if keys & assets]
-        if not nodes:
+        if (work := _at_work(instance, other, assets)) is None:
             continue
-        stats = {s.step_key: s for s in instance.get_run_step_stats(other.run_id)}
-        ended = [stats.get(step) for node in nodes for step in plan.output_steps[node]]
-        if all(s is not None and s.end_time is not None for s in ended):
-            continue  # done with the asset
-        started = [
-            s.start_time for key, s in stats.items() if node_of(key) in nodes and s.start_time
-        ]
+        started = work[1]
         if not started and (record.create_timestamp.timestamp(), other.run_id) > own_order:
             continue  # a later run that has not begun on it: it waits for this one
         if is_dead(other):
             mark_dead(instance, other, BY)
             continue
-        asset = ", ".join(sorted(key.to_user_string() for key in assets))
         since = min(started) if started else record.start_time or record.create_timestamp
-        where = f"{asset}[{partition}]" if partition else asset
-        return Wait(f"{where}: waiting for {who(other)}, on it since {_clock(since)}", other.run_id)
+        return Wait(
+            f"{_named(assets, partition)}: waiting for {who(other)}, on it since {_clock(since)}",
+            other.run_id,
+        )
     return None
+
+
+def wait_for_runs_on(instance: DagsterInstance, assets: frozenset[AssetKey]) -> None:
+    """Until no live run is at work on `assets` (any partition), saying which are: a command
+    then plans only what they left out of date, instead of doing their work again."""
+    said: dict[str, float] = {}
+    while True:
+        at_work = []
+        for record in instance.get_run_records(RunsFilter(statuses=LIVE)):
+            other = record.dagster_run
+            if _at_work(instance, other, assets) is None:
+                continue
+            if is_dead(other):
+                mark_dead(instance, other, "a tokenmill command")
+                continue
+            at_work.append(other)
+        if not at_work:
+            return
+        now = time.monotonic()
+        for other in at_work:
+            if now - said.get(other.run_id, -REPORT_EVERY_S) >= REPORT_EVERY_S:
+                said[other.run_id] = now
+                WAITS.warning(
+                    f"{_named(assets, partition_of(other))}: {who(other)} is on it; waiting, "
+                    "then running what is still out of date"
+                )
+        time.sleep(RETRY_S)
 
 
 def pool_wait(instance: DagsterInstance, run: DagsterRun, step_key: str, pool: str) -> Wait | None:

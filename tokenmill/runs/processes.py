@@ -51,7 +51,8 @@ def is_dead(run: DagsterRun) -> bool:
 
 
 def who(run: DagsterRun) -> str:
-    """ "run 1a2b3c4d (job, pid 4242 on host)": a run as an operator finds it again."""
+    """ "run <first 8 characters of its id> (job, pid 4242 on host)": a run as an operator
+    finds it again."""
     process = f", pid {run.tags[PID_TAG]} on {run.tags[HOST_TAG]}" if PID_TAG in run.tags else ""
     return f"run {run.run_id[:8]} ({run.job_name}{process})"
 
