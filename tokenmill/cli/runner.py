@@ -78,9 +78,10 @@ class _ToldByTheCommand(logging.Filter):
 logging.getLogger("tokenmill").addFilter(_ToldByTheCommand())
 
 
-def _print_waits() -> None:
-    """What a run's step waits for (another run on its partition, a full pool), on the
-    terminal as the step waits."""
+def _check_claims() -> None:
+    """The claim checks on this process's runs, and what their steps wait for (another run on
+    their partition, a full pool) on the terminal as they wait."""
+    check_claims()
     if not WAITS.handlers:
         shown = logging.StreamHandler(sys.stdout)
         shown.setFormatter(logging.Formatter("  %(message)s"))
@@ -165,8 +166,7 @@ def execute(
         from tokenmill.definitions import defs
 
     job = defs.resolve_job_def(name)
-    check_claims()
-    _print_waits()
+    _check_claims()
     for dead in reap(instance):  # their slots would never be given back
         print(f"  marked failed: run {dead.run_id} ({dead.job_name}), its process is gone")
     run_id = None
@@ -312,6 +312,7 @@ def materialize_all(
     catalog = catalog or Catalog.load()
     defs = definitions_for(lake, workers, catalog)
     partitions = _partitions(instance)
+    _check_claims()
     outcomes: list[RunOutcome] = []
     for stage in STAGES:
         if stages is not None and stage.name not in stages:
@@ -328,8 +329,6 @@ def materialize_all(
                 instance.report_runless_asset_event(event)
         keys = partitions[stage.scope]
         assets = catalog.keys(stage)
-        check_claims()
-        _print_waits()
         wait_for_runs_on(instance, frozenset(assets))  # another operator's runs: theirs to end
         todo = _out_of_date(instance, defs, stage, assets, keys, force)
         label = ", ".join(a.to_user_string() for a in assets)

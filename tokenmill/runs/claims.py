@@ -115,9 +115,9 @@ def partition_of(run: DagsterRun) -> str | None:
 
 def _at_work(
     instance: DagsterInstance, other: DagsterRun, assets: frozenset[AssetKey]
-) -> tuple[list[str], list[float]] | None:
-    """The nodes of `other`'s plan that materialize any of `assets` and that it is not done
-    with, and when it started on them (empty when it has not); None when there are none."""
+) -> list[float] | None:
+    """When `other` started on the steps of its plan that materialize any of `assets` (empty
+    when it has not yet); None when it plans none of them or is done with them."""
     plan = planned_assets(instance, other)
     nodes = [node for node, keys in plan.assets.items() if keys & assets]
     if not nodes:
@@ -126,8 +126,7 @@ def _at_work(
     ended = [stats.get(step) for node in nodes for step in plan.output_steps[node]]
     if all(s is not None and s.end_time is not None for s in ended):
         return None  # done with them
-    started = [s.start_time for key, s in stats.items() if node_of(key) in nodes and s.start_time]
-    return nodes, started
+    return [s.start_time for key, s in stats.items() if node_of(key) in nodes and s.start_time]
 
 
 def _named(assets: frozenset[AssetKey], partition: str | None) -> str:
@@ -149,9 +148,8 @@ def partition_wait(instance: DagsterInstance, run: DagsterRun, step_key: str) ->
         other = record.dagster_run
         if other.run_id == run.run_id or partition_of(other) != partition:
             continue
-        if (work := _at_work(instance, other, assets)) is None:
+        if (started := _at_work(instance, other, assets)) is None:
             continue
-        started = work[1]
         if not started and (record.create_timestamp.timestamp(), other.run_id) > own_order:
             continue  # a later run that has not begun on it: it waits for this one
         if is_dead(other):
