@@ -1,0 +1,110 @@
+"""Each language's defaults for the built-in filters, by the label language identification gives
+it: FineWeb-2's per-language settings (``fineweb2.json``, written by
+``scripts/fineweb2_settings.py`` from huggingface/fineweb-2's ``configs/``; see NOTICE.md).
+
+Labels are fastText lid.176's ("de", "ja", "zh", "arz", ...) where FineWeb-2's config is that
+label's language in its default script, else FineWeb-2's config name ("srp_Latn", GlotLID's
+style); the config name of an entry keyed by a lid.176 label ("deu_Latn" for "de") resolves to it
+too. English ("en") keeps FineWeb's own values (no overrides), as do "und" and any label not
+known here. Setting names are our filters' (``filters`` maps a filter's name to its settings'
+overrides; gopher_quality's include ``stop_words``).
+
+Caveats: FineWeb-2 derived the word-based values (word lengths, stop words, n-grams, newlines per
+word) with datatrove's word tokenizer for each language (``word_tokenizer``), and the
+``language_id_threshold`` is a GlotLID score, not a lid.176 one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from importlib.resources import files
+from types import MappingProxyType
+from typing import Any
+
+DATA_FILE = "fineweb2.json"
+ENGLISH = "en"
+UNDETERMINED = "und"
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class LanguageDefaults:
+    """A language's overrides of the filters' defaults (FineWeb's English values). ``config``:
+    the FineWeb-2 config they come from ("deu_Latn"; None for English and unknown labels);
+    ``stop_words``: None keeps the filter's own; ``filters``: filter name -> setting -> value,
+    read-only (pairs such as top_n_grams as tuples)."""
+
+    label: str
+    config: str | None = None
+    script: str | None = None
+    language_id_threshold: float | None = None
+    stop_words: tuple[str, ...] | None = None
+    filters: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: _EMPTY)
+    name: str | None = None  # the language's English name (datatrove's tokenizer assignment)
+    word_tokenizer: str | None = None  # datatrove's word tokenizer FineWeb-2 measured with
+
+
+@cache
+def _data() -> dict[str, Any]:
+    return json.loads(files(__package__).joinpath(DATA_FILE).read_text(encoding="utf-8"))
+
+
+@cache
+def _entries() -> dict[str, dict[str, Any]]:
+    """The file's languages by label, and by config name where that is not their label."""
+    languages = _data()["languages"]
+    aliases = {entry["config"]: entry for label, entry in languages.items()}
+    return {**aliases, **languages}
+
+
+def known_languages() -> frozenset[str]:
+    """Every label with defaults here (lid.176 labels and FineWeb-2 config names), "en" and
+    "und"."""
+    return frozenset(_entries()) | {ENGLISH, UNDETERMINED}
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({key: _frozen(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return tuple(_frozen(item) for item in value)
+    return value
+
+
+@lru_cache(maxsize=4096)
+def language_defaults(label: str) -> LanguageDefaults:
+    """The defaults for a language label, as the language-ID model gives it (exact, case
+    sensitive). English, "und" and unknown labels have no overrides."""
+    if label == ENGLISH:
+        return LanguageDefaults(label, script="Latn", name="English")
+    entry = _entries().get(label)
+    if entry is None:
+        return LanguageDefaults(label)
+    stop_words = entry.get("stop_words")
+    filters = dict(entry["filters"])
+    if stop_words is not None:
+        filters["gopher_quality"] = {**filters.get("gopher_quality", {}), "stop_words": stop_words}
+    return LanguageDefaults(
+        label=label,
+        config=entry["config"],
+        script=entry["script"],
+        language_id_threshold=entry.get("language_id_threshold"),
+        stop_words=None if stop_words is None else tuple(stop_words),
+        filters=_frozen(filters),
+        name=entry.get("name"),
+        word_tokenizer=entry.get("word_tokenizer"),
+    )
+
+
+def fineweb2_pipeline_settings() -> Mapping[str, Mapping[str, Any]]:
+    """What FineWeb-2's pipeline set for every language, by filter (not in ``filters``: they
+    change English's behaviour too; FineWeb-2 also did not run the C4 filter)."""
+    return _frozen(_data()["pipeline"])
+
+
+def source() -> str:
+    """Where the values come from: FineWeb-2's repository and commit."""
+    return _data()["source"]
