@@ -649,8 +649,9 @@ def main(argv: list[str] | None = None) -> None:
     line = summary_line(rows)
     print(f"\n{line}")
     good, total = within(rows)
+    data = args.corpus if args.corpus in ("udhr", "debian-guide") else "a directory"
     record(
-        "bench_languages",
+        f"bench_languages: {data}",  # one line per corpus in RESULTS.md
         {
             "within_10_points": f"{good}/{total}",
             "english_kept_%": round(reference(rows).share, 1),
@@ -659,7 +660,7 @@ def main(argv: list[str] | None = None) -> None:
             "each_filter_alone_%": alone,
         },
         {
-            "data": args.corpus if args.corpus in ("udhr", "debian-guide") else "a directory",
+            "data": data,
             "recipe": recipe,
             "keep_languages": settings.keep_languages,
             "languages": total,
