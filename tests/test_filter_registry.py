@@ -238,7 +238,8 @@ def test_a_registered_filter_reaches_the_recipe_the_extraction_and_the_preview(l
     assert done.returncode == 0, done.stderr[-5000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     # the recipe settings: a field after the other filters', set from a recipe file
-    assert found["fields"][5:11] == [*DEFAULTS, "digit_ratio"]
+    first = found["fields"].index(DEFAULTS[0])
+    assert found["fields"][first : first + len(DEFAULTS) + 1] == [*DEFAULTS, "digit_ratio"]
     assert (found["default"], found["recipe"], found["pickled"]) == (0.25, 0.004, True)
     assert "clean.digit_ratio: unknown settings ['max_digits']" in found["typo"]
     assert found["model"]["properties"]["max_digit_ratio"]["default"] == 0.004

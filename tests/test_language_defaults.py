@@ -22,11 +22,6 @@ from tokenmill.languages.defaults import known_languages, language_defaults
 DATA = json.loads(files("tokenmill.languages").joinpath("fineweb2.json").read_text("utf-8"))
 LANGUAGES = DATA["languages"]
 KINDS = settings_types()
-# Ratios that can exceed 1 (newlines per word; the most frequent n-gram's characters times its
-# count, the n-grams overlapping), which FineWeb-2 limits above 1 for some languages, but whose
-# defaults are fractions, which our settings' range check (filters/settings.check_range) holds
-# to [0, 1]: those values are not refused here, and reported.
-BEYOND_ONE = {("fineweb_quality", "new_line_ratio"), ("gopher_repetition", "top_n_grams")}
 
 
 def _json_type(hint) -> type:
@@ -101,12 +96,7 @@ def test_values_are_in_range():
         for filter_name, values in entry["filters"].items():
             for setting, value in values.items():
                 assert all(n >= 0 for n in _numbers(value)), (label, setting)
-            accepted = {
-                setting: value
-                for setting, value in values.items()
-                if (filter_name, setting) not in BEYOND_ONE or max(_numbers(value)) <= 1
-            }
-            KINDS[filter_name](**accepted)  # the settings' own range check
+            KINDS[filter_name](**values)  # the settings' own range check
         quality = entry["filters"]["gopher_quality"]
         assert quality["min_avg_word_length"] <= quality["max_avg_word_length"], label
         sizes = [n for n, _ in entry["filters"]["gopher_repetition"]["dup_n_grams"]]

@@ -28,7 +28,8 @@ from tokenmill.tokens.tokenization import load_tokenizer
 
 CRAWL = "CC-MAIN-PREVIEW-2026-01"
 LAB = "clean:\n  keep_languages: [en]\ntokenizer:\n  vocab_size: 4000\n"
-GERMAN_TOO = CleanSettings(keep_languages=["en", "de"])
+# German judged by FineWeb's English settings
+GERMAN_TOO = CleanSettings(keep_languages=["en", "de"], language_defaults=False)
 # German kept: the English stop words rule would drop it
 GERMAN_KEPT = CleanSettings(keep_languages=["en", "de"], gopher_quality={"min_stop_words": 0})
 LANGUAGE_DROP = ("language", "language")
@@ -69,6 +70,7 @@ def test_documents_dropped_for_another_reason_are_a_transition(built):
     assert re.search(r"\n  language / language +gopher_quality / stop_words +\d+", text)
     assert "(language=de -> stop_words=" in text
     assert "clean.keep_languages: ['en'] -> ['en', 'de']" in text
+    assert "clean.language_defaults: True -> False" in text
     page = html_report(result)
     assert "<h3>documents whose fate changes</h3>" in page and "language=de -&gt;" in page
 
@@ -164,7 +166,9 @@ def test_preview_compares_an_edited_recipe_with_what_is_built(built, monkeypatch
     out = capsys.readouterr().out
     assert out.startswith("now: recipe lab as built (2 of 2 units)\n")
     assert "clean.keep_languages: ['en'] -> ['en', 'de']" in out
-    assert re.search(r"\n  language / language +gopher_quality / stop_words +\d+", out)
+    # by German's own stop words and thresholds, the German documents are kept
+    assert re.search(r"\n  language / language +kept +\d+", out)
+    assert "(language=de -> kept)" in out
     # its file as it stands, given to --against: the same settings, nothing changes
     cli(["preview", str(edited), "--against", str(edited)])
     out = capsys.readouterr().out

@@ -10,6 +10,8 @@ from tokenmill.text.segmentation import (
     ABBREVIATIONS,
     NEW_WORD_COUNTS,
     knows_words,
+    segmented_languages,
+    segmented_text,
 )
 from tokenmill.text.word_scan import c4_lines, word_counts_of
 
@@ -132,12 +134,17 @@ class C4QualityFilter(Filter):
         line by line by compiled code (``word_scan.c4_lines``), which follows the regexes and
         group-bys of ``tests/test_c4_lines.py`` (the tests hold them equal)."""
         counting = judging and knows_words(docs)  # the texts' words are known: count the new
-        found = c4_lines(docs["text"], self._settings(counting), list(_LOWERCASE_PHRASES))
+        segmented = segmented_languages(docs)
+        text = segmented_text(docs) if segmented else docs["text"]
+        found = c4_lines(text, self._settings(counting), list(_LOWERCASE_PHRASES))
+        new_text = found.new_text
+        if segmented:  # the lines were judged by their segmented words: cut the text itself
+            new_text = self._without_lines(docs["text"].fill_null(""), found.removed_lines)
         stats = pl.DataFrame(
             {
                 "sentences": found.sentences,
                 "fatal": pl.Series(_FATAL, dtype=pl.String).gather(found.fatal),
-                "new_text": found.new_text,
+                "new_text": new_text,
             }
         )
         if judging:

@@ -34,6 +34,7 @@ class FineWebQualityFilter(Filter):
         "new_line_ratio": "Largest number of newlines per word",
         "stop_chars": "Characters that end a line as terminal punctuation; null: FineWeb's",
     }
+    unbounded = ("new_line_ratio",)
 
     def __init__(
         self,

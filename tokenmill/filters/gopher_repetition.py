@@ -84,6 +84,9 @@ class GopherRepetitionFilter(Filter):
         "top_n_grams": "[n, limit] pairs: largest share of characters in the most frequent n-gram",
         "dup_n_grams": "[n, limit] pairs: largest share of characters in repeated n-grams",
     }
+    # overlapping n-grams: the most frequent one's characters times its count can pass the
+    # text's length
+    unbounded = ("top_n_grams",)
 
     def __init__(
         self,

@@ -40,6 +40,9 @@ class Filter:
     description: ClassVar[str] = ""
     # Constructor parameter -> description: a built-in filter's recipe settings.
     settings: ClassVar[dict[str, str]] = {}
+    # Settings whose default is a fraction but which can pass 1 (ratios such as newlines per
+    # word): not held to [0, 1].
+    unbounded: ClassVar[tuple[str, ...]] = ()
     # What ``measure`` gives per document, stored by the extraction as ``<name>.<signal>``;
     # numbers, but for those in ``text_signals``.
     signals: tuple[str, ...] = ()

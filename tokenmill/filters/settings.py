@@ -68,7 +68,7 @@ def _normalized(self) -> None:
             value = plain_value(value)
             object.__setattr__(self, field.name, value)
         default = field.default_factory() if field.default is dataclasses.MISSING else field.default
-        check_range(field.name, value, default)
+        check_range(field.name, value, default, field.name in self.filter_class.unbounded)
 
 
 def _numbers(value: Any) -> list:
@@ -77,16 +77,16 @@ def _numbers(value: Any) -> list:
     return [value] if isinstance(value, int | float) and not isinstance(value, bool) else []
 
 
-def check_range(name: str, value: Any, default: Any) -> None:
+def check_range(name: str, value: Any, default: Any, unbounded: bool = False) -> None:
     """A threshold is never negative, and one whose default (FineWeb's) is a fraction stays in
-    [0, 1]; in pairs such as `top_n_grams` ([[2, 0.2], ...]) the same holds of each number by
-    its position."""
+    [0, 1] unless ``unbounded`` (a ratio that can pass 1); in pairs such as `top_n_grams`
+    ([[2, 0.2], ...]) the same holds of each number by its position."""
     if value is None or not _numbers(value):
         return  # (a value of the wrong type is its annotation's to refuse)
     numbers, defaults = _numbers(value), _numbers(default)
     for index, number in enumerate(numbers):
         like = defaults[index % len(defaults)] if defaults else None
-        fraction = isinstance(like, float) and 0 < like < 1
+        fraction = isinstance(like, float) and 0 < like < 1 and not unbounded
         if number < 0 or (fraction and number > 1):
             bounds = "[0, 1] (a fraction)" if fraction else "0 or more"
             raise ValueError(f"{name}: {value!r} is out of range: {bounds}")

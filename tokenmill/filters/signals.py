@@ -12,12 +12,16 @@ order, a plug-in — measures the stored text again: a filter pass, still no ext
 
 from __future__ import annotations
 
+import functools
+
 import polars as pl
 import pyarrow as pa
 
+from tokenmill.filters.per_language import groups, in_order
 from tokenmill.filters.pii import PIIMasker
 from tokenmill.filters.protocol import Filter, Formatter
 from tokenmill.filters.registry import builtin_filters
+from tokenmill.languages.defaults import known_languages, language_defaults
 from tokenmill.text.segmentation import NEW_WORD_COUNTS, rewritten
 from tokenmill.text.word_scan import with_words_for
 
@@ -43,15 +47,28 @@ def _text_states(filters: list[Filter], formatters: list[Formatter]) -> dict[str
 class SignalProfile:
     """The filters and formatters the signals are measured with."""
 
+    # Whether each document is measured at its own language's defaults (see ``for_language``).
+    by_language = False
+
     def __init__(self, filters: list[Filter], formatters: list[Formatter]):
         self.filters = filters
         self.formatters = formatters
         self._states = _text_states(filters, formatters)
 
     @classmethod
-    def builtin(cls) -> SignalProfile:
-        """The registered built-in filters at their defaults (FineWeb's), PII masked."""
-        return cls([kind() for kind in builtin_filters()], [PIIMasker()])
+    def builtin(cls, language: str | None = None) -> SignalProfile:
+        """The registered built-in filters at their defaults (FineWeb's), PII masked; for a
+        ``language``, at its own defaults (``tokenmill.languages``: its stop words...)."""
+        defaults = language_defaults(language) if language else None
+        filters = [
+            kind(**(defaults.settings_of(kind.name) if defaults else {}))
+            for kind in builtin_filters()
+        ]
+        return cls(filters, [PIIMasker()])
+
+    def key(self) -> tuple:
+        """What its measurements depend on: its filters' and formatters' measuring settings."""
+        return tuple((t.name, t.measure_key()) for t in [*self.formatters, *self.filters])
 
     def columns(self) -> dict[str, pl.DataType]:
         """Every signal column and its type."""
@@ -92,6 +109,20 @@ class SignalProfile:
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         """The signal columns of `docs` (`text`, `url`), one row per document."""
+        if self.by_language:
+            parts = groups(docs, lambda label: for_language(label).key())
+            if len(parts) > 1:
+                return in_order(
+                    [
+                        (rows, for_language(docs["language"][int(rows[0])])._measure(docs[rows]))
+                        for _, rows in parts
+                    ],
+                    docs.height,
+                )
+            return for_language(_first_language(docs))._measure(docs)
+        return self._measure(docs)
+
+    def _measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         columns, rewrites = [], []
         for formatter in self.formatters:
             if stored := formatter.rewrite_signal:
@@ -141,6 +172,36 @@ class SignalProfile:
         return served
 
 
+@functools.cache
+def for_language(label: str | None) -> SignalProfile:
+    """The signals a document in language ``label`` is measured with at extraction: the
+    built-in filters at its language's defaults (FineWeb's for English, and for a language
+    without defaults of its own)."""
+    return SignalProfile.builtin(label)
+
+
+@functools.cache
+def measured_by_language() -> frozenset[str]:
+    """The built-in filters whose signals some language's defaults measure differently from
+    FineWeb's (Gopher quality: its stop words)."""
+    found = set()
+    for kind in builtin_filters():
+        fineweb = kind().measure_key()
+        for label in known_languages():
+            own = language_defaults(label).settings_of(kind.name)
+            if own and kind(**own).measure_key() != fineweb:
+                found.add(kind.name)
+                break
+    return frozenset(found)
+
+
+def _first_language(docs: pl.DataFrame) -> str | None:
+    if "language" not in docs.columns or not docs.height:
+        return None
+    return docs["language"][0]
+
+
 # The signals every extracted document carries, measured by the registered built-in filters at
-# FineWeb's settings: what recipes judge without measuring again.
+# its language's defaults (FineWeb's for English): what recipes judge without measuring again.
 EXTRACTED_SIGNALS = SignalProfile.builtin()
+EXTRACTED_SIGNALS.by_language = True

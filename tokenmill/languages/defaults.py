@@ -46,6 +46,14 @@ class LanguageDefaults:
     name: str | None = None  # the language's English name (datatrove's tokenizer assignment)
     word_tokenizer: str | None = None  # datatrove's word tokenizer FineWeb-2 measured with
 
+    def settings_of(self, filter_name: str) -> dict[str, Any]:
+        """The settings of a filter this language changes: FineWeb-2's pipeline-wide ones
+        (for every language it has a config for), then the language's own."""
+        if self.config is None:
+            return {}
+        shared = fineweb2_pipeline_settings().get(filter_name, _EMPTY)
+        return {**shared, **self.filters.get(filter_name, _EMPTY)}
+
 
 @cache
 def _data() -> dict[str, Any]:

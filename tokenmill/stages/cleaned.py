@@ -20,9 +20,11 @@ from tokenmill.classifiers.scoring import crawl_top_share, part_scores, with_sco
 from tokenmill.filters import FilterChain, LanguageFilter, PIIMasker, config_params, load_filter
 from tokenmill.filters.classifier import COMBINES, ClassifierFilter, ScoreRule
 from tokenmill.filters.histograms import rule_histograms
+from tokenmill.filters.per_language import LanguageChains
 from tokenmill.filters.registry import settings_types
 from tokenmill.filters.settings import from_value, with_filter_settings
-from tokenmill.filters.signals import EXTRACTED_SIGNALS
+from tokenmill.filters.signals import EXTRACTED_SIGNALS, for_language, measured_by_language
+from tokenmill.languages.defaults import known_languages, language_defaults
 from tokenmill.runtime.stage import (
     Pod,
     Scope,
@@ -58,6 +60,17 @@ FILTER_SETTINGS = settings_types()
 class CleanSettings:
     keep_languages: list[str] = setting(["en"], "Languages to keep (ISO 639-1); empty keeps all")
     min_language_score: float = setting(0.65, "Minimum language probability")
+    language_defaults: bool = setting(
+        True,
+        "Judge each language by its own defaults (FineWeb-2's stop words, thresholds and "
+        "language-ID threshold for it; FineWeb's for English) where this recipe keeps "
+        "FineWeb's value; false: FineWeb's English settings for every language",
+    )
+    languages: dict[str, dict] = setting(
+        {},
+        "Settings of one language, over everything else: {<language>: {<filter>: {<setting>: "
+        "value}, min_language_score: p}}, e.g. {de: {gopher_quality: {min_doc_words: 80}}}",
+    )
     mask_pii: bool = setting(True, "Mask e-mail addresses and public IPs")
     rejected_text_chars: int = setting(
         0,
@@ -107,6 +120,46 @@ class CleanSettings:
         for name, kind in FILTER_SETTINGS.items():  # mappings from a recipe or a run's config
             value = from_value(kind, getattr(self, name), f"clean.{name}")
             object.__setattr__(self, name, value)
+        if isinstance(self.languages, dict):
+            for label in self.languages:
+                self.language_settings(label)  # an unknown language or setting fails here
+
+    def language_settings(self, label: str | None) -> dict[str, Any]:
+        """The settings documents in language ``label`` are judged by: each built-in filter's
+        settings dataclass by its name, and ``min_language_score``. A language's defaults
+        (``tokenmill.languages``) replace FineWeb's values this recipe keeps; the recipe's
+        ``languages`` entry for it replaces anything."""
+        resolved: dict[str, Any] = {name: getattr(self, name) for name in FILTER_SETTINGS}
+        resolved["min_language_score"] = self.min_language_score
+        if label is None:
+            return resolved
+        where = f"clean.languages.{label}"
+        own = self.languages.get(label, {})
+        if label in self.languages:
+            if label not in known_languages():
+                raise ValueError(f"{where}: unknown language; known: {sorted(known_languages())}")
+            if not isinstance(own, dict):
+                raise ValueError(f"{where}: expected a mapping of settings, got {own!r}")
+            unknown = sorted(set(own) - set(resolved))
+            if unknown:
+                raise ValueError(f"{where}: unknown settings {unknown}; known: {list(resolved)}")
+        defaults = language_defaults(label) if self.language_defaults else None
+        for name, kind in FILTER_SETTINGS.items():
+            values = resolved[name].values()
+            if defaults:
+                fineweb = kind().values()
+                for key, value in defaults.settings_of(name).items():
+                    if values[key] == fineweb[key]:
+                        values[key] = value
+            values |= own.get(name) or {}
+            resolved[name] = from_value(kind, values, f"{where}.{name}")
+        # (FineWeb-2's language-ID thresholds are GlotLID scores: not the bundled model's)
+        score = own.get("min_language_score")
+        if score is not None:
+            if not isinstance(score, int | float) or not 0 <= score <= 1:
+                raise ValueError(f"{where}.min_language_score: {score!r} is not in [0, 1]")
+            resolved["min_language_score"] = score
+        return resolved
 
     def record(self) -> dict | None:
         """These settings as JSON values, which `from_record` reads back; None for filter
@@ -129,23 +182,60 @@ class CleanSettings:
     def score_rules(self) -> list[ScoreRule]:
         return parsed_items(self.classifier_rules, ScoreRule.parse, "clean.classifier_rules")
 
-    def chain(self, lake: Lake | None = None) -> FilterChain:
-        """The recipe's filters; ``lake``: where keep_top rules find their crawl's score
-        distribution."""
-        language = LanguageFilter(self.keep_languages, self.min_language_score)
-        formatters = [PIIMasker()] if self.mask_pii else []
-        if self.filters is not None:
-            filters = self.filters
-        else:
-            filters = [getattr(self, name).build() for name in FILTER_SETTINGS]
-        filters = [f for f in filters if f.name not in self.skip_filters]
+    def chain(self, lake: Lake | None = None, stored: bool = True) -> LanguageChains:
+        """The recipe's filters, a chain per language settings (see ``language_settings``);
+        ``lake``: where keep_top rules find their crawl's score distribution; ``stored``
+        false: measuring the text, never judging from the stored signals."""
+        after: list = []  # the filters every language shares (the same objects)
         if rules := self.score_rules():
             cuts = (lambda crawl, rule: _top_share(lake, crawl, rule)) if lake else None
-            filters.append(ClassifierFilter(rules, self.classifier_combine, cuts))
-        filters += [
+            after.append(ClassifierFilter(rules, self.classifier_combine, cuts))
+        after += [
             load_filter(p["path"], config_params(p.get("params", {}))) for p in self.plugin_filters
         ]
-        return FilterChain([language, *filters], formatters, signals=EXTRACTED_SIGNALS)
+        return LanguageChains(
+            lambda label: self._chain(label, after, stored),
+            self._chain_key,
+            eager=[*self.languages, *self.keep_languages],
+            # by FineWeb's settings, every language measured by its own defaults is measured again
+            unserved=frozenset() if self.language_defaults else measured_by_language(),
+        )
+
+    def _own_settings(self, label: str | None) -> bool:
+        """Whether documents in ``label`` are judged by settings of their own (else, and for
+        languages this recipe drops, by the recipe's)."""
+        if label is None or self.filters is not None:
+            return False
+        if self.keep_languages and label not in self.keep_languages:
+            return False
+        return label in self.languages or (
+            self.language_defaults and language_defaults(label).config is not None
+        )
+
+    def _chain_key(self, label: str | None) -> tuple | None:
+        """Languages judged alike share a key: the recipe's settings (None) or their own, and
+        the signal profile their documents were measured with. None: the base chain's."""
+        if label is None or (self.keep_languages and label not in self.keep_languages):
+            return None  # dropped by the language filter first, whatever follows
+        own = self._own_settings(label)
+        measured = for_language(label).key()
+        if not own and measured == for_language(None).key():
+            return None
+        return (label if own else None, measured)
+
+    def _chain(self, label: str | None, after: list, stored: bool) -> FilterChain:
+        own = self._chain_key(label) is not None and self._own_settings(label)
+        settings = self.language_settings(label if own else None)
+        language = LanguageFilter(self.keep_languages, settings["min_language_score"])
+        formatters = [PIIMasker()] if self.mask_pii else []
+        if self.filters is not None:
+            filters = list(self.filters)
+        else:
+            filters = [settings[name].build() for name in FILTER_SETTINGS]
+        filters = [f for f in filters if f.name not in self.skip_filters]
+        signals = for_language(None if self._chain_key(label) is None else label)
+        chain = [language, *filters, *after]
+        return FilterChain(chain, formatters, signals=signals if stored else None)
 
 
 def _top_share(lake: Lake, crawl: str, rule: ScoreRule):
@@ -160,11 +250,11 @@ def inputs_read(settings: CleanSettings) -> tuple[str, ...]:
     return (SCORED,) if rules else ()
 
 
-def score_columns(chain: FilterChain) -> list[str]:
+def score_columns(chain: LanguageChains) -> list[str]:
     return [c for f in chain.filters if isinstance(f, ClassifierFilter) for c in f.columns]
 
 
-def classifier_cuts(chain: FilterChain) -> dict:
+def classifier_cuts(chain: LanguageChains) -> dict:
     """The thresholds keep_top rules were cut at, per score column and crawl."""
     cuts: dict = {}
     for flt in chain.filters:

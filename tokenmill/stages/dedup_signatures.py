@@ -1,8 +1,11 @@
 """dedup_signatures: per document, its normalized-content hash and MinHash LSH band hashes."""
 
+import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import xxhash
 
 from tokenmill.dedup.minhash import MinHasher, band_hashes
 from tokenmill.dedup.settings import DedupSettings, quality_scores, unlink_short_docs
@@ -16,6 +19,7 @@ from tokenmill.storage.layout import (
     signature_schema,
 )
 from tokenmill.storage.outputs import StageReport, read_batches, require_committed
+from tokenmill.text.segmentation import segmented_text
 
 
 def run(work: Work) -> StageReport:
@@ -33,16 +37,20 @@ def run(work: Work) -> StageReport:
     schema = signature_schema(bands)
     docs_key = f"{source}/docs.parquet"
     columns = ["doc_id", "warc_date", "text"]
-    if QUALITY_COLUMN in _parquet_schema(lake, docs_key).names:
-        columns.append(QUALITY_COLUMN)
+    present = _parquet_schema(lake, docs_key).names
+    columns += [c for c in (QUALITY_COLUMN, "language") if c in present]
     report = StageReport()
     with work.writer(report) as out:
         sink = out.parquet("signatures.parquet", schema)
         for batch in read_batches(lake, docs_key, columns):
             texts = batch.column("text")
-            hashed = hasher.hash_documents(texts)
+            hashed = hasher.hash_documents(words_text(batch))
             band_values = band_hashes(hashed.signatures, bands, rows)
             exact = hashed.content_hashes
+            if "language" in batch.schema.names:
+                salts = language_salts(batch.column("language"))
+                band_values ^= salts[:, None]
+                exact ^= salts
             unlink_short_docs(batch, hashed.word_counts, band_values, exact, settings, report)
             table = pa.table(
                 {
@@ -61,6 +69,28 @@ def run(work: Work) -> StageReport:
     return report
 
 
+def words_text(batch: pa.RecordBatch) -> list[str]:
+    """The texts to shingle: a document in a language written without spaces with a space at
+    each word boundary (``segmented_text``), so its shingles are word n-grams too."""
+    if "language" not in batch.schema.names:
+        return batch.column("text").to_pylist()
+    docs = pl.from_arrow(
+        pa.table({"text": batch.column("text"), "language": batch.column("language")})
+    )
+    return segmented_text(docs).to_list()
+
+
+def language_salts(languages: pa.Array) -> np.ndarray:
+    """Per document, a number its band and content hashes are xor-ed with: equal within a
+    language, so documents of different languages never share a bucket (dedup per language,
+    as FineWeb-2); zero for English and unknown, whose hashes stay as they were."""
+    labels = pl.from_arrow(languages).cast(pl.String).fill_null("en")
+    distinct = labels.unique().to_list()
+    salts = [0 if label == "en" else xxhash.xxh3_64_intdigest(label.encode()) for label in distinct]
+    salt_of = pl.Series(salts, dtype=pl.UInt64)
+    return labels.replace_strict(pl.Series(distinct), salt_of).to_numpy().astype(np.uint64)
+
+
 def _parquet_schema(lake: Lake, key: str) -> pa.Schema:
     with lake.open_input(key) as f:
         return pq.read_schema(f)
@@ -76,5 +106,6 @@ STAGE = Stage(
     kinds=("parquet",),
     pod=Pod("4", "4Gi", "4", "6Gi"),
     schema=signature_schema(DedupSettings().banding()[0]),
+    version="2",  # 2: words of languages written without spaces; buckets per language
     description="Per document: normalized-content hash and MinHash LSH band hashes.",
 )

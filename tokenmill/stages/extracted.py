@@ -256,7 +256,9 @@ STAGE = Stage(
     max_runtime_s=12 * 3600,  # the heaviest per-unit stage
     checks=(provenance_resolves(EXTRACTED),),
     schema=EXTRACTED_SCHEMA,
-    version="2",  # 2: a lost main content gives way to the page's marked main region first
+    # 2: a lost main content gives way to the page's marked main region first; 3: signals
+    # measured with each language's words and stop words
+    version="3",
     data_files=("docs.parquet",),
     shared=True,
     description="Main-content text of every HTML response with language, provenance and every "

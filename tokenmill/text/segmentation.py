@@ -140,33 +140,68 @@ WORDS = "_words"
 # The same for the words' features (`word_scan.Words`: length, hash, flags) that the built-in
 # filters with ``uses_word_features = True`` count, without a string per word.
 WORD_FEATURES = "_word_features"
-SPLIT_COLUMNS = (WORDS, WORD_FEATURES)
+WORD_LISTS = (WORDS, WORD_FEATURES)
+# The text the word scanners read (``segmented_text``), kept by the chain for the documents in a
+# language written without spaces.
+SEGMENTED = "_segmented"
+SPLIT_COLUMNS = (*WORD_LISTS, SEGMENTED)
 
 
 def per_text(docs: pl.DataFrame, column: str, compute) -> pl.Series:
-    """``compute(text)`` of the documents, read from ``column`` where the chain holds it (its
-    null rows computed again)."""
+    """``compute(rows)`` of the documents (a frame of them: ``text``, and ``language`` where
+    known), read from ``column`` where the chain holds it (its null rows computed again)."""
     if column not in docs.columns:
-        return compute(docs["text"].fill_null(""))
+        return compute(docs)
     stale = docs[column].is_null()
     if not stale.any():
         return docs[column]
     rows = docs.with_row_index("row").select("row", column)
-    fresh = rows.filter(stale).with_columns(
-        compute(docs["text"].filter(stale).fill_null("")).alias(column)
-    )
+    fresh = rows.filter(stale).with_columns(compute(docs.filter(stale)).alias(column))
     return pl.concat([rows.filter(~stale), fresh]).sort("row")[column]
+
+
+def segmented_languages(docs: pl.DataFrame) -> list[str]:
+    """The languages of ``docs`` (their ``language`` column) written without spaces: those
+    whose words a segmenter finds."""
+    if "language" not in docs.columns or not docs.height:
+        return []
+    from tokenmill.text.segmenters import segmenter
+
+    found = docs["language"].unique().drop_nulls().to_list()
+    return sorted(label for label in found if segmenter(label) is not None)
+
+
+def segmented_text(docs: pl.DataFrame) -> pl.Series:
+    """The documents' text as the word scanners read it: for a document in a language written
+    without spaces (its ``language``), a space at every word boundary its segmenter finds;
+    the text itself for the others (null text: empty)."""
+    text = docs["text"].fill_null("")
+    languages = segmented_languages(docs)
+    if not languages:
+        return text
+    return per_text(docs, SEGMENTED, lambda rows: _segmented(rows, languages))
+
+
+def _segmented(docs: pl.DataFrame, languages: list[str]) -> pl.Series:
+    from tokenmill.text.segmenters import segmenter
+
+    text = docs["text"].fill_null("")
+    for label in languages:
+        rows = (docs["language"] == label).fill_null(False).arg_true()
+        if len(rows):
+            text = text.scatter(rows, segmenter(label)(text.gather(rows).to_list()))
+    return text
 
 
 def words_of(docs: pl.DataFrame) -> pl.Series:
     """split_words of the documents' text, computed once per chain (see ``WORDS``)."""
-    return per_text(docs, WORDS, split_words)
+    return per_text(docs, WORDS, lambda rows: split_words(segmented_text(rows)))
 
 
 def knows_words(docs: pl.DataFrame) -> bool:
     """Whether the chain has split the documents' texts (``word_scan.word_counts_of`` is then
     cheap)."""
-    return any(column in docs.columns for column in SPLIT_COLUMNS)
+    return any(column in docs.columns for column in WORD_LISTS)
 
 
 # The column of a rewriting filter's ``measure`` with its new texts' word counts, when it knows

@@ -30,11 +30,14 @@ from tokenmill.native import I64, load, pointer
 from tokenmill.text.segmentation import (
     _PUNCTUATION_CLASS,
     ABBREVIATIONS,
-    SPLIT_COLUMNS,
+    SEGMENTED,
     WORD_COUNTS,
     WORD_FEATURES,
+    WORD_LISTS,
     WORDS,
     per_text,
+    segmented_languages,
+    segmented_text,
     uint32_lists,
     words_of,
 )
@@ -211,9 +214,9 @@ def count_words(text: pl.Series) -> pl.Series:
 
 def word_counts_of(docs: pl.DataFrame) -> pl.Series:
     """Lengths of ``words_of(docs)``, counting without splitting where the chain has not split."""
-    known = [docs[column].list.len() for column in SPLIT_COLUMNS if column in docs.columns]
+    known = [docs[column].list.len() for column in WORD_LISTS if column in docs.columns]
     if not known:
-        return count_words(docs["text"])
+        return count_words(segmented_text(docs))
     counts = known[0]
     for other in known[1:]:
         counts = counts.fill_null(other)
@@ -221,7 +224,7 @@ def word_counts_of(docs: pl.DataFrame) -> pl.Series:
         counts = counts.fill_null(docs[WORD_COUNTS])
     stale = counts.is_null().arg_true()
     if len(stale):
-        counts = counts.scatter(stale, count_words(docs["text"].gather(stale)))
+        counts = counts.scatter(stale, count_words(segmented_text(docs[stale])))
     return counts
 
 
@@ -352,12 +355,16 @@ def words_in(column: pl.Series) -> Words:
 
 def word_features_of(docs: pl.DataFrame) -> pl.Series:
     """``as_column(scan_words(text))``, computed once per chain (see ``text.WORD_FEATURES``)."""
-    return per_text(docs, WORD_FEATURES, lambda text: as_column(scan_words(text)))
+    return per_text(docs, WORD_FEATURES, lambda rows: as_column(scan_words(segmented_text(rows))))
 
 
 def with_words_for(flt, docs: pl.DataFrame) -> pl.DataFrame:
     """``docs`` with the split columns ``flt`` (a ``tokenmill.filters.protocol.Filter``) reads:
-    ``uses_words``, ``uses_word_features``."""
+    ``uses_words``, ``uses_word_features``; and, for one that reads the text, the text of
+    the documents in a language written without spaces as the scanners read it (segmented
+    once for the chain)."""
+    if flt.reads_text and segmented_languages(docs):
+        docs = docs.with_columns(segmented_text(docs).alias(SEGMENTED))
     if flt.uses_words:
         docs = docs.with_columns(words_of(docs).alias(WORDS))
     if flt.uses_word_features:

@@ -1,0 +1,149 @@
+"""Every language judged by its own words, stop words and thresholds: the settings a language
+resolves to, the chains that judge a mixed batch, stored signals per language, dedup per
+language."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from tokenmill.demo.crawl import sample_articles
+from tokenmill.filters.signals import EXTRACTED_SIGNALS
+from tokenmill.languages.defaults import language_defaults
+from tokenmill.stages.cleaned import CleanSettings
+from tokenmill.stages.dedup_signatures import language_salts, words_text
+from tokenmill.text.word_scan import count_words, word_counts_of
+
+LANGUAGES = ("en", "de", "fr", "ja", "zh")
+
+
+@pytest.fixture(scope="module")
+def docs() -> pl.DataFrame:
+    """Eight demo articles per language, interleaved, with their stored signals."""
+    texts = {language: sample_articles(language, 8, seed=3) for language in LANGUAGES}
+    rows = [
+        {"doc_id": f"{language}-{i}", "text": texts[language][i], "language": language}
+        for i in range(8)
+        for language in LANGUAGES
+    ]
+    frame = pl.DataFrame(rows).with_columns(
+        url=pl.format("https://{}.example/{}", pl.col("language"), pl.col("doc_id")),
+        language_score=pl.lit(0.99),
+    )
+    return pl.concat([frame, EXTRACTED_SIGNALS.measure(frame)], how="horizontal")
+
+
+def test_english_resolves_to_finewebs_settings_and_german_to_its_own():
+    settings = CleanSettings(keep_languages=[])
+    assert settings.language_settings("en") == settings.language_settings(None)
+    german = settings.language_settings("de")
+    assert german["gopher_quality"].stop_words == list(language_defaults("de").stop_words)
+    assert "der" in german["gopher_quality"].stop_words
+    off = CleanSettings(keep_languages=[], language_defaults=False)
+    assert off.language_settings("de") == off.language_settings(None)
+
+
+def test_a_recipe_value_beats_the_language_default_and_a_language_entry_beats_both():
+    recipe = CleanSettings(keep_languages=[], gopher_quality={"min_stop_words": 4})
+    assert recipe.language_settings("de")["gopher_quality"].min_stop_words == 4
+    pinned = CleanSettings(
+        keep_languages=[],
+        gopher_quality={"min_stop_words": 4},
+        languages={"de": {"gopher_quality": {"min_stop_words": 1}, "min_language_score": 0.3}},
+    )
+    assert pinned.language_settings("de")["gopher_quality"].min_stop_words == 1
+    assert pinned.language_settings("de")["min_language_score"] == 0.3
+    assert pinned.language_settings("fr")["gopher_quality"].min_stop_words == 4
+
+
+@pytest.mark.parametrize(
+    ("languages", "named"),
+    [
+        ({"xx": {}}, "clean.languages.xx: unknown language"),
+        ({"de": {"gopher_qualty": {}}}, "clean.languages.de: unknown settings ['gopher_qualty']"),
+        ({"de": {"gopher_quality": {"min_doc_wordz": 3}}}, "clean.languages.de.gopher_quality"),
+        ({"de": {"min_language_score": 2}}, "clean.languages.de.min_language_score"),
+    ],
+)
+def test_an_unknown_language_or_setting_fails_naming_it(languages, named):
+    with pytest.raises(ValueError, match=named.replace("[", r"\[").replace("]", r"\]")):
+        CleanSettings(languages=languages)
+
+
+def test_words_of_languages_without_spaces_are_segmented(docs):
+    japanese = docs.filter(pl.col("language") == "ja")
+    as_spaced = count_words(japanese["text"])
+    segmented = word_counts_of(japanese)
+    assert (segmented > 3 * as_spaced).all(), (segmented, as_spaced)
+    english = docs.filter(pl.col("language") == "en")
+    assert word_counts_of(english).equals(count_words(english["text"]))
+
+
+def test_every_language_keeps_its_articles_with_the_defaults_and_few_with_english_settings(docs):
+    kept, rejected = CleanSettings(keep_languages=[]).chain().apply(docs)
+    by_language = dict(kept.group_by("language").len().iter_rows())
+    assert all(by_language.get(language, 0) >= 4 for language in LANGUAGES), (
+        by_language,
+        rejected.select("language", "filter", "reason").to_dicts(),
+    )
+    english_only = CleanSettings(keep_languages=[], language_defaults=False).chain().apply(docs)
+    others = english_only[0].filter(pl.col("language").is_in(["ja", "zh"]))
+    assert others.height < 4
+
+
+def test_a_mixed_batch_keeps_its_order_and_texts(docs):
+    settings = CleanSettings(keep_languages=[])
+    kept, rejected = settings.chain().apply(docs)
+    order = {doc: i for i, doc in enumerate(docs["doc_id"])}
+    assert [order[d] for d in kept["doc_id"]] == sorted(order[d] for d in kept["doc_id"])
+    assert [order[d] for d in rejected["doc_id"]] == sorted(order[d] for d in rejected["doc_id"])
+    japanese = kept.filter(pl.col("language") == "ja")
+    originals = dict(docs.select("doc_id", "text").iter_rows())
+    for doc_id, text in japanese.select("doc_id", "text").iter_rows():
+        assert "  " not in text and text.replace("\n", "") in originals[doc_id].replace("\n", "")
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        CleanSettings(keep_languages=[]),
+        CleanSettings(keep_languages=["de", "ja"], gopher_quality={"min_doc_words": 80}),
+        CleanSettings(
+            keep_languages=[], languages={"de": {"gopher_quality": {"stop_words": ["und"]}}}
+        ),
+        CleanSettings(keep_languages=[], c4_quality={"min_words_per_line": 5}),
+    ],
+    ids=["defaults", "thresholds", "german stop words", "c4 measured"],
+)
+def test_stored_signals_judge_every_language_as_measuring_its_text_does(docs, settings):
+    stored, measuring = settings.chain(), settings.chain(stored=False)
+    kept, rejected = stored.apply(docs)
+    expected_kept, expected_rejected = measuring.apply(docs)
+    columns = ["doc_id", "language", "text"]
+    assert kept.select(columns).equals(expected_kept.select(columns))
+    reasons = ["doc_id", "filter", "reason"]
+    assert rejected.select(reasons).equals(expected_rejected.select(reasons))
+
+
+def test_a_language_whose_stop_words_change_is_measured_again_and_only_it(docs):
+    settings = CleanSettings(
+        keep_languages=[], languages={"de": {"gopher_quality": {"stop_words": ["und"]}}}
+    )
+    chains = settings.chain()
+    assert "gopher_quality" not in chains.chain("de").stored
+    assert "gopher_quality" in chains.chain("fr").stored
+    assert "gopher_quality" in chains.chain("en").stored
+
+
+def test_dedup_hashes_words_of_each_language_and_never_matches_across_languages():
+    japanese = sample_articles("ja", 1, seed=5)[0]
+    batch = pa.record_batch(
+        {"text": [japanese, japanese, "an English text"], "language": ["ja", "zh", "en"]}
+    )
+    texts = words_text(batch)
+    assert texts[0].count(" ") > 10 * max(japanese.count(" "), 1)
+    salts = language_salts(batch.column("language"))
+    assert salts[2] == 0 and len(set(salts.tolist())) == 3
+    assert np.array_equal(language_salts(pa.array(["en", None])), [0, 0])
