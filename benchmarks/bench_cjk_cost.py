@@ -1,0 +1,210 @@
+"""What a CJK crawl costs the extracted stage (main-content extraction, language ID, every
+built-in filter's signals, word segmentation included) per MB of HTML, against an English crawl:
+the real stage's ``run`` on a local lake, one worker in this process, its ``cpu_s``.
+
+    uv run python benchmarks/bench_cjk_cost.py                # 5 interleaved rounds
+    uv run python benchmarks/bench_cjk_cost.py --rounds 1 --mb 1   # a quick check
+
+Crawls, built from ../shared/corpora/warc (nothing copied into the repository): English, the
+HTML responses of wget-2024-sample-000*.warc.gz and ukwa-2014-datagovuk.warc.gz whose main text
+the language ID calls "en"; CJK, those of clueweb-japanese-quirk.warc.gz and
+cc-main-2020-34-excerpt.warc.gz it calls "zh" or "ja". Each crawl's pages are repeated (new
+record ids) until it holds ``--mb`` MB of HTML, written as one WARC file (the pages' own HTTP
+Content-Type kept), landed and indexed by raw_crawl (not timed).
+
+Timing: one warm-up run of each crawl (the word scanner's table, the segmenters' dictionaries,
+the language model), then ``--rounds`` rounds of en, cjk, en, cjk, ...; per crawl the median of
+the stage's CPU seconds per MB of HTML, and the ratio cjk/en (target: at most TARGET). The
+segmentation's share: ``segmented_text`` of the CJK crawl's extracted documents (text,
+language), timed alone (median over the rounds), over the CJK stage's median.
+POLARS_MAX_THREADS=1: one core.
+
+Prints a table and appends one line to benchmarks/results.jsonl (BENCH_RESULTS=/tmp/trial.jsonl
+for a trial).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("POLARS_MAX_THREADS", "1")  # before polars is imported
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections import Counter  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import polars as pl  # noqa: E402
+
+from benchmarks.measure import print_table  # noqa: E402
+from benchmarks.results import record  # noqa: E402
+from testkit.shared_data import shared_path  # noqa: E402
+from tokenmill.crawl.units import register_new_files  # noqa: E402
+from tokenmill.demo.warc_writer import WarcWriter, make_record_id  # noqa: E402
+from tokenmill.runtime.parts import run_stage_work  # noqa: E402
+from tokenmill.stages import stage_named  # noqa: E402
+from tokenmill.storage.lake import Lake  # noqa: E402
+from tokenmill.storage.layout import EXTRACTED, LANDING, RAW_CRAWL  # noqa: E402
+from tokenmill.storage.outputs import read_table  # noqa: E402
+from tokenmill.text.segmentation import segmented_text  # noqa: E402
+
+SOURCES = {
+    "en": (
+        (
+            "wget-2024-sample-0000.warc.gz",
+            "wget-2024-sample-0001.warc.gz",
+            "ukwa-2014-datagovuk.warc.gz",
+        ),  # fmt: skip
+        {"en"},
+    ),
+    "cjk": (("clueweb-japanese-quirk.warc.gz", "cc-main-2020-34-excerpt.warc.gz"), {"zh", "ja"}),
+}
+TARGET = 2.0  # cjk/en seconds per MB of HTML
+CRAWL = "CC-MAIN-BENCH-CJK-COST"
+
+
+@dataclass
+class Page:
+    url: str
+    html: bytes
+    content_type: str
+    language: str
+
+
+def source_pages(files: tuple[str, ...], languages: set[str]) -> list[Page]:
+    """HTML responses of ``files`` whose main text is in one of ``languages``."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    from tokenmill.crawl.extract import decode_html, html_to_text
+    from tokenmill.text.language import identify
+
+    pages = []
+    for name in files:
+        path = shared_path("corpora", "warc", name)
+        if path is None:
+            print(f"({name} is absent: skipped)", file=sys.stderr)
+            continue
+        with path.open("rb") as stream:
+            for rec in ArchiveIterator(stream, record_types=WarcRecordType.response):
+                head = rec.http_headers  # None: a record without an HTTP head (ClueWeb)
+                content_type = (head and head.get("Content-Type")) or "text/html"
+                if "html" not in content_type.lower():
+                    continue
+                html = rec.reader.read()
+                text = html_to_text(decode_html(html, rec.http_charset)[0])
+                language = identify(text)[0]
+                if language in languages:
+                    url = rec.headers.get("WARC-Target-URI") or f"http://example.com/{len(pages)}"
+                    pages.append(Page(url, html, content_type, language))
+    return pages
+
+
+def write_crawl(root: Path, name: str, pages: list[Page], mb: float) -> tuple[Lake, object, int]:
+    """The pages, repeated up to ``mb`` MB of HTML, as one WARC file of a new lake, indexed by
+    raw_crawl; returns the lake, the unit and the HTML bytes."""
+    lake = Lake.from_url(str(root / name / "lake"))
+    path = root / name / f"{CRAWL}-000.warc.gz"
+    html_bytes, copy = 0, 0
+    with open(path, "wb") as stream:
+        writer = WarcWriter(stream, id_seed=name)
+        while html_bytes < mb * 1e6:
+            for index, page in enumerate(pages):
+                writer.write_response(
+                    f"{page.url}#{copy}" if copy else page.url,
+                    page.html,
+                    content_type=page.content_type,
+                    date="2026-03-01T00:00:00Z",
+                    record_id=make_record_id(name, str(copy), index),
+                )
+                html_bytes += len(page.html)
+            copy += 1
+    lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
+    (unit,) = register_new_files(lake, CRAWL, files_per_unit=1).units
+    run_stage_work(stage_named(RAW_CRAWL), lake, unit=unit, workers=1)
+    return lake, unit, html_bytes
+
+
+def extracted_cpu(lake: Lake, unit) -> float:
+    """CPU seconds of the extracted stage over the unit, in this process."""
+    return run_stage_work(stage_named(EXTRACTED), lake, unit=unit, workers=1).cpu_s
+
+
+def segmentation_cpu(docs: pl.DataFrame) -> float:
+    started = time.process_time()
+    segmented_text(docs)
+    return time.process_time() - started
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--mb", type=float, default=8.0, help="MB of HTML per crawl")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        crawls, found = {}, {}
+        for name, (files, languages) in SOURCES.items():
+            pages = source_pages(files, languages)
+            if not pages:
+                print(f"no {name} pages found: nothing to measure", file=sys.stderr)
+                return
+            found[name] = dict(Counter(p.language for p in pages)) | {"pages": len(pages)}
+            crawls[name] = write_crawl(root, name, pages, args.mb)
+        for lake, unit, _ in crawls.values():
+            extracted_cpu(lake, unit)  # warm-up
+        lake, unit, _ = crawls["cjk"]
+        key = f"{unit.part_prefix(EXTRACTED, 0)}/docs.parquet"
+        docs = pl.from_arrow(read_table(lake, key, ["text", "language"]))
+        segmentation_cpu(docs)
+        seconds: dict[str, list[float]] = {name: [] for name in crawls}
+        segmentation: list[float] = []
+        for round_ in range(args.rounds):
+            for name, (lake, unit, html_bytes) in crawls.items():
+                seconds[name].append(extracted_cpu(lake, unit) / (html_bytes / 1e6))
+            segmentation.append(segmentation_cpu(docs) / (crawls["cjk"][2] / 1e6))
+            done = ", ".join(f"{name} {s[-1]:.3f} s/MB" for name, s in seconds.items())
+            print(f"round {round_ + 1}: {done}", file=sys.stderr)
+    median = {name: statistics.median(values) for name, values in seconds.items()}
+    ratio = median["cjk"] / median["en"]
+    share = statistics.median(segmentation) / median["cjk"]
+    rows = [
+        [name, f"{crawls[name][2] / 1e6:.1f}", found[name]["pages"],
+         ", ".join(f"{k} {v}" for k, v in found[name].items() if k != "pages"),
+         round(median[name], 3), round(1 / median[name], 2)]
+        for name in crawls
+    ]  # fmt: skip
+    print_table(
+        f"extracted stage (extraction + language ID + signals), CPU seconds per MB of HTML, one "
+        f"core, median of {args.rounds} interleaved rounds",
+        ["crawl", "MB of HTML", "distinct pages", "languages", "s per MB", "MB per s"],
+        rows,
+    )
+    verdict = "within" if ratio <= TARGET else "ABOVE"
+    print(f"\ncjk/en: {ratio:.2f} ({verdict} the {TARGET} target); segmentation: "
+          f"{share:.1%} of the CJK stage time")  # fmt: skip
+    figures = {
+        "en_s_per_mb": round(median["en"], 4),
+        "cjk_s_per_mb": round(median["cjk"], 4),
+        "cjk_over_en": round(ratio, 3),
+        "segmentation_share_of_cjk": round(share, 4),
+        "rounds": args.rounds,
+    }
+    record(
+        "bench_cjk_cost",
+        figures,
+        {
+            "mb_html": {name: round(crawl[2] / 1e6, 2) for name, crawl in crawls.items()},
+            "pages": found,
+            "data": "HTML responses of ../shared/corpora/warc (en: wget-2024-sample, "
+            "ukwa-2014-datagovuk; cjk: clueweb-japanese-quirk, cc-main-2020-34 zh/ja), repeated",
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
