@@ -507,9 +507,12 @@ def filters_alone(lake: Lake, unit, settings: CleanSettings) -> dict[str, list[s
         frame = EXTRACTED_SIGNALS.completed(
             pl.concat(pl.from_arrow(b) for b in [*read_batches(lake, key)])
         )
-        for flt in chain.filters:
-            _, rejected = FilterChain([flt], signals=EXTRACTED_SIGNALS).apply(frame, finish=False)
-            dropped[flt.name] += rejected["url"].to_list()
+        for (label,), docs in frame.group_by("language"):
+            language_chain = chain.chain(label)  # the filters as this language's chain has them
+            for flt in language_chain.filters:
+                alone = FilterChain([flt], signals=language_chain.signals)
+                _, rejected = alone.apply(docs, finish=False)
+                dropped[flt.name] += rejected["url"].to_list()
     return dropped
 
 

@@ -45,8 +45,7 @@ def texts_by_language() -> dict[str, list[str]]:
             continue
         with path.open("rb") as stream:
             for rec in ArchiveIterator(stream, record_types=WarcRecordType.response):
-                body = rec.reader.read()
-                html = body[body.find(b"\r\n\r\n") + 4 :]
+                html = rec.reader.read()  # the HTTP body: fastwarc has read the headers
                 texts.append(extract_plain_text(bytes_to_str(html, detect_encoding(html)), True))
     jsonl = shared_path("corpora", "text", "cc-main-2019-30-697docs.jsonl.gz")
     if jsonl is not None:

@@ -135,9 +135,18 @@ def test_latin_inside_cjk_keeps_its_own_splitting():
     assert out == "iPhone 手机"
 
 
-@pytest.mark.parametrize("language", ["en", "de", "ru", "ko", "vi", "ar", "hi", "xx", "zh_Latn"])
+@pytest.mark.parametrize("language", ["en", "de", "ru", "vi", "ar", "hi", "xx", "zh_Latn"])
 def test_space_delimited_languages_have_none(language):
     assert segmenter(language) is None
+
+
+def test_korean_particles_and_endings_split_off_their_stems():
+    text = "모든 인간은 태어날 때부터 자유로우며 서로 형제애의 정신으로 행동하여야 한다."
+    (out,) = segmenter("ko")([text])
+    assert out.replace(" ", "") == text.replace(" ", "")
+    for word in ("인간 은", "형제애 의", "정신 으로", "서로", "때부터"):  # short stems stay whole
+        assert word in out, out
+    assert count_words(pl.Series([out]))[0] > count_words(pl.Series([text]))[0]
 
 
 def test_unknown_labels_fall_back_by_script():

@@ -55,6 +55,7 @@ class FilterChain:
             raise ValueError(f"filter names must be unique: {names}")
         self.drop_counts: dict[str, int] = dict.fromkeys(names, 0)
         self.total_drop_counts: dict[str, int] = dict.fromkeys(names, 0)
+        self.signals = signals
         self.stored = signals.serves(self.filters, self.formatters) if signals else set()
         # formatters whose stored rewrites apply (masking only the documents it changes)
         self.stored_formatters = signals.serves_formatters(self.formatters) if signals else set()

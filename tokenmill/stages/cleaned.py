@@ -10,6 +10,7 @@ reason). It never reads a WARC file.
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -137,7 +138,12 @@ class CleanSettings:
         own = self.languages.get(label, {})
         if label in self.languages:
             if label not in known_languages():
-                raise ValueError(f"{where}: unknown language; known: {sorted(known_languages())}")
+                close = difflib.get_close_matches(label, sorted(known_languages()), n=3)
+                raise ValueError(
+                    f"{where}: unknown language (labels are the language-ID model's, such as "
+                    f"de, ja, zh, or FineWeb-2's such as deu_Latn){'; close: ' if close else ''}"
+                    f"{', '.join(close)}"
+                )
             if not isinstance(own, dict):
                 raise ValueError(f"{where}: expected a mapping of settings, got {own!r}")
             unknown = sorted(set(own) - set(resolved))

@@ -18,7 +18,10 @@ URLs inside CJK or Thai text stay as the scanner's own rules split them.
   Han, Hiragana and Katakana one word per character; Lao, Khmer and Myanmar one word per
   orthographic cluster (a consonant or independent vowel with its marks, stacked consonants
   and pre-posed vowels); Tibetan one word per syllable (split after each tsheg).
-- Korean is written with spaces (between eojeol): no segmenter (see `segmenter`).
+- Korean is written with spaces between eojeol, a stem and its particles or ending: the common
+  particles and endings are split off a Hangul eojeol (`_korean_segmenter`), as a morpheme
+  analyser (Kiwi, datatrove's for Korean) splits them, so that Korean's stop words, which are
+  such morphemes, are counted; the stems stay whole.
 
 Each segmenter is built once per process (the dictionaries load once) and is meant for one
 thread at a time.
@@ -29,6 +32,7 @@ from __future__ import annotations
 import functools
 import gzip
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -117,6 +121,8 @@ def segmenter(language: str, script: str | None = None) -> Segmenter | None:
     label, _, suffix = language.replace("-", "_").partition("_")
     label = label.lower()
     script = script or suffix.capitalize() or None
+    if label in ("ko", "kor") and script in (None, "Hang", "Kore"):
+        return _korean_segmenter()
     if script is not None and script not in _SCRIPT_RANGES:
         return None
     kind = _DICTIONARY.get(label)
@@ -126,6 +132,23 @@ def segmenter(language: str, script: str | None = None) -> Segmenter | None:
         return _dictionary_segmenter(kind)
     script = script or _DEFAULT_SCRIPT.get(label)
     return None if script is None else _script_segmenter(_FALLBACK_SCRIPT.get(script, script))
+
+
+# Particles and endings a Hangul eojeol ends with, longest first: a space goes before one
+# that follows a Hangul syllable and ends the eojeol.
+_KOREAN_SUFFIXES = (
+    "에서는|에게서|으로는|으로서|으로써|에서|에게|으로|부터|까지|처럼|보다|이다|했다|한다|된다|있다"
+    "|의|는|은|을|를|이|가|에|로|와|과|도|만|고|다"
+)
+_KOREAN_SUFFIX = re.compile(rf"(?<=[\uac00-\ud7a3]{{2}})({_KOREAN_SUFFIXES})(?=[\s.,!?;:)\]\"'」』]|$)")
+
+
+@functools.cache
+def _korean_segmenter() -> Segmenter:
+    def segment(texts: list[str]) -> list[str]:
+        return [_KOREAN_SUFFIX.sub(r" \1", text) for text in texts]
+
+    return segment
 
 
 _SCRIPTS_OF = {
