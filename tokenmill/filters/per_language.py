@@ -32,14 +32,6 @@ def groups(docs: pl.DataFrame, key: Callable[[str | None], Hashable]) -> list[tu
     return [(k, np.flatnonzero(per_row == i)) for k, i in codes.items()]
 
 
-def in_order(parts: list[tuple[np.ndarray, pl.DataFrame]], n_rows: int) -> pl.DataFrame:
-    """The frames of ``parts`` (each one row per index in ``rows``) as one, row ``i`` of the
-    batch at place ``i``."""
-    order = np.empty(n_rows, dtype=np.int64)
-    order[np.concatenate([rows for rows, _ in parts])] = np.arange(n_rows)
-    return pl.concat([frame for _, frame in parts], how="diagonal_relaxed")[order]
-
-
 class LanguageChains:
     """A ``FilterChain`` per set of language settings, as one: ``chain_for(label)`` gives the
     chain a language's documents go through (built on first use); ``base`` is the chain of

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tokenmill.filters.per_language import groups, in_order
+from tokenmill.filters.per_language import groups
 from tokenmill.filters.pii import PIIMasker
 from tokenmill.filters.protocol import Filter, Formatter
 from tokenmill.filters.registry import builtin_filters
@@ -108,21 +109,21 @@ class SignalProfile:
         return docs
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
-        """The signal columns of `docs` (`text`, `url`), one row per document."""
-        if self.by_language:
-            parts = groups(docs, lambda label: for_language(label).key())
-            if len(parts) > 1:
-                return in_order(
-                    [
-                        (rows, for_language(docs["language"][int(rows[0])])._measure(docs[rows]))
-                        for _, rows in parts
-                    ],
-                    docs.height,
-                )
-            return for_language(_first_language(docs))._measure(docs)
-        return self._measure(docs)
+        """The signal columns of `docs` (`text`, `url`), one row per document; with
+        ``by_language``, each measured at its language's defaults (``for_language``)."""
+        if not self.by_language:
+            return self._measure(docs)
+        parts = groups(docs, lambda label: for_language(label).key())
+        first = _language_at(docs, None if parts[0][1] is None else parts[0][1][0])
+        if len(parts) == 1:
+            return for_language(first)._measure(docs)
+        others = [(for_language(_language_at(docs, rows[0])), rows) for _, rows in parts[1:]]
+        return for_language(first)._measure(docs, others)
 
-    def _measure(self, docs: pl.DataFrame) -> pl.DataFrame:
+    def _measure(self, docs: pl.DataFrame, others: list[tuple] = ()) -> pl.DataFrame:
+        """The signals of `docs`; ``others``: (profile, rows) whose rows that profile measures
+        instead, where its filter measures otherwise (another language's stop words): in one
+        pass over the batch, those filters measuring again only their own rows."""
         columns, rewrites = [], []
         for formatter in self.formatters:
             if stored := formatter.rewrite_signal:
@@ -133,9 +134,13 @@ class SignalProfile:
                 text = formatter(docs)
             docs = docs.with_columns(text.alias("text"))
         types = self.columns()
-        for flt in self.filters:
+        for position, flt in enumerate(self.filters):
             docs = with_words_for(flt, docs)
             stats = flt.measure(docs)
+            for profile, rows in others:
+                theirs = profile.filters[position]
+                if theirs.measure_key() != flt.measure_key():
+                    stats = _replaced(stats, rows, theirs.measure(docs[rows]))
             for signal in flt.signals:
                 name = column(flt, signal)
                 columns.append(stats[signal].cast(types[name]).alias(name))
@@ -195,10 +200,20 @@ def measured_by_language() -> frozenset[str]:
     return frozenset(found)
 
 
-def _first_language(docs: pl.DataFrame) -> str | None:
+def _language_at(docs: pl.DataFrame, row) -> str | None:
     if "language" not in docs.columns or not docs.height:
         return None
-    return docs["language"][0]
+    return docs["language"][0 if row is None else int(row)]
+
+
+def _replaced(stats: pl.DataFrame, rows, own: pl.DataFrame) -> pl.DataFrame:
+    """``stats`` with ``own`` (the same columns) in place of its ``rows``."""
+    own = own.select(stats.columns).with_columns(pl.Series("_row", rows, pl.Int64))
+    numbered = stats.with_columns(pl.int_range(stats.height, dtype=pl.Int64).alias("_row"))
+    mask = np.zeros(stats.height, dtype=bool)
+    mask[rows] = True
+    kept = numbered.filter(pl.Series(~mask))
+    return pl.concat([kept, own], how="vertical_relaxed").sort("_row").drop("_row")
 
 
 # The signals every extracted document carries, measured by the registered built-in filters at

@@ -45,6 +45,10 @@ class LanguageDefaults:
     filters: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: _EMPTY)
     name: str | None = None  # the language's English name (datatrove's tokenizer assignment)
     word_tokenizer: str | None = None  # datatrove's word tokenizer FineWeb-2 measured with
+    # Characters that word tokenizer keeps inside a word between two letters, where the word
+    # scanner (spaCy's English rules) splits: "-" in German's "E-Mail", "·" in Catalan's
+    # "col·lecció" (``word_joins.json``, written by scripts/word_joins.py).
+    joins: tuple[str, ...] = ()
 
     def settings_of(self, filter_name: str) -> dict[str, Any]:
         """The settings of a filter this language changes: FineWeb-2's pipeline-wide ones
@@ -58,6 +62,11 @@ class LanguageDefaults:
 @cache
 def _data() -> dict[str, Any]:
     return json.loads(files(__package__).joinpath(DATA_FILE).read_text(encoding="utf-8"))
+
+
+@cache
+def _joins() -> dict[str, list[str]]:
+    return json.loads(files(__package__).joinpath("word_joins.json").read_text("utf-8"))["joins"]
 
 
 @cache
@@ -104,6 +113,7 @@ def language_defaults(label: str) -> LanguageDefaults:
         filters=_frozen(filters),
         name=entry.get("name"),
         word_tokenizer=entry.get("word_tokenizer"),
+        joins=tuple(_joins().get(label) or _joins().get(entry["config"]) or ()),
     )
 
 
@@ -116,3 +126,20 @@ def fineweb2_pipeline_settings() -> Mapping[str, Mapping[str, Any]]:
 def source() -> str:
     """Where the values come from: FineWeb-2's repository and commit."""
     return _data()["source"]
+
+
+# FineWeb-2 has no English config (English keeps FineWeb's settings): GlotLID's label for it.
+ENGLISH_CONFIG = "eng_Latn"
+
+
+def same_language(label: str) -> frozenset[str]:
+    """The labels that name ``label``'s language: itself, its FineWeb-2 config name (GlotLID's
+    label, "deu_Latn" for "de") and the label whose config it is."""
+    if label in (ENGLISH, ENGLISH_CONFIG):
+        return frozenset({ENGLISH, ENGLISH_CONFIG})
+    names = {label}
+    entry = _entries().get(label)
+    if entry is not None:
+        names.add(entry["config"])
+        names.update(key for key, other in _data()["languages"].items() if other is entry)
+    return frozenset(names)

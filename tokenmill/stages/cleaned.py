@@ -25,7 +25,7 @@ from tokenmill.filters.per_language import LanguageChains
 from tokenmill.filters.registry import settings_types
 from tokenmill.filters.settings import from_value, with_filter_settings
 from tokenmill.filters.signals import EXTRACTED_SIGNALS, for_language, measured_by_language
-from tokenmill.languages.defaults import known_languages, language_defaults
+from tokenmill.languages.defaults import known_languages, language_defaults, same_language
 from tokenmill.runtime.stage import (
     Pod,
     Scope,
@@ -50,6 +50,7 @@ from tokenmill.storage.layout import (
 )
 from tokenmill.storage.outputs import StageReport, merge_counts, read_batches, require_committed
 
+_FINEWEB_LANGUAGE_SCORE = 0.65
 # The marker count holding the settings a partition was built with (`CleanSettings.record`).
 BUILT_WITH = "clean_settings"
 # Each registered built-in filter's settings dataclass, by the filter's name, in its order.
@@ -60,7 +61,7 @@ FILTER_SETTINGS = settings_types()
 @with_filter_settings(FILTER_SETTINGS, after="skip_filters")  # each under its filter's name
 class CleanSettings:
     keep_languages: list[str] = setting(["en"], "Languages to keep (ISO 639-1); empty keeps all")
-    min_language_score: float = setting(0.65, "Minimum language probability")
+    min_language_score: float = setting(_FINEWEB_LANGUAGE_SCORE, "Minimum language probability")
     language_defaults: bool = setting(
         True,
         "Judge each language by its own defaults (FineWeb-2's stop words, thresholds and "
@@ -159,8 +160,12 @@ class CleanSettings:
                         values[key] = value
             values |= own.get(name) or {}
             resolved[name] = from_value(kind, values, f"{where}.{name}")
-        # (FineWeb-2's language-ID thresholds are GlotLID scores: not the bundled model's)
         score = own.get("min_language_score")
+        # FineWeb-2's language-ID thresholds are its model's (GlotLID: labels like "deu_Latn"),
+        # for the documents a model of that kind labels; another model's keep the recipe's
+        glotlid = defaults is not None and label == defaults.config
+        if score is None and glotlid and self.min_language_score == _FINEWEB_LANGUAGE_SCORE:
+            score = defaults.language_id_threshold
         if score is not None:
             if not isinstance(score, int | float) or not 0 <= score <= 1:
                 raise ValueError(f"{where}.min_language_score: {score!r} is not in [0, 1]")
@@ -212,16 +217,20 @@ class CleanSettings:
         languages this recipe drops, by the recipe's)."""
         if label is None or self.filters is not None:
             return False
-        if self.keep_languages and label not in self.keep_languages:
+        if self.keep_languages and label not in self._kept():
             return False
         return label in self.languages or (
             self.language_defaults and language_defaults(label).config is not None
         )
 
+    def _kept(self) -> frozenset[str]:
+        """Every label of the kept languages (a GlotLID model's "deu_Latn" for "de")."""
+        return frozenset(name for label in self.keep_languages for name in same_language(label))
+
     def _chain_key(self, label: str | None) -> tuple | None:
         """Languages judged alike share a key: the recipe's settings (None) or their own, and
         the signal profile their documents were measured with. None: the base chain's."""
-        if label is None or (self.keep_languages and label not in self.keep_languages):
+        if label is None or (self.keep_languages and label not in self._kept()):
             return None  # dropped by the language filter first, whatever follows
         own = self._own_settings(label)
         measured = for_language(label).key()
@@ -232,7 +241,7 @@ class CleanSettings:
     def _chain(self, label: str | None, after: list, stored: bool) -> FilterChain:
         own = self._chain_key(label) is not None and self._own_settings(label)
         settings = self.language_settings(label if own else None)
-        language = LanguageFilter(self.keep_languages, settings["min_language_score"])
+        language = LanguageFilter(sorted(self._kept()), settings["min_language_score"])
         formatters = [PIIMasker()] if self.mask_pii else []
         if self.filters is not None:
             filters = list(self.filters)

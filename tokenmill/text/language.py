@@ -96,7 +96,29 @@ def identifier(backend: str = DEFAULT_BACKEND) -> Callable[[str], tuple[str, flo
     """A function from text to (language, score) for ``backend``, loaded once per process."""
     if backend not in _LOADERS:
         raise ValueError(f"unknown language-ID backend {backend!r}, expected one of {BACKENDS}")
-    classify = _LOADERS[backend]()
+    return _on_a_sample(_LOADERS[backend]())
+
+
+@cache
+def model_identifier(path: str) -> Callable[[str], tuple[str, float]]:
+    """A function from text to (language, score) by the fastText language-ID model at
+    ``path`` (a GlotLID-style model: labels such as ``__label__deu_Latn``), loaded once per
+    process. Its labels are the languages as it names them, whatever they are: a language
+    this project has no settings for keeps its label and FineWeb's settings."""
+    import fasttext
+
+    model = fasttext.load_model(path)
+
+    def classify(text: str) -> tuple[str, float]:
+        labels, scores = model.predict(text, k=1)
+        return labels[0].removeprefix("__label__"), scores[0]
+
+    return _on_a_sample(classify)
+
+
+def _on_a_sample(classify: Callable[[str], tuple[str, float]]) -> Callable[[str], tuple]:
+    """``classify`` judging a text's first ``SAMPLE_CHARS`` characters on one line; "und"
+    for a text without any."""
 
     def identify(text: str) -> tuple[str, float]:
         sample = text[:SAMPLE_CHARS].replace("\n", " ")

@@ -4,6 +4,7 @@ and duplicated elements."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -161,20 +162,30 @@ def per_text(docs: pl.DataFrame, column: str, compute) -> pl.Series:
 
 
 def segmented_languages(docs: pl.DataFrame) -> list[str]:
-    """The languages of ``docs`` (their ``language`` column) written without spaces: those
-    whose words a segmenter finds."""
+    """The languages of ``docs`` (their ``language`` column) whose words the scanner does
+    not find alone: written without spaces (a segmenter finds them), or joined across a
+    character the scanner splits at (``LanguageDefaults.joins``)."""
     if "language" not in docs.columns or not docs.height:
         return []
+    found = docs["language"].unique().drop_nulls().to_list()
+    return sorted(label for label in found if _word_rules(label) != (None, ()))
+
+
+@functools.cache
+def _word_rules(label: str) -> tuple:
+    """A language's segmenter (or None) and joining characters."""
+    from tokenmill.languages.defaults import language_defaults
     from tokenmill.text.segmenters import segmenter
 
-    found = docs["language"].unique().drop_nulls().to_list()
-    return sorted(label for label in found if segmenter(label) is not None)
+    return segmenter(label), language_defaults(label).joins
 
 
 def segmented_text(docs: pl.DataFrame) -> pl.Series:
     """The documents' text as the word scanners read it: for a document in a language written
-    without spaces (its ``language``), a space at every word boundary its segmenter finds;
-    the text itself for the others (null text: empty)."""
+    without spaces (its ``language``), a space at every word boundary its segmenter finds; in
+    a language whose words join across a hyphen or a middle dot between letters, "_" in its
+    place (one word, as "_" joins in ``_JOINS``); the text itself for the others (null text:
+    empty)."""
     text = docs["text"].fill_null("")
     languages = segmented_languages(docs)
     if not languages:
@@ -183,13 +194,20 @@ def segmented_text(docs: pl.DataFrame) -> pl.Series:
 
 
 def _segmented(docs: pl.DataFrame, languages: list[str]) -> pl.Series:
-    from tokenmill.text.segmenters import segmenter
-
     text = docs["text"].fill_null("")
     for label in languages:
         rows = (docs["language"] == label).fill_null(False).arg_true()
-        if len(rows):
-            text = text.scatter(rows, segmenter(label)(text.gather(rows).to_list()))
+        if not len(rows):
+            continue
+        split, joins = _word_rules(label)
+        own = text.gather(rows)
+        if split is not None:
+            own = pl.Series(split(own.to_list()), dtype=pl.String)
+        if joins:
+            joined = rf"(\p{{L}})[{''.join(joins)}](\p{{L}})"
+            for _ in range(2):  # matches overlap: "E-Mail-Adresse"
+                own = own.str.replace_all(joined, "${1}_${2}")
+        text = text.scatter(rows, own)
     return text
 
 

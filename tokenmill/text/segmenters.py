@@ -140,7 +140,9 @@ _KOREAN_SUFFIXES = (
     "에서는|에게서|으로는|으로서|으로써|에서|에게|으로|부터|까지|처럼|보다|이다|했다|한다|된다|있다"
     "|의|는|은|을|를|이|가|에|로|와|과|도|만|고|다"
 )
-_KOREAN_SUFFIX = re.compile(rf"(?<=[\uac00-\ud7a3]{{2}})({_KOREAN_SUFFIXES})(?=[\s.,!?;:)\]\"'」』]|$)")
+_KOREAN_SUFFIX = re.compile(
+    rf"(?<=[\uac00-\ud7a3]{{2}})({_KOREAN_SUFFIXES})(?=[\s.,!?;:)\]\"'」』]|$)"
+)
 
 
 @functools.cache
