@@ -429,6 +429,11 @@ def test_the_demo_trains_a_classifier_and_builds_a_second_recipe_that_keeps_by_i
     for recipe in ("fineweb_en", "demo_top_quality"):
         shards = rows[f"{recipe}/tokenized_shards"]
         assert shards["partitions"] == "3/3" and shards["docs_out"] > 0, rows
+        # its documents and tokens per language, from the tokenized units' markers
+        (line,) = [s for s in summary if s.startswith(f"{recipe} (tokenized) per language: ")]
+        per_language = re.findall(r"(\w+) ([\d,]+) docs, ([\d,]+) tokens", line)
+        assert [language for language, *_ in per_language] == ["en"], line
+        assert sum(int(docs.replace(",", "")) for _, docs, _ in per_language) == shards["docs_out"]
     # the classifier keeps a share of what FineWeb's filters keep
     assert 0 < rows["demo_top_quality/cleaned"]["docs_out"] < rows["fineweb_en/cleaned"]["docs_out"]
     assert rows["scored"]["docs_out"] == rows["extracted"]["docs_out"]

@@ -18,16 +18,26 @@ if TYPE_CHECKING:
 def cmd_summary(args: argparse.Namespace) -> None:
     import json
 
-    from tokenmill.reports.summary import format_table, latest_release, legend
+    from tokenmill.reports.summary import (
+        format_table,
+        language_line,
+        languages,
+        latest_release,
+        legend,
+    )
 
     lake, catalog = default_lake(), load_catalog()
     rows = summary_rows(lake, catalog)
+    tokenized = {d.prefix: languages(d.lake(lake)) for d in catalog.recipes}
     if args.json:
         releases = {d.prefix: latest_release(d.lake(lake)) for d in catalog.recipes}
         found = {name: release for name, release in releases.items() if release}
-        print(json.dumps({"stages": rows, "releases": found}, indent=1))
+        print(json.dumps({"stages": rows, "releases": found, "languages": tokenized}, indent=1))
         return
     print(format_table(rows), legend(rows), sep="\n\n", end="\n\n")
+    for name, found in tokenized.items():
+        if found:
+            print(language_line(f"{name} (tokenized)", found))
     for line in release_lines(lake, catalog.recipes):
         print(line)
 

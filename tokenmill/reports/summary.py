@@ -19,9 +19,11 @@ from tokenmill.storage.layout import (
     never_read,
 )
 from tokenmill.storage.outputs import (
+    LANGUAGES,
     WARNINGS,
     MissingInputError,
     is_committed,
+    merge_counts,
     require_committed,
 )
 from tokenmill.tokens.megatron import IndexedDataset
@@ -69,6 +71,29 @@ def _row(lake: Lake, name: str, prefixes: list[str]) -> dict:
     row["partitions"] = f"{done}/{len(prefixes)}"
     row["mb_out"] = round(row["mb_out"], 2)
     return row
+
+
+def languages(lake: Lake, stage: str = TOKENIZED_SHARDS) -> dict[str, dict]:
+    """Documents and tokens per language in a stage's committed units (their markers'
+    ``languages`` counts), most documents first."""
+    total: dict[str, dict] = {}
+    for crawl in registered_crawls(lake):
+        for unit in registered_units(lake, crawl):
+            if is_committed(lake, unit.prefix(stage)):
+                marker = lake.read_json(f"{unit.prefix(stage)}/{MARKER}")
+                total = merge_counts(total, marker["counts"].get(LANGUAGES, {}))
+    return dict(sorted(total.items(), key=lambda item: -item[1].get("documents", 0)))
+
+
+def language_line(name: str, found: dict[str, dict]) -> str:
+    """``name: <language> <documents> docs, <tokens> tokens (<share> %); ...``."""
+    tokens = sum(counts.get("tokens", 0) for counts in found.values()) or 1
+    parts = [
+        f"{language} {c['documents']:,} docs, {c.get('tokens', 0):,} tokens "
+        f"({100 * c.get('tokens', 0) / tokens:.1f} %)"
+        for language, c in found.items()
+    ]
+    return f"{name} per language: " + "; ".join(parts)
 
 
 # What each column of the table means, printed under it.

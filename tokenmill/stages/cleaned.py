@@ -320,6 +320,7 @@ def run(work: Work) -> StageReport:
             for name, count in dropped.group_by("filter").len().iter_rows():
                 report.drop(f"filter:{name}", count)
             docs.write_table(kept.select(DOC_SCHEMA.names).to_arrow())
+            report.count_languages(kept["language"].to_arrow())
             dropped = rejected_text(dropped, settings, mask)
             rejected.write_table(dropped.select(REJECTED_SCHEMA.names).to_arrow())
             report.records_out += kept.height

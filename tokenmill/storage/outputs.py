@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tokenmill.storage.lake import Lake
@@ -29,6 +30,7 @@ ROWS_PER_BATCH = 2048
 BYTES_PER_BATCH = 64 << 20  # rows holding raw bytes (quarantine) flush by size, not count
 PREVIEW_ROWS = 5
 WARNINGS = "warnings"  # the counts entry of `StageReport.warn`
+LANGUAGES = "languages"  # the counts entry of `StageReport.count_languages`
 
 
 SUMMARY_FIELDS = (
@@ -74,6 +76,22 @@ class StageReport:
         """A whole input file no retry can read: counted, and named with why in the counts."""
         self.drop(UNUSABLE_FILE)
         self.counts[UNUSABLE_FILES] = {**self.counts.get(UNUSABLE_FILES, {}), name: reason}
+
+    def count_languages(self, languages, tokens=None) -> None:
+        """Documents (and ``tokens``: each document's) per language, added to the counts'
+        ``languages`` (``{"de": {"documents": n, "tokens": t}}``, summed over parts)."""
+        columns = {"language": pc.fill_null(pc.cast(languages, pa.string()), "und")}
+        sums = [("language", "count")]
+        if tokens is not None:
+            columns["tokens"] = pa.array(tokens, pa.int64())
+            sums.append(("tokens", "sum"))
+        grouped = pa.table(columns).group_by("language").aggregate(sums).to_pylist()
+        found = {
+            row["language"]: {"documents": row["language_count"]}
+            | ({"tokens": row["tokens_sum"]} if tokens is not None else {})
+            for row in grouped
+        }
+        self.counts[LANGUAGES] = merge_counts(self.counts.get(LANGUAGES, {}), found)
 
     def warn(self, message: str) -> None:
         """What a user should change about a result that is not an error (an empty split,

@@ -243,6 +243,7 @@ def _tokenize(
                 .append_column("token_end", pa.array(starts + lengths, pa.int64()))
                 .append_column("text_hash", text_hashes(batch.column("text")))
             )
+            report.count_languages(batch.column("language"), doc_lengths)
             report.records_in += batch.num_rows
             report.bytes_in += pc.sum(pc.binary_length(batch.column("text"))).as_py() or 0
         writer.write_index(out.open("tokens.idx"))
