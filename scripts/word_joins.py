@@ -17,7 +17,10 @@ import spacy
 
 LANGUAGES = Path(__file__).resolve().parents[1] / "tokenmill" / "languages"
 # joining character -> (a text, the token spaCy keeps whole when it joins there)
-PROBES = {"-": ("Debian-Installer und E-Mail", "Debian-Installer"), "·": ("col·lecció", "col·lecció")}
+PROBES = {
+    "-": ("Debian-Installer und E-Mail", "Debian-Installer"),
+    "·": ("col·lecció", "col·lecció"),
+}
 
 
 def joins_of(code: str) -> list[str]:
@@ -46,7 +49,9 @@ def main() -> None:
     }
     path = LANGUAGES / "word_joins.json"
     path.write_text(json.dumps(out, ensure_ascii=False, indent=0, sort_keys=True) + "\n", "utf-8")
-    print(f"{len(joins)} languages join words; spaCy codes: {sorted(c for c, j in by_code.items() if j)}")
+    print(
+        f"{len(joins)} languages join words; spaCy codes: {sorted(c for c, j in by_code.items() if j)}"
+    )
 
 
 if __name__ == "__main__":
