@@ -134,12 +134,17 @@ class C4QualityFilter(Filter):
         line by line by compiled code (``word_scan.c4_lines``), which follows the regexes and
         group-bys of ``tests/test_c4_lines.py`` (the tests hold them equal)."""
         counting = judging and knows_words(docs)  # the texts' words are known: count the new
-        segmented = segmented_languages(docs)
+        segmented = bool(segmented_languages(docs))
         text = segmented_text(docs) if segmented else docs["text"]
         found = c4_lines(text, self._settings(counting), list(_LOWERCASE_PHRASES))
         new_text = found.new_text
         if segmented:  # the lines were judged by their segmented words: cut the text itself
-            new_text = self._without_lines(docs["text"].fill_null(""), found.removed_lines)
+            original = docs["text"].fill_null("")
+            rows = (text != original).arg_true()
+            if len(rows):
+                removed = found.removed_lines.gather(rows)
+                cut = self._without_lines(original.gather(rows), removed)
+                new_text = new_text.scatter(rows, cut)
         stats = pl.DataFrame(
             {
                 "sentences": found.sentences,

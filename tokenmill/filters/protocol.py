@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, NamedTuple, Protocol
 
+import numpy as np
 import polars as pl
 
 from tokenmill.filters.rules import Judgement, Rule, judged
@@ -67,6 +68,13 @@ class Filter:
     def measure_key(self) -> tuple:
         """The settings its signals depend on (not its thresholds)."""
         return ()
+
+    def measure_variants(self, docs: pl.DataFrame, variants: list[tuple]) -> pl.DataFrame:
+        """``measure(docs)``, but for each (filter, rows) of ``variants`` (this filter's kind,
+        other measuring settings: another language's), those rows as that filter measures
+        them."""
+        own = [(rows, flt.measure(docs[rows])) for flt, rows in variants]
+        return with_rows(self.measure(docs), own)
 
     def rules(self) -> list[Rule]:
         """Its thresholds on its signals, in order."""
@@ -138,3 +146,18 @@ def as_filter(flt: Any) -> Filter:
 
 def as_formatter(formatter: Any) -> Formatter:
     return formatter if isinstance(formatter, Formatter) else WrappedFormatter(formatter)
+
+
+def with_rows(stats: pl.DataFrame, own: list[tuple]) -> pl.DataFrame:
+    """``stats`` with, for each (rows, frame) of ``own``, that frame (the same columns) in
+    place of those rows."""
+    if not own:
+        return stats
+    mask = np.zeros(stats.height, dtype=bool)
+    parts = []
+    for rows, frame in own:
+        mask[rows] = True
+        parts.append(frame.select(stats.columns).with_columns(pl.Series("_row", rows, pl.Int64)))
+    numbered = stats.with_columns(pl.int_range(stats.height, dtype=pl.Int64).alias("_row"))
+    parts.append(numbered.filter(pl.Series(~mask)))
+    return pl.concat(parts, how="vertical_relaxed").sort("_row").drop("_row")

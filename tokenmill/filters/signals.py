@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -136,11 +135,12 @@ class SignalProfile:
         types = self.columns()
         for position, flt in enumerate(self.filters):
             docs = with_words_for(flt, docs)
-            stats = flt.measure(docs)
-            for profile, rows in others:
-                theirs = profile.filters[position]
-                if theirs.measure_key() != flt.measure_key():
-                    stats = _replaced(stats, rows, theirs.measure(docs[rows]))
+            variants = [
+                (theirs, rows)
+                for profile, rows in others
+                if (theirs := profile.filters[position]).measure_key() != flt.measure_key()
+            ]
+            stats = flt.measure_variants(docs, variants) if variants else flt.measure(docs)
             for signal in flt.signals:
                 name = column(flt, signal)
                 columns.append(stats[signal].cast(types[name]).alias(name))
@@ -204,16 +204,6 @@ def _language_at(docs: pl.DataFrame, row) -> str | None:
     if "language" not in docs.columns or not docs.height:
         return None
     return docs["language"][0 if row is None else int(row)]
-
-
-def _replaced(stats: pl.DataFrame, rows, own: pl.DataFrame) -> pl.DataFrame:
-    """``stats`` with ``own`` (the same columns) in place of its ``rows``."""
-    own = own.select(stats.columns).with_columns(pl.Series("_row", rows, pl.Int64))
-    numbered = stats.with_columns(pl.int_range(stats.height, dtype=pl.Int64).alias("_row"))
-    mask = np.zeros(stats.height, dtype=bool)
-    mask[rows] = True
-    kept = numbered.filter(pl.Series(~mask))
-    return pl.concat([kept, own], how="vertical_relaxed").sort("_row").drop("_row")
 
 
 # The signals every extracted document carries, measured by the registered built-in filters at

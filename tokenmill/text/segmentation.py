@@ -194,21 +194,37 @@ def segmented_text(docs: pl.DataFrame) -> pl.Series:
 
 
 def _segmented(docs: pl.DataFrame, languages: list[str]) -> pl.Series:
+    """The texts of ``languages`` segmented: a pass per set of word rules (a segmenter, the
+    joining characters), not per language (dozens share the same joins)."""
     text = docs["text"].fill_null("")
+    by_rules: dict[tuple, list[str]] = {}
     for label in languages:
-        rows = (docs["language"] == label).fill_null(False).arg_true()
+        by_rules.setdefault(_word_rules(label), []).append(label)
+    for (split, joins), labels in by_rules.items():
+        rows = docs["language"].is_in(labels).fill_null(False).arg_true()
         if not len(rows):
             continue
-        split, joins = _word_rules(label)
         own = text.gather(rows)
         if split is not None:
             own = pl.Series(split(own.to_list()), dtype=pl.String)
         if joins:
-            joined = rf"(\p{{L}})[{''.join(joins)}](\p{{L}})"
-            for _ in range(2):  # matches overlap: "E-Mail-Adresse"
-                own = own.str.replace_all(joined, "${1}_${2}")
+            own = _joined_across(own, joins)
         text = text.scatter(rows, own)
     return text
+
+
+def _joined_across(text: pl.Series, joins: tuple[str, ...]) -> pl.Series:
+    """``text`` with "_" for each of ``joins`` between two letters (one word to the scanner);
+    only the texts holding one are searched (a letter class has no literal to look for)."""
+    holding = text.str.contains(f"[{''.join(joins)}]")
+    rows = holding.arg_true()
+    if not len(rows):
+        return text
+    joined = rf"(\p{{L}})[{''.join(joins)}](\p{{L}})"
+    own = text.gather(rows)
+    for _ in range(2):  # matches overlap: "E-Mail-Adresse"
+        own = own.str.replace_all(joined, "${1}_${2}")
+    return text.scatter(rows, own)
 
 
 def words_of(docs: pl.DataFrame) -> pl.Series:
