@@ -40,9 +40,11 @@ from pathlib import Path  # noqa: E402
 
 import polars as pl  # noqa: E402
 
+from benchmarks.bench_clean import bare_extraction  # noqa: E402
 from benchmarks.measure import print_table  # noqa: E402
 from benchmarks.results import record  # noqa: E402
 from testkit.shared_data import shared_path  # noqa: E402
+from tokenmill.crawl.extract import DEFAULT_EXTRACTOR  # noqa: E402
 from tokenmill.crawl.units import register_new_files  # noqa: E402
 from tokenmill.demo.warc_writer import WarcWriter, make_record_id  # noqa: E402
 from tokenmill.runtime.parts import run_stage_work  # noqa: E402
@@ -133,6 +135,14 @@ def extracted_cpu(lake: Lake, unit) -> float:
     return run_stage_work(stage_named(EXTRACTED), lake, unit=unit, workers=1).cpu_s
 
 
+def bare_cpu(lake: Lake, unit) -> float:
+    """CPU seconds of the bare loop over the same records: fastwarc + the stage's HTML-to-text
+    extraction, nothing else (``bench_clean.bare_extraction``)."""
+    started = time.process_time()
+    bare_extraction(lake.url, unit, DEFAULT_EXTRACTOR)
+    return time.process_time() - started
+
+
 def segmentation_cpu(docs: pl.DataFrame) -> float:
     started = time.process_time()
     segmented_text(docs)
@@ -162,35 +172,48 @@ def main(argv: list[str] | None = None) -> None:
         docs = pl.from_arrow(read_table(lake, key, ["text", "language"]))
         segmentation_cpu(docs)
         seconds: dict[str, list[float]] = {name: [] for name in crawls}
+        bare: dict[str, list[float]] = {name: [] for name in crawls}
         segmentation: list[float] = []
         for round_ in range(args.rounds):
             for name, (lake, unit, html_bytes) in crawls.items():
                 seconds[name].append(extracted_cpu(lake, unit) / (html_bytes / 1e6))
+                bare[name].append(bare_cpu(lake, unit) / (html_bytes / 1e6))
             segmentation.append(segmentation_cpu(docs) / (crawls["cjk"][2] / 1e6))
             done = ", ".join(f"{name} {s[-1]:.3f} s/MB" for name, s in seconds.items())
             print(f"round {round_ + 1}: {done}", file=sys.stderr)
     median = {name: statistics.median(values) for name, values in seconds.items()}
+    over_bare = {
+        name: statistics.median(s / b for s, b in zip(seconds[name], bare[name], strict=True))
+        for name in crawls
+    }
     ratio = median["cjk"] / median["en"]
     share = statistics.median(segmentation) / median["cjk"]
     rows = [
         [name, f"{crawls[name][2] / 1e6:.1f}", found[name]["pages"],
          ", ".join(f"{k} {v}" for k, v in found[name].items() if k != "pages"),
-         round(median[name], 3), round(1 / median[name], 2)]
+         round(median[name], 3), round(1 / median[name], 2),
+         round(statistics.median(bare[name]), 3), round(over_bare[name], 3)]
         for name in crawls
     ]  # fmt: skip
     print_table(
         f"extracted stage (extraction + language ID + signals), CPU seconds per MB of HTML, one "
         f"core, median of {args.rounds} interleaved rounds",
-        ["crawl", "MB of HTML", "distinct pages", "languages", "s per MB", "MB per s"],
+        ["crawl", "MB of HTML", "distinct pages", "languages", "s per MB", "MB per s",
+         "bare s per MB", "stage / bare"],
         rows,
-    )
+    )  # fmt: skip
     verdict = "within" if ratio <= TARGET else "ABOVE"
+    bare_ratio = statistics.median(bare["cjk"]) / statistics.median(bare["en"])
+    added = over_bare["cjk"] / over_bare["en"]
     print(f"\ncjk/en: {ratio:.2f} ({verdict} the {TARGET} target); segmentation: "
-          f"{share:.1%} of the CJK stage time")  # fmt: skip
+          f"{share:.1%} of the CJK stage time; the bare loop's cjk/en: {bare_ratio:.2f}; "
+          f"the stage over the bare loop, cjk over en: {added:.2f}")  # fmt: skip
     figures = {
         "en_s_per_mb": round(median["en"], 4),
         "cjk_s_per_mb": round(median["cjk"], 4),
         "cjk_over_en": round(ratio, 3),
+        "bare_cjk_over_en": round(bare_ratio, 3),
+        "stage_over_bare": {name: round(value, 3) for name, value in over_bare.items()},
         "segmentation_share_of_cjk": round(share, 4),
         "rounds": args.rounds,
     }

@@ -28,7 +28,12 @@ from tokenmill.crawl.warc import UnusableInputError
 from tokenmill.reports.plots import markdown
 from tokenmill.storage.lake import Lake, LakeKeyError, LakeRefusedError, LakeUnreachableError
 from tokenmill.storage.layout import Unit
-from tokenmill.storage.outputs import WARNINGS, MissingInputError, StageReport
+from tokenmill.storage.outputs import (
+    LANGUAGES_BY_FILE,
+    WARNINGS,
+    MissingInputError,
+    StageReport,
+)
 from tokenmill.storage.rollups import Rollup
 
 # Transient faults (object store, network, preempted node, a worker killed) get retried with
@@ -90,7 +95,7 @@ WARNING_ITEM = "- **warning**: "
 # Counts kept in the lake's markers only: thousands of histogram bins per unit (or every
 # setting of the recipe, which the code version and `recipe_overrides` already name) would
 # weigh on the event log (every unit's materialization) for nothing the UI shows.
-MARKER_ONLY_COUNTS = frozenset({"score_histograms", "clean_settings"})
+MARKER_ONLY_COUNTS = frozenset({"score_histograms", "clean_settings", LANGUAGES_BY_FILE})
 
 
 def stage_result(

@@ -600,3 +600,90 @@ def test_routed_rows_out_of_position_order_fail_the_shard_naming_the_file(lake, 
     with pytest.raises(RouteError, match=f"routed tokens {tokens}/{task}.0000.arrows are not in"):
         shards.run(shards.tasks[0])
     assert not [key for key in copy.list(plan.prefix) if "/train-" in key]
+
+
+@pytest.fixture(scope="module")
+def multilingual(tmp_path_factory):
+    """A lake whose recipe keeps every language of a demo crawl (English, and pages in eight
+    others), tokenized, and the recipe's zone of it."""
+    from tokenmill.recipes.catalog import Dataset
+    from tokenmill.recipes.recipe import Recipe
+
+    root = tmp_path_factory.mktemp("languages")
+    every = Dataset(Recipe({"clean": {"keep_languages": []}}, "every"), "every")
+    lake = tokenized_demo_crawls(root, {FIRST: 6}, files=4, pages_per_file=60, recipe=every)
+    return every.lake(lake)
+
+
+def languages_released(lake, version: str) -> dict[str, set[str]]:
+    """Each language's train and valid shard names, from the sidecar rows."""
+    found: dict[str, set[str]] = {}
+    for name, shard in shards(lake, version).items():
+        for row in shard["rows"]:
+            found.setdefault(row["language"], set()).add(name)
+    return found
+
+
+def test_languages_weighted_by_temperature_each_shuffled_into_shards_of_their_own(multilingual):
+    lake = multilingual
+    plain = release(lake, SMALL).counts["version"]
+    everything = {
+        row["doc_id"]: (row["language"], tokens)
+        for shard in shards(lake, plain).values()
+        for tokens, row in zip(shard["documents"], shard["rows"], strict=True)
+    }
+    counted = Counter(language for language, _ in everything.values())
+    assert len(counted) >= 4 and counted.most_common(1)[0][0] == "en", counted
+    settings = replace(SMALL, language_temperature=0.3)
+    version = release(lake, settings).counts["version"]
+    assert version != plain
+    found = shards(lake, version)
+    released = {}
+    for name, shard in found.items():
+        languages = {row["language"] for row in shard["rows"]}
+        assert len(languages) == 1 and name.split("-")[1] in languages, (name, languages)
+        for tokens, row in zip(shard["documents"], shard["rows"], strict=True):
+            assert row["doc_id"] not in released
+            released[row["doc_id"]] = (row["language"], tokens)
+        row = shard["rows"][0]  # lineage: the row a document had in its tokenized file
+        with lake.open_input(f"{row['source']}/provenance.parquet") as f:
+            assert pq.read_table(f).to_pylist()[row["source_doc_index"]]["doc_id"] == row["doc_id"]
+    assert released == everything  # every document once, its language and tokens kept
+    # the blend: each language's tokens to the power 0.3, normalized, split by tokens
+    manifest = json.loads(lake.read_bytes(f"release/{version}/manifest.json"))
+    blend = manifest["blend"]
+    assert blend["by"] == "language" and blend["temperature"] == 0.3
+    tokens = {k: v["tokens"] for k, v in blend["languages"].items()}
+    total = sum(tokens.values())
+    expected = {k: (t / total) ** 0.3 for k, t in tokens.items()}
+    norm = sum(expected.values())
+    pairs = lake.read_bytes(f"release/{version}/blend.txt").decode().split()
+    by_language = Counter()
+    for weight, name in zip(map(float, pairs[::2]), pairs[1::2], strict=True):
+        by_language[name.split("-")[1]] += weight
+    for language, weight in by_language.items():
+        assert abs(weight - expected[language] / norm) < 1e-6, (language, weight)
+        share = blend["languages"][language]
+        assert abs(share["repeats"] - share["blend_share"] / share["token_share"]) < 1e-3
+    small = min(tokens, key=tokens.get)
+    assert blend["languages"][small]["repeats"] > 1 > blend["languages"]["en"]["repeats"]
+
+
+def test_fixed_language_weights_name_every_language_and_the_plain_release_is_unchanged(
+    multilingual,
+):
+    lake = multilingual
+    plain = plan_release(lake, SMALL)
+    assert "language_weights" not in plain.settings and "blend" not in plain.settings
+    languages = sorted(plan_release(lake, replace(SMALL, language_temperature=1.0)).groups)
+    with pytest.raises(ReleaseError, match=r"does not weigh the release's languages \["):
+        plan_release(lake, replace(SMALL, language_weights={"en": 1.0}))
+    weights = dict.fromkeys(languages, 1.0) | {"en": 3.0}
+    version = release(lake, replace(SMALL, language_weights=weights)).counts["version"]
+    manifest = json.loads(lake.read_bytes(f"release/{version}/manifest.json"))
+    shares = {k: v["blend_share"] for k, v in manifest["blend"]["languages"].items()}
+    assert abs(shares["en"] - 3 / (len(languages) + 2)) < 1e-6
+    with pytest.raises(ValueError, match="cannot be set together"):
+        ReleaseSettings(language_temperature=0.3, weights={FIRST: 1.0})
+    with pytest.raises(ValueError, match="language_temperature 2 is not in"):
+        ReleaseSettings(language_temperature=2)

@@ -25,6 +25,8 @@ def _salt(number) -> np.ndarray | np.uint64:
     words."""
     with np.errstate(over="ignore"):  # wrapping is the point
         return (np.asarray(number, np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+
+
 # What word_scan.c's word_totals counts per document, in its order.
 _WORD_TOTALS = ("n_content", "content_chars", "n_alpha", "n_stop")
 

@@ -45,6 +45,7 @@ from tokenmill.storage.layout import (
     Unit,
 )
 from tokenmill.storage.outputs import (
+    LANGUAGES_BY_FILE,
     HashingFile,
     MissingInputError,
     ParquetSink,
@@ -114,15 +115,49 @@ class ReleaseSettings:
         "Blend weight per crawl (each weighted crawl shuffled into shards of its own); empty: "
         "every crawl shuffled together, weighted by tokens",
     )
+    language_weights: dict[str, float] = setting(
+        {},
+        "Blend weight per language (each language shuffled into shards of its own; every "
+        "language of the release must be named); empty: no weighting by language",
+    )
+    language_temperature: float = setting(
+        0.0,
+        "Blend each language by its share of tokens to this power (mT5's 0.3 upsamples the "
+        "small languages; 1: as they are), each shuffled into shards of its own; 0: off",
+    )
 
     def __post_init__(self):
         if isinstance(self.shard_tokens, int) and self.shard_tokens < 1:
             raise ValueError(f"release.shard_tokens must be 1 or more, not {self.shard_tokens}")
         if isinstance(self.validation, int | float) and not 0 <= self.validation < 1:
             raise ValueError(f"release.validation {self.validation} is not a share in [0, 1)")
-        for crawl, weight in (self.weights or {}).items():
-            if not isinstance(weight, int | float) or isinstance(weight, bool) or weight <= 0:
-                raise ValueError(f"release.weights.{crawl}: {weight!r} is not a positive number")
+        for name, weights in (
+            ("weights", self.weights),
+            ("language_weights", self.language_weights),
+        ):
+            for key, weight in (weights or {}).items():
+                if not isinstance(weight, int | float) or isinstance(weight, bool) or weight <= 0:
+                    raise ValueError(f"release.{name}.{key}: {weight!r} is not a positive number")
+        alpha = self.language_temperature
+        if isinstance(alpha, int | float) and not 0 <= alpha <= 1:
+            raise ValueError(f"release.language_temperature {alpha} is not in [0, 1]")
+        chosen = [
+            n for n in ("weights", "language_weights", "language_temperature") if getattr(self, n)
+        ]
+        if len(chosen) > 1:
+            raise ValueError(f"release: {' and '.join(chosen)} cannot be set together")
+
+    @property
+    def by_language(self) -> bool:
+        return bool(self.language_weights or self.language_temperature)
+
+    def record(self) -> dict:
+        """The settings as the release's version and manifest hold them: the weighting by
+        language only when set (a release without it is the one made before it existed)."""
+        values = asdict(self)
+        if not self.by_language:
+            del values["language_weights"], values["language_temperature"]
+        return values
 
 
 def split_draws(text_hashes: np.ndarray, split_seed: int) -> np.ndarray:
@@ -183,11 +218,23 @@ class InputFiles:
     units: list[str] = field(default_factory=list)
     unit_of: array = field(default_factory=lambda: array("i"))
     part: array = field(default_factory=lambda: array("i"))
-    documents: array = field(default_factory=lambda: array("q"))
+    documents: array = field(default_factory=lambda: array("q"))  # the group's, in the file
+    rows: array = field(default_factory=lambda: array("q"))  # every document of the file
     tokens: int = 0
 
     def __len__(self) -> int:
         return len(self.documents)
+
+    def add(self, unit: str, part: int, documents: int, rows: int, tokens: int) -> None:
+        """A tokenized file (``rows`` documents), of which ``documents`` (``tokens``) are the
+        group's."""
+        if not self.units or self.units[-1] != unit:
+            self.units.append(unit)
+        self.unit_of.append(len(self.units) - 1)
+        self.part.append(part)
+        self.documents.append(documents)
+        self.rows.append(rows)
+        self.tokens += tokens
 
     def starts(self) -> np.ndarray:
         """Each file's first document number in the group, and the total at the end."""
@@ -200,7 +247,8 @@ class InputFiles:
         return unit.part_prefix(TOKENIZED_SHARDS, self.part[file])
 
 
-PER_FILE = {"unit_of": "i", "part": "i", "documents": "q"}  # InputFiles' arrays, their codes
+# InputFiles' arrays, their codes
+PER_FILE = {"unit_of": "i", "part": "i", "documents": "q", "rows": "q"}
 
 
 @dataclass
@@ -210,6 +258,7 @@ class Group:
     per_shard: int = 1  # documents per train shard, validation documents included
     shards: int = 0
     weight: float = 1.0
+    language: str | None = None  # a group of one language's documents of its files
 
     @property
     def documents(self) -> int:
@@ -244,6 +293,7 @@ class Plan:
                 "per_shard": group.per_shard,
                 "shards": group.shards,
                 "weight": group.weight,
+                "language": group.language,
                 "units": group.files.units,
                 "tokens": group.files.tokens,
             }
@@ -267,7 +317,12 @@ class Plan:
         for number, (name, fields) in enumerate(header.pop("groups").items()):
             files = InputFiles(units=fields.pop("units"), tokens=fields.pop("tokens"))
             for column, code in PER_FILE.items():
-                setattr(files, column, array(code, stored[f"{number}.{column}"].tobytes()))
+                key = (
+                    f"{number}.{column}"
+                    if f"{number}.{column}" in stored
+                    else f"{number}.documents"
+                )
+                setattr(files, column, array(code, stored[key].tobytes()))  # (rows: all of them)
             groups[name] = Group(files, **fields)
         return cls(groups=groups, **header)
 
@@ -284,9 +339,7 @@ def plan_release(lake: Lake, settings: ReleaseSettings) -> Plan:
     groups: dict[str, Group] = {}
     inputs: dict[str, str] = {}  # unit -> the digest of its tokenized files
     for crawl in crawls:
-        name = crawl if settings.weights else ALL
-        files = groups.setdefault(name, Group(InputFiles())).files
-        before = files.tokens
+        before = sum(group.files.tokens for group in groups.values())
         for unit in registered_units(lake, crawl):
             marker = require_committed(
                 lake, unit.prefix(TOKENIZED_SHARDS), f"tokenized_shards of {unit}"
@@ -294,30 +347,68 @@ def plan_release(lake: Lake, settings: ReleaseSettings) -> Plan:
             tokenizers.setdefault(marker["counts"]["tokenizer_sha256"], set()).add(crawl)
             dtypes.add(marker["counts"]["dtype"])
             itemsize = np.dtype(marker["counts"]["dtype"]).itemsize
-            files.units.append(unit.key)
             for part in range(marker["counts"]["files"]):
-                tokens = marker["outputs"][f"{part:05d}/tokens.bin"]
-                files.unit_of.append(len(files.units) - 1)
-                files.part.append(part)
-                files.documents.append(marker["outputs"][f"{part:05d}/provenance.parquet"]["rows"])
-                files.tokens += tokens["bytes"] // itemsize
+                rows = marker["outputs"][f"{part:05d}/provenance.parquet"]["rows"]
+                tokens = marker["outputs"][f"{part:05d}/tokens.bin"]["bytes"] // itemsize
+                for name, documents, own_tokens in _file_groups(
+                    settings, crawl, unit, marker, part, rows, tokens
+                ):
+                    group = groups.setdefault(name, Group(InputFiles()))
+                    group.language = name if settings.by_language else None
+                    group.files.add(unit.key, part, documents, rows, own_tokens)
             inputs[unit.key] = unit_digest(marker)
-        if files.tokens == before:
+        if sum(group.files.tokens for group in groups.values()) == before:
             raise ReleaseError(f"crawl {crawl} has no tokenized documents to release")
     if len(tokenizers) > 1:
         named = "; ".join(f"{sha[:12]}: {sorted(c)}" for sha, c in tokenizers.items())
         raise ReleaseError(f"the crawls were tokenized with different tokenizers ({named})")
     tokenizer = next(iter(tokenizers))
+    if settings.by_language:
+        groups = dict(sorted(groups.items()))  # by language: the same order whatever the crawls
+        weigh_languages(groups, settings)
     for index, (name, group) in enumerate(groups.items()):
         shape_group(group, name, index, settings)
     version = release_version(settings, inputs, tokenizer)
-    return Plan(version, groups, tokenizer, dtypes.pop(), asdict(settings), inputs)
+    return Plan(version, groups, tokenizer, dtypes.pop(), settings.record(), inputs)
+
+
+def _file_groups(settings: ReleaseSettings, crawl, unit, marker, part, rows, tokens):
+    """(group, its documents, its tokens) of one tokenized file: the release's one group, its
+    crawl's (crawl weights), or one per language of its documents (language weights)."""
+    if not settings.by_language:
+        return [(crawl if settings.weights else ALL, rows, tokens)]
+    found = marker["counts"].get(LANGUAGES_BY_FILE)
+    if found is None:
+        raise MissingInputError(
+            f"{unit}: tokenized before its files counted their languages, which a release "
+            "weighting languages needs: rematerialize tokenized_shards"
+        )
+    per_language = found.get(f"{part:05d}", {})
+    return [(language, c["documents"], c["tokens"]) for language, c in per_language.items()]
+
+
+def weigh_languages(groups: dict[str, Group], settings: ReleaseSettings) -> None:
+    """Each language group's blend weight: the one set for it, or its share of the release's
+    tokens to the power ``language_temperature`` (normalized when blended)."""
+    if settings.language_weights:
+        missing = sorted(set(groups) - set(settings.language_weights))
+        if missing:
+            raise ReleaseError(
+                f"release.language_weights does not weigh the release's languages {missing} "
+                f"(it holds {sorted(groups)})"
+            )
+        for name, group in groups.items():
+            group.weight = float(settings.language_weights[name])
+        return
+    total = sum(group.files.tokens for group in groups.values())
+    for group in groups.values():
+        group.weight = (group.files.tokens / total) ** settings.language_temperature
 
 
 def release_version(settings: ReleaseSettings, inputs: dict[str, str], tokenizer: str) -> str:
     """A release's version: a hash of its settings, of each input unit's digest in lake order
     (`inputs`: unit -> `unit_digest`) and of the tokenizer."""
-    identity = hashlib.sha256(json.dumps(asdict(settings), sort_keys=True).encode())
+    identity = hashlib.sha256(json.dumps(settings.record(), sort_keys=True).encode())
     for unit, digest in inputs.items():
         identity.update(f"{unit}={digest}\n".encode())
     identity.update(tokenizer.encode())
@@ -344,7 +435,8 @@ def shape_group(group: Group, name: str, index: int, settings: ReleaseSettings) 
     group.seed = settings.seed * 1_000_003 + index
     group.per_shard = min(MAX_DOCUMENTS, max(1, per_shard))
     group.shards = math.ceil(total / group.per_shard)
-    group.weight = settings.weights.get(name, 1.0)
+    if not settings.by_language:
+        group.weight = settings.weights.get(name, 1.0)
 
 
 # -- writing (tokenmill.release.shards) ------------------------------------------------------
@@ -484,6 +576,8 @@ def finish_release(lake: Lake, plan: Plan, settings: ReleaseSettings) -> StageRe
         },
         "shards": shards,
     }
+    if settings.by_language:
+        manifest["blend"] = language_blend(plan, settings)
     by_crawl = {}  # crawl -> a running hash of its units' digests
     for unit, digest in plan.inputs.items():
         by_crawl.setdefault(Unit.from_key(unit).crawl, hashlib.sha256()).update(
@@ -529,6 +623,29 @@ def finish_release(lake: Lake, plan: Plan, settings: ReleaseSettings) -> StageRe
     lake.delete_prefix(f"{plan.prefix}/_pieces")
     lake.delete_prefix(f"{plan.prefix}/_work")  # the shuffle's files, markers and claims
     return report
+
+
+def language_blend(plan: Plan, settings: ReleaseSettings) -> dict:
+    """What the blend does to each language: its share of the release's tokens, its share of
+    the blend, and so how many times a training pass over the blend sees its tokens (above 1:
+    upsampled, its documents repeated by the trainer's sampling; below: downsampled)."""
+    tokens = sum(group.files.tokens for group in plan.groups.values())
+    weights = sum(group.weight for group in plan.groups.values())
+    how = (
+        {"temperature": settings.language_temperature}
+        if settings.language_temperature
+        else {"weights": dict(settings.language_weights)}
+    )
+    languages = {}
+    for name, group in plan.groups.items():
+        share, weight = group.files.tokens / tokens, group.weight / weights
+        languages[name] = {
+            "tokens": group.files.tokens,
+            "token_share": round(share, 6),
+            "blend_share": round(weight, 6),
+            "repeats": round(weight / share, 4),
+        }
+    return {"by": "language", **how, "languages": languages}
 
 
 def done_key(plan: Plan, piece: str) -> str:

@@ -485,17 +485,27 @@ def route_task(writing: Writing, task: str) -> dict:
     with _Routed(writing, ROUTE, task, -(-shards // per_bucket)) as routed:
         for file in range(first, last):
             source = group.files.source(file)
-            documents = group.files.documents[file]
             rows, lengths, data, at = _read_input(
-                writing.lake, source, documents, not writing.gather
+                writing.lake, source, group.files.rows[file], not writing.gather
             )
+            indices = np.arange(len(lengths))
+            if group.language is not None:  # the file's documents of the group's language
+                language = pc.cast(rows.column("language"), pa.string())
+                mine = pc.fill_null(pc.equal(pc.fill_null(language, "und"), group.language), False)
+                indices = np.flatnonzero(mine.to_numpy(zero_copy_only=False))
+                rows, lengths, at = rows.take(indices), lengths[indices], at[indices]
+            if len(indices) != group.files.documents[file]:
+                raise MissingInputError(
+                    f"{source}: {len(indices)} documents of the group, its marker counted "
+                    f"{group.files.documents[file]}: rematerialize tokenized_shards"
+                )
             positions = shuffle.position_of(starts[file] + np.arange(len(lengths)))
             shard = positions // group.per_shard + first_shard
             spans = pc.subtract(rows.column("token_end"), rows.column("token_start"))
             meta = (
                 rows.select([f.name for f in COPIED_FIELDS])
                 .append_column("source", _constant(source, len(lengths)))
-                .append_column("source_doc_index", pa.array(np.arange(len(lengths)), pa.int64()))
+                .append_column("source_doc_index", pa.array(indices, pa.int64()))
                 .append_column("text_tokens", spans.cast(pa.int64()))
                 .append_column("length", pa.array(lengths, pa.int64()))
                 .append_column("token_offset", pa.array(at, pa.int64()))  # in bytes

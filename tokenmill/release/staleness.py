@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from tokenmill.crawl.units import registered_crawls, registered_units
 from tokenmill.release.plan import ReleaseSettings, release_version, unit_digest
@@ -100,7 +100,7 @@ def release_staleness(
 
 
 def _settings_changed(released: dict, settings: ReleaseSettings) -> list[str]:
-    now = json.loads(json.dumps(asdict(settings)))
+    now = json.loads(json.dumps(settings.record()))
     names = sorted(name for name in now if released.get(name) != now[name])
     return [f"release settings changed ({', '.join(names)})"] if names else []
 

@@ -31,6 +31,9 @@ BYTES_PER_BATCH = 64 << 20  # rows holding raw bytes (quarantine) flush by size,
 PREVIEW_ROWS = 5
 WARNINGS = "warnings"  # the counts entry of `StageReport.warn`
 LANGUAGES = "languages"  # the counts entry of `StageReport.count_languages`
+# A tokenized unit's documents and tokens per language per file ("00000": {language: ...}),
+# where a release weighting languages finds them.
+LANGUAGES_BY_FILE = "languages_by_file"
 
 
 SUMMARY_FIELDS = (

@@ -25,6 +25,8 @@ from tokenmill.storage.layout import (
 )
 from tokenmill.storage.locations import open_location
 from tokenmill.storage.outputs import (
+    LANGUAGES,
+    LANGUAGES_BY_FILE,
     PartitionWriter,
     StageReport,
     part_files,
@@ -250,6 +252,7 @@ def _tokenize(
         if donor is not None:
             donor.check_unchanged()  # before the commit: a torn read is never committed
         report.records_out = len(writer.lengths)
+        report.counts[LANGUAGES_BY_FILE] = {f"{work.part:05d}": report.counts.get(LANGUAGES, {})}
         report.counts.update(
             tokens=writer.tokens,
             tokenizer_sha256=tokenizer_sha,
