@@ -49,9 +49,8 @@ def main() -> None:
     }
     path = LANGUAGES / "word_joins.json"
     path.write_text(json.dumps(out, ensure_ascii=False, indent=0, sort_keys=True) + "\n", "utf-8")
-    print(
-        f"{len(joins)} languages join words; spaCy codes: {sorted(c for c, j in by_code.items() if j)}"
-    )
+    codes = sorted(code for code, found in by_code.items() if found)
+    print(f"{len(joins)} languages join words; spaCy codes: {codes}")
 
 
 if __name__ == "__main__":
