@@ -30,6 +30,7 @@ import os
 os.environ.setdefault("POLARS_MAX_THREADS", "1")  # before polars is imported
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -105,6 +106,33 @@ def source_pages(files: tuple[str, ...], languages: set[str]) -> list[Page]:
     return pages
 
 
+def demo_pages(root: Path, pages: int = 3000) -> dict[str, list[Page]]:
+    """The demo crawl generator's English articles and its Chinese and Japanese ones, on the
+    same page template, all UTF-8: what the languages cost apart from the HTML and charsets."""
+    from tokenmill.crawl.http_messages import parse_http_response
+    from tokenmill.crawl.warc import WarcRecord, iter_records
+    from tokenmill.demo.crawl import generate_demo_crawl
+
+    generate_demo_crawl(root / "demo", root / "demo.json", files=1, pages_per_file=pages, seed=7)
+    truth = json.loads((root / "demo.json").read_text())
+    kinds = {page["record_id"]: page["kind"] for page in truth["pages"]}
+    wanted = {"good": "en", "foreign:zh": "zh", "foreign:ja": "ja"}
+    found: dict[str, list[Page]] = {"en": [], "cjk": []}
+    for path in sorted((root / "demo").glob("*.warc.gz")):
+        with path.open("rb") as stream:
+            for rec in iter_records(stream, name=path.name):
+                if not isinstance(rec, WarcRecord) or rec.headers.get("WARC-Type") != "response":
+                    continue
+                language = wanted.get(kinds.get(rec.headers.get("WARC-Record-ID", ""), ""))
+                if language is None:
+                    continue
+                response = parse_http_response(rec.block)
+                content_type = response.headers.get("content-type") or "text/html"
+                page = Page(rec.headers["WARC-Target-URI"], response.body, content_type, language)
+                found["en" if language == "en" else "cjk"].append(page)
+    return found
+
+
 def write_crawl(root: Path, name: str, pages: list[Page], mb: float) -> tuple[Lake, object, int]:
     """The pages, repeated up to ``mb`` MB of HTML, as one WARC file of a new lake, indexed by
     raw_crawl; returns the lake, the unit and the HTML bytes."""
@@ -153,13 +181,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--mb", type=float, default=8.0, help="MB of HTML per crawl")
+    parser.add_argument(
+        "--source",
+        choices=("shared", "demo"),
+        default="shared",
+        help="shared: real pages of ../shared's WARC files; demo: the demo generator's "
+        "English, Chinese and Japanese articles on one template",
+    )
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         crawls, found = {}, {}
+        generated = demo_pages(root) if args.source == "demo" else None
         for name, (files, languages) in SOURCES.items():
-            pages = source_pages(files, languages)
+            pages = generated[name] if generated else source_pages(files, languages)
             if not pages:
                 print(f"no {name} pages found: nothing to measure", file=sys.stderr)
                 return
@@ -216,6 +252,7 @@ def main(argv: list[str] | None = None) -> None:
         "stage_over_bare": {name: round(value, 3) for name, value in over_bare.items()},
         "segmentation_share_of_cjk": round(share, 4),
         "rounds": args.rounds,
+        "source": args.source,
     }
     record(
         "bench_cjk_cost",
@@ -223,7 +260,9 @@ def main(argv: list[str] | None = None) -> None:
         {
             "mb_html": {name: round(crawl[2] / 1e6, 2) for name, crawl in crawls.items()},
             "pages": found,
-            "data": "HTML responses of ../shared/corpora/warc (en: wget-2024-sample, "
+            "data": "the demo generator's articles (seed 7): en good pages; cjk zh and ja pages"
+            if generated
+            else "HTML responses of ../shared/corpora/warc (en: wget-2024-sample, "
             "ukwa-2014-datagovuk; cjk: clueweb-japanese-quirk, cc-main-2020-34 zh/ja), repeated",
         },
     )

@@ -130,13 +130,27 @@ def _trafilatura(html: str, fast: bool = False) -> str:
     return _lines(trafilatura.extract(html) or "")
 
 
+# Runs of characters of scripts written without spaces (Thai, Lao, Myanmar, Khmer, Kana, Han):
+# a lost main content is judged by its words, and a Chinese page's text has few spaces, so
+# about one word is counted per two such characters (the mean length of a Chinese word).
+_UNSPACED = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uf900-\ufaff]+"
+)
+
+
 def _word_count(text: str) -> int:
-    return len(text.split())
+    words = len(text.split())
+    if text.isascii():
+        return words
+    return words + sum(len(run) for run in _UNSPACED.findall(text)) // 2
 
 
 def _fewer_words(text: str, limit: int) -> bool:
     """``_word_count(text) < limit`` without splitting a long text to its end, nor copying
     it: a start holding ``limit`` words answers (a word cut at its end is still one)."""
+    if not text.isascii() and _UNSPACED.search(text):
+        return _word_count(text) < limit
     head = text[: 16 * limit]
     if len(head.split(maxsplit=limit)) >= limit:
         return False
