@@ -134,8 +134,7 @@ def _trafilatura(html: str, fast: bool = False) -> str:
 # a lost main content is judged by its words, and a Chinese page's text has few spaces, so
 # about one word is counted per two such characters (the mean length of a Chinese word).
 _UNSPACED = re.compile(
-    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\uf900-\ufaff]+"
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
 )
 
 
