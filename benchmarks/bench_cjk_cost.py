@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
         "source": args.source,
     }
     record(
-        "bench_cjk_cost",
+        "bench_cjk_cost" + (": demo pages" if generated else ""),
         figures,
         {
             "mb_html": {name: round(crawl[2] / 1e6, 2) for name, crawl in crawls.items()},
