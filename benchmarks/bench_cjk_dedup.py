@@ -434,6 +434,10 @@ def main(argv: list[str] | None = None) -> None:
             jaccards = jaccards_of[language]
             chance = {p for p, j in jaccards.items() if low <= j < high}
             clear_recall, clear_precision = scores(truth - chance, clusters - chance)
+            # a found pair is planted when both are copies of one base document (whatever
+            # their Jaccard): what a found pair costs when it is wrong, a unrelated document
+            planted = {p for p in clusters if docs[p[0]].base == docs[p[1]].base}
+            planted_precision = len(planted) / len(clusters) if clusters else 1.0
             mode = "segmented" if segmented else "raw (no segmenter)"
             figures = {
                 "language": language,
@@ -449,6 +453,7 @@ def main(argv: list[str] | None = None) -> None:
                 "pairs_in_threshold_region": len(chance),
                 "recall_outside_region": round(clear_recall, 3),
                 "precision_outside_region": round(clear_precision, 3),
+                "precision_planted": round(planted_precision, 3),
                 "cross_language_cluster_pairs": cross,
             }
             results.append(list(figures.values())[:-1])
@@ -467,7 +472,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"cluster pairs: in one connected component; bucket pairs: sharing a band or the exact "
         f"hash. Outside: pairs whose true Jaccard lies in the threshold region [{low}, {high}) "
-        f"(LSH finds them with a probability between 1 % and 99 %) left out of both sides."
+        f"(LSH finds them with a probability between 1 % and 99 %) left out of both sides. "
+        f"Precision planted: found pairs that are copies of one base document."
     )
     print_table(
         "near-duplicate pairs found by MinHash LSH, per language, with and without segmentation",
@@ -485,6 +491,7 @@ def main(argv: list[str] | None = None) -> None:
             "pairs in region",
             "recall outside",
             "precision outside",
+            "precision planted",
         ],  # fmt: skip
         results,
     )
@@ -503,9 +510,10 @@ def main(argv: list[str] | None = None) -> None:
         )
     for language in ("zh", "ja"):
         seg = next(f for name, f, lang in lines if lang == language and "raw" not in name)
-        met = seg["recall"] >= TARGET and seg["precision"] >= TARGET
-        print(f"{language}: recall {seg['recall']}, precision {seg['precision']} "
-              f"{'meet' if met else 'MISS'} the {TARGET} target")  # fmt: skip
+        met = seg["recall"] >= TARGET and seg["precision_planted"] >= TARGET
+        print(f"{language}: recall {seg['recall']}, precision of planted pairs "
+              f"{seg['precision_planted']} ({'meet' if met else 'MISS'} the {TARGET} target); "
+              f"precision against the Jaccard threshold {seg['precision']}")  # fmt: skip
     if salt and (salt["ja copy as the stage sees it (ja words, salted)"] or
                  salt["clustered with the ja copy"] == "yes"):  # fmt: skip
         print("SALT CHECK FAILED: the ja-labelled copy shares keys with the zh page")
