@@ -210,3 +210,31 @@ def test_a_glotlid_style_model_labels_the_documents_and_its_labels_find_their_se
     # the tiny model knows three languages: some Dutch pages pass for German
     german_pages = [r for r in kept["record_id"] if truth[r]["kind"] == "foreign:de"]
     assert len(german_pages) >= 3
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        CleanSettings(keep_languages=[]),
+        CleanSettings(keep_languages=[], language_defaults=False),  # Gopher measured again
+        CleanSettings(
+            keep_languages=["en", "de", "ja"], languages={"de": {"min_language_score": 0.9}}
+        ),
+    ],
+    ids=["defaults", "english settings", "some languages"],
+)
+def test_a_batch_of_many_languages_is_one_pass_judged_as_each_languages_chain_would(docs, settings):
+    chains = settings.chain()
+    ((whole, rows),) = chains._groups(docs)  # one chain for the batch, thresholds by language
+    assert rows is None
+    kept, rejected = chains.apply(docs)
+    one_by_one_kept, one_by_one_rejected = [], []
+    for (language,), group in docs.group_by("language", maintain_order=True):
+        mine = chains.chain(language).apply(group)
+        one_by_one_kept.append(mine[0])
+        one_by_one_rejected.append(mine[1])
+    columns, reasons = ["doc_id", "language", "text"], ["doc_id", "filter", "reason"]
+    expected = pl.concat(one_by_one_kept).select(columns).sort("doc_id")
+    assert kept.select(columns).sort("doc_id").equals(expected)
+    expected = pl.concat(one_by_one_rejected).select(reasons).sort("doc_id")
+    assert rejected.select(reasons).sort("doc_id").equals(expected)

@@ -197,7 +197,10 @@ def judged_from_signals(flt, docs: pl.DataFrame) -> Judged:
 
 
 def _signals_of(flt, docs: pl.LazyFrame) -> pl.LazyFrame:
-    return docs.select(pl.col(f"{flt.name}.{signal}").alias(signal) for signal in flt.signals)
+    """The filter's stored signals, and the documents' language (thresholds by language)."""
+    language = [pl.col("language")] if "language" in docs.collect_schema().names() else []
+    signals = [pl.col(f"{flt.name}.{signal}").alias(signal) for signal in flt.signals]
+    return docs.select(*signals, *language)
 
 
 class _Rejected:

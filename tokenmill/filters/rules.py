@@ -10,25 +10,47 @@ import numpy as np
 import polars as pl
 
 
+class ByLanguage(NamedTuple):
+    """A threshold per document, by its ``language`` column: ``thresholds`` for the labels
+    named, ``default`` for the others (None or 0: the rule is off for them)."""
+
+    thresholds: dict[str, float | None]
+    default: float | None
+
+    def of(self, label: str | None) -> float | None:
+        return self.thresholds.get(label, self.default)
+
+
+def _number(threshold: float | None) -> float:
+    """A threshold as compared: NaN where the rule is off (NaN fails no comparison)."""
+    return float(threshold) if threshold else np.nan
+
+
 class Rule(NamedTuple):
     label: str
     value: pl.Expr
     op: str  # drop when value `op` threshold: "<", ">" or ">="
-    threshold: float | None
+    threshold: float | None | ByLanguage
     reason: str | None = None  # the drop reason, when not "<label>=<value><op><threshold>"
 
 
 OPS = {"<": np.less, ">": np.greater, ">=": np.greater_equal}
 
 
-def failures(values: np.ndarray, rules: Sequence[Rule]) -> np.ndarray:
+def failures(values: np.ndarray, rules: Sequence[Rule], thresholds: Sequence = ()) -> np.ndarray:
     """(documents x rules) whether each document fails each rule, from its rule values (NaN,
-    null's stand-in, fails none)."""
+    null's stand-in, fails none); ``thresholds``: each rule's, a number or one per document
+    (default: the rules' own)."""
+    thresholds = thresholds or [rule.threshold for rule in rules]
     fails = np.zeros(values.shape, dtype=bool)
     with np.errstate(invalid="ignore"):
         for j, rule in enumerate(rules):
-            fails[:, j] = OPS[rule.op](values[:, j], rule.threshold)
+            fails[:, j] = OPS[rule.op](values[:, j], thresholds[j])
     return fails
+
+
+def _on(rule: Rule) -> bool:
+    return isinstance(rule.threshold, ByLanguage) or bool(rule.threshold)
 
 
 class Judgement(NamedTuple):
@@ -57,7 +79,12 @@ def judging(stats: pl.LazyFrame, judgement: Judgement) -> pl.LazyFrame:
         columns.append(judgement.empty.fill_null(False).cast(pl.Float64).alias("empty"))
     if judgement.fatal is not None:
         columns.append(pl.col(judgement.fatal).alias("fatal"))
+    if any(isinstance(rule.threshold, ByLanguage) for rule in judgement.rules):
+        columns.append(pl.col("language").cast(pl.String).alias(_LANGUAGE))
     return stats.select(columns or [pl.lit(0)])  # no column at all: nothing to read
+
+
+_LANGUAGE = "language of the document"  # judging's column for thresholds by language
 
 
 def judged_from(frame: pl.DataFrame, judgement: Judgement, documents: int) -> Judged:
@@ -70,16 +97,24 @@ def judged_from(frame: pl.DataFrame, judgement: Judgement, documents: int) -> Ju
     matrix = frame[:, :numeric].to_numpy() if numeric else np.empty((documents, 0))
     values = matrix[:, : len(rules)]
     reasons = np.full(documents, None, dtype=object)
-    if on := [i for i, rule in enumerate(rules) if rule.threshold]:
+    if on := [i for i, rule in enumerate(rules) if _on(rule)]:
         judging_rules = [rules[i] for i in on]
-        fails = failures(values[:, on], judging_rules)
+        labels, inverse = _languages(frame, judging_rules)
+        thresholds = [
+            np.array([_number(rule.threshold.of(label)) for label in labels])[inverse]
+            if isinstance(rule.threshold, ByLanguage)
+            else rule.threshold
+            for rule in judging_rules
+        ]
+        fails = failures(values[:, on], judging_rules, thresholds)
         rows = np.flatnonzero(fails.any(axis=1))
         first = fails[rows].argmax(axis=1)
         shown = pl.Series(values[:, on][rows, first], dtype=pl.Float64).round(4).cast(pl.Utf8)
         reasons[rows] = [
             judging_rules[j].reason
-            or f"{judging_rules[j].label}={text}{judging_rules[j].op}{judging_rules[j].threshold}"
-            for j, text in zip(first.tolist(), shown.to_list(), strict=True)
+            or f"{judging_rules[j].label}={text}{judging_rules[j].op}"
+            + _threshold_text(judging_rules[j].threshold, labels, inverse, row)
+            for row, j, text in zip(rows.tolist(), first.tolist(), shown.to_list(), strict=True)
         ]
     if judgement.empty is not None:
         reasons[matrix[:, -1] == 1] = "empty"
@@ -87,6 +122,21 @@ def judged_from(frame: pl.DataFrame, judgement: Judgement, documents: int) -> Ju
     if judgement.fatal is not None:
         found = frame["fatal"].fill_null(found).alias("reason")
     return Judged(values, found)
+
+
+def _languages(frame: pl.DataFrame, rules: Sequence[Rule]) -> tuple[list, np.ndarray | None]:
+    """The batch's distinct languages and each document's index among them, when a rule's
+    thresholds go by language."""
+    if not any(isinstance(rule.threshold, ByLanguage) for rule in rules):
+        return [], None
+    labels, inverse = np.unique(frame[_LANGUAGE].fill_null("").to_numpy(), return_inverse=True)
+    return labels.tolist(), inverse
+
+
+def _threshold_text(threshold, labels: list, inverse, row: int) -> str:
+    if isinstance(threshold, ByLanguage):
+        return str(threshold.of(labels[inverse[row]]))
+    return str(threshold)
 
 
 def judged(stats: pl.DataFrame, judgement: Judgement) -> Judged:
