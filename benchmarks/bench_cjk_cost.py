@@ -44,7 +44,7 @@ import polars as pl  # noqa: E402
 from benchmarks.bench_clean import bare_extraction  # noqa: E402
 from benchmarks.measure import print_table  # noqa: E402
 from benchmarks.results import record  # noqa: E402
-from testkit.shared_data import shared_path  # noqa: E402
+from testkit.shared_data import html_responses  # noqa: E402
 from tokenmill.crawl.extract import DEFAULT_EXTRACTOR  # noqa: E402
 from tokenmill.crawl.units import register_new_files  # noqa: E402
 from tokenmill.demo.warc_writer import WarcWriter, make_record_id  # noqa: E402
@@ -80,29 +80,16 @@ class Page:
 
 def source_pages(files: tuple[str, ...], languages: set[str]) -> list[Page]:
     """HTML responses of ``files`` whose main text is in one of ``languages``."""
-    from fastwarc.warc import ArchiveIterator, WarcRecordType
-
     from tokenmill.crawl.extract import decode_html, html_to_text
     from tokenmill.text.language import identify
 
     pages = []
-    for name in files:
-        path = shared_path("corpora", "warc", name)
-        if path is None:
-            print(f"({name} is absent: skipped)", file=sys.stderr)
-            continue
-        with path.open("rb") as stream:
-            for rec in ArchiveIterator(stream, record_types=WarcRecordType.response):
-                head = rec.http_headers  # None: a record without an HTTP head (ClueWeb)
-                content_type = (head and head.get("Content-Type")) or "text/html"
-                if "html" not in content_type.lower():
-                    continue
-                html = rec.reader.read()
-                text = html_to_text(decode_html(html, rec.http_charset)[0])
-                language = identify(text)[0]
-                if language in languages:
-                    url = rec.headers.get("WARC-Target-URI") or f"http://example.com/{len(pages)}"
-                    pages.append(Page(url, html, content_type, language))
+    for response in html_responses(files):
+        text = html_to_text(decode_html(response.html, response.charset)[0])
+        language = identify(text)[0]
+        if language in languages:
+            url = response.url or f"http://example.com/{len(pages)}"
+            pages.append(Page(url, response.html, response.content_type, language))
     return pages
 
 

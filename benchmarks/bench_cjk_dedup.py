@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import random
 import re
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -52,9 +51,9 @@ import pyarrow as pa
 
 from benchmarks.measure import print_table
 from benchmarks.results import record
-from testkit.shared_data import shared_path
+from testkit.shared_data import html_responses
 from tokenmill.dedup.clustering import bucket_edges
-from tokenmill.dedup.minhash import MinHasher, band_hashes, shingles
+from tokenmill.dedup.minhash import band_hashes, shingles
 from tokenmill.dedup.settings import DedupSettings, unlink_short_docs
 from tokenmill.stages.dedup_signatures import language_salts, words_text
 from tokenmill.storage.outputs import StageReport
@@ -79,24 +78,12 @@ BASE_JACCARD = 0.2  # two bases at least this similar: the later one is left out
 def warc_texts() -> list[str]:
     """Main text of every HTML response of the WARCS, as the extracted stage's resiliparse
     extractor gives it (lines kept)."""
-    from fastwarc.warc import ArchiveIterator, WarcRecordType
-
     from tokenmill.crawl.extract import decode_html, html_to_text
 
     texts = []
-    for name in WARCS:
-        path = shared_path("corpora", "warc", name)
-        if path is None:
-            print(f"({name} is absent: skipped)", file=sys.stderr)
-            continue
-        with path.open("rb") as stream:
-            for rec in ArchiveIterator(stream, record_types=WarcRecordType.response):
-                html = rec.reader.read()  # the payload: fastwarc parsed the HTTP head
-                if "html" not in (rec.http_content_type or "html"):
-                    continue
-                declared = rec.http_charset
-                text = html_to_text(decode_html(html, declared)[0], extractor="resiliparse")
-                texts.append(text[:MAX_CHARS])
+    for response in html_responses(WARCS):
+        html = decode_html(response.html, response.charset)[0]
+        texts.append(html_to_text(html, extractor="resiliparse")[:MAX_CHARS])
     return texts
 
 
@@ -289,13 +276,7 @@ def signature_keys(docs: list[Doc], segmented: bool) -> tuple[np.ndarray, list[s
     """(documents x key columns: the bands then the exact hash, as dedup_signatures writes
     them), and the texts it shingled."""
     bands, rows = SETTINGS.banding()
-    hasher = MinHasher(
-        num_perm=bands * rows,
-        ngram=SETTINGS.ngram,
-        seed=SETTINGS.seed,
-        scheme=SETTINGS.scheme,
-        norm=SETTINGS.text_norm(),
-    )
+    hasher = SETTINGS.hasher()
     columns = {
         "doc_id": pa.array([f"{i:06d}" for i in range(len(docs))]),
         "text": pa.array([d.text for d in docs]),
@@ -372,8 +353,7 @@ def salt_check(text: str) -> dict:
     "ja" copy with and without the salts (its words then the zh ones, so only the salt differs),
     and by the "zh" copy (the control)."""
     bands, rows = SETTINGS.banding()
-    hasher = MinHasher(bands * rows, SETTINGS.ngram, SETTINGS.seed, SETTINGS.scheme,
-                       norm=SETTINGS.text_norm())  # fmt: skip
+    hasher = SETTINGS.hasher()
     batch = pa.RecordBatch.from_pydict({"text": [text] * 3, "language": ["zh", "zh", "zh"]})
     hashed = hasher.hash_documents(words_text(batch))
     keys = np.column_stack([band_hashes(hashed.signatures, bands, rows), hashed.content_hashes])

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from tokenmill.dedup.minhash import TextNorm, optimal_bands_rows
+from tokenmill.dedup.minhash import MinHasher, TextNorm, optimal_bands_rows
 from tokenmill.runtime.stage import setting
 from tokenmill.storage.layout import QUALITY_COLUMN
 
@@ -96,6 +96,17 @@ class DedupSettings:
         if self.threshold is None:
             return self.bands, self.rows
         return optimal_bands_rows(self.threshold, self.bands * self.rows)
+
+    def hasher(self) -> MinHasher:
+        """The MinHash of these settings: its permutations, shingles and normalization."""
+        bands, rows = self.banding()
+        return MinHasher(
+            num_perm=bands * rows,
+            ngram=self.ngram,
+            seed=self.seed,
+            scheme=self.scheme,
+            norm=self.text_norm(),
+        )
 
     def text_norm(self) -> TextNorm:
         return TextNorm(norm_numbers=self.norm_numbers, norm_diacritics=self.norm_diacritics)

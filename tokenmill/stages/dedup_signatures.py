@@ -7,7 +7,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
 
-from tokenmill.dedup.minhash import MinHasher, band_hashes
+from tokenmill.dedup.minhash import band_hashes
 from tokenmill.dedup.settings import DedupSettings, quality_scores, unlink_short_docs
 from tokenmill.runtime.stage import Pod, Scope, Stage, Work
 from tokenmill.storage.lake import Lake
@@ -27,13 +27,7 @@ def run(work: Work) -> StageReport:
     source = work.input(CLEANED)
     require_committed(lake, source, f"cleaned {work.unit} file {work.part}")
     bands, rows = settings.banding()
-    hasher = MinHasher(
-        num_perm=bands * rows,
-        ngram=settings.ngram,
-        seed=settings.seed,
-        scheme=settings.scheme,
-        norm=settings.text_norm(),
-    )
+    hasher = settings.hasher()
     schema = signature_schema(bands)
     docs_key = f"{source}/docs.parquet"
     columns = ["doc_id", "warc_date", "text"]
