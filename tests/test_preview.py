@@ -85,6 +85,11 @@ def test_the_counts_add_up_per_language_and_per_filter(built):
         assert sum(t.tokens for t in languages) == kept.tokens
         assert kept.documents + sum(result.rules[side].values()) == result.documents
         assert sum(result.dropped_by[side].values()) == sum(result.rules[side].values())
+        assert sum(result.language_drops[side].values()) == sum(result.rules[side].values())
+    # several languages kept: what each filter drops of each
+    text = text_report(result)
+    assert "\ndropped per language and filter:\n" in text
+    assert re.search(r"\n  de +\d+ +\d+ +[-+]\d+\n", text.split("dropped per language")[1])
     change = result.kept["proposed"].documents - result.kept["current"].documents
     gained, lost = flows(result, "documents")
     assert gained - lost == change > 0

@@ -77,6 +77,8 @@ class Preview:
     languages: dict[str, dict[str, Tally]] = field(default_factory=lambda: _sides(dict))
     # dropped documents per (filter, rule)
     rules: dict[str, Counter] = field(default_factory=lambda: _sides(Counter))
+    # dropped documents per (language, filter)
+    language_drops: dict[str, Counter] = field(default_factory=lambda: _sides(Counter))
     # (fate now, fate proposed) -> the documents whose fate changes so
     transitions: dict[tuple[tuple[str, str], tuple[str, str]], Tally] = field(default_factory=dict)
     # documents kept on either side by where their tokens come from
@@ -285,6 +287,8 @@ def _tally(result: Preview, judged: pl.DataFrame, samples: int) -> None:
         result.rules[side].update(
             {(name, rule): n for name, rule, n in dropped.group_by(fate).len().iter_rows()}
         )
+        by_language = dropped.group_by("language", fate[0]).len().iter_rows()
+        result.language_drops[side].update({(lang, name): n for lang, name, n in by_language})
     fates = ["filter_current", "rule_current", "filter_proposed", "rule_proposed"]
     for (name, rule, name_then, rule_then), rows in judged.filter("moved").group_by(fates):
         key = ((name, rule), (name_then, rule_then))

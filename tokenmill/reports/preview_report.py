@@ -34,7 +34,8 @@ class Table:
 
 
 def tables(result: Preview) -> list[Table]:
-    return [_totals(result), _languages(result), _rules(result), _transitions(result)]
+    found = [_totals(result), _languages(result), _language_drops(result), _rules(result)]
+    return [table for table in found if table is not None] + [_transitions(result)]
 
 
 def _tokens(tally: Tally, result: Preview) -> str:
@@ -113,6 +114,25 @@ def _languages(result: Preview) -> Table:
                 *(_tokens(tally, result) for tally in counts),
             ]
         )
+    return table
+
+
+def _language_drops(result: Preview) -> Table | None:
+    """What each filter drops of each language kept on either side, when several are: each
+    judged by its own thresholds."""
+    now, then = (result.languages[side] for side in SIDES)
+    kept = sorted(now.keys() | then.keys(), key=lambda lang: _most(lang, now, then))
+    if len(kept) < 2:
+        return None
+    table = Table("dropped per language and filter", ["language / filter", "now", "proposed",
+                                                      "change"])  # fmt: skip
+    drops = [result.language_drops[side] for side in SIDES]
+    for language in kept:
+        names = sorted({name for side in drops for lang, name in side if lang == language})
+        totals = [sum(n for (lang, _), n in side.items() if lang == language) for side in drops]
+        table.rows.append(_counts(language, *totals))
+        for name in names:
+            table.rows.append(_counts(f"  {name}", *(side[(language, name)] for side in drops)))
     return table
 
 
