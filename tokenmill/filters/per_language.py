@@ -5,6 +5,7 @@ recipe, most batches) goes through untouched."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable
 
 import numpy as np
@@ -48,7 +49,7 @@ class LanguageChains:
         unserved: frozenset[str] = frozenset(),
     ):
         self._chain_for = chain_for
-        self._key = key
+        self._key = functools.cache(key)  # asked of every language of every batch
         self._unserved = unserved
         self._chains: dict[Hashable, object] = {}
         self._merged: dict[frozenset, object] = {}
@@ -82,7 +83,7 @@ class LanguageChains:
         where its languages' chains differ in thresholds only (``merged``)."""
         found = groups(docs, self._key)
         if len(found) == 1:
-            return [(self._chains.get(found[0][0]) or self.chain(_label_of(docs, None)), None)]
+            return [(self._chains.get(found[0][0]) or self.chain(language_at(docs, None)), None)]
         labels = {label: self._key(label) for label in docs["language"].unique().to_list()}
         for label, key in labels.items():
             if key not in self._chains:
@@ -136,10 +137,11 @@ class LanguageChains:
         return _by_row(kept), _by_row(rejected)
 
 
-def _label_of(docs: pl.DataFrame, rows: np.ndarray | None) -> str | None:
+def language_at(docs: pl.DataFrame, row) -> str | None:
+    """The language of document ``row`` (None: the first), None without languages."""
     if "language" not in docs.columns or not docs.height:
         return None
-    return docs["language"][0 if rows is None else int(rows[0])]
+    return docs["language"][0 if row is None else int(row)]
 
 
 def _by_row(frames: list[pl.DataFrame]) -> pl.DataFrame:

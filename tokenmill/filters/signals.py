@@ -17,7 +17,7 @@ import functools
 import polars as pl
 import pyarrow as pa
 
-from tokenmill.filters.per_language import groups
+from tokenmill.filters.per_language import groups, language_at
 from tokenmill.filters.pii import PIIMasker
 from tokenmill.filters.protocol import Filter, Formatter
 from tokenmill.filters.registry import builtin_filters
@@ -113,10 +113,10 @@ class SignalProfile:
         if not self.by_language:
             return self._measure(docs)
         parts = groups(docs, lambda label: for_language(label).key())
-        first = _language_at(docs, None if parts[0][1] is None else parts[0][1][0])
+        first = language_at(docs, None if parts[0][1] is None else parts[0][1][0])
         if len(parts) == 1:
             return for_language(first)._measure(docs)
-        others = [(for_language(_language_at(docs, rows[0])), rows) for _, rows in parts[1:]]
+        others = [(for_language(language_at(docs, rows[0])), rows) for _, rows in parts[1:]]
         return for_language(first)._measure(docs, others)
 
     def _measure(self, docs: pl.DataFrame, others: list[tuple] = ()) -> pl.DataFrame:
@@ -198,12 +198,6 @@ def measured_by_language() -> frozenset[str]:
                 found.add(kind.name)
                 break
     return frozenset(found)
-
-
-def _language_at(docs: pl.DataFrame, row) -> str | None:
-    if "language" not in docs.columns or not docs.height:
-        return None
-    return docs["language"][0 if row is None else int(row)]
 
 
 # The signals every extracted document carries, measured by the registered built-in filters at

@@ -239,7 +239,8 @@ class CleanSettings:
         return (label if own else None, measured)
 
     def _chain(self, label: str | None, after: list, stored: bool) -> FilterChain:
-        own = self._chain_key(label) is not None and self._own_settings(label)
+        key = self._chain_key(label)
+        own = key is not None and key[0] is not None  # (its label: settings of its own)
         settings = self.language_settings(label if own else None)
         language = LanguageFilter(sorted(self._kept()), settings["min_language_score"])
         formatters = [PIIMasker()] if self.mask_pii else []
@@ -248,7 +249,7 @@ class CleanSettings:
         else:
             filters = [settings[name].build() for name in FILTER_SETTINGS]
         filters = [f for f in filters if f.name not in self.skip_filters]
-        signals = for_language(None if self._chain_key(label) is None else label)
+        signals = for_language(None if key is None else label)
         chain = [language, *filters, *after]
         return FilterChain(chain, formatters, signals=signals if stored else None)
 

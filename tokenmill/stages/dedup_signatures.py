@@ -19,7 +19,7 @@ from tokenmill.storage.layout import (
     signature_schema,
 )
 from tokenmill.storage.outputs import StageReport, read_batches, require_committed
-from tokenmill.text.segmentation import segmented_text
+from tokenmill.text.segmentation import segmented_languages, segmented_text
 
 
 def run(work: Work) -> StageReport:
@@ -71,6 +71,8 @@ def words_text(batch: pa.RecordBatch) -> list[str]:
     docs = pl.from_arrow(
         pa.table({"text": batch.column("text"), "language": batch.column("language")})
     )
+    if not segmented_languages(docs):
+        return batch.column("text").to_pylist()
     return segmented_text(docs).to_list()
 
 
