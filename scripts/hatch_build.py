@@ -17,6 +17,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 LIBRARIES = {
     "tokenmill/text/word_scan.c": "tokenmill/text/libword_scan.so.1",
     "tokenmill/storage/spans.c": "tokenmill/storage/libspans.so.1",
+    "tokenmill/text/ngrams.c": "tokenmill/text/libngrams.so.1",
 }
 # The Dagster layer's top-level folders of a checkout, installed inside the package (an editable
 # install finds them in the checkout: tokenmill/__init__.py).

@@ -327,7 +327,7 @@ def ticks_launch_nothing(root: Path, env: dict[str, str]) -> list[tuple[str, str
             launched += [("backfill", fill.backfill_id) for fill in instance.get_backfills()]
     finally:
         stop_dagster_dev(dev)
-    assert not any("FAILURE" in statuses for statuses in ticks.values()), ticks
+    assert not any("FAILURE" in statuses for statuses in ticks.values()), failed_ticks(dev)
     return launched
 
 
@@ -338,6 +338,20 @@ def automation_ticks(dev) -> dict[str, list[str]]:
             state.instigator_name: [
                 tick.status.value
                 for tick in instance.get_ticks(state.instigator_origin_id, state.selector_id)
+            ]
+            for state in instance.all_instigator_state()
+            if state.instigator_name.startswith("automation_")
+        }
+
+
+def failed_ticks(dev) -> dict[str, list[str]]:
+    """The errors of each automation sensor's failed ticks."""
+    with dev.instance() as instance:
+        return {
+            state.instigator_name: [
+                tick.error.to_string() if tick.error else "no error recorded"
+                for tick in instance.get_ticks(state.instigator_origin_id, state.selector_id)
+                if tick.status.value == "FAILURE"
             ]
             for state in instance.all_instigator_state()
             if state.instigator_name.startswith("automation_")

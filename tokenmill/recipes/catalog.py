@@ -96,7 +96,7 @@ class Catalog:
         valid = []
         for recipe in recipes:
             try:
-                valid.append(_check_classifiers(recipe, shared))
+                valid.append(_check_evaluation_sets(_check_classifiers(recipe, shared), shared))
             except ValueError as error:
                 left_out.append((recipe.name, str(error)))
         dataset = cls.dataset_type
@@ -171,6 +171,22 @@ def _check_classifiers(recipe: Recipe, shared: Recipe) -> Recipe:
                 f"{where}: classifier {rule.classifier} stores no label {rule.label!r}; "
                 f"declared labels: {labels}"
             )
+    return recipe
+
+
+def _check_evaluation_sets(recipe: Recipe, shared: Recipe) -> Recipe:
+    """A recipe that decontaminates against sets the shared evaluation section declares."""
+    from tokenmill.stages.cleaned import CleanSettings
+    from tokenmill.stages.eval_index import EvaluationSettings
+
+    declared = [s.name for s in shared.settings(EvaluationSettings).declared()]
+    wanted = recipe.settings(CleanSettings).decontamination().sets
+    unknown = [name for name in wanted if name not in declared]
+    if unknown:
+        raise ValueError(
+            f"recipe {recipe.source}: clean.decontaminate.sets: {unknown} are not declared in "
+            f"the shared settings' evaluation section ({shared.source}); declared: {declared}"
+        )
     return recipe
 
 

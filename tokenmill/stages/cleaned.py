@@ -18,6 +18,9 @@ from typing import Any, Literal
 import polars as pl
 
 from tokenmill.classifiers.scoring import crawl_top_share, part_scores, with_scores
+from tokenmill.decontamination.index import declared_versions, set_table
+from tokenmill.decontamination.removal import FILTER_NAME as DECONTAMINATE
+from tokenmill.decontamination.removal import Decontamination, decontaminate
 from tokenmill.filters import FilterChain, LanguageFilter, PIIMasker, config_params, load_filter
 from tokenmill.filters.classifier import COMBINES, ClassifierFilter, ScoreRule
 from tokenmill.filters.histograms import rule_histograms
@@ -39,8 +42,10 @@ from tokenmill.stages.shared import preview_of, provenance_resolves
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import (
     CLEANED,
+    CONTAMINATION_SCHEMA,
     DOC_DICTIONARY,
     DOC_SCHEMA,
+    EVAL_INDEX,
     EXTRACTED,
     PROVENANCE_FIELDS,
     REJECTED_SCHEMA,
@@ -48,11 +53,21 @@ from tokenmill.storage.layout import (
     SCORED,
     UNUSABLE_FILES,
 )
-from tokenmill.storage.outputs import StageReport, merge_counts, read_batches, require_committed
+from tokenmill.storage.outputs import (
+    MissingInputError,
+    StageReport,
+    merge_counts,
+    read_batches,
+    require_committed,
+)
 
 _FINEWEB_LANGUAGE_SCORE = 0.65
 # The marker count holding the settings a partition was built with (`CleanSettings.record`).
 BUILT_WITH = "clean_settings"
+# Marker counts of decontamination: the sets' versions, and per set what was removed.
+DECONTAMINATED_AGAINST = "decontaminated_against"
+CONTAMINATION = "contamination"
+CONTAMINATION_FILE = "contamination.parquet"
 # Each registered built-in filter's settings dataclass, by the filter's name, in its order.
 FILTER_SETTINGS = settings_types()
 
@@ -93,6 +108,13 @@ class CleanSettings:
         "all: a document passes every classifier rule; any: one rule suffices (the best of "
         "an ensemble, as Nemotron-CC)",
     )
+    decontaminate: dict = setting(
+        {},
+        "Remove evaluation text from the kept documents, last: {sets: [names of sets the shared "
+        "settings' evaluation section declares], ngram: 13 (normalized words), action: drop (the "
+        "document) or cut (the shared passage and window characters on each side; a document "
+        "left shorter than min_chars is dropped), window: 200, min_chars: 200}",
+    )
     plugin_filters: list[dict] = setting(
         [],
         "Your own filters, applied after the built-in ones: {path: dotted path of a filter "
@@ -119,6 +141,7 @@ class CleanSettings:
                 f"{self.classifier_combine!r}"
             )
         self.score_rules()
+        self.decontamination()
         for name, kind in FILTER_SETTINGS.items():  # mappings from a recipe or a run's config
             value = from_value(kind, getattr(self, name), f"clean.{name}")
             object.__setattr__(self, name, value)
@@ -190,6 +213,9 @@ class CleanSettings:
             )
         return cls(**record)
 
+    def decontamination(self) -> Decontamination:
+        return Decontamination.parse(self.decontaminate)
+
     def score_rules(self) -> list[ScoreRule]:
         return parsed_items(self.classifier_rules, ScoreRule.parse, "clean.classifier_rules")
 
@@ -259,11 +285,13 @@ def _top_share(lake: Lake, crawl: str, rule: ScoreRule):
 
 
 def inputs_read(settings: CleanSettings) -> tuple[str, ...]:
-    """The stages a recipe's classifier rules read besides the extracted documents."""
+    """The stages a recipe's classifier rules and decontamination read besides the extracted
+    documents."""
     rules = settings.score_rules()
+    evaluation = (EVAL_INDEX,) if settings.decontamination().sets else ()
     if any(rule.keep_top is not None for rule in rules):
-        return (SCORED, SCORE_DISTRIBUTION)
-    return (SCORED,) if rules else ()
+        return (SCORED, SCORE_DISTRIBUTION, *evaluation)
+    return ((SCORED,) if rules else ()) + evaluation
 
 
 def score_columns(chain: LanguageChains) -> list[str]:
@@ -303,9 +331,17 @@ def run(work: Work) -> StageReport:
     rejected_columns = [name for name, _ in PROVENANCE_FIELDS]
     if settings.rejected_text_chars:
         rejected_columns.append("text")
+    removal = settings.decontamination()
+    table = evaluation_table(work.lake, removal) if removal.sets else None
+    if table is not None:
+        report.drop(f"filter:{DECONTAMINATE}", 0)
+        report.counts[DECONTAMINATED_AGAINST] = {index.name: index.sha256 for index in table.sets}
+        report.counts[CONTAMINATION] = {}
     with work.writer(report) as out:
         docs = out.parquet("docs.parquet", DOC_SCHEMA, DOC_DICTIONARY)
         rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA, DOC_DICTIONARY)
+        if table is not None:
+            passages = out.parquet(CONTAMINATION_FILE, CONTAMINATION_SCHEMA, ["set", "action"])
         for batch in read_batches(work.lake, f"{work.input(EXTRACTED)}/docs.parquet"):
             frame = EXTRACTED_SIGNALS.completed(pl.from_arrow(batch))
             if scores is not None:
@@ -318,6 +354,22 @@ def run(work: Work) -> StageReport:
                 report.histograms, rule_histograms(frame, chain, judged)
             )
             kept, dropped = chain.apply(frame, rejected_columns=rejected_columns, judged=judged)
+            if table is not None:
+                outcome = decontaminate(kept, table, removal)
+                kept = outcome.kept
+                if outcome.dropped.height:
+                    dropped = pl.concat(
+                        [dropped, outcome.dropped.select(dropped.columns)], how="vertical_relaxed"
+                    )
+                if outcome.passages:
+                    passages.write_table(
+                        pl.DataFrame(outcome.passages, schema=CONTAMINATION_SCHEMA.names)
+                        .to_arrow()
+                        .cast(CONTAMINATION_SCHEMA)
+                    )
+                report.counts[CONTAMINATION] = merge_counts(
+                    report.counts[CONTAMINATION], outcome.counts
+                )
             for name, count in dropped.group_by("filter").len().iter_rows():
                 report.drop(f"filter:{name}", count)
             docs.write_table(kept.select(DOC_SCHEMA.names).to_arrow())
@@ -329,6 +381,19 @@ def run(work: Work) -> StageReport:
     if cuts := classifier_cuts(chain):
         report.counts["classifier_thresholds"] = cuts
     return report
+
+
+def evaluation_table(lake: Lake, removal: Decontamination):
+    """The n-gram table of the sets ``removal`` names, as the committed eval_index holds them."""
+    indexed = declared_versions(lake)
+    missing = [name for name in removal.sets if name not in indexed]
+    if missing:
+        raise MissingInputError(
+            f"evaluation sets {missing} are not in the committed eval_index (it holds "
+            f"{sorted(indexed)}); materialize eval_index after declaring them"
+        )
+    versions = {name: indexed[name]["sha256"] for name in removal.sets}
+    return set_table(lake, versions, removal.ngram)
 
 
 def rejected_text(dropped: pl.DataFrame, settings: CleanSettings, mask) -> pl.DataFrame:

@@ -30,6 +30,8 @@ RAW_CRAWL = "raw_crawl"
 EXTRACTED = "extracted"
 SCORED = "scored"
 SCORE_DISTRIBUTION = "score_distribution"
+EVAL_INDEX = "eval_index"
+EVAL_SETS = "eval_sets"  # eval_index's index of each version of a set file, by its SHA-256
 CLEANED = "cleaned"
 DEDUP_SIGNATURES = "dedup_signatures"
 DEDUP_CLUSTERS = "dedup_clusters"
@@ -162,6 +164,20 @@ DOC_SCHEMA = pa.schema(
 )
 REJECTED_SCHEMA = pa.schema(
     PROVENANCE_FIELDS + [("filter", pa.string()), ("reason", pa.string()), ("text", pa.string())]
+)
+# cleaned's contamination.parquet: each passage of a kept document found in an evaluation
+# item (start, end: characters into the document's text as extracted; ngram: its first n-gram)
+CONTAMINATION_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("url", pa.string()),
+        ("set", pa.string()),
+        ("item", pa.string()),
+        ("start", pa.int64()),
+        ("end", pa.int64()),
+        ("ngram", pa.string()),
+        ("action", pa.string()),
+    ]
 )
 # The document tables' columns with few distinct values in a file, dictionary-encoded; not the
 # others (ids, URLs, offsets, text, signals): a dictionary tried on distinct values costs time
