@@ -48,7 +48,7 @@ def unit_histograms(lake: Lake, recipe: str) -> dict[str, dict]:
     view = lake.with_zones(recipe_zones(recipe))
     for crawl in registered_crawls(lake):
         for unit in registered_units(lake, crawl):
-            histograms, without = gathered(view, [f"{unit.prefix(CLEANED)}/{MARKER}"])
+            histograms, without, _ = gathered(view, [f"{unit.prefix(CLEANED)}/{MARKER}"])
             if not without:
                 return histograms
     sys.exit(f"no cleaned unit of {recipe} in {lake.uri('')}: run `uv run tokenmill demo` first")

@@ -179,7 +179,8 @@ def stage_output(context, stage, dataset: Dataset, lake, report, overrides) -> M
         markers = [
             f"{u.prefix(stage.distributions_of)}/{MARKER}" for u in registered_units(lake, crawl)
         ]
-        report.histograms, without = gathered(lake, markers)
+        report.histograms, without, sums = gathered(lake, markers, stage.crawl_sums)
+        report.counts |= sums
         if without:
             report.counts["units_without_histograms"] = without
     else:  # kept in the units' markers, drawn by the crawl stage that declares them

@@ -108,5 +108,5 @@ def test_status_prints_the_settings_in_force_and_where_each_comes_from(
         "partitions",
         *["yet:", "register", "a", "crawl"],
     ]
-    # an empty instance: the tokenizer and the release are missing
-    assert "tokenmill run would launch 2 runs" in out
+    # an empty instance: the evaluation sets' index, the tokenizer and the release are missing
+    assert "tokenmill run would launch 3 runs" in out

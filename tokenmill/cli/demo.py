@@ -27,6 +27,8 @@ DEMO_CLASSIFIER = "demo_quality"
 DEMO_DIR = Path(__file__).resolve().parents[1] / "demo"
 DEMO_EXTRACTION = DEMO_DIR / "extraction.yaml"
 DEMO_RECIPES = DEMO_DIR / "recipes"
+DEMO_EVAL_SET = "eval/demo_qa.jsonl"  # a lake key, as the demo's shared settings declare it
+EVAL_EVERY = 25  # one good page in this many has a paragraph in the evaluation set
 
 
 def land_demo_crawl(lake: Lake, crawl: str, files: int, pages_per_file: int, seed: int) -> dict:
@@ -82,6 +84,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
         write_demo_settings(False)
         register_and_run(lake, crawls, args.files_per_unit)
         train_demo_classifier(lake, crawls)
+        write_demo_eval_set(lake, crawls)
         file = write_demo_settings(True)
         print(f"\nthe demo's classifier declared and its recipe added in {file}:")
         for line in project_settings().lines()[1:]:
@@ -120,6 +123,33 @@ def _relative(path: Path, base: Path) -> str:
     """Relative to the settings file when it lies in the project (the file then holds for any
     checkout of it), absolute otherwise."""
     return str(path.relative_to(base)) if path.is_relative_to(base) else str(path)
+
+
+def write_demo_eval_set(lake: Lake, crawls: list[str]) -> None:
+    """demo_qa, a small evaluation set that leaked into the crawl: the longest paragraph of one
+    good page in EVAL_EVERY of the first crawl (by its ground truth), as a question (its first
+    half) and an answer."""
+    from tokenmill.crawl.units import registered_units
+    from tokenmill.storage.layout import EXTRACTED
+    from tokenmill.storage.outputs import part_files, read_batches
+
+    truth = lake.read_json(f"demo/{crawls[0]}/truth.json")
+    good = {page["url"] for page in truth["pages"] if page["kind"] == "good"}
+    texts = {}
+    for unit in registered_units(lake, crawls[0]):
+        for key in part_files(lake, unit, EXTRACTED):
+            for batch in read_batches(lake, key, ["url", "text"]):
+                texts |= {
+                    u: t for u, t in zip(*batch.to_pydict().values(), strict=True) if u in good
+                }
+    leaked = [max(texts[url].split("\n"), key=len) for url in sorted(texts)[::EVAL_EVERY]]
+    items = []
+    for number, paragraph in enumerate(leaked):
+        words = paragraph.split()
+        half = len(words) // 2
+        question, answer = " ".join(words[:half]), " ".join(words[half:])
+        items.append({"id": f"demo-qa-{number:02d}", "question": question, "answer": answer})
+    lake.write_bytes(DEMO_EVAL_SET, "".join(json.dumps(item) + "\n" for item in items).encode())
 
 
 def train_demo_classifier(lake: Lake, crawls: list[str]) -> None:

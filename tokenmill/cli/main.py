@@ -139,6 +139,17 @@ def command_parser() -> argparse.ArgumentParser:
     )
     dropped.set_defaults(handler="reading:cmd_dropped")
 
+    contamination = commands.add_parser(
+        "contamination",
+        help="what a recipe's decontamination removed: per evaluation set, the items matched "
+        "and the passages with their URLs",
+    )
+    contamination.add_argument("--recipe", help="whose cleaning (default: the only recipe)")
+    contamination.add_argument("--set", action="append", help="only this set (default: every one)")
+    contamination.add_argument("--crawl", action="append", help="only this crawl (default: all)")
+    contamination.add_argument("--limit", type=int, default=10, help="passages shown (10)")
+    contamination.set_defaults(handler="reading:cmd_contamination")
+
     retrain = commands.add_parser(
         "retrain-tokenizer", help="build a recipe's tokenizer again, on purpose (a tagged run)"
     )

@@ -219,9 +219,31 @@ def cmd_dropped(args: argparse.Namespace) -> None:
     print(text_report(found))
 
 
+def cmd_contamination(args: argparse.Namespace) -> None:
+    from tokenmill.crawl.units import registered_units
+    from tokenmill.reports.contamination import contamination, passages, report
+    from tokenmill.stages.cleaned import CleanSettings
+
+    dataset = chosen_recipe(args.recipe)
+    lake = dataset.lake(default_lake())
+    crawls = chosen_crawls(lake, args.crawl)
+    wanted = dataset.recipe.settings(CleanSettings).decontamination().sets
+    unknown = [name for name in args.set or () if name not in wanted]
+    if unknown:
+        raise UsageError(
+            f"recipe {dataset.prefix} does not decontaminate against {unknown}; its sets: "
+            f"{', '.join(wanted) or 'none (clean.decontaminate)'}"
+        )
+    units = [unit for crawl in crawls for unit in registered_units(lake, crawl)]
+    found = contamination(lake, units, args.set)
+    print(report(lake, found, passages(lake, units, args.set, args.limit)))
+
+
 def known_filters(settings, names: list[str] | None) -> None:
     """Each named filter is one of the recipe's."""
     known = [flt.name for flt in settings.chain().filters]
+    if settings.decontamination().sets:
+        known.append("decontaminate")
     for name in names or ():
         if name not in known:
             raise UsageError(f"no filter named {name!r} in the recipe; filters: {', '.join(known)}")

@@ -384,12 +384,12 @@ def _out_of_date(
 ) -> dict[str | None, list[AssetKey]]:
     """Per partition, the stage's assets (one per recipe) the UI shows missing or stale: never
     materialized, another code version (recipe section), or inputs whose data changed since
-    (every one with `force`). The lake's stages (the tokenizer) only when missing: changing one
-    is a deliberate launch, as for the automation."""
+    (every one with `force`). The lake's stages (the tokenizer) only when missing, unless they
+    follow their settings: changing one is a deliberate launch, as for the automation."""
     if force:
         return {k: assets for k in keys} if assets else {}
     todo: dict[str | None, list[AssetKey]] = {}
-    if stage.scope is Scope.LAKE:
+    if stage.scope is Scope.LAKE and not stage.follows_settings:
         missing = [a for a in assets if not instance.get_latest_materialization_event(a)]
         return {None: missing} if missing else {}
     resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), _Loading(instance))

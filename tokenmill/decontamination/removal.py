@@ -22,6 +22,11 @@ from tokenmill.text.ngrams import text_words
 
 ACTIONS = ("drop", "cut")
 FILTER_NAME = "decontaminate"
+# cleaned's marker counts: each set's version (SHA-256) and per set what was removed; and the
+# file listing every passage found
+DECONTAMINATED_AGAINST = "decontaminated_against"
+CONTAMINATION = "contamination"
+CONTAMINATION_FILE = "contamination.parquet"
 SHOWN_CHARS = 200  # of a matched n-gram, in contamination.parquet and a rejected reason
 
 

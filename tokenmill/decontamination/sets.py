@@ -66,11 +66,13 @@ class EvalSet:
         if not fields or not all(isinstance(f, str) and f for f in fields):
             raise ValueError(f"{where}.fields: a list of field names, got {fields!r}")
         kind = value.get("format") or _format_of(value["path"])
-        if kind not in FORMATS:
+        if kind is None:
             raise ValueError(
-                f"{where}.format: {kind!r} is not one of {list(FORMATS)} (the format is read "
-                "from the suffix: .jsonl, .jsonl.gz, .parquet, .txt; or say it)"
+                f"{where}.format: not given, and the suffix of {value['path']!r} is none of "
+                f".jsonl, .json, .parquet, .txt (or .gz after them); say one of {list(FORMATS)}"
             )
+        if kind not in FORMATS:
+            raise ValueError(f"{where}.format: {kind!r} is not one of {list(FORMATS)}")
         pin = value.get("sha256")
         if pin is not None and (not isinstance(pin, str) or len(pin) != 64):
             raise ValueError(f"{where}.sha256: a SHA-256 in hex (64 characters), got {pin!r}")

@@ -78,25 +78,31 @@ def rule_histograms(docs: pl.DataFrame, chain, judged: dict | None = None) -> di
     }
 
 
-def gathered(lake, markers: Iterable[str], threads: int = 16) -> tuple[dict[str, dict], int]:
+def gathered(
+    lake, markers: Iterable[str], counts: tuple[str, ...] = (), threads: int = 16
+) -> tuple[dict[str, dict], int, dict]:
     """The sum of the histograms in these markers (read in parallel: a crawl has hundreds of
-    units) and how many had none (absent, or written before histograms were kept)."""
+    units), how many had none (absent, or written before histograms were kept), and the sums
+    of the named ``counts`` of their reports."""
 
-    def histograms_in(marker: str) -> dict | None:
+    def read(marker: str) -> dict | None:
         try:
-            return lake.read_json(marker).get("histograms")
+            return lake.read_json(marker)
         except FileNotFoundError:
             return None
 
     total: dict[str, dict] = {}
+    summed: dict = {}
     without = 0
     with ThreadPoolExecutor(threads) as pool:
-        for histograms in pool.map(histograms_in, markers):
-            if histograms is None:
+        for found in pool.map(read, markers):
+            if found is None or found.get("histograms") is None:
                 without += 1
             else:
-                total = merge_counts(total, histograms)
-    return total, without
+                total = merge_counts(total, found["histograms"])
+            own = (found or {}).get("counts", {})
+            summed = merge_counts(summed, {name: own[name] for name in counts if name in own})
+    return total, without, summed
 
 
 def counts_of(histogram: dict) -> np.ndarray:

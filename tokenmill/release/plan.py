@@ -26,6 +26,7 @@ import json
 import math
 from array import array
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 
@@ -34,10 +35,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tokenmill.crawl.units import registered_crawls, registered_units
+from tokenmill.decontamination.removal import DECONTAMINATED_AGAINST
 from tokenmill.release.permutation import mix64
 from tokenmill.runtime.stage import setting
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import (
+    CLEANED,
     MARKER,
     RELEASE,
     TOKEN_PROVENANCE_SCHEMA,
@@ -520,6 +523,31 @@ class _Dataset:
 # -- publishing -------------------------------------------------------------------------------
 
 
+def decontaminated_against(lake: Lake, units: list[str]) -> dict:
+    """The evaluation sets the release's documents were decontaminated against, from the
+    cleaned units' markers: per set, its file's SHA-256 and how many units it checked (a set
+    whose file changed between units lists each version), and the units checked against none."""
+
+    def sets_of(unit: str) -> dict:
+        marker = f"{Unit.from_key(unit).prefix(CLEANED)}/{MARKER}"
+        try:
+            return lake.read_json(marker)["counts"].get(DECONTAMINATED_AGAINST, {})
+        except FileNotFoundError:
+            return {}
+
+    sets: dict[str, Counter] = {}
+    unchecked = 0
+    with ThreadPoolExecutor(16) as pool:
+        for found in pool.map(sets_of, units):
+            unchecked += not found
+            for name, sha256 in found.items():
+                sets.setdefault(name, Counter())[sha256] += 1
+    return {
+        "sets": {name: dict(versions) for name, versions in sorted(sets.items())},
+        "units_not_checked": unchecked,
+    }
+
+
 def is_published(lake: Lake, plan: Plan) -> bool:
     return lake.exists(f"{plan.prefix}/{MARKER}")
 
@@ -578,6 +606,7 @@ def finish_release(lake: Lake, plan: Plan, settings: ReleaseSettings) -> StageRe
     }
     if settings.by_language:
         manifest["blend"] = language_blend(plan, settings)
+    manifest["decontamination"] = decontaminated_against(lake, list(plan.inputs))
     by_crawl = {}  # crawl -> a running hash of its units' digests
     for unit, digest in plan.inputs.items():
         by_crawl.setdefault(Unit.from_key(unit).crawl, hashlib.sha256()).update(

@@ -151,10 +151,17 @@ class Stage:
     # A crawl stage: the unit stage whose rule histograms (`tokenmill.filters.histograms`, kept in
     # its units' markers) its materialization sums and draws, the crawl's distributions.
     distributions_of: str | None = None
+    # Counts of those units' reports summed into its own (what decontamination removed, per
+    # crawl)
+    crawl_sums: tuple[str, ...] = ()
     # Prefixes besides its zone where it keeps work in progress (a recipe's, like its zone).
     work_zones: tuple[str, ...] = ()
     # False: the automation never launches it (a release is made on purpose).
     automatic: bool = True
+    # A lake stage made again when its settings change, as the partitioned stages are; the
+    # others are made only when missing (changing the tokenizer re-tokenizes everything: that
+    # is a deliberate launch).
+    follows_settings: bool = False
     # A lake stage made from every unit of its inputs: the external asset (one per recipe,
     # unpartitioned) it follows instead of them, whose version is what the stage would make now.
     # Dagster does not compare the data of an input of 100 partitions or more, so the stage

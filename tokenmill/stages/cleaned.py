@@ -19,8 +19,14 @@ import polars as pl
 
 from tokenmill.classifiers.scoring import crawl_top_share, part_scores, with_scores
 from tokenmill.decontamination.index import declared_versions, set_table
+from tokenmill.decontamination.removal import (
+    CONTAMINATION,
+    CONTAMINATION_FILE,
+    DECONTAMINATED_AGAINST,
+    Decontamination,
+    decontaminate,
+)
 from tokenmill.decontamination.removal import FILTER_NAME as DECONTAMINATE
-from tokenmill.decontamination.removal import Decontamination, decontaminate
 from tokenmill.filters import FilterChain, LanguageFilter, PIIMasker, config_params, load_filter
 from tokenmill.filters.classifier import COMBINES, ClassifierFilter, ScoreRule
 from tokenmill.filters.histograms import rule_histograms
@@ -64,10 +70,7 @@ from tokenmill.storage.outputs import (
 _FINEWEB_LANGUAGE_SCORE = 0.65
 # The marker count holding the settings a partition was built with (`CleanSettings.record`).
 BUILT_WITH = "clean_settings"
-# Marker counts of decontamination: the sets' versions, and per set what was removed.
-DECONTAMINATED_AGAINST = "decontaminated_against"
-CONTAMINATION = "contamination"
-CONTAMINATION_FILE = "contamination.parquet"
+
 # Each registered built-in filter's settings dataclass, by the filter's name, in its order.
 FILTER_SETTINGS = settings_types()
 

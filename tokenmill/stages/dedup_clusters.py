@@ -7,6 +7,7 @@ waiting for each other (``tokenmill.runtime.phases``); ``finish`` writes the rem
 the same either way."""
 
 from tokenmill.crawl.units import registered_units
+from tokenmill.decontamination.removal import CONTAMINATION
 from tokenmill.dedup.clustering import (
     PARTS,
     ClusterPlan,
@@ -98,6 +99,7 @@ STAGE = Stage(
     # the recipe's one crawl-wide materialization: it shows the crawl's distribution of each
     # rule's value, with the recipe's thresholds
     distributions_of=CLEANED,
+    crawl_sums=(CONTAMINATION,),
     kinds=("parquet",),
     # each process holds one task's range: bounded by cluster_memory_gb (4 GiB)
     pod=Pod("2", "6Gi", "2", "8Gi"),

@@ -65,6 +65,7 @@ STAGE = Stage(
     kinds=("parquet",),
     pod=Pod("1", "2Gi", "2", "4Gi"),
     shared=True,
+    follows_settings=True,
     data_files=(SETS_FILE,),
     description="The declared evaluation sets' items and normalized words, one index per "
     "version of each set file (its SHA-256): what recipes decontaminate their documents against.",
