@@ -242,9 +242,11 @@ def automation_condition(stage: Stage) -> AutomationCondition | None:
         # are launched once at that evaluation.
         return newly_registered() | first_seen_missing() | code_version_changed()
     if stage.scope is Scope.LAKE and stage.follows_settings:
-        return (
-            AutomationCondition.on_missing() | AutomationCondition.code_version_changed()
-        ) & ~AutomationCondition.in_progress()
+        # made when first seen missing, then again when its settings change
+        missing = first_seen_missing() | (
+            AutomationCondition.newly_missing() & AutomationCondition.missing()
+        )
+        return (missing | code_version_changed()) & ~AutomationCondition.in_progress()
     if stage.scope is Scope.LAKE:
         # Built once, when there is text to train on; changing it re-tokenizes everything,
         # so that is a deliberate launch.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ast
 import io
+import json
 import os
 import re
 import shutil
@@ -294,6 +295,30 @@ def test_the_ui_restarted_after_a_run_requests_nothing_that_run_built(demo_lake,
     run = subprocess.run([*tokenmill, "run"], env=env, capture_output=True, text=True)
     assert run.returncode == 0 and "\n0 runs succeeded" in "\n" + run.stdout, run.stdout
     assert ticks_launch_nothing(root, env) == []
+
+
+@pytest.mark.integration
+def test_a_new_evaluation_set_reruns_only_the_recipe_that_decontaminates(demo_lake, tmp_path):
+    """A set added to the shared settings rebuilds eval_index; its new data version makes the
+    cleaned partitions of demo_top_quality (which decontaminates) stale and they run again,
+    with what follows them; fineweb_en (which does not) runs nothing."""
+    root = tmp_path / "demo"
+    shutil.copytree(demo_lake, root, symlinks=True)
+    extraction = root / "extraction.yaml"
+    extraction.write_text(
+        (PROJECT_DIR / "tokenmill/demo/extraction.yaml").read_text()
+        + "    - name: extra\n      path: eval/demo_qa.jsonl\n      fields: [answer]\n"
+    )
+    env = demo_env(root) | {"TOKENMILL_EXTRACTION": str(extraction)}
+    tokenmill = [sys.executable, "-m", "tokenmill.cli.main"]
+    run = subprocess.run([*tokenmill, "run"], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    ran = [line.split()[0] for line in run.stdout.splitlines() if line.endswith(" ok")]
+    assert ran.count("eval_index") == 1
+    assert ran.count("demo_top_quality/cleaned") == 3
+    assert not [asset for asset in ran if asset.startswith("fineweb_en/")]
+    sets = json.loads((root / "lake" / "eval_index" / "sets.json").read_text())
+    assert set(sets) == {"demo_qa", "extra"}
 
 
 def ticks_launch_nothing(root: Path, env: dict[str, str]) -> list[tuple[str, str]]:

@@ -129,6 +129,41 @@ def test_tokenizer_is_read_from_an_s3_uri_with_the_lakes_settings(
     assert report.counts["vocab_size"] == 32003
 
 
+def test_evaluation_sets_are_indexed_on_s3_from_an_allowed_uri(seaweedfs, s3_env, monkeypatch):
+    """An evaluation set outside the lake, in an allowed S3 prefix, indexed into an S3 lake; a
+    document sharing its n-grams is dropped with the set's table read back from the lake."""
+    import json
+
+    import polars as pl
+
+    from tokenmill.decontamination.index import declared_versions, set_table
+    from tokenmill.decontamination.removal import Decontamination, decontaminate
+    from tokenmill.decontamination.sets import EVAL_PATHS_ENV
+    from tokenmill.runtime.stage import Work
+    from tokenmill.stages.eval_index import EvaluationSettings, run
+    from tokenmill.storage.locations import PathNotAllowedError
+
+    question = "Which element has the highest melting point of all metals known in the table?"
+    body = json.dumps({"id": "q1", "question": question}).encode()
+    seaweedfs.client().put_object(Bucket=seaweedfs.bucket, Key="evals/qa.jsonl", Body=body)
+    lake = s3_lake(seaweedfs, "decontaminated")
+    uri = f"s3://{seaweedfs.bucket}/evals/qa.jsonl"
+    declared = {"name": "qa", "path": uri, "fields": ["question"], "id_field": "id"}
+    settings = EvaluationSettings(sets=[declared])
+    with pytest.raises(PathNotAllowedError, match="outside the lake"):
+        run(Work(lake, "eval_index", settings))
+    monkeypatch.setenv(EVAL_PATHS_ENV, f"s3://{seaweedfs.bucket}/evals")
+    counts = run(Work(lake, "eval_index", settings)).counts["sets"]["qa"]
+    assert counts["items"] == 1 and counts["words"] == 14
+    table = set_table(lake, {"qa": declared_versions(lake)["qa"]["sha256"]}, 13)
+    docs = pl.DataFrame(
+        {"doc_id": ["a", "b"], "url": ["u", "v"], "text": [f"Quiz. {question.upper()}", "tungsten"]}
+    )
+    outcome = decontaminate(docs, table, Decontamination(("qa",)))
+    assert outcome.kept["doc_id"].to_list() == ["b"]
+    assert outcome.passages[0]["item"] == "q1"
+
+
 # Crawls read in place from other buckets
 
 

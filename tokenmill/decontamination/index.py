@@ -100,7 +100,8 @@ class SetIndex:
 
 class SetTable:
     """The n-grams of several sets in one table; per entry (an n-gram in hash order): its set,
-    item and first word in the item. Memory: about 20 bytes per n-gram."""
+    item and first word in the item. Memory (``nbytes``): about 30 bytes per n-gram with the
+    items' words it confirms a match against, plus the items' ids and text starts."""
 
     def __init__(self, sets: list[SetIndex], n: int):
         self.sets = sets
@@ -129,7 +130,8 @@ class SetTable:
     @property
     def nbytes(self) -> int:
         own = self.owner.nbytes + self.item.nbytes + self.first.nbytes
-        return self.table.sorted.nbytes + self.table.bitmap.nbytes + own
+        words = sum(index.words.nbytes + index.offsets.nbytes for index in self.sets)
+        return self.table.sorted.nbytes + self.table.bitmap.nbytes + own + words
 
 
 _tables: OrderedDict[tuple, SetTable] = OrderedDict()
