@@ -316,10 +316,10 @@ def main(argv: list[str] | None = None) -> None:
         "bench_decontamination" + (": --warcs" if args.warcs else ""),
         figures,
         {
-            "data": f"the WARC files of {args.warcs}"
+            "data": "the WARC files " + ", ".join(sorted(p.name for p in args.warcs.iterdir()))
             if args.warcs
-            else "../shared: the WCXB "
-            "sample and scrapinghub articles wrapped in WARC, and a Common Crawl excerpt",
+            else "../shared: the WCXB sample and scrapinghub articles wrapped in WARC, and a "
+            "Common Crawl excerpt",
             "documents": docs.height,
             "mb_text": round(mb_text, 2),
             "evaluation_set": "passages of ../shared/corpora/text/cc-main-2019-30-697docs, "

@@ -319,6 +319,21 @@ def test_a_new_evaluation_set_reruns_only_the_recipe_that_decontaminates(demo_la
     assert not [asset for asset in ran if asset.startswith("fineweb_en/")]
     sets = json.loads((root / "lake" / "eval_index" / "sets.json").read_text())
     assert set(sets) == {"demo_qa", "extra"}
+    # each crawl's sums, in its dedup_clusters materialization's metadata
+    from dagster import AssetKey, AssetRecordsFilter
+
+    from testkit.dagster_dev import instance_at
+
+    by_crawl = {}
+    with instance_at(root / "dagster_home") as instance:
+        key = AssetKey(["demo_top_quality", "dedup_clusters"])
+        for crawl in instance.get_materialized_partitions(key):
+            wanted = AssetRecordsFilter(asset_key=key, asset_partitions=[crawl])
+            (record,) = instance.fetch_materializations(wanted, limit=1).records
+            by_crawl[crawl] = record.asset_materialization.metadata["contamination"].value
+    # demo_qa was taken from the first crawl's pages
+    first = by_crawl["CC-MAIN-DEMO-2026-01"]["demo_qa"]
+    assert first["documents"] >= 1 and len(first["items"]) >= 1, by_crawl
 
 
 def ticks_launch_nothing(root: Path, env: dict[str, str]) -> list[tuple[str, str]]:

@@ -29,6 +29,7 @@ import polars as pl
 import xxhash
 
 from tokenmill.runtime.plugins import load_scorer_class
+from tokenmill.runtime.stage import declared_mapping
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import check_name
 from tokenmill.storage.locations import check_location, open_location
@@ -75,13 +76,7 @@ class Classifier:
     def parse(cls, value: Any, where: str) -> Classifier:
         if isinstance(value, Classifier):
             return value
-        if hasattr(value, "model_dump"):  # a run's config
-            value = {k: v for k, v in value.model_dump().items() if v not in (None, [], {})}
-        if not isinstance(value, dict):
-            raise ValueError(f"{where}: expected a mapping with name and model, not {value!r}")
-        unknown = sorted(set(value) - set(cls.KEYS))
-        if unknown:
-            raise ValueError(f"{where}: unknown keys {unknown}; keys: {list(cls.KEYS)}")
+        value = declared_mapping(value, cls.KEYS, where, "with name and model")
         name = value.get("name")
         try:
             check_name(name, "classifier name")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import itertools
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from tokenmill.runtime.stage import declared_mapping
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import check_name
 from tokenmill.storage.locations import open_location
@@ -49,13 +51,7 @@ class EvalSet:
     def parse(cls, value: Any, where: str) -> EvalSet:
         if isinstance(value, EvalSet):
             return value
-        if hasattr(value, "model_dump"):  # a run's config
-            value = {k: v for k, v in value.model_dump().items() if v not in (None, [])}
-        if not isinstance(value, dict):
-            raise ValueError(f"{where}: expected a mapping {{name, path, fields}}, got {value!r}")
-        unknown = sorted(set(value) - set(cls.KEYS))
-        if unknown:
-            raise ValueError(f"{where}: unknown keys {unknown}; known: {list(cls.KEYS)}")
+        value = declared_mapping(value, cls.KEYS, where, "{name, path, fields}")
         for key in ("name", "path"):
             if not isinstance(value.get(key), str) or not value[key]:
                 raise ValueError(f"{where}: {key} is required (a string)")
@@ -169,36 +165,31 @@ def _lines(f, evalset: EvalSet) -> Iterator[str]:
         raise EvalSetError(f"evaluation set {evalset.name}: {evalset.path!r}: {error}") from None
 
 
+def _batched(rows: Iterator[dict]) -> Iterator[list[dict]]:
+    while batch := list(itertools.islice(rows, ITEMS_PER_BATCH)):
+        yield batch
+
+
 def _jsonl_rows(f, evalset: EvalSet) -> Iterator[list[dict]]:
-    rows = []
-    for number, line in enumerate(_lines(f, evalset), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise EvalSetError(
-                f"evaluation set {evalset.name}: {evalset.path!r} line {number} is not JSON: "
-                f"{error}"
-            ) from None
-        rows.append(row if isinstance(row, dict) else {"text": row})
-        if len(rows) == ITEMS_PER_BATCH:
-            yield rows
-            rows = []
-    if rows:
-        yield rows
+    def rows() -> Iterator[dict]:
+        for number, line in enumerate(_lines(f, evalset), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise EvalSetError(
+                    f"evaluation set {evalset.name}: {evalset.path!r} line {number} is not "
+                    f"JSON: {error}"
+                ) from None
+            yield row if isinstance(row, dict) else {"text": row}
+
+    return _batched(rows())
 
 
 def _text_rows(f, evalset: EvalSet) -> Iterator[list[dict]]:
-    rows = []
-    for line in _lines(f, evalset):
-        if line.strip():
-            rows.append({evalset.fields[0]: line.rstrip("\n")})
-        if len(rows) == ITEMS_PER_BATCH:
-            yield rows
-            rows = []
-    if rows:
-        yield rows
+    rows = ({evalset.fields[0]: line.rstrip("\n")} for line in _lines(f, evalset) if line.strip())
+    return _batched(rows)
 
 
 def _parquet_rows(f, evalset: EvalSet) -> Iterator[list[dict]]:

@@ -197,6 +197,25 @@ def setting(default: Any, description: str) -> Any:
     return field(default=default, metadata={"description": description})
 
 
+def declared_mapping(value: Any, keys: tuple[str, ...], where: str, expected: str) -> dict:
+    """A declared item of a settings list as a mapping (from a recipe file or a run's config),
+    with none but ``keys``; else an error naming ``where`` and what was ``expected``."""
+    if hasattr(value, "model_dump"):  # a run's config
+        value = {k: v for k, v in value.model_dump().items() if v not in (None, [], {})}
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}: expected a mapping {expected}, not {value!r}")
+    unknown = sorted(set(value) - set(keys))
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {unknown}; keys: {list(keys)}")
+    return value
+
+
+def check_unique_names(names: list[str], where: str) -> None:
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"{where}: names declared twice: {repeated}")
+
+
 def parsed_items(values: Any, parse: Callable[[Any, str], Any], where: str) -> list:
     """Each item of a list setting parsed (``parse(item, "<where>[i]")``, which raises naming
     it); none while the value is not a list yet (a type error the annotations report)."""

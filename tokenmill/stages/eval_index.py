@@ -14,7 +14,15 @@ from dataclasses import dataclass
 
 from tokenmill.decontamination.index import SETS_FILE, build_index
 from tokenmill.decontamination.sets import EvalSet, sha256_of
-from tokenmill.runtime.stage import Pod, Scope, Stage, Work, parsed_items, setting
+from tokenmill.runtime.stage import (
+    Pod,
+    Scope,
+    Stage,
+    Work,
+    check_unique_names,
+    parsed_items,
+    setting,
+)
 from tokenmill.storage.layout import EVAL_INDEX
 from tokenmill.storage.outputs import StageReport
 
@@ -31,10 +39,7 @@ class EvaluationSettings:
     )
 
     def __post_init__(self):
-        names = [evalset.name for evalset in self.declared()]
-        repeated = sorted({name for name in names if names.count(name) > 1})
-        if repeated:
-            raise ValueError(f"evaluation.sets: names declared twice: {repeated}")
+        check_unique_names([evalset.name for evalset in self.declared()], "evaluation.sets")
 
     def declared(self) -> list[EvalSet]:
         return parsed_items(self.sets, EvalSet.parse, "evaluation.sets")

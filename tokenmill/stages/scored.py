@@ -24,7 +24,15 @@ from tokenmill.classifiers.scoring import (
     score_file,
     short_label,
 )
-from tokenmill.runtime.stage import Pod, Scope, Stage, Work, parsed_items, setting
+from tokenmill.runtime.stage import (
+    Pod,
+    Scope,
+    Stage,
+    Work,
+    check_unique_names,
+    parsed_items,
+    setting,
+)
 from tokenmill.storage.layout import EXTRACTED, MARKER, SCORED
 from tokenmill.storage.outputs import StageReport, read_batches, require_committed
 
@@ -42,11 +50,7 @@ class ScoreSettings:
     )
 
     def __post_init__(self):
-        declared = self.declared()
-        names = [c.name for c in declared]
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            raise ValueError(f"score.classifiers: names declared twice: {repeated}")
+        check_unique_names([c.name for c in self.declared()], "score.classifiers")
 
     def declared(self) -> list[Classifier]:
         return parsed_items(self.classifiers, Classifier.parse, "score.classifiers")

@@ -9,31 +9,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "utf8.h"
+
 enum { WORD = 1, SINGLE = 2, MARK = 4 };
 enum { AHEAD = 16 }; /* bitmap words fetched ahead of their test */
 
 static const uint64_t FNV_OFFSET = 14695981039346656037ULL;
 static const uint64_t FNV_PRIME = 1099511628211ULL;
 static const uint64_t BASE = 0x9E3779B97F4A7C15ULL; /* odd: powers never vanish mod 2^64 */
-
-static inline int32_t code_point_at(const uint8_t *data, int64_t i, int *size) {
-    int32_t b = data[i];
-    if (b < 0x80) {
-        *size = 1;
-        return b;
-    }
-    if (b < 0xE0) {
-        *size = 2;
-        return ((b & 0x1F) << 6) | (data[i + 1] & 0x3F);
-    }
-    if (b < 0xF0) {
-        *size = 3;
-        return ((b & 0x0F) << 12) | ((data[i + 1] & 0x3F) << 6) | (data[i + 2] & 0x3F);
-    }
-    *size = 4;
-    return ((b & 0x07) << 18) | ((data[i + 1] & 0x3F) << 12) | ((data[i + 2] & 0x3F) << 6) |
-           (data[i + 3] & 0x3F);
-}
 
 static inline uint64_t mixed(uint64_t h) { /* splitmix64's finalizer */
     h ^= h >> 30;

@@ -14,31 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 enum { WORD = 1, LETTER = 2, LOWER = 4, DIGIT = 8, SPACE = 16, PUNCT = 32, P = 64, UPPER = 128 };
 enum { ALPHA = 1, CONTENT = 2 };
 enum { APOSTROPHE = 39, RIGHT_QUOTE = 0x2019, UNDERSCORE = 95, DOT = 46, HYPHEN = 45, SLASH = 47 };
-
-/* The code point starting at data[i] (valid UTF-8), its length in *size. Always inlined: in
- * decode's loop a call costs the word scanner a tenth of its time. */
-static inline __attribute__((always_inline)) int32_t
-code_point_at(const uint8_t *data, int64_t i, int *size) {
-    int32_t b = data[i];
-    if (b < 0x80) {
-        *size = 1;
-        return b;
-    }
-    if (b < 0xE0) {
-        *size = 2;
-        return ((b & 0x1F) << 6) | (data[i + 1] & 0x3F);
-    }
-    if (b < 0xF0) {
-        *size = 3;
-        return ((b & 0x0F) << 12) | ((data[i + 1] & 0x3F) << 6) | (data[i + 2] & 0x3F);
-    }
-    *size = 4;
-    return ((b & 0x07) << 18) | ((data[i + 1] & 0x3F) << 12) | ((data[i + 2] & 0x3F) << 6) |
-           (data[i + 3] & 0x3F);
-}
 
 /* UTF-8 (valid: Arrow strings are) to code points and their classes; their number. */
 static int64_t decode(const uint8_t *data, int64_t start, int64_t end, int32_t *cp,
