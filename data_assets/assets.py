@@ -107,7 +107,9 @@ def asset_options(stage: Stage, dataset: Dataset) -> dict:
         partitions_def=PARTITIONS[scope],
         # One partition per run: its metadata, row count and data version are its own.
         backfill_policy=BackfillPolicy.multi_run(1) if scope is not Scope.LAKE else None,
-        automation_condition=automation_condition(stage),
+        automation_condition=automation_condition(
+            stage, dataset.recipe.settings(stage.settings) if stage.settings else None
+        ),
         code_version="-".join(
             filter(None, (CODE_VERSION, dataset.recipe.version(stage.settings), stage.version))
         ),

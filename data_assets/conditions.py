@@ -232,8 +232,9 @@ def follows_changed_inputs() -> AutomationCondition:
     ).with_label("follows changed inputs")
 
 
-def automation_condition(stage: Stage) -> AutomationCondition | None:
-    if not stage.automatic:
+def automation_condition(stage: Stage, settings=None) -> AutomationCondition | None:
+    """When the automation runs the stage, with these settings (None: any)."""
+    if not stage.automatic or stage.idle_with(settings):
         return None
     if stage.name == STAGES[0].name:
         # Every new unit, whoever registered it (landing sensor, reconciliation job,

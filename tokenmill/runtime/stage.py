@@ -162,6 +162,14 @@ class Stage:
     # others are made only when missing (changing the tokenizer re-tokenizes everything: that
     # is a deliberate launch).
     follows_settings: bool = False
+    # (settings) -> whether those settings leave it nothing to make (no evaluation set
+    # declared): then it is never launched, by the automation or `tokenmill run`, nor listed
+    # as missing
+    idle: Callable[[Any], bool] | None = None
+
+    def idle_with(self, settings: Any) -> bool:
+        return self.idle is not None and settings is not None and self.idle(settings)
+
     # A lake stage made from every unit of its inputs: the external asset (one per recipe,
     # unpartitioned) it follows instead of them, whose version is what the stage would make now.
     # Dagster does not compare the data of an input of 100 partitions or more, so the stage

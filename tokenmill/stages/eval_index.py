@@ -71,6 +71,7 @@ STAGE = Stage(
     pod=Pod("1", "2Gi", "2", "4Gi"),
     shared=True,
     follows_settings=True,
+    idle=lambda settings: not settings.sets,
     data_files=(SETS_FILE,),
     description="The declared evaluation sets' items and normalized words, one index per "
     "version of each set file (its SHA-256): what recipes decontaminate their documents against.",
