@@ -23,6 +23,14 @@ def label(name: str) -> str:
     return key(name).to_user_string()
 
 
+def built_stages() -> list:
+    """The stages the project's own settings make (eval_index makes nothing while the shared
+    settings declare no evaluation set)."""
+    from tokenmill.stages import STAGES
+
+    return [s for s in STAGES if not s.idle_with(s.settings() if s.settings else None)]
+
+
 def recipe_lake(lake: Lake) -> Lake:
     """`lake` as the project's recipe's stages see it (their zones under recipes/)."""
     return RECIPE.lake(lake)

@@ -18,7 +18,7 @@ import pytest
 from dagster import AssetKey
 from tokenizers import Tokenizer
 
-from testkit.datasets import key, label
+from testkit.datasets import built_stages, key, label
 from testkit.demo_pipeline import Pipeline, demo_pipeline
 from testkit.formats import read_indexed_dataset, read_png, warc_headers_at
 from tokenmill.cli.runner import materialize_all, materialized_partitions
@@ -51,7 +51,7 @@ def test_every_stage_is_materialized_for_every_partition(pipeline):
     unit_keys = {f"{CRAWL}/{u.name}" for u in pipeline.units}
     assert len(unit_keys) == 2
     assert set(materialized) == {label(stage.name) for stage in STAGES}
-    for stage in STAGES:
+    for stage in built_stages():
         asset = stage.name
         expected = {CRAWL} if stage.scope is Scope.CRAWL else unit_keys
         if stage.scope is Scope.LAKE:
@@ -87,7 +87,7 @@ def test_materialization_metadata_counts_records_and_broken_ones(pipeline):
     assert any(name.startswith("dropped filter:") for name in metadata)
     # What each partition cost: the CPU of every process that did its work, workers included
     # (the run's own process only coordinates a unit's files).
-    for stage in STAGES:
+    for stage in built_stages():
         event = pipeline.instance.get_latest_materialization_event(key(stage.name))
         cpu = event.asset_materialization.metadata["cpu_s"].value
         assert cpu > 0, stage.name

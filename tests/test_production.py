@@ -14,7 +14,7 @@ from tokenmill.resources.lake import LakeResource
 from tokenmill.resources.workers import WorkersResource
 
 from testkit import faults
-from testkit.datasets import key, recipe_lake
+from testkit.datasets import built_stages, key, recipe_lake
 from testkit.servers import PG_HOST, PG_PORT, PG_USER, free_port, write_production_instance
 from tokenmill.cli.demo import land_demo_crawl
 from tokenmill.cli.runner import local_instance, materialize_all, register
@@ -102,7 +102,7 @@ def test_runs_and_materializations_are_in_postgres(production, postgres_database
     assert sorted(r.run_id for r in runs) == sorted(production.run_ids)
     assert {r.status for r in runs} == {DagsterRunStatus.SUCCESS}
     unit = Unit(CRAWL, "00000").key
-    for stage in STAGES:
+    for stage in built_stages():
         asset = stage.name
         expected = {CRAWL} if stage.scope is Scope.CRAWL else {unit}
         if stage.scope is Scope.LAKE:
@@ -119,7 +119,7 @@ def test_runs_and_materializations_are_in_postgres(production, postgres_database
             "WHERE dagster_event_type = 'ASSET_MATERIALIZATION'"
         )
         materialized = {AssetKey.from_db_string(row[0]) for row in cursor.fetchall()}
-        assert materialized == {key(stage.name) for stage in STAGES}
+        assert materialized == {key(stage.name) for stage in built_stages()}
         # ... and the unit_duplicates each clustering run reports (observed) for its units.
         cursor.execute(
             "SELECT DISTINCT asset_key FROM event_logs "
