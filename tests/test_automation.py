@@ -35,7 +35,7 @@ from tokenmill.resources.workers import WorkersResource
 from tokenmill.sensors.failures import FAILURES, record_run_failures
 from tokenmill.sensors.landing import landing_zone
 
-from testkit.datasets import key, recipe_lake, stale_status, variant
+from testkit.datasets import built_stages, key, recipe_lake, stale_status, variant
 from tokenmill.crawl.units import discover, register_new_files, registered_units, unit_files
 from tokenmill.dedup.settings import CLUSTERS_FILE
 from tokenmill.definitions import build_definitions, lake_resource
@@ -753,15 +753,18 @@ def test_definitions_wire_the_sensors_and_schedule():
     from tokenmill.definitions import defs
 
     repository = defs.get_repository_def()
+    # the project's settings declare no evaluation set: eval_index has nothing to make
+    automatic = [stage for stage in built_stages() if stage.automatic]
     assert {s.name for s in repository.sensor_defs} >= {
         "landing_zone",
         "crawl_signatures_complete",
         "record_run_failures",
-        *(f"automation_{stage.name}" for stage in STAGES if stage.automatic),
+        *(f"automation_{stage.name}" for stage in automatic),
     }
-    assert "automation_release" not in {s.name for s in repository.sensor_defs}
+    names = {s.name for s in repository.sensor_defs}
+    assert "automation_release" not in names and "automation_eval_index" not in names
     # Each stage's automation sensor requests its runs with the stage's pod size and queue key.
-    for stage in [stage for stage in STAGES if stage.automatic]:
+    for stage in automatic:
         sensor = repository.get_sensor_def(f"automation_{stage.name}")
         tags = run_tags(stage.name)
         assert json.loads(sensor.run_tags[K8S_CONFIG]) == tags[K8S_CONFIG]

@@ -149,7 +149,11 @@ def build_definitions(
         record_run_failures,
         dead_runs,
         # none for a stage the automation never launches (a release)
-        *(automation_sensor(stage, catalog) for stage in served if stage.automatic),
+        *(
+            automation_sensor(stage, catalog)
+            for stage in served
+            if stage.automatic and not catalog.idle(stage)
+        ),
     ]
     if catalog.problems:
         sensors.append(recipe_problems(catalog.problems))

@@ -315,7 +315,7 @@ def materialize_all(
     _check_claims()
     outcomes: list[RunOutcome] = []
     for stage in STAGES:
-        if stages is not None and stage.name not in stages or _idle(stage, catalog):
+        if stages is not None and stage.name not in stages or catalog.idle(stage):
             continue
         if stage.scope is Scope.CRAWL:
             # what the crawl_signatures_complete sensor would observe: the instance is then as
@@ -476,19 +476,9 @@ def stage_states(
     return [
         asset_state(resolver, key, stage, partitions[stage.scope])
         for stage in STAGES
-        if (stages is None or stage.name in stages) and not _idle(stage, catalog)
+        if (stages is None or stage.name in stages) and not catalog.idle(stage)
         for key in catalog.keys(stage)
     ]
-
-
-def _idle(stage, catalog: Catalog) -> bool:
-    """A stage its settings leave nothing to make, in every dataset that has it."""
-    if stage.idle is None or not stage.settings:
-        return False
-    return all(
-        stage.idle_with(dataset.recipe.settings(stage.settings))
-        for dataset in catalog.serving(stage)
-    )
 
 
 def asset_state(resolver, key: AssetKey, stage, partitions: list) -> StageState:

@@ -126,6 +126,16 @@ class Catalog:
         """The datasets that have an asset for `stage`."""
         return (self.shared,) if stage.shared else self.recipes
 
+    def idle(self, stage: Stage) -> bool:
+        """Whether the settings of every dataset that has `stage` leave it nothing to make
+        (`Stage.idle`): it is then never launched, nor listed as missing."""
+        if stage.idle is None or not stage.settings:
+            return False
+        return all(
+            stage.idle_with(dataset.recipe.settings(stage.settings))
+            for dataset in self.serving(stage)
+        )
+
     def recipe(self, name: str) -> Dataset:
         for dataset in self.recipes:
             if dataset.prefix == name:
