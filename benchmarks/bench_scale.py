@@ -421,9 +421,16 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recip
 
 
 def automation_sensors() -> list[str]:
+    """The sensors of the stages the automation runs with these settings."""
+    from tokenmill.recipes.catalog import Catalog
     from tokenmill.stages import STAGES
 
-    return [f"automation_{stage.name}" for stage in STAGES if stage.automatic]
+    catalog = Catalog.load()
+    return [
+        f"automation_{stage.name}"
+        for stage in STAGES
+        if stage.automatic and not catalog.idle(stage)
+    ]
 
 
 def idle_ticks(prefix: str, seconds: dict[str, float]) -> dict:
