@@ -15,12 +15,15 @@ Evaluation set: passages of 20 to 80 words from ../shared/corpora/text/cc-main-2
 that corpus's vocabulary (by frequency) until the set holds the wanted number of 13-grams.
 Indexed by the eval_index stage (its build time and the table's bytes are reported).
 
-Recall: 200 items planted in 200 pages, inside their text, a quarter each exact, upper-cased,
-re-punctuated (commas to semicolons, a dash between words) and re-wrapped (new lines between
-words); for ``drop`` every planted page must be dropped, for ``cut`` no 13-gram of the planted
-item may remain in what is kept. Precision: on the pages without plants, every document removed
-must share a 13-gram with an item, and every document that does must be removed, by a Python
-reading of the rule (unicodedata, not the compiled tables).
+Recall: 200 items planted in as many pages (fewer when there are fewer), inside their text, a
+quarter each exact, upper-cased, re-punctuated (commas to semicolons, a dash between words) and
+re-wrapped (new lines between words); 40 of them Chinese and Japanese paragraphs of the demo
+generator (full-width punctuation, a space between characters, a line break every seven
+characters instead), their recall also counted apart; for ``drop`` every planted page must be
+dropped, for ``cut`` no 13-gram of the planted item may remain in what is kept. Precision: on
+the pages without plants, every document removed must share a 13-gram with an item, and every
+document that does must be removed, by a Python reading of the rule (unicodedata, not the
+compiled tables).
 
 Cost: one warm-up, then ``--rounds`` rounds of: the extracted stage over the unit (its CPU
 seconds), then decontaminate() over every extracted document in batches as the cleaned stage
@@ -67,6 +70,7 @@ from tokenmill.storage.outputs import read_batches  # noqa: E402
 CORPUS = ("corpora", "text", "cc-main-2019-30-697docs.jsonl.gz")
 NGRAM = 13
 PLANTED = 200
+CJK_PLANTED = 40
 SIZES = (1_000, 100_000, 1_000_000, 10_000_000)  # n-grams of the evaluation set
 TARGET = 0.10  # decontamination / extraction, CPU seconds per MB of text
 UNSPACED = ("CJK UNIFIED", "CJK COMPATIBILITY IDEOGRAPH", "HIRAGANA", "KATAKANA", "THAI",
@@ -142,29 +146,49 @@ def evaluation_items(texts: list[str], ngrams: int, rng: random.Random) -> list[
 
 
 def variant(passage: str, kind: str) -> str:
+    """The passage re-cased, re-punctuated or re-wrapped (text without spaces, Chinese or
+    Japanese: full-width punctuation and a space between characters, a line break every seven
+    characters)."""
+    spaced = " " in passage
     if kind == "recased":
-        return passage.upper()
+        return passage.upper() if spaced else passage.replace("。", "．")
     if kind == "repunctuated":
-        return passage.replace(",", ";").replace(" ", " - ")
+        if spaced:
+            return passage.replace(",", ";").replace(" ", " - ")
+        return " ".join(passage.replace("、", "，").replace("。", "！"))
     if kind == "rewrapped":
-        return passage.replace(" ", "\n")
+        if spaced:
+            return passage.replace(" ", "\n")
+        return "\n".join(passage[i : i + 7] for i in range(0, len(passage), 7))
     return passage
 
 
+def cjk_items(count: int) -> list[str]:
+    """The longest paragraph of Japanese and Chinese articles of the demo generator (seed 11):
+    a set in scripts written without spaces."""
+    from tokenmill.demo.crawl import sample_articles
+
+    return [
+        max(article.split("\n"), key=len)
+        for language in ("ja", "zh")
+        for article in sample_articles(language, count // 2, seed=11)
+    ]
+
+
 def planted(docs: pl.DataFrame, items: list[str], rng: random.Random) -> tuple:
-    """PLANTED items in as many pages (each inside its text, at a line break): the pages'
-    texts, and per planted page the item."""
+    """``items`` planted in as many pages (each inside its text, at a line break), a quarter
+    of them each exact, re-cased, re-punctuated and re-wrapped: the pages' texts, and per
+    planted page the item."""
     kinds = ("exact", "recased", "repunctuated", "rewrapped")
-    rows = rng.sample(range(docs.height), min(PLANTED, docs.height))
-    chosen = rng.sample(range(min(len(items), 1000)), len(rows))
+    rows = rng.sample(range(docs.height), min(len(items), docs.height))
     texts = docs["text"].to_list()
     plants = {}
-    for number, (row, item) in enumerate(zip(rows, chosen, strict=True)):
+    for number, (row, item) in enumerate(zip(rows, items, strict=False)):
         text = texts[row]
         breaks = [i for i, c in enumerate(text) if c == "\n"] or [len(text) // 2]
         at = rng.choice(breaks)
-        texts[row] = f"{text[:at]}\n{variant(items[item], kinds[number % 4])}\n{text[at:]}"
-        plants[docs["doc_id"][row]] = items[item]
+        texts[row] = f"{text[:at]}\n{variant(item, kinds[number % 4])}\n{text[at:]}"
+        plants[docs["doc_id"][row]] = item
     return docs.with_columns(text=pl.Series(texts)), plants
 
 
@@ -262,10 +286,17 @@ def main(argv: list[str] | None = None) -> None:
                            "table_s": round(loaded, 2), "table_mb": round(table.nbytes / 1e6, 1),
                            "ngrams": table.ngrams}  # fmt: skip
             print(f"set of {size:,} n-grams: {built[size]}", file=sys.stderr)
-        smallest = evaluation_items(texts, sizes[0] * 100, random.Random(1))  # the recall set
+        # the recall set: passages of the corpus, and CJK_PLANTED paragraphs in Chinese and
+        # Japanese; PLANTED of them planted, the CJK ones among them
+        cjk = cjk_items(CJK_PLANTED)
+        smallest = evaluation_items(texts, sizes[0] * 100, random.Random(1)) + cjk
         recall_table, _, _ = build_table(lake, "set", smallest)
-        with_plants, plants = planted(docs, smallest, rng)
+        chosen = cjk + rng.sample(smallest[:1000], PLANTED - len(cjk))
+        with_plants, plants = planted(docs, chosen, rng)
         recall = check_recall(with_plants, plants, recall_table)
+        recall_cjk = check_recall(with_plants, {d: i for d, i in plants.items() if i in cjk},
+                                  recall_table)  # fmt: skip
+        recall["cjk"] = recall_cjk
         precision = check_precision(docs, smallest, recall_table)
         print(f"recall {recall}; precision {precision}", file=sys.stderr)
         settings = Decontamination(("set",), NGRAM, "drop")
