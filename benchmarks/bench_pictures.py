@@ -25,7 +25,7 @@ from benchmarks.results import record
 from tokenmill.crawl.units import registered_crawls, registered_units
 from tokenmill.filters.histograms import gathered
 from tokenmill.storage.lake import Lake
-from tokenmill.storage.layout import CLEANED, MARKER
+from tokenmill.storage.layout import CLEANED
 
 DRAW = """
 import json, sys, time
@@ -48,7 +48,7 @@ def unit_histograms(lake: Lake, recipe: str) -> dict[str, dict]:
     view = lake.with_zones(recipe_zones(recipe))
     for crawl in registered_crawls(lake):
         for unit in registered_units(lake, crawl):
-            histograms, without, _ = gathered(view, [f"{unit.prefix(CLEANED)}/{MARKER}"])
+            histograms, without, _ = gathered(view, [unit.prefix(CLEANED)])
             if not without:
                 return histograms
     sys.exit(f"no cleaned unit of {recipe} in {lake.uri('')}: run `uv run tokenmill demo` first")

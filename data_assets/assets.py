@@ -57,7 +57,7 @@ from tokenmill.runtime.parts import run_stage_work
 from tokenmill.runtime.stage import Scope, Stage, Work
 from tokenmill.stages import STAGES, stage_named
 from tokenmill.storage.lake import LakeAccessError
-from tokenmill.storage.layout import MARKER, Unit, check_name, crawl_prefix
+from tokenmill.storage.layout import Unit, check_name, crawl_prefix
 from tokenmill.storage.outputs import WARNINGS
 from tokenmill.storage.rollups import Rollup
 
@@ -178,10 +178,8 @@ def stage_output(context, stage, dataset: Dataset, lake, report, overrides) -> M
     """The materialization of a stage's partition: its report, checks and recipe."""
     unit, crawl = partition_of(stage, context)
     if stage.distributions_of and crawl:
-        markers = [
-            f"{u.prefix(stage.distributions_of)}/{MARKER}" for u in registered_units(lake, crawl)
-        ]
-        report.histograms, without, sums = gathered(lake, markers, stage.crawl_sums)
+        units = [u.prefix(stage.distributions_of) for u in registered_units(lake, crawl)]
+        report.histograms, without, sums = gathered(lake, units, stage.crawl_sums)
         report.counts |= sums
         if without:
             report.counts["units_without_histograms"] = without

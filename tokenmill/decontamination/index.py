@@ -157,5 +157,4 @@ def set_table(lake: Lake, versions: dict[str, str], n: int) -> SetTable:
 
 def declared_versions(lake: Lake) -> dict[str, dict]:
     """The sets the committed index holds: name -> {sha256, items, words, ...}."""
-    require_committed(lake, EVAL_INDEX, "eval_index")
-    return lake.read_json(f"{EVAL_INDEX}/{SETS_FILE}")
+    return require_committed(lake, EVAL_INDEX, "eval_index")["counts"]["sets"]

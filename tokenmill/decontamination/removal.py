@@ -109,6 +109,8 @@ def decontaminate(docs: pl.DataFrame, table: SetTable, settings: Decontamination
         spans.setdefault(row, []).append(
             (int(words.starts[at]), int(words.ends[at + n - 1]), owner, item)
         )
+    if not spans:
+        return Outcome(docs, docs.clear())
     keep = np.ones(docs.height, dtype=bool)
     new_text: dict[int, str] = {}
     reasons: dict[int, str] = {}
@@ -122,13 +124,13 @@ def decontaminate(docs: pl.DataFrame, table: SetTable, settings: Decontamination
         ends = words.ends[first_word[row] : first_word[row + 1]]
         merged = _passages(found)
         per_set: dict[int, Counter] = {}
+        first_passage = len(passages)
         for start, end, owner, item in merged:
-            name = table.sets[owner].name
             passages.append(
                 {
                     "doc_id": doc_ids[doc],
                     "url": urls[doc] if urls is not None else None,
-                    "set": name,
+                    "set": table.sets[owner].name,
                     "item": table.sets[owner].ids[item],
                     "start": start,
                     "end": end,
@@ -140,11 +142,10 @@ def decontaminate(docs: pl.DataFrame, table: SetTable, settings: Decontamination
         all_words = int(words.counts[row])
         if settings.action == "drop":
             keep[doc] = False
-            start, end, owner, item = merged[0]
+            shown = passages[first_passage]
             reasons[doc] = (
-                f"shares {n}-grams with {table.sets[owner].name} item "
-                f"{table.sets[owner].ids[item]} at {start}-{end}: "
-                f"{_first_ngram(text, starts, ends, start, n)[:SHOWN_CHARS]!r}"
+                f"shares {n}-grams with {shown['set']} item {shown['item']} at "
+                f"{shown['start']}-{shown['end']}: {shown['ngram']!r}"
             )
             removed_chars, removed_words, dropped_doc = len(text), all_words, True
         else:
@@ -172,8 +173,6 @@ def decontaminate(docs: pl.DataFrame, table: SetTable, settings: Decontamination
             entry["words"] += removed_words
             for item, times in items.items():
                 entry["items"][item] = entry["items"].get(item, 0) + times
-    if not spans:
-        return Outcome(docs, docs.clear())
     kept_docs = docs
     if new_text:
         index = pl.Series(list(new_text), dtype=pl.Int64)

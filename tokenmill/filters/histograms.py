@@ -11,12 +11,11 @@ thresholds, not numbers, are kept from the first). `tokenmill.reports.plots` dra
 from __future__ import annotations
 
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import polars as pl
 
-from tokenmill.storage.outputs import merge_counts
+from tokenmill.storage.outputs import merge_counts, read_markers
 
 LINEAR_BINS = 100
 BINS_PER_DECADE = 10
@@ -79,29 +78,21 @@ def rule_histograms(docs: pl.DataFrame, chain, judged: dict | None = None) -> di
 
 
 def gathered(
-    lake, markers: Iterable[str], counts: tuple[str, ...] = (), threads: int = 16
+    lake, prefixes: Iterable[str], counts: tuple[str, ...] = ()
 ) -> tuple[dict[str, dict], int, dict]:
-    """The sum of the histograms in these markers (read in parallel: a crawl has hundreds of
-    units), how many had none (absent, or written before histograms were kept), and the sums
-    of the named ``counts`` of their reports."""
-
-    def read(marker: str) -> dict | None:
-        try:
-            return lake.read_json(marker)
-        except FileNotFoundError:
-            return None
-
+    """The sum of the histograms in these partitions' markers, how many had none (absent, or
+    written before histograms were kept), and the sums of the named ``counts`` of their
+    reports."""
     total: dict[str, dict] = {}
     summed: dict = {}
     without = 0
-    with ThreadPoolExecutor(threads) as pool:
-        for found in pool.map(read, markers):
-            if found is None or found.get("histograms") is None:
-                without += 1
-            else:
-                total = merge_counts(total, found["histograms"])
-            own = (found or {}).get("counts", {})
-            summed = merge_counts(summed, {name: own[name] for name in counts if name in own})
+    for found in read_markers(lake, prefixes):
+        if found is None or found.get("histograms") is None:
+            without += 1
+        else:
+            total = merge_counts(total, found["histograms"])
+        own = (found or {}).get("counts", {})
+        summed = merge_counts(summed, {name: own[name] for name in counts if name in own})
     return total, without, summed
 
 

@@ -26,7 +26,6 @@ import json
 import math
 from array import array
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 
@@ -53,6 +52,7 @@ from tokenmill.storage.outputs import (
     MissingInputError,
     ParquetSink,
     StageReport,
+    read_markers,
     require_committed,
 )
 from tokenmill.tokens.megatron import IndexedDataset, IndexedDatasetWriter
@@ -527,21 +527,14 @@ def decontaminated_against(lake: Lake, units: list[str]) -> dict:
     """The evaluation sets the release's documents were decontaminated against, from the
     cleaned units' markers: per set, its file's SHA-256 and how many units it checked (a set
     whose file changed between units lists each version), and the units checked against none."""
-
-    def sets_of(unit: str) -> dict:
-        marker = f"{Unit.from_key(unit).prefix(CLEANED)}/{MARKER}"
-        try:
-            return lake.read_json(marker)["counts"].get(DECONTAMINATED_AGAINST, {})
-        except FileNotFoundError:
-            return {}
-
     sets: dict[str, Counter] = {}
     unchecked = 0
-    with ThreadPoolExecutor(16) as pool:
-        for found in pool.map(sets_of, units):
-            unchecked += not found
-            for name, sha256 in found.items():
-                sets.setdefault(name, Counter())[sha256] += 1
+    prefixes = (Unit.from_key(unit).prefix(CLEANED) for unit in units)
+    for marker in read_markers(lake, prefixes):
+        found = (marker or {}).get("counts", {}).get(DECONTAMINATED_AGAINST, {})
+        unchecked += not found
+        for name, sha256 in found.items():
+            sets.setdefault(name, Counter())[sha256] += 1
     return {
         "sets": {name: dict(versions) for name, versions in sorted(sets.items())},
         "units_not_checked": unchecked,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -18,8 +17,8 @@ from tokenmill.decontamination.removal import (
     DECONTAMINATED_AGAINST,
 )
 from tokenmill.storage.lake import Lake
-from tokenmill.storage.layout import CLEANED, MARKER, Unit
-from tokenmill.storage.outputs import merge_counts, part_files, read_table
+from tokenmill.storage.layout import CLEANED, Unit
+from tokenmill.storage.outputs import merge_counts, part_files, read_markers, read_table
 
 SHOWN = ["set", "item", "url", "action", "start", "end", "ngram", "doc_id"]
 
@@ -33,28 +32,21 @@ class Contamination:
 
 
 def contamination(lake: Lake, units: Iterable[Unit], sets: list[str] | None) -> Contamination:
-    """The sums of the cleaned markers of ``units`` (read in parallel)."""
-
-    def counts_of(unit: Unit) -> dict | None:
-        try:
-            return lake.read_json(f"{unit.prefix(CLEANED)}/{MARKER}")["counts"]
-        except FileNotFoundError:
-            return None
-
+    """The sums of the cleaned markers of ``units``."""
     found = Contamination()
-    with ThreadPoolExecutor(16) as pool:
-        for counts in pool.map(counts_of, units):
-            if counts is None:
-                continue
-            found.units += 1
-            if DECONTAMINATED_AGAINST not in counts:
-                continue
-            found.checked += 1
-            for name, sha256 in counts[DECONTAMINATED_AGAINST].items():
-                if not sets or name in sets:
-                    found.versions.setdefault(name, set()).add(sha256)
-            wanted = {k: v for k, v in counts[CONTAMINATION].items() if not sets or k in sets}
-            found.totals = merge_counts(found.totals, wanted)
+    for marker in read_markers(lake, (unit.prefix(CLEANED) for unit in units)):
+        if marker is None:
+            continue
+        counts = marker["counts"]
+        found.units += 1
+        if DECONTAMINATED_AGAINST not in counts:
+            continue
+        found.checked += 1
+        for name, sha256 in counts[DECONTAMINATED_AGAINST].items():
+            if not sets or name in sets:
+                found.versions.setdefault(name, set()).add(sha256)
+        wanted = {k: v for k, v in counts[CONTAMINATION].items() if not sets or k in sets}
+        found.totals = merge_counts(found.totals, wanted)
     return found
 
 

@@ -15,6 +15,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -366,6 +367,22 @@ class PartitionWriter:
 
 def is_committed(lake: Lake, prefix: str) -> bool:
     return lake.exists(f"{prefix.rstrip('/')}/{MARKER}")
+
+
+def read_markers(
+    lake: Lake, prefixes: Iterable[str], threads: int = 16
+) -> Iterator[dict[str, Any] | None]:
+    """The markers of these partitions, in order (None: not committed), read in parallel: a
+    crawl has hundreds of units, a release thousands."""
+
+    def read(prefix: str) -> dict[str, Any] | None:
+        try:
+            return lake.read_json(f"{prefix.rstrip('/')}/{MARKER}")
+        except FileNotFoundError:
+            return None
+
+    with ThreadPoolExecutor(threads) as pool:
+        yield from pool.map(read, prefixes)
 
 
 def require_committed(lake: Lake, prefix: str, what: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from tokenmill.native import I64, load, pointer
+from tokenmill.text.word_scan import every_character, text_buffers
 
 WORD, SINGLE, MARK = 1, 2, 4  # ngrams.c's character classes
 UNSPACED_SCRIPTS = (
@@ -34,8 +35,6 @@ UNSPACED_SCRIPTS = (
     "Tibetan",
     "Yi",
 )
-# Planes 4 to 13 hold no assigned character and 15 and 16 private use only: no word there.
-_CLASSIFIED = ((0, 0xD800), (0xE000, 0x40000), (0xE0000, 0xF0000))
 # a table's bitmap: this many bits per n-gram at least (a lookup in 16 to 32 finds a bit set
 # for another n-gram at most once), between these powers of two
 _BITS_PER_NGRAM = 16
@@ -79,16 +78,10 @@ def library():
     return load(Path(__file__).with_name("libngrams.so.1"), _SIGNATURES)
 
 
-def _characters() -> tuple[np.ndarray, pl.Series]:
-    code_points = np.concatenate([np.arange(a, b, dtype=np.uint32) for a, b in _CLASSIFIED])
-    every_char = code_points.astype("<u4").tobytes().decode("utf-32-le")
-    return code_points, pl.Series([every_char]).str.split("").explode()
-
-
 @functools.cache
 def character_classes() -> np.ndarray:
     """Each code point's class bits (WORD, SINGLE, MARK)."""
-    code_points, chars = _characters()
+    code_points, chars = every_character()
     table = np.zeros(0x110000, dtype=np.uint8)
     word = chars.str.contains(r"[\p{L}\p{M}\p{N}]").to_numpy()
     mark = chars.str.contains(r"\p{M}").to_numpy()
@@ -102,7 +95,7 @@ def character_classes() -> np.ndarray:
 def fold_table() -> np.ndarray:
     """Each code point's folded form (NFKC, then lower case) where that is one code point; the
     code point itself otherwise."""
-    code_points, chars = _characters()
+    code_points, chars = every_character()
     folded = chars.str.normalize("NFKC").str.to_lowercase()
     single = (folded.str.len_chars() == 1).to_numpy()
     table = np.arange(0x110000, dtype=np.int32)
@@ -113,19 +106,8 @@ def fold_table() -> np.ndarray:
 
 
 def _texts(texts: pl.Series | pa.Array | list[str]) -> tuple:
-    """ngrams.c's text arguments: UTF-8 bytes, byte offsets, count and the two tables."""
-    if isinstance(texts, list):
-        texts = pa.array(texts, pa.large_string())
-    strings = texts.fill_null("").to_arrow() if isinstance(texts, pl.Series) else texts
-    if isinstance(strings, pa.ChunkedArray):
-        strings = strings.combine_chunks()
-    strings = strings.cast(pa.large_string())
-    if strings.null_count:
-        strings = strings.fill_null("")
-    _, offsets, data = strings.buffers()
-    offsets = np.frombuffer(offsets, dtype=np.int64)[strings.offset :][: len(strings) + 1]
-    data = np.zeros(1, np.uint8) if data is None else np.frombuffer(data, dtype=np.uint8)
-    return data, np.ascontiguousarray(offsets), len(strings), character_classes(), fold_table()
+    """ngrams.c's text arguments: the texts' buffers and the two tables."""
+    return *text_buffers(texts), character_classes(), fold_table()
 
 
 class Words(NamedTuple):

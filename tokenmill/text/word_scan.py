@@ -62,12 +62,18 @@ _CLASS_PATTERNS = (
 _CLASSIFIED = ((0, 0xD800), (0xE000, 0x40000), (0xE0000, 0xF0000))
 
 
+def every_character() -> tuple[np.ndarray, pl.Series]:
+    """Every code point that may be assigned, and each as a one-character string: what the
+    compiled code's character tables are made from, asking polars' Unicode tables."""
+    code_points = np.concatenate([np.arange(a, b, dtype=np.uint32) for a, b in _CLASSIFIED])
+    every_char = code_points.astype("<u4").tobytes().decode("utf-32-le")
+    return code_points, pl.Series([every_char]).str.split("").explode()
+
+
 @functools.cache
 def char_classes() -> np.ndarray:
     """The class bits of every code point, as polars' regex engine classifies it."""
-    code_points = np.concatenate([np.arange(a, b, dtype=np.uint32) for a, b in _CLASSIFIED])
-    every_char = code_points.astype("<u4").tobytes().decode("utf-32-le")
-    chars = pl.Series([every_char]).str.split("").explode()
+    code_points, chars = every_character()
     table = np.zeros(0x110000, dtype=np.uint8)
     for bit, pattern in _CLASS_PATTERNS:
         table[code_points[chars.str.contains(pattern).to_numpy()]] |= bit
@@ -184,17 +190,27 @@ class Words(NamedTuple):
         return np.repeat(np.arange(len(self.counts), dtype=np.uint32), self.counts)
 
 
-def _texts(text: pl.Series) -> tuple:
-    """word_scan.c's ``_TEXTS`` arguments for ``text`` (null: empty): its UTF-8 bytes, each
-    string's byte offsets in them, their number and the character classes."""
-    strings = text.fill_null("").to_arrow()
+def text_buffers(text: pl.Series | pa.Array | list[str]) -> tuple:
+    """The UTF-8 bytes of the texts (null: empty), each one's byte offsets in them and their
+    number: how the compiled code reads an Arrow string array, without a copy."""
+    if isinstance(text, list):
+        text = pa.array(text, pa.large_string())
+    strings = text.fill_null("").to_arrow() if isinstance(text, pl.Series) else text
     if isinstance(strings, pa.ChunkedArray):
         strings = strings.combine_chunks()
     strings = strings.cast(pa.large_string())
+    if strings.null_count:
+        strings = strings.fill_null("")
     _, offsets, data = strings.buffers()
     offsets = np.frombuffer(offsets, dtype=np.int64)[strings.offset :][: len(strings) + 1]
     data = np.zeros(1, np.uint8) if data is None else np.frombuffer(data, dtype=np.uint8)
-    return data, np.ascontiguousarray(offsets), len(strings), char_classes()
+    return data, np.ascontiguousarray(offsets), len(strings)
+
+
+def _texts(text: pl.Series) -> tuple:
+    """word_scan.c's ``_TEXTS`` arguments for ``text``: its buffers and the character
+    classes."""
+    return *text_buffers(text), char_classes()
 
 
 def scan_words(text: pl.Series) -> Words:
