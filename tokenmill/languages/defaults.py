@@ -117,6 +117,31 @@ def language_defaults(label: str) -> LanguageDefaults:
     )
 
 
+# FineWeb-2's per-language thresholds: under a lower bound a document is dropped, over an upper
+# one too (pairs such as top_n_grams: (n, upper bound) per n).
+LOWER_BOUNDS = frozenset({"line_punct_thr", "min_avg_word_length", "max_non_alpha_words_ratio"})
+UPPER_BOUNDS = frozenset(
+    {"new_line_ratio", "max_avg_word_length", "dup_line_frac", "top_n_grams", "dup_n_grams"}
+)
+
+
+def no_stricter(key: str, value: Any, english: Any) -> Any:
+    """A language's ``value`` of setting ``key``, moved to FineWeb's English value where it
+    would drop more: FineWeb-2 derived its values from each language's own reference text, and
+    on the same content in translation its stricter ones drop some languages' pages far more
+    often than English's (benchmarks/bench_languages.py)."""
+    if key not in LOWER_BOUNDS | UPPER_BOUNDS:
+        return value
+    if value is None or english is None:
+        return None if english is None else value  # None: the rule is off
+    if isinstance(value, list | tuple):
+        english_of = dict(english)
+        return type(value)(
+            (n, no_stricter(key, limit, english_of.get(n, limit))) for n, limit in value
+        )
+    return min(value, english) if key in LOWER_BOUNDS else max(value, english)
+
+
 def fineweb2_pipeline_settings() -> Mapping[str, Mapping[str, Any]]:
     """What FineWeb-2's pipeline set for every language, by filter (not in ``filters``: they
     change English's behaviour too; FineWeb-2 also did not run the C4 filter)."""

@@ -34,7 +34,12 @@ from tokenmill.filters.per_language import LanguageChains
 from tokenmill.filters.registry import settings_types
 from tokenmill.filters.settings import from_value, with_filter_settings
 from tokenmill.filters.signals import EXTRACTED_SIGNALS, for_language, measured_by_language
-from tokenmill.languages.defaults import known_languages, language_defaults, same_language
+from tokenmill.languages.defaults import (
+    known_languages,
+    language_defaults,
+    no_stricter,
+    same_language,
+)
 from tokenmill.runtime.stage import (
     Pod,
     Scope,
@@ -85,6 +90,14 @@ class CleanSettings:
         "Judge each language by its own defaults (FineWeb-2's stop words, thresholds and "
         "language-ID threshold for it; FineWeb's for English) where this recipe keeps "
         "FineWeb's value; false: FineWeb's English settings for every language",
+    )
+    fineweb2_exact: bool = setting(
+        False,
+        "Take FineWeb-2's value for a language also where it is stricter than FineWeb's "
+        "English one; false: such a value is English's (FineWeb-2 derived its values from each "
+        "language's own text: on the same content translated, its stricter ones drop some "
+        "languages far more often), and a lid.176 label takes FineWeb-2's language-ID "
+        "threshold where it is below min_language_score",
     )
     languages: dict[str, dict] = setting(
         {},
@@ -183,15 +196,22 @@ class CleanSettings:
                 fineweb = kind().values()
                 for key, value in defaults.settings_of(name).items():
                     if values[key] == fineweb[key]:
+                        if not self.fineweb2_exact and key in defaults.filters.get(name, {}):
+                            value = no_stricter(key, value, fineweb[key])
                         values[key] = value
             values |= own.get(name) or {}
             resolved[name] = from_value(kind, values, f"{where}.{name}")
         score = own.get("min_language_score")
         # FineWeb-2's language-ID thresholds are its model's (GlotLID: labels like "deu_Latn"),
-        # for the documents a model of that kind labels; another model's keep the recipe's
+        # for the documents a model of that kind labels; lid.176's keep the recipe's, or a
+        # lower one of FineWeb-2's (a language whose scores run low under either model)
         glotlid = defaults is not None and label == defaults.config
-        if score is None and glotlid and self.min_language_score == _FINEWEB_LANGUAGE_SCORE:
-            score = defaults.language_id_threshold
+        fineweb2_score = defaults.language_id_threshold if defaults else None
+        if score is None and fineweb2_score and self.min_language_score == _FINEWEB_LANGUAGE_SCORE:
+            if glotlid:
+                score = fineweb2_score
+            elif not self.fineweb2_exact:  # a lid.176 label: a lower threshold only
+                score = min(fineweb2_score, self.min_language_score)
         if score is not None:
             if not isinstance(score, int | float) or not 0 <= score <= 1:
                 raise ValueError(f"{where}.min_language_score: {score!r} is not in [0, 1]")

