@@ -6,6 +6,7 @@ language's kept share is within 10 points of English's.
 
     uv run python benchmarks/bench_languages.py                     # the UDHR, default languages
     uv run python benchmarks/bench_languages.py --corpus debian-guide
+    uv run python benchmarks/bench_languages.py --corpus debian-reference
     uv run python benchmarks/bench_languages.py --corpus DIR        # DIR/<label>.txt files
     uv run python benchmarks/bench_languages.py --languages en,ja,zh --recipe my_recipe.yaml
 
@@ -21,6 +22,10 @@ Corpora (nothing is copied into the repository; they are fetched once into the c
   HTML file that has at least 150 words of English prose is a page (window 1), left out of a
   language whose translation of it is incomplete (over a tenth of its paragraphs still the
   English ones), so languages have different numbers of pages.
+- ``debian-reference``: the Debian Reference, Debian's packages ``debian-reference-<lang>``
+  (GPL-2+; `apt-get download`), 10 languages of a technical manual (commands, paths, options):
+  every paragraph of at least 40 characters that is not an English paragraph word for word
+  (untranslated) is a section; a page is a window of 6 of them, moved by 6.
 - a directory: one ``<label>.txt`` per language (the label is the page's true language, ISO 639-1
   as the language ID reports it, e.g. ``en``, ``zh``, ``zh-Hant``), paragraphs separated by blank
   lines; a page is a window of WINDOW paragraphs (6), moved by STEP (1).
@@ -144,6 +149,21 @@ GUIDE_DIRS = {
     "vi": "vi",
     "zh": "zh_CN",
 }
+REFERENCE_PACKAGE = "debian-reference-{}"
+# label -> the Debian Reference's language in its package's and files' names (ch01.<it>.html)
+REFERENCE_LANGUAGES = {
+    "en": "en",
+    "de": "de",
+    "fr": "fr",
+    "es": "es",
+    "it": "it",
+    "pt": "pt",
+    "id": "id",
+    "ja": "ja",
+    "zh": "zh-cn",
+    "zh-Hant": "zh-tw",
+}
+REFERENCE_MIN_CHARS = 40  # shorter paragraphs (labels, commands) are left out
 GUIDE_MIN_ENGLISH_WORDS = 150
 GUIDE_UNTRANSLATED = 0.1  # a section with more of its paragraphs still in English is left out
 # the language ID's labels that name the same language as a true label
@@ -351,8 +371,51 @@ def text_document(path: Path) -> Document:
     return Document(title, [Section("", [p]) for p in paragraphs])
 
 
+def fetch_debian_reference(cache: Path, languages: list[str]) -> Path:
+    """The Debian Reference's HTML chapters in ``languages``, from Debian's packages, unpacked
+    into the cache."""
+    folder = cache / "debian-reference"
+    chapters = folder / "usr" / "share" / "debian-reference"
+    missing = [code for code in languages if not any(chapters.glob(f"ch*.{code}.html"))]
+    if not missing:
+        return chapters
+    if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
+        raise SystemExit("the Debian Reference corpus needs apt-get and dpkg-deb")
+    folder.mkdir(parents=True, exist_ok=True)
+    packages = [REFERENCE_PACKAGE.format(code) for code in missing]
+    print(f"(fetching {', '.join(packages)} from Debian into {folder})", file=sys.stderr)
+    done = subprocess.run(
+        ["apt-get", "download", *packages], cwd=folder, capture_output=True, text=True, timeout=600
+    )
+    if done.returncode:
+        raise SystemExit(
+            f"apt-get download failed (run `apt-get update` once?): {done.stderr.strip()}"
+        )
+    for deb in folder.glob("debian-reference-*.deb"):
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(folder)], check=True, timeout=300)
+        deb.unlink()
+    return chapters
+
+
+def reference_document(chapters: Path, code: str, english: set[str]) -> Document:
+    """The Debian Reference in one language: each paragraph of its chapters a section, less
+    those still in English word for word (untranslated) and short ones."""
+    paragraphs = [
+        text
+        for chapter in sorted(chapters.glob(f"ch*.{code}.html"))
+        for tag, text in prose_blocks(chapter.read_text("utf-8", errors="replace"))
+        if tag == "p" and len(text) >= REFERENCE_MIN_CHARS and text not in english
+    ]
+    return Document(
+        paragraphs[0][:60] if paragraphs else code, [Section("", [p]) for p in paragraphs]
+    )
+
+
+CORPORA = ("udhr", "debian-guide", "debian-reference")
+
+
 def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[str, Document]:
-    """label -> Document for ``corpus`` (udhr, debian-guide or a directory of <label>.txt)."""
+    """label -> Document for ``corpus`` (one of ``CORPORA`` or a directory of <label>.txt)."""
     if corpus == "udhr":
         folder = fetch_udhr(cache)
         wanted = languages or DEFAULT_LANGUAGES
@@ -386,9 +449,27 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
             else translated(guide_document(docs / GUIDE_DIRS[label], files), english)
             for label in wanted
         }
+    if corpus == "debian-reference":
+        wanted = [
+            label for label in (languages or REFERENCE_LANGUAGES) if label in REFERENCE_LANGUAGES
+        ]
+        codes = [REFERENCE_LANGUAGES[label] for label in {"en", *wanted}]
+        chapters = fetch_debian_reference(cache, codes)
+        english = {
+            text
+            for chapter in chapters.glob("ch*.en.html")
+            for tag, text in prose_blocks(chapter.read_text("utf-8", errors="replace"))
+            if tag == "p"
+        }
+        return {
+            label: reference_document(
+                chapters, REFERENCE_LANGUAGES[label], set() if label == "en" else english
+            )
+            for label in wanted
+        }
     folder = Path(corpus).expanduser()
     if not folder.is_dir():
-        raise SystemExit(f"--corpus: {corpus} is neither udhr, debian-guide nor a directory")
+        raise SystemExit(f"--corpus: {corpus} is neither {', '.join(CORPORA)} nor a directory")
     found = {p.stem: p for p in sorted(folder.glob("*.txt"))}
     wanted = languages or sorted(found)
     if missing := [label for label in wanted if label not in found]:
@@ -599,7 +680,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--corpus",
         default="udhr",
-        help="udhr (default), debian-guide, or a directory of <label>.txt files",
+        help="udhr (default), debian-guide, debian-reference, or a directory of <label>.txt files",
     )
     parser.add_argument(
         "--languages",
@@ -618,7 +699,9 @@ def main(argv: list[str] | None = None) -> None:
         help=f"where corpora are fetched to (${CACHE_ENV}, default {DEFAULT_CACHE})",
     )
     parser.add_argument("--window", type=int, help="sections per page (udhr, DIR: 6; guide: 1)")
-    parser.add_argument("--step", type=int, default=1, help="sections a page moves by (1)")
+    parser.add_argument(
+        "--step", type=int, help="sections a page moves by (debian-reference: 6, others: 1)"
+    )
     parser.add_argument("--workers", type=int, default=1, help="processes per stage (1)")
     args = parser.parse_args(argv)
 
@@ -630,6 +713,7 @@ def main(argv: list[str] | None = None) -> None:
     if "en" not in corpus:
         print("(no en in the corpus: deltas are to the first language)", file=sys.stderr)
     window = args.window or (1 if args.corpus == "debian-guide" else 6)
+    args.step = args.step or (6 if args.corpus == "debian-reference" else 1)
     pages = [
         page
         for label, document in corpus.items()
@@ -652,7 +736,7 @@ def main(argv: list[str] | None = None) -> None:
     line = summary_line(rows)
     print(f"\n{line}")
     good, total = within(rows)
-    data = args.corpus if args.corpus in ("udhr", "debian-guide") else "a directory"
+    data = args.corpus if args.corpus in CORPORA else "a directory"
     record(
         f"bench_languages: {data}",  # one line per corpus in RESULTS.md
         {
