@@ -172,3 +172,18 @@ def test_the_package_imports_nothing_from_tokenmill():
                 else []
             )
             assert not any(name.split(".")[0] == "tokenmill" for name in names), module
+
+
+def test_alpha_offsets_are_of_known_languages_and_in_range():
+    data = json.loads(
+        files("tokenmill.languages").joinpath("alpha_offsets.json").read_text("utf-8")
+    )
+    assert 0.5 < data["english_median"] < 1
+    offsets = data["offsets"]
+    assert len(offsets) > 100 and "en" not in offsets
+    for label, offset in offsets.items():
+        assert label in LANGUAGES, label
+        assert -data["english_median"] <= offset <= 1 - data["english_median"], label
+        assert language_defaults(label).alpha_offset == offset
+        config = LANGUAGES[label]["config"]
+        assert language_defaults(config).alpha_offset == offset  # by its config name too

@@ -65,22 +65,11 @@ def test_a_recipe_value_beats_the_language_default_and_a_language_entry_beats_bo
 def test_fineweb2_values_stricter_than_englishs_are_englishs_unless_asked_exactly():
     balanced, exact = CleanSettings(keep_languages=[]), CleanSettings(fineweb2_exact=True)
     english = balanced.language_settings("en")
-    swedish, finnish, tamil = (balanced.language_settings(label) for label in ("sv", "fi", "ta"))
-    published = {label: language_defaults(label).filters for label in ("sv", "fi", "ta")}
-    # a minimum FineWeb-2 raised is English's; one it lowered stays its own
-    assert published["sv"]["gopher_quality"]["max_non_alpha_words_ratio"] > 0.8
-    assert swedish["gopher_quality"].max_non_alpha_words_ratio == 0.8
-    assert (
-        exact.language_settings("sv")["gopher_quality"].max_non_alpha_words_ratio
-        == (published["sv"]["gopher_quality"]["max_non_alpha_words_ratio"])
-    )
-    assert (
-        finnish["gopher_quality"].max_non_alpha_words_ratio
-        == (published["fi"]["gopher_quality"]["max_non_alpha_words_ratio"])
-    )
+    swedish, tamil = (balanced.language_settings(label) for label in ("sv", "ta"))
+    published = {label: language_defaults(label).filters for label in ("sv", "ta")}
+    # a limit FineWeb-2 made stricter is English's (pair by pair); a looser one stays its own
     assert tamil["gopher_quality"].min_avg_word_length == 3  # FineWeb-2: 4
     assert tamil["gopher_quality"].max_avg_word_length == 37  # looser: kept
-    # an upper bound FineWeb-2 lowered is English's, pair by pair
     assert published["sv"]["gopher_repetition"]["dup_line_frac"] < 0.3
     assert swedish["gopher_repetition"].dup_line_frac == english["gopher_repetition"].dup_line_frac
     ngrams = dict(english["gopher_repetition"].dup_n_grams)
@@ -90,6 +79,35 @@ def test_fineweb2_values_stricter_than_englishs_are_englishs_unless_asked_exactl
     assert swedish["gopher_quality"].stop_words == list(language_defaults("sv").stop_words)
     pinned = CleanSettings(languages={"sv": {"gopher_quality": {"max_non_alpha_words_ratio": 0.9}}})
     assert pinned.language_settings("sv")["gopher_quality"].max_non_alpha_words_ratio == 0.9
+    assert (
+        exact.language_settings("sv")["gopher_repetition"].dup_line_frac
+        == (published["sv"]["gopher_repetition"]["dup_line_frac"])
+    )
+
+
+def test_the_alpha_word_share_is_lowered_by_the_languages_offset_from_english():
+    """Swedish and Finnish words hold fewer letters than English's on the same text: their
+    minimum share is English's 0.8 lowered by that offset, or FineWeb-2's value if lower
+    still; a language whose words hold more (Korean) keeps its FineWeb-2 value, never above
+    English's."""
+    balanced = CleanSettings(keep_languages=[])
+
+    def share(label, settings=balanced):
+        return settings.language_settings(label)["gopher_quality"].max_non_alpha_words_ratio
+
+    published = {
+        label: language_defaults(label).filters["gopher_quality"]["max_non_alpha_words_ratio"]
+        for label in ("sv", "fi", "ko")
+    }
+    offsets = {label: language_defaults(label).alpha_offset for label in ("sv", "fi", "ko")}
+    assert offsets["sv"] < 0 and offsets["fi"] < 0 < offsets["ko"]
+    assert published["sv"] > 0.8 > 0.8 + offsets["sv"]
+    assert share("sv") == round(0.8 + offsets["sv"], 3)
+    assert share("fi") == min(published["fi"], round(0.8 + offsets["fi"], 3)) < 0.8
+    assert share("ko") == min(published["ko"], 0.8)
+    assert share("en") == 0.8 and language_defaults("en").alpha_offset is None
+    assert share("sv", CleanSettings(fineweb2_exact=True)) == published["sv"]
+    assert share("sv", CleanSettings(gopher_quality={"max_non_alpha_words_ratio": 0.7})) == 0.7
 
 
 def test_a_lid176_label_takes_fineweb2s_language_id_threshold_only_where_lower():

@@ -49,6 +49,9 @@ class LanguageDefaults:
     # scanner (spaCy's English rules) splits: "-" in German's "E-Mail", "·" in Catalan's
     # "col·lecció" (``word_joins.json``, written by scripts/word_joins.py).
     joins: tuple[str, ...] = ()
+    # How much lower (negative) or higher its alpha-word share is than English's on the same
+    # text (``alpha_offsets.json``, written by scripts/alpha_offsets.py); None: not measured.
+    alpha_offset: float | None = None
 
     def settings_of(self, filter_name: str) -> dict[str, Any]:
         """The settings of a filter this language changes: FineWeb-2's pipeline-wide ones
@@ -59,6 +62,26 @@ class LanguageDefaults:
         return {**shared, **self.filters.get(filter_name, _EMPTY)}
 
 
+    def fair_settings_of(self, filter_name: str, english: Mapping[str, Any]) -> dict[str, Any]:
+        """``settings_of``, each of the language's own thresholds no stricter than FineWeb's
+        English value (``english``: the filter's defaults), and the alpha-word share's
+        minimum lowered by the language's ``alpha_offset`` where its words hold fewer letters
+        on the same text (so the same page passes as its English original would)."""
+        own = self.filters.get(filter_name, _EMPTY)
+        values = {
+            key: no_stricter(key, value, english[key]) if key in own else value
+            for key, value in self.settings_of(filter_name).items()
+        }
+        if ALPHA_SHARE in english and self.alpha_offset is not None and english[ALPHA_SHARE]:
+            shifted = max(0.0, round(english[ALPHA_SHARE] + min(self.alpha_offset, 0.0), 3))
+            values[ALPHA_SHARE] = min(values.get(ALPHA_SHARE, shifted), shifted)
+        return values
+
+
+# Gopher quality's minimum share of words holding a letter (named as datatrove's).
+ALPHA_SHARE = "max_non_alpha_words_ratio"
+
+
 @cache
 def _data() -> dict[str, Any]:
     return json.loads(files(__package__).joinpath(DATA_FILE).read_text(encoding="utf-8"))
@@ -67,6 +90,15 @@ def _data() -> dict[str, Any]:
 @cache
 def _joins() -> dict[str, list[str]]:
     return json.loads(files(__package__).joinpath("word_joins.json").read_text("utf-8"))["joins"]
+
+
+@cache
+def _alpha_offsets() -> dict[str, float]:
+    """The offsets by label and by config name."""
+    text = files(__package__).joinpath("alpha_offsets.json").read_text("utf-8")
+    offsets = json.loads(text)["offsets"]
+    languages = _data()["languages"]
+    return {**{languages[label]["config"]: v for label, v in offsets.items()}, **offsets}
 
 
 @cache
@@ -114,6 +146,7 @@ def language_defaults(label: str) -> LanguageDefaults:
         name=entry.get("name"),
         word_tokenizer=entry.get("word_tokenizer"),
         joins=tuple(_joins().get(label) or _joins().get(entry["config"]) or ()),
+        alpha_offset=_alpha_offsets().get(entry["config"]),
     )
 
 

@@ -37,7 +37,6 @@ from tokenmill.filters.signals import EXTRACTED_SIGNALS, for_language, measured_
 from tokenmill.languages.defaults import (
     known_languages,
     language_defaults,
-    no_stricter,
     same_language,
 )
 from tokenmill.runtime.stage import (
@@ -93,11 +92,12 @@ class CleanSettings:
     )
     fineweb2_exact: bool = setting(
         False,
-        "Take FineWeb-2's value for a language also where it is stricter than FineWeb's "
-        "English one; false: such a value is English's (FineWeb-2 derived its values from each "
+        "Take FineWeb-2's values for a language as published; false: a value stricter than "
+        "FineWeb's English one is English's (FineWeb-2 derived its values from each "
         "language's own text: on the same content translated, its stricter ones drop some "
-        "languages far more often), and a lid.176 label takes FineWeb-2's language-ID "
-        "threshold where it is below min_language_score",
+        "languages far more often), the minimum alpha-word share is lowered by as much as the "
+        "language's words hold fewer letters than English's on the same text, and a lid.176 "
+        "label takes FineWeb-2's language-ID threshold where it is below min_language_score",
     )
     languages: dict[str, dict] = setting(
         {},
@@ -194,10 +194,13 @@ class CleanSettings:
             values = resolved[name].values()
             if defaults:
                 fineweb = kind().values()
-                for key, value in defaults.settings_of(name).items():
+                own_defaults = (
+                    defaults.settings_of(name)
+                    if self.fineweb2_exact
+                    else defaults.fair_settings_of(name, fineweb)
+                )
+                for key, value in own_defaults.items():
                     if values[key] == fineweb[key]:
-                        if not self.fineweb2_exact and key in defaults.filters.get(name, {}):
-                            value = no_stricter(key, value, fineweb[key])
                         values[key] = value
             values |= own.get(name) or {}
             resolved[name] = from_value(kind, values, f"{where}.{name}")
