@@ -24,8 +24,9 @@ Corpora (nothing is copied into the repository; they are fetched once into the c
   English ones), so languages have different numbers of pages.
 - ``debian-reference``: the Debian Reference, Debian's packages ``debian-reference-<lang>``
   (GPL-2+; `apt-get download`), 10 languages of a technical manual (commands, paths, options):
-  every paragraph of at least 40 characters that is not an English paragraph word for word
-  (untranslated) is a section; a page is a window of 6 of them, moved by 6.
+  the paragraphs (of at least 40 characters in English) that every chosen language has
+  translated, each a section, at the same places in every language; a page is a window of 6 of
+  them, moved by 6.
 - a directory: one ``<label>.txt`` per language (the label is the page's true language, ISO 639-1
   as the language ID reports it, e.g. ``en``, ``zh``, ``zh-Hant``), paragraphs separated by blank
   lines; a page is a window of WINDOW paragraphs (6), moved by STEP (1).
@@ -397,18 +398,15 @@ def fetch_debian_reference(cache: Path, languages: list[str]) -> Path:
     return chapters
 
 
-def reference_document(chapters: Path, code: str, english: set[str]) -> Document:
-    """The Debian Reference in one language: each paragraph of its chapters a section, less
-    those still in English word for word (untranslated) and short ones."""
-    paragraphs = [
+def reference_paragraphs(chapters: Path, code: str) -> list[str]:
+    """The paragraphs of the Debian Reference's chapters in one language, in order (every
+    language's files hold the same paragraphs at the same places)."""
+    return [
         text
         for chapter in sorted(chapters.glob(f"ch*.{code}.html"))
         for tag, text in prose_blocks(chapter.read_text("utf-8", errors="replace"))
-        if tag == "p" and len(text) >= REFERENCE_MIN_CHARS and text not in english
+        if tag == "p"
     ]
-    return Document(
-        paragraphs[0][:60] if paragraphs else code, [Section("", [p]) for p in paragraphs]
-    )
 
 
 CORPORA = ("udhr", "debian-guide", "debian-reference")
@@ -453,17 +451,26 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
         wanted = [
             label for label in (languages or REFERENCE_LANGUAGES) if label in REFERENCE_LANGUAGES
         ]
-        codes = [REFERENCE_LANGUAGES[label] for label in {"en", *wanted}]
-        chapters = fetch_debian_reference(cache, codes)
-        english = {
-            text
-            for chapter in chapters.glob("ch*.en.html")
-            for tag, text in prose_blocks(chapter.read_text("utf-8", errors="replace"))
-            if tag == "p"
+        chapters = fetch_debian_reference(
+            cache, [REFERENCE_LANGUAGES[label] for label in {"en", *wanted}]
+        )
+        texts = {
+            label: reference_paragraphs(chapters, REFERENCE_LANGUAGES[label])
+            for label in {"en", *wanted}
         }
+        if len({len(found) for found in texts.values()}) != 1:
+            raise SystemExit("the Debian Reference's languages do not hold the same paragraphs")
+        english = texts["en"]
+        # the paragraphs every language has translated (none still English's), long enough
+        kept = [
+            i
+            for i, original in enumerate(english)
+            if len(original) >= REFERENCE_MIN_CHARS
+            and all(texts[label][i] != original for label in wanted if label != "en")
+        ]
         return {
-            label: reference_document(
-                chapters, REFERENCE_LANGUAGES[label], set() if label == "en" else english
+            label: Document(
+                texts[label][kept[0]][:60], [Section("", [texts[label][i]]) for i in kept]
             )
             for label in wanted
         }
