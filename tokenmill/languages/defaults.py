@@ -51,10 +51,11 @@ class LanguageDefaults:
     joins: tuple[str, ...] = ()
     # Measured on its translation of a text English also has (``parity.json``, written by
     # scripts/parity.py; None: not measured): how much lower (negative) or higher its
-    # alpha-word share is than English's, and how many distinct stop words 9 pages in 10 hold
-    # at least, where fewer than FineWeb's minimum.
+    # alpha-word share is than English's; how many distinct stop words, and which score of the
+    # bundled language-ID model, 19 pages in 20 reach at least, where under FineWeb's minimum.
     alpha_offset: float | None = None
     stop_words_reached: int | None = None
+    language_score_reached: float | None = None
 
     def settings_of(self, filter_name: str) -> dict[str, Any]:
         """The settings of a filter this language changes: FineWeb-2's pipeline-wide ones
@@ -158,6 +159,7 @@ def language_defaults(label: str) -> LanguageDefaults:
         joins=tuple(_joins().get(label) or _joins().get(entry["config"]) or ()),
         alpha_offset=_parity("alpha_offsets").get(entry["config"]),
         stop_words_reached=_parity("stop_words").get(entry["config"]),
+        language_score_reached=_parity("language_scores").get(entry["config"]),
     )
 
 
@@ -201,9 +203,31 @@ def source() -> str:
 ENGLISH_CONFIG = "eng_Latn"
 
 
+@cache
+def _by_code() -> dict[str, dict[str, str]]:
+    """ISO 639-3 code -> script -> the label of FineWeb-2's config of it."""
+    found: dict[str, dict[str, str]] = {}
+    for label, entry in _data()["languages"].items():
+        code, _, script = entry["config"].partition("_")
+        found.setdefault(code, {})[script] = label
+    return found
+
+
+def script_variants(label: str) -> Mapping[str, str]:
+    """For a language FineWeb-2 has in several scripts (Serbian in Cyrillic and in Latin,
+    Hindi in Devanagari and romanized): script -> the label of its settings in that script;
+    empty for the others."""
+    entry = _entries().get(label)
+    if entry is None:
+        return _EMPTY
+    variants = _by_code()[entry["config"].partition("_")[0]]
+    return MappingProxyType(variants) if len(variants) > 1 else _EMPTY
+
+
 def same_language(label: str) -> frozenset[str]:
     """The labels that name ``label``'s language: itself, its FineWeb-2 config name (GlotLID's
-    label, "deu_Latn" for "de") and the label whose config it is."""
+    label, "deu_Latn" for "de"), the label whose config it is, and its labels in other
+    scripts ("srp_Latn" for "sr")."""
     if label in (ENGLISH, ENGLISH_CONFIG):
         return frozenset({ENGLISH, ENGLISH_CONFIG})
     names = {label}
@@ -211,4 +235,6 @@ def same_language(label: str) -> frozenset[str]:
     if entry is not None:
         names.add(entry["config"])
         names.update(key for key, other in _data()["languages"].items() if other is entry)
+        for variant in script_variants(label).values():
+            names.update({variant, _entries()[variant]["config"]})
     return frozenset(names)

@@ -95,9 +95,11 @@ class CleanSettings:
         "Take FineWeb-2's values for a language as published; false: a value stricter than "
         "FineWeb's English one is English's (FineWeb-2 derived its values from each "
         "language's own text: on the same content translated, its stricter ones drop some "
-        "languages far more often), the minimum alpha-word share is lowered by as much as the "
-        "language's words hold fewer letters than English's on the same text, and a lid.176 "
-        "label takes FineWeb-2's language-ID threshold where it is below min_language_score",
+        "languages far more often); the minimum alpha-word share is English's lowered by as "
+        "much as the language's words hold fewer letters than English's on the same text; the "
+        "minimum of stop words and a lid.176 label's language score no more than 19 pages in 20 "
+        "of its plain prose reach (tokenmill/languages/parity.json), the score nor FineWeb-2's "
+        "threshold for it",
     )
     languages: dict[str, dict] = setting(
         {},
@@ -207,14 +209,14 @@ class CleanSettings:
         score = own.get("min_language_score")
         # FineWeb-2's language-ID thresholds are its model's (GlotLID: labels like "deu_Latn"),
         # for the documents a model of that kind labels; lid.176's keep the recipe's, or a
-        # lower one of FineWeb-2's (a language whose scores run low under either model)
-        glotlid = defaults is not None and label == defaults.config
-        fineweb2_score = defaults.language_id_threshold if defaults else None
-        if score is None and fineweb2_score and self.min_language_score == _FINEWEB_LANGUAGE_SCORE:
-            if glotlid:
-                score = fineweb2_score
-            elif not self.fineweb2_exact:  # a lid.176 label: a lower threshold only
-                score = min(fineweb2_score, self.min_language_score)
+        # lower one where the language's scores run low: the score that model gives 19 pages
+        # in 20 of its plain prose, or FineWeb-2's threshold
+        if score is None and defaults and self.min_language_score == _FINEWEB_LANGUAGE_SCORE:
+            if label == defaults.config:
+                score = defaults.language_id_threshold
+            elif not self.fineweb2_exact:
+                lower = (defaults.language_score_reached, defaults.language_id_threshold)
+                score = min(v for v in (*lower, self.min_language_score) if v is not None)
         if score is not None:
             if not isinstance(score, int | float) or not 0 <= score <= 1:
                 raise ValueError(f"{where}.min_language_score: {score!r} is not in [0, 1]")

