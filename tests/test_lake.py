@@ -165,3 +165,31 @@ def test_a_symlink_never_leads_out_of_a_local_lake(tmp_path):
         lake.write_bytes("landing/crawl/new.txt", b"x")
     assert (outside / "secret.txt").read_text() == "not the lake's"
     assert not (outside / "new.txt").exists()
+
+
+class _FolderVanishesOnce:
+    """The local filesystem, whose first recursive walk meets a folder another process
+    removes meanwhile (the walk then fails as pyarrow's does)."""
+
+    def __init__(self, fs, doomed):
+        self._fs, self._doomed, self.walks = fs, doomed, 0
+
+    def get_file_info(self, selector):
+        self.walks += 1
+        if self.walks == 1:
+            import shutil
+
+            shutil.rmtree(self._doomed)
+            raise FileNotFoundError(f"Cannot list directory '{self._doomed}'")
+        return self._fs.get_file_info(selector)
+
+    def __getattr__(self, name):
+        return getattr(self._fs, name)
+
+
+def test_a_listing_walks_again_when_a_folder_vanishes_during_it(lake, tmp_path):
+    lake.write_bytes("work/kept/a.bin", b"1")
+    lake.write_bytes("work/scratch/b.bin", b"2")
+    lake.fs = _FolderVanishesOnce(lake.fs, tmp_path / "lake" / "work" / "scratch")
+    assert lake.list("work") == ["work/kept/a.bin"]
+    assert lake.fs.walks == 2

@@ -33,6 +33,8 @@ WRITER = f"{HOST_ID}-{os.getpid()}"
 STRAY_AFTER_S = 24 * 3600
 MULTIPART_THRESHOLD = 16 << 20
 PART_SIZE = 8 << 20
+# a listing restarted when a folder vanishes during its walk, before giving up
+_LISTING_ATTEMPTS = 5
 
 
 class LakeKeyError(ValueError):
@@ -373,13 +375,24 @@ class Lake:
         with self._s3_errors():
             return self.fs.get_file_info(self.path(key)).size
 
+    def _file_infos(self, selector: pafs.FileSelector) -> list:
+        """The selector's file infos; a folder another process removes during the walk (a
+        local lake's listing is not atomic) makes the walk start again."""
+        for attempt in range(_LISTING_ATTEMPTS):
+            try:
+                with self._s3_errors():
+                    return self.fs.get_file_info(selector)
+            except FileNotFoundError:
+                if attempt == _LISTING_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
     def list(self, prefix: str) -> list[str]:
         """Committed object keys under a prefix, sorted; temporary files are never listed."""
         selector = pafs.FileSelector(
             self.path(prefix.rstrip("/")), allow_not_found=True, recursive=True
         )
-        with self._s3_errors():
-            infos = self.fs.get_file_info(selector)
+        infos = self._file_infos(selector)
         keys = [
             self._key_of(info.path[len(self.root) + 1 :])
             for info in infos
@@ -390,8 +403,7 @@ class Lake:
     def list_dirs(self, prefix: str) -> list[str]:
         """Names of the folders (common prefixes, on S3) directly under `prefix`, sorted."""
         selector = pafs.FileSelector(self.path(prefix.rstrip("/")), allow_not_found=True)
-        with self._s3_errors():
-            infos = self.fs.get_file_info(selector)
+        infos = self._file_infos(selector)
         return sorted(info.base_name for info in infos if info.type == pafs.FileType.Directory)
 
     def list_after(self, prefix: str, start_after: str, limit: int) -> list[str]:
