@@ -288,34 +288,6 @@ def fetch_udhr(cache: Path) -> Path:
     return declarations
 
 
-def fetch_debian_guide(cache: Path) -> Path:
-    """The installation guide's HTML folders, from Debian's package, unpacked into the cache."""
-    folder = cache / "debian-guide"
-    docs = folder / "usr" / "share" / "doc" / GUIDE_PACKAGE
-    if docs.is_dir():
-        return docs
-    if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
-        raise SystemExit(f"the Debian guide corpus needs apt-get and dpkg-deb ({GUIDE_PACKAGE})")
-    folder.mkdir(parents=True, exist_ok=True)
-    print(f"(fetching {GUIDE_PACKAGE} from Debian into {folder})", file=sys.stderr)
-    done = subprocess.run(
-        ["apt-get", "download", GUIDE_PACKAGE],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode:
-        raise SystemExit(
-            f"apt-get download {GUIDE_PACKAGE} failed (run `apt-get update` once?): "
-            f"{done.stderr.strip()}"
-        )
-    (deb,) = folder.glob(f"{GUIDE_PACKAGE}_*.deb")
-    subprocess.run(["dpkg-deb", "-x", str(deb), str(folder)], check=True, timeout=300)
-    deb.unlink()
-    return docs
-
-
 class _Prose(HTMLParser):
     """The title, headings (h1-h3) and paragraphs of an HTML file, in order; <pre> left out."""
 
@@ -398,18 +370,15 @@ def text_document(path: Path) -> Document:
     return Document(title, [Section("", [p]) for p in paragraphs])
 
 
-def fetch_debian_reference(cache: Path, languages: list[str]) -> Path:
-    """The Debian Reference's HTML chapters in ``languages``, from Debian's packages, unpacked
-    into the cache."""
-    folder = cache / "debian-reference"
-    chapters = folder / "usr" / "share" / "debian-reference"
-    missing = [code for code in languages if not any(chapters.glob(f"ch*.{code}.html"))]
-    if not missing:
-        return chapters
+def fetch_packages(cache: Path, name: str, packages: list[str], inside: str) -> Path:
+    """Debian's ``packages`` unpacked into the cache's ``name`` folder once; its ``inside``."""
+    folder = cache / name
+    found = folder / inside
+    if found.is_dir():
+        return found
     if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
-        raise SystemExit("the Debian Reference corpus needs apt-get and dpkg-deb")
+        raise SystemExit(f"the {name} corpus needs apt-get and dpkg-deb ({', '.join(packages)})")
     folder.mkdir(parents=True, exist_ok=True)
-    packages = [REFERENCE_PACKAGE.format(code) for code in missing]
     print(f"(fetching {', '.join(packages)} from Debian into {folder})", file=sys.stderr)
     done = subprocess.run(
         ["apt-get", "download", *packages], cwd=folder, capture_output=True, text=True, timeout=600
@@ -418,32 +387,9 @@ def fetch_debian_reference(cache: Path, languages: list[str]) -> Path:
         raise SystemExit(
             f"apt-get download failed (run `apt-get update` once?): {done.stderr.strip()}"
         )
-    for deb in folder.glob("debian-reference-*.deb"):
+    for deb in folder.glob("*.deb"):
         subprocess.run(["dpkg-deb", "-x", str(deb), str(folder)], check=True, timeout=300)
         deb.unlink()
-    return chapters
-
-
-def fetch_package(cache: Path, name: str, package: str, inside: str) -> Path:
-    """Debian's ``package`` unpacked into the cache's ``name`` folder once; its ``inside``."""
-    folder = cache / name
-    found = folder / inside
-    if found.is_dir():
-        return found
-    if not (shutil.which("apt-get") and shutil.which("dpkg-deb")):
-        raise SystemExit(f"the {name} corpus needs apt-get and dpkg-deb ({package})")
-    folder.mkdir(parents=True, exist_ok=True)
-    print(f"(fetching {package} from Debian into {folder})", file=sys.stderr)
-    done = subprocess.run(
-        ["apt-get", "download", package], cwd=folder, capture_output=True, text=True, timeout=600
-    )
-    if done.returncode:
-        raise SystemExit(
-            f"apt-get download {package} failed (run `apt-get update` once?): {done.stderr.strip()}"
-        )
-    (deb,) = folder.glob(f"{package}_*.deb")
-    subprocess.run(["dpkg-deb", "-x", str(deb), str(folder)], check=True, timeout=300)
-    deb.unlink()
     return found
 
 
@@ -506,7 +452,9 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
             raise SystemExit(f"no UDHR text for {unknown}; known: {', '.join(UDHR_FILES)}")
         return {label: udhr_document(folder / f"{UDHR_FILES[label]}.html") for label in wanted}
     if corpus == "debian-guide":
-        docs = fetch_debian_guide(cache)
+        docs = fetch_packages(
+            cache, "debian-guide", [GUIDE_PACKAGE], f"usr/share/doc/{GUIDE_PACKAGE}"
+        )
         wanted = [label for label in (languages or GUIDE_DIRS) if label in GUIDE_DIRS]
         if missing := sorted(set(languages or ()) - set(GUIDE_DIRS)):
             print(f"(the Debian guide has no {missing}: left out)", file=sys.stderr)
@@ -533,14 +481,17 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
         }
     if corpus == "gnome-help":
         wanted = [label for label in (languages or GNOME_DIRS) if label in GNOME_DIRS]
-        help_root = fetch_package(cache, "gnome-help", GNOME_PACKAGE, "usr/share/help")
+        help_root = fetch_packages(cache, "gnome-help", [GNOME_PACKAGE], "usr/share/help")
         return gnome_topics(help_root, sorted({"en", *wanted}, key=list(GNOME_DIRS).index))
     if corpus == "debian-reference":
         wanted = [
             label for label in (languages or REFERENCE_LANGUAGES) if label in REFERENCE_LANGUAGES
         ]
-        chapters = fetch_debian_reference(
-            cache, [REFERENCE_LANGUAGES[label] for label in {"en", *wanted}]
+        chapters = fetch_packages(
+            cache,
+            "debian-reference",
+            [REFERENCE_PACKAGE.format(code) for code in REFERENCE_LANGUAGES.values()],
+            "usr/share/debian-reference",
         )
         texts = {
             label: reference_paragraphs(chapters, REFERENCE_LANGUAGES[label])
