@@ -28,6 +28,10 @@ DATA_FILE = "fineweb2.json"
 ENGLISH = "en"
 UNDETERMINED = "und"
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+# Gopher quality's minimum share of words holding a letter (named as datatrove's), and its
+# minimum of distinct stop words.
+ALPHA_SHARE = "max_non_alpha_words_ratio"
+MIN_STOP_WORDS = "min_stop_words"
 
 
 @dataclass(frozen=True)
@@ -88,12 +92,6 @@ class LanguageDefaults:
         return values
 
 
-# Gopher quality's minimum share of words holding a letter (named as datatrove's), and its
-# minimum of distinct stop words.
-ALPHA_SHARE = "max_non_alpha_words_ratio"
-MIN_STOP_WORDS = "min_stop_words"
-
-
 @cache
 def _data() -> dict[str, Any]:
     return json.loads(files(__package__).joinpath(DATA_FILE).read_text(encoding="utf-8"))
@@ -105,11 +103,14 @@ def _joins() -> dict[str, list[str]]:
 
 
 @cache
-def _parity(table: str) -> dict[str, Any]:
-    """A table of ``parity.json`` by config name."""
-    found = json.loads(files(__package__).joinpath("parity.json").read_text("utf-8"))[table]
+def _parity() -> dict[str, dict[str, Any]]:
+    """``parity.json``'s tables, each by config name."""
+    data = json.loads(files(__package__).joinpath("parity.json").read_text("utf-8"))
     languages = _data()["languages"]
-    return {languages[label]["config"]: value for label, value in found.items()}
+    return {
+        table: {languages[label]["config"]: value for label, value in data[table].items()}
+        for table in ("alpha_offsets", "stop_words", "language_scores")
+    }
 
 
 @cache
@@ -157,9 +158,9 @@ def language_defaults(label: str) -> LanguageDefaults:
         name=entry.get("name"),
         word_tokenizer=entry.get("word_tokenizer"),
         joins=tuple(_joins().get(label) or _joins().get(entry["config"]) or ()),
-        alpha_offset=_parity("alpha_offsets").get(entry["config"]),
-        stop_words_reached=_parity("stop_words").get(entry["config"]),
-        language_score_reached=_parity("language_scores").get(entry["config"]),
+        alpha_offset=_parity()["alpha_offsets"].get(entry["config"]),
+        stop_words_reached=_parity()["stop_words"].get(entry["config"]),
+        language_score_reached=_parity()["language_scores"].get(entry["config"]),
     )
 
 
@@ -213,6 +214,7 @@ def _by_code() -> dict[str, dict[str, str]]:
     return found
 
 
+@lru_cache(maxsize=4096)
 def script_variants(label: str) -> Mapping[str, str]:
     """For a language FineWeb-2 has in several scripts (Serbian in Cyrillic and in Latin,
     Hindi in Devanagari and romanized): script -> the label of its settings in that script;

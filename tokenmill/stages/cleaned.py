@@ -34,11 +34,7 @@ from tokenmill.filters.per_language import LanguageChains
 from tokenmill.filters.registry import settings_types
 from tokenmill.filters.settings import from_value, with_filter_settings
 from tokenmill.filters.signals import EXTRACTED_SIGNALS, for_language, measured_by_language
-from tokenmill.languages.defaults import (
-    known_languages,
-    language_defaults,
-    same_language,
-)
+from tokenmill.languages.defaults import known_languages, language_defaults, same_language
 from tokenmill.runtime.stage import (
     Pod,
     Scope,

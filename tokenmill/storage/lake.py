@@ -378,14 +378,14 @@ class Lake:
     def _file_infos(self, selector: pafs.FileSelector) -> list:
         """The selector's file infos; a folder another process removes during the walk (a
         local lake's listing is not atomic) makes the walk start again."""
-        for attempt in range(_LISTING_ATTEMPTS):
+        for _ in range(_LISTING_ATTEMPTS - 1):
             try:
                 with self._s3_errors():
                     return self.fs.get_file_info(selector)
             except FileNotFoundError:
-                if attempt == _LISTING_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable")
+                continue
+        with self._s3_errors():
+            return self.fs.get_file_info(selector)
 
     def list(self, prefix: str) -> list[str]:
         """Committed object keys under a prefix, sorted; temporary files are never listed."""
