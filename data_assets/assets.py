@@ -29,6 +29,15 @@ from dagster import (
 )
 from pydantic import Field, create_model
 from tokenmill.data_assets.conditions import automation_condition
+from tokenmill.data_assets.current import (
+    INPUTS,
+    KEPT,
+    LANDED,
+    OVERRIDES,
+    current_output,
+    input_data_versions,
+    landed_files,
+)
 from tokenmill.data_assets.datasets import Catalog, Dataset
 from tokenmill.data_assets.groups import group_name
 from tokenmill.data_assets.k8s import op_tags
@@ -159,7 +168,14 @@ def stage_asset(stage: Stage, dataset: Dataset):
         with fail_permanently_on(context):
             overrides, settings = settings_of(stage, recipe, config)
             unit, crawl = partition_of(stage, context)
-            report = run_stage_work(
+            kept = inputs = None
+            if stage.scope is not Scope.LAKE:  # the tokenizer is made again on purpose
+                inputs = input_data_versions(context)
+                if unit and not stage.upstream:
+                    inputs[LANDED] = landed_files(data, unit)
+                location = location_of(stage, unit, crawl)
+                kept = current_output(context, data, location, overrides, inputs)
+            report = kept or run_stage_work(
                 stage,
                 data,
                 settings,
@@ -169,12 +185,28 @@ def stage_asset(stage: Stage, dataset: Dataset):
                 memory_limit=workers.memory_limit_bytes(),
                 resume=context.run.tags.get("dagster/root_run_id") or context.run.run_id,
             )
-        return stage_output(context, stage, dataset, data, report, overrides)
+        if kept:
+            context.log.info(
+                "the committed output is current (same code, settings and inputs): kept"
+            )
+        result = stage_output(context, stage, dataset, data, report, overrides, kept=bool(kept))
+        if inputs is not None:
+            result.metadata[INPUTS] = inputs
+        return result
 
     return stage_asset_fn
 
 
-def stage_output(context, stage, dataset: Dataset, lake, report, overrides) -> MaterializeResult:
+def location_of(stage: Stage, unit: Unit | None, crawl: str | None) -> str:
+    """The lake prefix of a stage's partition."""
+    if unit:
+        return unit.prefix(stage.name)
+    return crawl_prefix(stage.name, crawl) if crawl else stage.name
+
+
+def stage_output(
+    context, stage, dataset: Dataset, lake, report, overrides, kept: bool = False
+) -> MaterializeResult:
     """The materialization of a stage's partition: its report, checks and recipe."""
     unit, crawl = partition_of(stage, context)
     if stage.distributions_of and crawl:
@@ -191,13 +223,7 @@ def stage_output(context, stage, dataset: Dataset, lake, report, overrides) -> M
         report.counts["units_changed"] = _report_units(
             context, lake, stage, reported, crawl, versions
         )
-    location = (
-        unit.prefix(stage.name)
-        if unit
-        else crawl_prefix(stage.name, crawl)
-        if crawl
-        else stage.name
-    )
+    location = location_of(stage, unit, crawl)
     results = [_check(c, lake, unit or crawl) for c in stage.checks]
     for warning in report.counts.get(WARNINGS, []):
         context.log.warning(warning)
@@ -209,7 +235,9 @@ def stage_output(context, stage, dataset: Dataset, lake, report, overrides) -> M
         except (LakeAccessError, OSError) as error:  # the output is committed: only its sums miss
             context.log.warning(f"totals over the partitions of {stage.name} not updated: {error}")
     if overrides:
-        result.metadata["recipe_overrides"] = overrides
+        result.metadata[OVERRIDES] = overrides
+    if kept:
+        result.metadata[KEPT] = True
     result.metadata["recipe"] = dataset.recipe.source
     return result
 

@@ -105,7 +105,6 @@ def stage_result(
     checks: list[AssetCheckResult] | None = None,
     data_files: tuple[str, ...] = (),
 ) -> MaterializeResult:
-    seconds = max(report.seconds, 1e-9)
     metadata = {
         "records_in": report.records_in,
         "records_out": report.records_out,
@@ -114,10 +113,11 @@ def stage_result(
         "bytes_out": report.bytes_out,
         "duration_s": round(report.seconds, 3),
         "cpu_s": round(report.cpu_s, 3),
-        "records_per_s": round(report.records_in / seconds, 1),
         "dagster/row_count": report.records_out,
         "location": MetadataValue.path(lake.uri(prefix)),
     }
+    if report.seconds > 0:  # not for a kept output, which took no time
+        metadata["records_per_s"] = round(report.records_in / report.seconds, 1)
     # One numeric entry per drop reason, so the UI plots each over partitions.
     for reason, count in sorted(report.dropped.items()):
         metadata[f"dropped {reason}"] = count

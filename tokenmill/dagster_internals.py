@@ -8,8 +8,8 @@ one. Nothing else in the project imports ``dagster._*``.
 - Data versions: an ``AssetObservation`` takes tags, not a data version; only the private module
   names the tag and reads it back from an event (`tokenmill.data_assets.partitions`); the tag
   of the code version a materialization was made by (`tokenmill.data_assets.conditions`).
-- Staleness: the resolver the UI uses to say which partitions are stale
-  (`tokenmill.cli.runner`).
+- Staleness: the resolver the UI uses to say which partitions are stale, and what it reads the
+  instance through (`stale_status_resolver`, `tokenmill.cli.runner`).
 - Config: resolving a resource's config the way a run does (`tokenmill.resources.locked`).
 - Run progress: ``execute_in_process`` takes no callback; a listener added on the instance gets
   each event of the run as it is stored, and the run's plan snapshot says which steps it will
@@ -79,7 +79,28 @@ __all__ = [
     "planned_steps",
     "read_keys_once_per_tick",
     "resource_config",
+    "stale_status_resolver",
 ]
+
+
+class _InstanceLoading(LoadingContext):
+    """What Dagster's staleness resolver reads the instance through."""
+
+    def __init__(self, instance: DagsterInstance):
+        self._instance, self._loaders = instance, {}
+
+    @property
+    def instance(self) -> DagsterInstance:
+        return self._instance
+
+    @property
+    def loaders(self) -> dict:
+        return self._loaders
+
+
+def stale_status_resolver(instance: DagsterInstance, asset_graph) -> CachingStaleStatusResolver:
+    """The resolver the UI uses: a partition is fresh, missing, or stale and why."""
+    return CachingStaleStatusResolver(instance, asset_graph, _InstanceLoading(instance))
 
 
 def resource_config(resource) -> dict | None:

@@ -53,7 +53,9 @@ def command_parser() -> argparse.ArgumentParser:
         "run", help="materialize every partition that is missing or stale, stage by stage"
     )
     run.add_argument("--crawl", action="append", help="register this crawl's new files first")
-    run.add_argument("--force", action="store_true", help="every partition, even up to date")
+    run.add_argument(
+        "--force", action="store_true", help="every partition, even up to date: computed again"
+    )
     run.add_argument(
         "--recipe", action="append", help="only this recipe's stages (default: every recipe)"
     )

@@ -28,14 +28,14 @@ from tokenmill.crawl.units import Registration, register_new_files
 
 # private: the staleness the UI shows, which `materialize_all` follows as the automation does
 from tokenmill.dagster_internals import (
-    CachingStaleStatusResolver,
-    LoadingContext,
     StaleCauseCategory,
     StaleStatus,
     follow_run,
     planned_form,
     planned_steps,
+    stale_status_resolver,
 )
+from tokenmill.data_assets.current import RECOMPUTE_TAG
 from tokenmill.data_assets.datasets import Catalog
 from tokenmill.data_assets.jobs import job_name
 from tokenmill.data_assets.partitions import (
@@ -331,11 +331,12 @@ def materialize_all(
         assets = catalog.keys(stage)
         wait_for_runs_on(instance, frozenset(assets))  # another operator's runs: theirs to end
         todo = _out_of_date(instance, defs, stage, assets, keys, force)
+        recompute = {RECOMPUTE_TAG: "true"} if force else None
         label = ", ".join(a.to_user_string() for a in assets)
         results = []
         with progress(len(todo), label, unit="partitions") as bar:
             for key, stale in todo.items():
-                outcome = execute(job_name(stage.name), key, instance, defs, stale)
+                outcome = execute(job_name(stage.name), key, instance, defs, stale, recompute)
                 state = "ok" if outcome.success else "FAILED"
                 names = label if stale == assets else ", ".join(a.to_user_string() for a in stale)
                 notable = not outcome.success or bool(outcome.failed_checks or outcome.warnings)
@@ -364,21 +365,6 @@ def _partitions(instance: DagsterInstance) -> dict[Scope, list]:
     }
 
 
-class _Loading(LoadingContext):
-    """What Dagster's staleness resolver reads the instance through."""
-
-    def __init__(self, instance: DagsterInstance):
-        self._instance, self._loaders = instance, {}
-
-    @property
-    def instance(self) -> DagsterInstance:
-        return self._instance
-
-    @property
-    def loaders(self) -> dict:
-        return self._loaders
-
-
 def _out_of_date(
     instance: DagsterInstance, defs, stage, assets: list[AssetKey], keys: list, force: bool
 ) -> dict[str | None, list[AssetKey]]:
@@ -392,7 +378,7 @@ def _out_of_date(
     if stage.scope is Scope.LAKE and not stage.follows_settings:
         missing = [a for a in assets if not instance.get_latest_materialization_event(a)]
         return {None: missing} if missing else {}
-    resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), _Loading(instance))
+    resolver = stale_status_resolver(instance, defs.resolve_asset_graph())
     not_fresh = {}
     for asset in assets:
         state = asset_state(resolver, asset, stage, keys)
@@ -471,7 +457,7 @@ def stage_states(
 ) -> list[StageState]:
     """Every stage asset of `catalog`, as the UI would show its partitions' staleness."""
     defs = definitions_for(lake, 1, catalog)
-    resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), _Loading(instance))
+    resolver = stale_status_resolver(instance, defs.resolve_asset_graph())
     partitions = _partitions(instance)
     return [
         asset_state(resolver, key, stage, partitions[stage.scope])
