@@ -640,6 +640,12 @@ def real_warc_lake(root: Path) -> tuple[Lake, Unit]:
     wrapped in WARC, and the Common Crawl excerpt as it is."""
     folder = root / "warc"
     folder.mkdir(parents=True)
+    real_warcs(folder)
+    return landed_lake(root, len(list(folder.iterdir())))
+
+
+def real_warcs(folder: Path) -> None:
+    """The real pages of ../shared as WARC files in `folder` (see real_warc_lake)."""
     wcxb = ground_truth_pages("wcxb-dev-sample")
     for index in range(WCXB_FILES):
         write_warc(
@@ -651,7 +657,6 @@ def real_warc_lake(root: Path) -> tuple[Lake, Unit]:
         ground_truth_pages("scrapinghub-articles"),
     )
     (folder / f"{CRAWL}-cc-excerpt.warc.gz").write_bytes(shared_path(*REAL_WARC).read_bytes())
-    return landed_lake(root, len(list(folder.iterdir())))
 
 
 def html_folder_lake(root: Path, html: Path, pages: int, files: int = 7) -> tuple[Lake, Unit]:
@@ -672,6 +677,22 @@ def html_folder_lake(root: Path, html: Path, pages: int, files: int = 7) -> tupl
     for index in range(min(files, len(chosen))):
         write_warc(folder / f"{CRAWL}-{index}.warc.gz", "pages.example", chosen[index::files])
     return landed_lake(root, len(list(folder.iterdir())))
+
+
+def add_input_arguments(parser) -> None:
+    """The input a benchmark of real pages reads: ../shared's, or the user's."""
+    parser.add_argument("--pages", type=Path, help="HTML files of this folder, wrapped in WARC")
+    parser.add_argument("--sample", type=int, default=5000, help="how many of --pages' files")
+    parser.add_argument("--warcs", type=Path, help="the WARC files of this folder, as they are")
+
+
+def shared_pages_absent(arguments) -> bool:
+    """Whether ../shared's real pages are needed (no --pages, no --warcs) and absent."""
+    return (
+        arguments.pages is None
+        and arguments.warcs is None
+        and (shared_path(*EXTRACTION, "wcxb-dev-sample") is None or shared_path(*REAL_WARC) is None)
+    )
 
 
 def landed_input(root: Path, pages: Path | None, sample: int, warcs: Path | None) -> dict:

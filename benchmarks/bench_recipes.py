@@ -27,12 +27,12 @@ os.environ.setdefault("POLARS_MAX_THREADS", "1")
 from tokenmill.data_assets.datasets import recipe_zones
 
 from benchmarks.bench_clean import (
-    EXTRACTION,
-    REAL_WARC,
     STRICTER,
+    add_input_arguments,
     html_folder_lake,
     landed_input,
     real_warc_lake,
+    shared_pages_absent,
     warc_folder_lake,
 )
 from benchmarks.measure import print_table
@@ -72,16 +72,10 @@ def run_stages(lake, unit: Unit, recipe: Recipe, stages, clean: CleanSettings) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pages", type=Path, help="HTML files of this folder, wrapped in WARC")
-    parser.add_argument("--sample", type=int, default=5000, help="how many of --pages' files")
-    parser.add_argument("--warcs", type=Path, help="the WARC files of this folder, as they are")
+    add_input_arguments(parser)
     arguments = parser.parse_args()
     tokenizer = shared_path(*TOKENIZER)
-    if tokenizer is None or (
-        arguments.pages is None
-        and arguments.warcs is None
-        and (shared_path(*EXTRACTION, "wcxb-dev-sample") is None or shared_path(*REAL_WARC) is None)
-    ):
+    if tokenizer is None or shared_pages_absent(arguments):
         print("(skipped: ../shared is absent)")
         return
     os.environ["TOKENMILL_TOKENIZER_PATHS"] = str(tokenizer.parent)

@@ -24,4 +24,5 @@ def stage_jobs(catalog: Catalog) -> dict:
             description=f"Materialize {stage.name}: {stage.description}",
         )
         for stage in STAGES
+        if catalog.serving(stage)
     }

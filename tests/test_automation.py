@@ -495,15 +495,16 @@ def test_an_idle_instance_requests_nothing_and_a_change_keeping_the_documents_st
     assert cleaned_files("rejected.parquet") != rejected
     assert automation.settle() == {}
 
-    # A second recipe added to the code location: the automation builds its six stages from
-    # the extraction there is, and nothing of the other recipe or of the extraction.
+    # A second recipe added to the code location: the automation builds its five stages from
+    # the extraction there is (its tokenizer is the deployment's, the first recipe's), and
+    # nothing of the other recipe or of the extraction.
     lab = Recipe({"clean": {"keep_languages": [], "mask_pii": False}}, "recipes/lab.yaml")
     automation.defs = build_definitions(
         LakeResource(url=lake.url),
         workers=WorkersResource(processes=1),
         recipes=[variant(skipping, "skipping"), lab],
     )
-    crawl_wide = {"lab/dedup_clusters": {CRAWL}, "lab/tokenizer": {None}}
+    crawl_wide = {"lab/dedup_clusters": {CRAWL}}
     per_unit = ("cleaned", "dedup_signatures", "deduplicated", "tokenized_shards")
     assert automation.settle() == crawl_wide | {f"lab/{stage}": units for stage in per_unit}
     assert automation.settle() == {}

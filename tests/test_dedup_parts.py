@@ -160,6 +160,10 @@ def planted_crawl(lake: Lake, n_docs: int = 6000, seed: int = 0, heavy: float = 
     table = pa.table(
         {"doc_id": doc_ids, "warc_date": dates, "exact_hash": exact, "quality_score": quality}
         | columns
+        | {
+            "text_key": rng.integers(0, 2**64 - 1, n_docs, dtype=np.uint64, endpoint=True),
+            "words": rng.integers(0, 2000, n_docs).astype(np.uint32),
+        }
     )
     bounds = np.linspace(0, n_docs, 5).astype(int).tolist()
     slices = [

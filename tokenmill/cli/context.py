@@ -42,7 +42,9 @@ def narrowed(catalog: Catalog, recipes: list[str] | None, dagster: bool = False)
 
     dataset = Catalog.dataset_type
     return Catalog(
-        dataset(catalog.shared.recipe), tuple(dataset(d.recipe, d.prefix) for d in chosen), left
+        dataset(catalog.shared.recipe),
+        tuple(dataset(d.recipe, d.prefix, d.tokenizer_from) for d in chosen),
+        left,
     )
 
 

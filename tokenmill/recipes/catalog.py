@@ -6,14 +6,16 @@ runs on a view of the lake that maps its zones (`Lake.with_zones`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 from tokenmill import stages as pipeline
-from tokenmill.recipes.recipe import Recipe, load_recipes, load_shared
+from tokenmill.recipes.recipe import Recipe, load_recipes, load_shared, section
 from tokenmill.runtime.stage import Stage
 from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import TOKENIZER
 
 RECIPES_ZONE = "recipes"
 # the attribute that marks a log record of a recipe file left out (the commands print those
@@ -49,27 +51,43 @@ def recipe_zones(name: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Dataset:
-    """The stages one recipe configures (or, without a prefix, the shared ones)."""
+    """The stages one recipe configures (or, without a prefix, the shared ones). A recipe that
+    uses the deployment's tokenizer names the recipe whose tokenizer that is
+    (`tokenizer_from`): it has no tokenizer asset of its own, and reads that one."""
 
     recipe: Recipe
     prefix: str | None = None
+    tokenizer_from: str | None = None
 
     @property
     def stages(self) -> list[Stage]:
-        return recipe_stages() if self.prefix else shared_stages()
+        return [stage for stage in pipeline.STAGES if self.has(stage)]
 
     def key_path(self, name: str) -> list[str]:
         """The asset key of a stage (or of a bridge asset) as this dataset sees it, as a path."""
         if self.prefix is None or name in shared_assets():
             return [name]
+        if name == TOKENIZER and self.tokenizer_from:
+            return [self.tokenizer_from, name]
         return [self.prefix, name]
+
+    def has(self, stage: Stage) -> bool:
+        """Whether this dataset has an asset for `stage`."""
+        if self.prefix is None:
+            return stage.shared
+        return not stage.shared and not (stage.name == TOKENIZER and self.tokenizer_from)
 
     def key_text(self, name: str) -> str:
         """The asset key as the UI and the command line print it (`fineweb_en/cleaned`)."""
         return "/".join(self.key_path(name))
 
     def lake(self, lake: Lake) -> Lake:
-        return lake.with_zones(recipe_zones(self.prefix)) if self.prefix else lake
+        if not self.prefix:
+            return lake
+        zones = recipe_zones(self.prefix)
+        if self.tokenizer_from:
+            zones[TOKENIZER] = recipe_zones(self.tokenizer_from)[TOKENIZER]
+        return lake.with_zones(zones)
 
     def op_name(self, name: str) -> str:
         return f"{self.prefix}__{name}" if self.prefix else name
@@ -100,7 +118,10 @@ class Catalog:
             except ValueError as error:
                 left_out.append((recipe.name, str(error)))
         dataset = cls.dataset_type
-        return cls(dataset(shared), tuple(dataset(r, r.name) for r in valid), tuple(left_out))
+        datasets = []
+        for recipe, tokenizer_from in _tokenizers(valid, shared, left_out):
+            datasets.append(dataset(recipe, recipe.name, tokenizer_from))
+        return cls(dataset(shared), tuple(datasets), tuple(left_out))
 
     @classmethod
     def load(cls, recipes: str | Path | None = None, shared: str | Path | None = None) -> Catalog:
@@ -124,7 +145,7 @@ class Catalog:
 
     def serving(self, stage: Stage) -> tuple[Dataset, ...]:
         """The datasets that have an asset for `stage`."""
-        return (self.shared,) if stage.shared else self.recipes
+        return tuple(dataset for dataset in self.datasets if dataset.has(stage))
 
     def idle(self, stage: Stage) -> bool:
         """Whether the settings of every dataset that has `stage` leave it nothing to make
@@ -200,9 +221,59 @@ def _check_evaluation_sets(recipe: Recipe, shared: Recipe) -> Recipe:
     return recipe
 
 
+def _tokenizers(
+    recipes: list[Recipe], shared: Recipe, left_out: list[tuple[str, str]]
+) -> list[tuple[Recipe, str | None]]:
+    """Each recipe, and the recipe whose tokenizer it uses when not its own (appending to
+    `left_out` the recipes that cannot have one). With a `tokenizer:` section in the shared
+    settings, every recipe whose tokenizer section is absent, or holds the same settings, uses
+    the deployment's tokenizer: the tokenizer asset of the recipe the section names (by default
+    the first of them by name), made with the section's settings. Without one, each recipe has
+    its own."""
+    from tokenmill.tokens.tokenization import DeploymentTokenizerSettings, TokenizerSettings
+
+    if section(DeploymentTokenizerSettings) not in shared.sections:
+        return [(recipe, None) for recipe in recipes]
+    deployment = shared.settings(DeploymentTokenizerSettings)
+    own = deployment.own()
+    name = section(TokenizerSettings)
+    users = [
+        r
+        for r in recipes
+        if name not in r.sections or dataclasses.asdict(r.settings(TokenizerSettings)) == own
+    ]
+    owner = deployment.recipe or min((r.name for r in users), default=None)
+    if owner is not None and owner not in {r.name for r in users}:
+        why = (
+            f"the shared settings ({shared.source}) train the deployment's tokenizer on recipe "
+            f"{owner!r} (tokenizer.recipe), which "
+            + (
+                "has a tokenizer of its own"
+                if owner in {r.name for r in recipes}
+                else "is not a valid recipe"
+            )
+        )
+        left_out += [(r.name, f"recipe {r.source}: {why}") for r in users]
+        return [(recipe, None) for recipe in recipes if recipe not in users]
+    chosen = []
+    for recipe in recipes:
+        if recipe not in users:
+            chosen.append((recipe, None))
+        elif recipe.name == owner:
+            sections = recipe.sections | {name: {k: v for k, v in own.items() if v is not None}}
+            chosen.append((Recipe(sections, recipe.source, recipe.name), None))
+        else:
+            chosen.append((recipe, owner))
+    return chosen
+
+
 def _recipe_settings() -> list[type]:
     return [stage.settings for stage in recipe_stages() if stage.settings]
 
 
 def _shared_settings() -> list[type]:
-    return [stage.settings for stage in shared_stages() if stage.settings]
+    from tokenmill.tokens.tokenization import DeploymentTokenizerSettings
+
+    return [stage.settings for stage in shared_stages() if stage.settings] + [
+        DeploymentTokenizerSettings
+    ]

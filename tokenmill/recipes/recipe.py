@@ -53,7 +53,9 @@ def _adapter(settings: type) -> TypeAdapter:
 
 
 def section(settings: type) -> str:
-    return settings.__name__.removesuffix("Settings").lower()
+    """The section a settings type is read from: its own name (`CleanSettings`: `clean`), or
+    the name it declares (`SECTION`)."""
+    return getattr(settings, "SECTION", None) or settings.__name__.removesuffix("Settings").lower()
 
 
 class Recipe:

@@ -199,6 +199,9 @@ def signature_schema(bands: int) -> pa.Schema:
             (QUALITY_COLUMN, pa.float64()),
         ]
         + [(band_column(b), pa.uint64()) for b in range(bands)]
+        # what lets another recipe take these keys instead of hashing the same document again
+        # (`tokenmill.dedup.signature_reuse`): its text and language's hash, its word count
+        + [("text_key", pa.uint64()), ("words", pa.uint32())]
     )
 
 

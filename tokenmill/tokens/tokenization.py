@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from array import array
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -101,6 +103,25 @@ class TokenizerSettings:
             raise ValueError(f"vocab_size must lie in [257, 1048576], not {size}")
         if isinstance(self.sample_mb, int) and self.sample_mb < 1:
             raise ValueError(f"sample_mb must be 1 or more, not {self.sample_mb}")
+
+
+@dataclass(frozen=True)
+class DeploymentTokenizerSettings(TokenizerSettings):
+    """The shared settings' `tokenizer:` section: the deployment's tokenizer, which every recipe
+    without a tokenizer of its own uses (`tokenmill.recipes.catalog`)."""
+
+    SECTION: ClassVar[str] = "tokenizer"
+    recipe: str | None = setting(
+        None,
+        "The recipe whose deduplicated text trains the deployment's tokenizer (default: the "
+        "first recipe, by name, that uses it); not needed with a path",
+    )
+
+    def own(self) -> dict[str, Any]:
+        """The settings a recipe's tokenizer section would hold."""
+        values = dataclasses.asdict(self)
+        del values["recipe"]
+        return values
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,167 @@
+"""What a second recipe costs beside the first, built the way a user builds it: `tokenmill run`
+on a fresh project (SQLite instance, local lake); then a copy of the shipped recipe with one
+threshold changed (`min_language_score: 0.8`) added to the recipes folder, and `tokenmill run`
+again (a run makes each recipe's first release); then the second recipe's release made again
+with nothing new: its fixed cost. An asset's cost is the `cpu_s` of its materializations (every
+process that did its work), summed.
+
+    uv run python benchmarks/bench_pay_once.py                 # ../shared's real pages
+    uv run python benchmarks/bench_pay_once.py --pages DIR [--sample N]
+    uv run python benchmarks/bench_pay_once.py --warcs DIR
+
+Targets (issue "Pay once"): the second recipe's stages, tokenized shards and release included,
+cost at most 15 % of the pipeline from scratch (the shared stages and the first recipe's), and a
+release's fixed cost is under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+from benchmarks.bench_clean import CRAWL, add_input_arguments, real_warcs, shared_pages_absent
+from benchmarks.measure import print_table
+from benchmarks.results import record
+from testkit import commands
+from tokenmill import PROJECT_DIR
+from tokenmill.recipes.catalog import Catalog
+from tokenmill.storage.layout import LANDING
+
+TARGET = 0.15
+FIRST, SECOND = "fineweb_en", "fineweb_en_strict"
+FILES_PER_UNIT = 2
+
+
+def project(root: Path) -> dict[str, str]:
+    """A project of its own under `root`: the shipped recipe, the shipped shared settings."""
+    recipes = root / "recipes"
+    recipes.mkdir()
+    shutil.copy(PROJECT_DIR / "resources" / "recipes" / f"{FIRST}.yaml", recipes)
+    (root / "dagster_home").mkdir()
+    shutil.copy(PROJECT_DIR / "dagster.yaml", root / "dagster_home")
+    return os.environ | {
+        "TOKENMILL_LAKE_URL": str(root / "lake"),
+        "DAGSTER_HOME": str(root / "dagster_home"),
+        "TOKENMILL_SETTINGS": str(root / "tokenmill.yaml"),
+        "TOKENMILL_RECIPES": str(recipes),
+    }
+
+
+def add_second_recipe(root: Path) -> None:
+    text = (root / "recipes" / f"{FIRST}.yaml").read_text()
+    changed = text.replace("min_language_score: 0.65", "min_language_score: 0.8")
+    assert changed != text, "the shipped recipe no longer sets min_language_score: 0.65"
+    (root / "recipes" / f"{SECOND}.yaml").write_text(changed)
+
+
+def tokenmill(env: dict[str, str], *args: str) -> float:
+    """`tokenmill <args>` to its end (it must succeed); its wall seconds."""
+    started = time.perf_counter()
+    commands.run(env, *args, timeout=3 * 3600)
+    return time.perf_counter() - started
+
+
+def costs(env: dict[str, str]) -> dict[str, float]:
+    """Each asset's cpu_s summed over its materializations."""
+    os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
+    with DagsterInstance.get() as instance:
+        unfinished = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.STARTED]))
+        assert not unfinished, unfinished
+        spent: dict[str, float] = {}
+        for key in instance.get_asset_keys():
+            records = instance.fetch_materializations(key, limit=10_000).records
+            values = [r.asset_materialization.metadata.get("cpu_s") for r in records]
+            if any(value is not None for value in values):
+                spent[key.to_user_string()] = sum(float(v.value) for v in values if v is not None)
+    return spent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_input_arguments(parser)
+    arguments = parser.parse_args()
+    if shared_pages_absent(arguments):
+        print("(skipped: ../shared is absent)")
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        env = project(root)
+        landing = root / "lake" / LANDING / CRAWL
+        landing.mkdir(parents=True)
+        if arguments.warcs is not None:
+            for path in sorted(arguments.warcs.glob("*.warc*")):
+                shutil.copy(path, landing)
+        elif arguments.pages is not None:
+            from benchmarks.bench_clean import html_folder_lake
+
+            html_folder_lake(root / "pages", arguments.pages, arguments.sample)
+            for path in sorted((root / "pages" / "warc").iterdir()):
+                shutil.copy(path, landing)
+        else:
+            real_warcs(landing)
+        files = len(list(landing.iterdir()))
+        size = sum(p.stat().st_size for p in landing.iterdir())
+        units = str(FILES_PER_UNIT)
+        # `run` makes each recipe's first release
+        wall = {"first": tokenmill(env, "run", "--crawl", CRAWL, "--files-per-unit", units)}
+        first = costs(env)
+        add_second_recipe(root)
+        wall["second"] = tokenmill(env, "run", "--files-per-unit", units)
+        both = costs(env)
+        wall["release again"] = tokenmill(env, "release", "--recipe", SECOND)
+        again = costs(env)
+
+    shared_names = {stage.name for stage in Catalog.load().shared.stages} | {"crawl_units"}
+    rows, totals = [], {"shared": 0.0, FIRST: 0.0, SECOND: 0.0}
+    for asset in sorted(both):
+        owner = asset.split("/")[0] if "/" in asset else "shared"
+        if owner == "shared" and asset not in shared_names:
+            continue
+        spent = first.get(asset, 0.0) if owner != SECOND else both[asset]
+        totals[owner] += spent
+        rows.append([asset, round(spent, 2)])
+    scratch_cost = totals["shared"] + totals[FIRST]
+    ratio = totals[SECOND] / scratch_cost
+    release_again = again[f"{SECOND}/release"] - both[f"{SECOND}/release"]  # nothing new
+    print_table("cpu_s per asset", ["asset", "cpu_s"], rows)
+    summary = [
+        ["shared stages", round(totals["shared"], 2)],
+        [f"{FIRST} (first recipe)", round(totals[FIRST], 2)],
+        ["pipeline from scratch", round(scratch_cost, 2)],
+        [f"{SECOND} (second recipe)", round(totals[SECOND], 2)],
+        ["second / scratch", f"{ratio:.1%} (target <= {TARGET:.0%})"],
+        ["release made again, same inputs (cpu_s)", round(release_again, 2)],
+    ]
+    print_table("Second recipe against the pipeline from scratch", ["", "value"], summary)
+    print_table(
+        "wall seconds per command", ["command", "s"], [[k, round(v, 1)] for k, v in wall.items()]
+    )
+    figures = {
+        "shared_cpu_s": round(totals["shared"], 2),
+        "first_recipe_cpu_s": round(totals[FIRST], 2),
+        "second_recipe_cpu_s": round(totals[SECOND], 2),
+        "second_over_scratch": round(ratio, 4),
+        "release_again_cpu_s": round(release_again, 2),
+        "per_asset_cpu_s": {row[0]: row[1] for row in rows},
+        "wall_s": {k: round(v, 1) for k, v in wall.items()},
+    }
+    print(figures)
+    data = (
+        f"the WARC files of {arguments.warcs}"
+        if arguments.warcs
+        else f"{arguments.sample} HTML files of {arguments.pages}, wrapped in WARC"
+        if arguments.pages
+        else "../shared: the WCXB sample and scrapinghub articles wrapped in WARC, and a Common "
+        "Crawl excerpt"
+    )
+    record("bench_pay_once", figures, {"data": data, "warc_files": files, "warc_bytes": size})
+
+
+if __name__ == "__main__":
+    main()
