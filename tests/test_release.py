@@ -435,6 +435,7 @@ def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct, 
         monkeypatch.setattr(shards, "STAGING_BYTES", 1000)
     if buffered:
         monkeypatch.setattr(shards, "open_direct", lambda path: None)
+    monkeypatch.setattr(shards, "BYTES_PER_WORKER", 1)  # workers even for a small release
     plan = plan_release(lake, settings)
     ran = shards.write_release(
         lake, plan, settings, workers=workers, documents=50, direct=direct, gather=gather
@@ -448,6 +449,20 @@ def test_any_routing_gives_the_same_release(lake, monkeypatch, workers, direct, 
     assert len(shards.route_tasks(plan, 50)) > 2
     finish_release(lake, plan, settings)
     assert {k: lake.read_bytes(k) for k in lake.list(f"release/{version}")} == default
+
+
+def test_a_small_release_is_written_without_worker_processes(lake, monkeypatch):
+    """A worker process costs its start-up: a release of few tokens is written in this one."""
+    import tokenmill.release.shards as shards
+
+    settings = replace(SMALL, crawls=[FIRST], seed=37)
+    plan = plan_release(lake, settings)
+    in_process = []
+    monkeypatch.setattr(shards, "run_job", lambda *args: in_process.append(args[-1]) or {})
+    shards.write_release(lake, plan, settings, workers=2)
+    monkeypatch.setattr(shards, "BYTES_PER_WORKER", 1)  # as if it were large
+    shards.write_release(lake, plan, settings, workers=2)
+    assert in_process == [True, False]
 
 
 def test_an_input_file_that_disagrees_with_its_marker_fails_naming_it(lake, tmp_path):

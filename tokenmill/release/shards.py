@@ -95,6 +95,8 @@ KEPT_BYTES = 768 << 20  # buffers a process keeps for its next task
 ROWS_PER_GROUP = 1 << 16  # sidecar rows per row group, by position
 ROUTE, SPLIT = "route", "split"  # the two levels of routing (the second for many shards)
 DIRECT_SHARDS = 256  # up to this many shards, documents are routed to their shard at once
+# tokens (in bytes) a worker process writes at least: below, the release is written here
+BYTES_PER_WORKER = 256 << 20
 PLAN_FILE = "plan.npz"
 WORK_FORMAT = 2  # of the routed files: a killed run's older files are not read
 # Documents an input file gives a shard's window, on average, from which shards gather their
@@ -978,4 +980,12 @@ def write_release(
     _inputs.clear()  # another release's, or this one's of an earlier try
     gather = gathers(lake, plan) if gather is None else gather
     writing = Writing(lake, settings, plan.version, documents, direct, gather)
+    workers = min(workers, worth_a_process(plan))
     return run_job(functools.partial(release_job, writing), workers, step, steps, workers <= 1)
+
+
+def worth_a_process(plan: Plan) -> int:
+    """How many worker processes the release's tokens are worth: a worker's start-up (its
+    imports) costs more than writing a small release in this process."""
+    tokens = sum(group.files.tokens for group in plan.groups.values())
+    return max(1, -(-tokens * np.dtype(plan.dtype).itemsize // BYTES_PER_WORKER))
