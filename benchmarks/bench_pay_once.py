@@ -160,7 +160,10 @@ def main() -> None:
         else "../shared: the WCXB sample and scrapinghub articles wrapped in WARC, and a Common "
         "Crawl excerpt"
     )
-    record("bench_pay_once", figures, {"data": data, "warc_files": files, "warc_bytes": size})
+    name = "bench_pay_once" + (
+        ": --warcs" if arguments.warcs else ": --pages" if arguments.pages else ""
+    )
+    record(name, figures, {"data": data, "warc_files": files, "warc_bytes": size})
 
 
 if __name__ == "__main__":

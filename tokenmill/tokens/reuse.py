@@ -3,13 +3,12 @@ existing one keeps, and tokenizing them again was most of what the new recipe co
 
 A document's tokens are taken from a sibling dataset's shard of the same file (another recipe
 beside this one, see `Lake.siblings`) when that shard was made by the same tokenizer (its
-SHA-256) with the same end-of-document token, and the tokens decode to exactly this document's
-text. For a tokenizer that decodes what it encodes back exactly (checked on probe strings
-before any reuse), tokens that decode to a text are that text's encoding: encoding is
-deterministic, and the donor's tokens are the encoding of the text they decode to. So the
-shard is byte for byte what encoding every document would give, whatever the donor's recipe,
-and however stale its shard. The donor's shard is streamed in its order (both recipes keep
-their documents in extraction order), never held whole."""
+SHA-256) with the same end-of-document token and holds the same document (its id) with the same
+text (the sidecar's `text_hash`, xxh3-64 of the text it encoded). Encoding is deterministic, so
+the donor's tokens are this text's encoding: the shard is byte for byte what encoding every
+document would give, whatever the donor's recipe, and however stale its shard. The donor's
+shard is streamed in its order (both recipes keep their documents in extraction order), never
+held whole."""
 
 from __future__ import annotations
 
@@ -22,29 +21,11 @@ from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import MARKER, TOKENIZED_SHARDS
 from tokenmill.storage.outputs import is_committed, read_table
 
-# Texts a reusable tokenizer must give back exactly (NFC: the extraction's normal form).
-ROUND_TRIP_PROBES = (
-    "  Leading spaces, double  spaces, tabs\tand\nnew lines\r\n",
-    "Ünïcödé, 中文文本, русский текст, عربى, emoji 🙂 and ZWJ 👩‍💻",
-    "x",
-    " trailing ",
-)
-
-
 SPANS = ["doc_id", "token_start", "token_end"]
 
 
 class DonorChanged(Exception):
     """The donor's shard was rewritten while it was read: its tokens are not used."""
-
-
-def round_trips(tokenizer: Tokenizer) -> bool:
-    try:
-        encoded = tokenizer.encode_batch_fast(list(ROUND_TRIP_PROBES), add_special_tokens=False)
-        decoded = tokenizer.decode_batch([e.ids for e in encoded], skip_special_tokens=False)
-    except Exception:  # noqa: BLE001 - a tokenizer failing on the probes is not reused
-        return False
-    return decoded == list(ROUND_TRIP_PROBES)
 
 
 class Donor:
@@ -53,21 +34,17 @@ class Donor:
     def __init__(self, lake: Lake, prefix: str, marker: dict, dtype: np.dtype):
         self.lake, self.prefix, self.marker, self.dtype = lake, prefix, marker, dtype
         # one row per document (tens of thousands per file): read once, the tokens streamed
-        spans = read_table(lake, f"{prefix}/provenance.parquet", SPANS).to_pydict()
-        self.ids = set(spans["doc_id"])
+        spans = read_table(lake, f"{prefix}/provenance.parquet", [*SPANS, "text_hash"])
+        spans = spans.to_pydict()
+        self.text_hash = dict(zip(spans["doc_id"], spans.pop("text_hash"), strict=True))
         self._documents = self._stream(spans)
         self._next: tuple[str, np.ndarray] | None = None
         self._exhausted = False
 
     @classmethod
-    def find(
-        cls, lake: Lake, prefix: str, tokenizer: Tokenizer, sha256: str, eod_id, dtype
-    ) -> Donor | None:
+    def find(cls, lake: Lake, prefix: str, sha256: str, eod_id, dtype) -> Donor | None:
         """The first sibling (by name) whose shard at `prefix` the same tokenizer made."""
-        siblings = lake.siblings(TOKENIZED_SHARDS)
-        if not siblings or not round_trips(tokenizer):
-            return None
-        for sibling in siblings:
+        for sibling in lake.siblings(TOKENIZED_SHARDS):
             if not is_committed(sibling, prefix):
                 continue
             marker = sibling.read_json(f"{prefix}/{MARKER}")
@@ -91,10 +68,11 @@ class Donor:
                 position = end
                 yield doc_id, np.frombuffer(data, self.dtype)
 
-    def tokens(self, doc_id: str) -> np.ndarray | None:
-        """The donor's tokens of `doc_id`, if it comes next in the donor's order (documents
-        the donor has before it are passed over; one it does not have leaves it in place)."""
-        if doc_id not in self.ids:
+    def tokens(self, doc_id: str, text_hash: int) -> np.ndarray | None:
+        """The donor's tokens of `doc_id` if it encoded the same text, and the document comes
+        next in the donor's order (documents the donor has before it are passed over; one it
+        does not have leaves it in place)."""
+        if self.text_hash.get(doc_id) != text_hash:
             return None
         while not self._exhausted:
             if self._next is None:
@@ -115,19 +93,18 @@ class Donor:
 
 
 def reused_or_encoded(
-    tokenizer: Tokenizer, doc_ids: list[str], texts: list[str], donor: Donor | None
+    tokenizer: Tokenizer,
+    doc_ids: list[str],
+    texts: list[str],
+    text_hashes: list[int],
+    donor: Donor | None,
 ) -> tuple[list, int]:
     """Each document's token ids (an Encoding's list, or a donor's array) and how many came
     from the donor."""
-    candidates = [donor.tokens(i) for i in doc_ids] if donor else [None] * len(texts)
-    offered = [(index, ids) for index, ids in enumerate(candidates) if ids is not None]
-    decoded = tokenizer.decode_batch(
-        [ids.tolist() for _, ids in offered], skip_special_tokens=False
-    )
-    result: list = [None] * len(texts)
-    for (index, ids), text in zip(offered, decoded, strict=True):
-        if text == texts[index]:
-            result[index] = ids
+    result = [
+        donor.tokens(doc_id, text_hash) if donor else None
+        for doc_id, text_hash in zip(doc_ids, text_hashes, strict=True)
+    ]
     missing = [index for index, ids in enumerate(result) if ids is None]
     encodings = tokenizer.encode_batch_fast([texts[i] for i in missing], add_special_tokens=False)
     for index, encoding in zip(missing, encodings, strict=True):

@@ -220,7 +220,7 @@ def tokenize_part(work: Work, batch_docs: int = 1024) -> StageReport:
     settings = work.settings or TokenizeSettings()
     eod_id = _eod_id(tokenizer) if settings.append_eod else None
     dtype = token_dtype(tokenizer.get_vocab_size())
-    donor = Donor.find(lake, work.output, tokenizer, tokenizer_sha, eod_id, dtype)
+    donor = Donor.find(lake, work.output, tokenizer_sha, eod_id, dtype)
     try:
         return _tokenize(work, tokenizer, tokenizer_sha, eod_id, dtype, donor, batch_docs)
     except DonorChanged:
@@ -291,8 +291,14 @@ def _encoded(
     cores) while the caller writes the current one."""
 
     def encode(batch: pa.RecordBatch) -> tuple[list, int]:
-        texts = batch.column("text").to_pylist()
-        return reused_or_encoded(tokenizer, batch.column("doc_id").to_pylist(), texts, donor)
+        texts = batch.column("text")
+        return reused_or_encoded(
+            tokenizer,
+            batch.column("doc_id").to_pylist(),
+            texts.to_pylist(),
+            text_hashes(texts).to_pylist() if donor else [None] * len(texts),
+            donor,
+        )
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = None
