@@ -32,11 +32,10 @@ from tokenmill.data_assets.conditions import automation_condition
 from tokenmill.data_assets.current import (
     INPUTS,
     KEPT,
-    LANDED,
+    OUTSIDE,
     OVERRIDES,
     current_output,
     input_data_versions,
-    landed_files,
 )
 from tokenmill.data_assets.datasets import Catalog, Dataset
 from tokenmill.data_assets.groups import group_name
@@ -171,8 +170,8 @@ def stage_asset(stage: Stage, dataset: Dataset):
             kept = inputs = None
             if stage.scope is not Scope.LAKE:  # the tokenizer is made again on purpose
                 inputs = input_data_versions(context)
-                if unit and not stage.upstream:
-                    inputs[LANDED] = landed_files(data, unit)
+                if stage.outside is not None:
+                    inputs[OUTSIDE] = stage.outside(data, settings, unit)
                 location = location_of(stage, unit, crawl)
                 kept = current_output(context, data, location, overrides, inputs)
             report = kept or run_stage_work(

@@ -3,8 +3,8 @@ again.
 
 Current means: the partition's latest materialization was made by the same code version
 (recipe section included), with the same run config overrides, from inputs whose data versions
-are still the ones it recorded (`input_data_versions` in its metadata; for the first stage,
-the unit's files and their sizes), and the partition's
+are still the ones it recorded (`input_data_versions` in its metadata, with a digest of what the
+stage reads from outside the lake's lineage: `Stage.outside`), and the partition's
 marker and every file it lists are still in the lake. Stages are deterministic, so a rewrite
 would put the same bytes back; but it first removes the marker, so a run downstream reading the
 partition at that moment would find it missing. That happens when two runs plan the same
@@ -15,16 +15,11 @@ partition at once (a `tokenmill run` beside the automation): the second waits fo
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 from dagster import AssetExecutionContext, AssetKey, AssetRecordsFilter
 
-from tokenmill.crawl.sources import file_size
-from tokenmill.crawl.units import unit_files
 from tokenmill.dagster_internals import CODE_VERSION_TAG, extract_data_version_from_entry
 from tokenmill.storage.lake import Lake
-from tokenmill.storage.layout import MARKER, Unit
+from tokenmill.storage.layout import MARKER
 from tokenmill.storage.outputs import StageReport
 
 RECOMPUTE_TAG = "tokenmill/recompute"
@@ -32,7 +27,7 @@ RECOMPUTE_TAG = "tokenmill/recompute"
 OVERRIDES = "recipe_overrides"  # what the run config changed from the recipe
 INPUTS = "input_data_versions"  # each input asset's data version the output was made from
 KEPT = "kept_committed_output"  # this materialization kept the committed output
-LANDED = "landed_files"  # among the inputs of the first stage: its files and sizes
+OUTSIDE = "outside_lineage"  # among the inputs: what the stage reads from outside (Stage.outside)
 
 
 def input_data_versions(context: AssetExecutionContext) -> dict[str, str | None]:
@@ -54,18 +49,6 @@ def input_data_versions(context: AssetExecutionContext) -> dict[str, str | None]
         version = extract_data_version_from_entry(record.event_log_entry) if record else None
         versions[parent.to_user_string()] = version.value if version else None
     return versions
-
-
-def landed_files(lake: Lake, unit: Unit) -> str | None:
-    """A digest of the unit's files and their sizes: what the first stage reads, from outside
-    the lake's lineage (None: one is unreadable, never current)."""
-    sizes = []
-    for ref in unit_files(lake, unit):
-        try:
-            sizes.append((ref, file_size(lake, unit.crawl, ref)))
-        except OSError:
-            return None
-    return hashlib.sha256(json.dumps(sizes).encode()).hexdigest()[:32]
 
 
 def current_output(

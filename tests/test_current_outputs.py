@@ -125,3 +125,22 @@ def test_a_partition_whose_input_changed_is_written_again(built):
     extracted = run(built, only=EXTRACTED)[EXTRACTED]
     assert KEPT not in extracted and extracted["records_in"] != before
     assert KEPT in run(built)[EXTRACTED]
+
+
+def test_what_a_stage_reads_from_outside_the_lineage_is_part_of_its_inputs(tmp_path):
+    from tokenmill.stages.cleaned import CleanSettings, plug_in_code
+    from tokenmill.stages.scored import ScoreSettings, models
+
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    lake.write_bytes("classifiers/q/model.bin", b"one model")
+    declared = ScoreSettings(classifiers=[{"name": "q", "model": "classifiers/q/model.bin"}])
+    first = models(lake, declared)
+    lake.write_bytes("classifiers/q/model.bin", b"another model, same name")
+    assert models(lake, declared) not in (first, None)
+    pinned = ScoreSettings(classifiers=[{"name": "q", "model": "q.bin", "sha256": "ab" * 32}])
+    assert models(lake, pinned) == models(Lake.from_url(str(tmp_path / "other")), pinned)
+    lake.delete("classifiers/q/model.bin")
+    assert models(lake, declared) is None  # cannot tell: never kept
+    assert plug_in_code(lake, CleanSettings()) == ""
+    with_plug_in = CleanSettings(plugin_filters=[{"path": "my_filters.Longer"}])
+    assert plug_in_code(lake, with_plug_in) is None

@@ -10,6 +10,8 @@ upstream zones through `Work.input`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -182,6 +184,15 @@ class Stage:
     # code version, so the automation builds its partitions again, and below them only those
     # whose inputs' data changed.
     version: str = ""
+    # (lake, settings, unit | None) -> a digest of what it reads from outside the lake's
+    # lineage (the files it lands, models, plug-in code): a committed partition is kept as
+    # current only while that is the same (None: it cannot tell, never kept).
+    outside: Callable[[Lake, Any, Unit | None], str | None] | None = None
+
+
+def digest(value: Any) -> str:
+    """A short digest of a JSON-able value (what a stage reads from outside the lineage)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def settings_fields(settings: type) -> list[tuple[str, Any, Any, str]]:

@@ -430,12 +430,19 @@ def rejected_text(dropped: pl.DataFrame, settings: CleanSettings, mask) -> pl.Da
     return dropped
 
 
+def plug_in_code(_lake, settings, _unit=None) -> str | None:
+    """None when the recipe runs plug-in filters: their code is outside the lake's lineage and
+    has no version, so a partition running them is never kept as current."""
+    return None if settings is not None and settings.plugin_filters else ""
+
+
 STAGE = Stage(
     name=CLEANED,
     scope=Scope.UNIT,
     run=run,
     settings=CleanSettings,
     upstream=(EXTRACTED,),
+    outside=plug_in_code,
     reads=inputs_read,
     group="clean",
     kinds=("parquet",),

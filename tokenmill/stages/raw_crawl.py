@@ -12,14 +12,16 @@ import hashlib
 from dataclasses import dataclass
 from typing import IO
 
-from tokenmill.crawl.sources import crawl_source, open_file
+from tokenmill.crawl.sources import crawl_source, file_size, open_file
+from tokenmill.crawl.units import unit_files
 from tokenmill.crawl.warc import (
     DEFAULT_MAX_RECORD_BYTES,
     BadRecord,
     UnusableInputError,
     iter_records,
 )
-from tokenmill.runtime.stage import Check, Pod, Scope, Stage, Verdict, Work, setting
+from tokenmill.runtime.stage import Check, Pod, Scope, Stage, Verdict, Work, digest, setting
+from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import (
     INDEX_SCHEMA,
     QUARANTINE_SCHEMA,
@@ -160,6 +162,18 @@ def bad_record_rate(lake, unit: Unit) -> Verdict:
     )
 
 
+def landed(lake: Lake, _settings, unit: Unit | None) -> str | None:
+    """The unit's files and their sizes: read from outside the lake's lineage (None: one is
+    unreadable)."""
+    sizes = []
+    for ref in unit_files(lake, unit):
+        try:
+            sizes.append((ref, file_size(lake, unit.crawl, ref)))
+        except OSError:
+            return None
+    return digest(sizes)
+
+
 STAGE = Stage(
     name=RAW_CRAWL,
     scope=Scope.UNIT,
@@ -173,6 +187,7 @@ STAGE = Stage(
     schema=INDEX_SCHEMA,
     data_files=("index.parquet",),
     shared=True,
+    outside=landed,
     description="The unit's WARC files indexed where they are, gzip-verified: a per-record index "
     "(record id, URI, offset) and unreadable records kept aside in quarantine.parquet.",
 )

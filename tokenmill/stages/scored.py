@@ -12,6 +12,7 @@ others' committed files are carried over as they are. Recipes threshold the scor
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -21,6 +22,7 @@ from tokenmill.classifiers.scoring import (
     histogram,
     load_scorer,
     model_file,
+    model_location,
     score_file,
     short_label,
 )
@@ -30,9 +32,11 @@ from tokenmill.runtime.stage import (
     Stage,
     Work,
     check_unique_names,
+    digest,
     parsed_items,
     setting,
 )
+from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import EXTRACTED, MARKER, SCORED
 from tokenmill.storage.outputs import StageReport, read_batches, require_committed
 
@@ -54,6 +58,30 @@ class ScoreSettings:
 
     def declared(self) -> list[Classifier]:
         return parsed_items(self.classifiers, Classifier.parse, "score.classifiers")
+
+
+def models(lake: Lake, settings, _unit=None) -> str | None:
+    """Each declared model (its pinned SHA-256, else where it is, its size and time) or plug-in
+    scorer (its version): read from outside the lake's lineage, so a model replaced under the
+    same name is scored again. None (a model outside the lake and this machine): never kept."""
+    versions = {}
+    for classifier in (settings or ScoreSettings()).declared():
+        if not classifier.model:
+            versions[classifier.name] = str(load_scorer(lake, classifier).version)
+            continue
+        if classifier.sha256:
+            versions[classifier.name] = classifier.sha256
+            continue
+        in_lake, where = model_location(lake, classifier.model)
+        if not in_lake and "://" in where:
+            return None
+        try:
+            stat = None if in_lake else os.stat(where)
+            stamp = lake.stamp(where) if in_lake else (stat.st_size, stat.st_mtime_ns)
+        except OSError:
+            return None
+        versions[classifier.name] = [where, *stamp]
+    return digest(versions)
 
 
 def run(work: Work) -> StageReport:
@@ -159,6 +187,7 @@ STAGE = Stage(
     # each worker holds the models (a fastText model at DCLM's size is ~1 GB)
     pod=Pod("2", "6Gi", "2", "8Gi"),
     shared=True,
+    outside=models,
     description="Every declared classifier's scores of every extracted document (one Parquet "
     "file per classifier, by doc_id): the model-based quality signals recipes threshold.",
 )

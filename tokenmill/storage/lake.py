@@ -375,6 +375,14 @@ class Lake:
         with self._s3_errors():
             return self.fs.get_file_info(self.path(key)).size
 
+    def stamp(self, key: str) -> tuple[int, int]:
+        """(size, modification time in ns) of an object: what changes when it is replaced."""
+        with self._s3_errors():
+            info = self.fs.get_file_info(self.path(key))
+        if info.type != pafs.FileType.File:
+            raise FileNotFoundError(f"no such object {self.uri(key)}")
+        return info.size, info.mtime_ns or 0
+
     def _file_infos(self, selector: pafs.FileSelector) -> list:
         """The selector's file infos; a folder another process removes during the walk (a
         local lake's listing is not atomic) makes the walk start again."""
