@@ -160,10 +160,18 @@ def own_docstring(kind: type) -> str:
     return "" if doc.startswith(f"{kind.__name__}(") else inspect.cleandoc(doc)
 
 
+DEPLOYED = (
+    "The deployment's tokenizer: the `tokenizer` of every recipe without a tokenizer section of "
+    "its own, or with the same settings (see "
+    "[Recipes](../concepts/recipes.md#tokenization-tokenizer-tokenize))."
+)
+
+
 def settings_reference() -> str:
     from tokenmill.recipes import project as recipes
     from tokenmill.recipes.catalog import recipe_stages, shared_stages
     from tokenmill.recipes.recipe import section
+    from tokenmill.tokens.tokenization import DeploymentTokenizerSettings
 
     files = (
         (
@@ -189,6 +197,8 @@ def settings_reference() -> str:
         for kind, names in by_settings.items():
             configures = "Configures " + ", ".join(f"`{n}`" for n in names) + "."
             parts += settings_section(section(kind), kind, 3, intro=configures)
+        if stages and stages[0].shared:
+            parts += settings_section("tokenizer", DeploymentTokenizerSettings, 3, intro=DEPLOYED)
     return "\n\n".join(parts) + "\n"
 
 
