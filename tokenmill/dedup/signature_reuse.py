@@ -18,16 +18,20 @@ import pyarrow as pa
 import xxhash
 
 from tokenmill.storage.lake import Lake
-from tokenmill.storage.layout import DEDUP_SIGNATURES, MARKER, band_column
-from tokenmill.storage.outputs import is_committed, read_table
+from tokenmill.storage.layout import DEDUP_SIGNATURES, band_column
+from tokenmill.storage.outputs import (
+    SiblingChanged,
+    check_unchanged,
+    read_table,
+    sibling_outputs,
+)
 
 SIGNATURES = "signatures.parquet"
 TEXT_KEY = "text_key"
 WORDS = "words"
 
 
-class SignatureDonorChanged(Exception):
-    """The sibling's signature file was rewritten while it was read."""
+SignatureDonorChanged = SiblingChanged  # the sibling's file was rewritten while it was read
 
 
 def text_keys(batch: pa.RecordBatch) -> np.ndarray:
@@ -64,10 +68,7 @@ class SignatureDonor:
     @classmethod
     def find(cls, lake: Lake, prefix: str, params: dict) -> SignatureDonor | None:
         """The first sibling (by name) whose signature file at `prefix` has these parameters."""
-        for sibling in lake.siblings(DEDUP_SIGNATURES):
-            if not is_committed(sibling, prefix):
-                continue
-            marker = sibling.read_json(f"{prefix}/{MARKER}")
+        for sibling, marker in sibling_outputs(lake, DEDUP_SIGNATURES, prefix):
             counts = marker.get("counts", {})
             if counts.get("params") == params and counts.get(TEXT_KEY):
                 return cls(sibling, prefix, marker, params["bands"])
@@ -81,5 +82,4 @@ class SignatureDonor:
         return found, rows[found]
 
     def check_unchanged(self) -> None:
-        if self.lake.read_json(f"{self.prefix}/{MARKER}") != self.marker:
-            raise SignatureDonorChanged(f"{self.lake.stored_key(self.prefix)} was rewritten")
+        check_unchanged(self.lake, self.prefix, self.marker)

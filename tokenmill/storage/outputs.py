@@ -385,6 +385,25 @@ def read_markers(
         yield from pool.map(read, prefixes)
 
 
+class SiblingChanged(Exception):
+    """Another dataset's output was committed again while it was read: nothing read from it is
+    used."""
+
+
+def sibling_outputs(lake: Lake, zone: str, prefix: str) -> Iterator[tuple[Lake, dict[str, Any]]]:
+    """Each other dataset beside this one (`Lake.siblings`, by name) whose output at `prefix`
+    (in `zone`) is committed, with its marker."""
+    for sibling in lake.siblings(zone):
+        if is_committed(sibling, prefix):
+            yield sibling, sibling.read_json(f"{prefix.rstrip('/')}/{MARKER}")
+
+
+def check_unchanged(lake: Lake, prefix: str, marker: dict[str, Any]) -> None:
+    """Raise SiblingChanged unless the output at `prefix` still has the marker it was read with."""
+    if lake.read_json(f"{prefix.rstrip('/')}/{MARKER}") != marker:
+        raise SiblingChanged(f"{lake.stored_key(prefix)} was rewritten meanwhile")
+
+
 def require_committed(lake: Lake, prefix: str, what: str) -> dict[str, Any]:
     marker = f"{prefix.rstrip('/')}/{MARKER}"
     if not lake.exists(marker):

@@ -18,14 +18,18 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from tokenmill.storage.lake import Lake
-from tokenmill.storage.layout import MARKER, TOKENIZED_SHARDS
-from tokenmill.storage.outputs import is_committed, read_table
+from tokenmill.storage.layout import TOKENIZED_SHARDS
+from tokenmill.storage.outputs import (
+    SiblingChanged,
+    check_unchanged,
+    read_table,
+    sibling_outputs,
+)
 
 SPANS = ["doc_id", "token_start", "token_end"]
 
 
-class DonorChanged(Exception):
-    """The donor's shard was rewritten while it was read: its tokens are not used."""
+DonorChanged = SiblingChanged  # the donor's shard was rewritten while it was read
 
 
 class Donor:
@@ -44,10 +48,7 @@ class Donor:
     @classmethod
     def find(cls, lake: Lake, prefix: str, sha256: str, eod_id, dtype) -> Donor | None:
         """The first sibling (by name) whose shard at `prefix` the same tokenizer made."""
-        for sibling in lake.siblings(TOKENIZED_SHARDS):
-            if not is_committed(sibling, prefix):
-                continue
-            marker = sibling.read_json(f"{prefix}/{MARKER}")
+        for sibling, marker in sibling_outputs(lake, TOKENIZED_SHARDS, prefix):
             counts = marker.get("counts", {})
             if (
                 counts.get("tokenizer_sha256") == sha256
@@ -88,8 +89,7 @@ class Donor:
         return None
 
     def check_unchanged(self) -> None:
-        if self.lake.read_json(f"{self.prefix}/{MARKER}") != self.marker:
-            raise DonorChanged(f"{self.lake.stored_key(self.prefix)} was rewritten meanwhile")
+        check_unchanged(self.lake, self.prefix, self.marker)
 
 
 def reused_or_encoded(
