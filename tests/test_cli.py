@@ -489,3 +489,28 @@ def test_status_and_dry_run_tell_what_a_recipe_change_makes_stale_and_run_limits
     launched = [line.split()[0] for line in plan.splitlines() if line.startswith("  ")]
     assert "lab/cleaned" not in launched and "lab/dedup_signatures" in launched
     assert "1 input data changed (lab/cleaned)" in plan
+
+
+@pytest.mark.integration
+def test_run_of_a_recipe_that_reads_anothers_tokenizer_makes_that_tokenizer(
+    landed, tmp_path, monkeypatch, capsys
+):
+    from tokenmill.recipes.recipe import DEFAULT_RECIPE
+
+    recipes = tmp_path / "recipes"
+    recipes.mkdir()
+    (recipes / "fineweb_en.yaml").write_text(DEFAULT_RECIPE.read_text())  # trains it
+    (recipes / "lab.yaml").write_text("clean:\n  keep_languages: [en]\n")
+    monkeypatch.setenv("TOKENMILL_RECIPES", str(recipes))
+
+    cli(["run", "--recipe", "lab", "--crawl", CRAWL, "--files-per-unit", "1"])
+    out = capsys.readouterr().out.split("runs succeeded")[0]
+    assert "FAILED" not in out
+    made = set(re.findall(r"\b(\w+/\w+)\b", out))
+    # the owner's stages up to its tokenizer, none below it; the chosen recipe's all
+    assert {"fineweb_en/deduplicated", "fineweb_en/tokenizer"} <= made
+    assert {"lab/deduplicated", "lab/tokenized_shards"} <= made
+    assert "fineweb_en/tokenized_shards" not in made
+    assert landed.exists("recipes/fineweb_en/tokenizer/tokenizer.json")
+    assert landed.list("recipes/lab/tokenized_shards/")
+    assert not landed.list("recipes/fineweb_en/tokenized_shards/")

@@ -32,9 +32,15 @@ def load_catalog(recipes: list[str] | None = None, dagster: bool = False) -> Cat
 
 def narrowed(catalog: Catalog, recipes: list[str] | None, dagster: bool = False) -> Catalog:
     """`catalog` with only the named recipes (every one without names), as the core or the
-    Dagster layer (asset keys) sees it."""
+    Dagster layer (asset keys) sees it; a recipe whose tokenizer a named one reads comes with
+    its stages up to that tokenizer."""
     chosen = tuple(catalog.recipe(name) for name in dict.fromkeys(recipes or catalog.names))
+    names = {d.prefix for d in chosen}
+    owners = dict.fromkeys(d.tokenizer_from for d in chosen if d.tokenizer_from not in names)
+    owners.pop(None, None)
     left = tuple(item for item in catalog.left_out if not recipes or item[0] in recipes)
+    from tokenmill.storage.layout import TOKENIZER
+
     if dagster:
         from tokenmill.data_assets.datasets import Catalog
     else:
@@ -45,6 +51,7 @@ def narrowed(catalog: Catalog, recipes: list[str] | None, dagster: bool = False)
         dataset(catalog.shared.recipe),
         tuple(dataset(d.recipe, d.prefix, d.tokenizer_from) for d in chosen),
         left,
+        tuple(dataset(catalog.recipe(name).recipe, name, until=TOKENIZER) for name in owners),
     )
 
 

@@ -58,6 +58,9 @@ class Dataset:
     recipe: Recipe
     prefix: str | None = None
     tokenizer_from: str | None = None
+    # The last stage it has, for a recipe taken in only to train the tokenizer another reads
+    # (`Catalog.lenders`); None: every stage.
+    until: str | None = None
 
     @property
     def stages(self) -> list[Stage]:
@@ -75,6 +78,8 @@ class Dataset:
         """Whether this dataset has an asset for `stage`."""
         if self.prefix is None:
             return stage.shared
+        if self.until is not None and _position(stage.name) > _position(self.until):
+            return False
         return not stage.shared and not (stage.name == TOKENIZER and self.tokenizer_from)
 
     def key_text(self, name: str) -> str:
@@ -93,6 +98,10 @@ class Dataset:
         return f"{self.prefix}__{name}" if self.prefix else name
 
 
+def _position(name: str) -> int:
+    return [stage.name for stage in pipeline.STAGES].index(name)
+
+
 class UnknownRecipeError(ValueError):
     """A recipe name that is not among the valid recipes: the message says why (left out,
     and what is wrong with its file) and names the valid ones."""
@@ -105,6 +114,9 @@ class Catalog:
     shared: Dataset
     recipes: tuple[Dataset, ...]
     left_out: tuple[tuple[str, str], ...] = field(default=())  # (recipe name, why)
+    # Recipes not chosen whose tokenizer a chosen one reads: their stages up to it
+    # (`Dataset.until`), so that a run of the chosen recipes makes it.
+    lenders: tuple[Dataset, ...] = field(default=())
     dataset_type: ClassVar[type[Dataset]] = Dataset
 
     @classmethod
@@ -141,7 +153,7 @@ class Catalog:
 
     @property
     def datasets(self) -> tuple[Dataset, ...]:
-        return (self.shared, *self.recipes)
+        return (self.shared, *self.recipes, *self.lenders)
 
     def serving(self, stage: Stage) -> tuple[Dataset, ...]:
         """The datasets that have an asset for `stage`."""
