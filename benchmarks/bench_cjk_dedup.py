@@ -418,6 +418,11 @@ def main(argv: list[str] | None = None) -> None:
             # their Jaccard): what a found pair costs when it is wrong, a unrelated document
             planted = {p for p in clusters if docs[p[0]].base == docs[p[1]].base}
             planted_precision = len(planted) / len(clusters) if clusters else 1.0
+            # what dedup decides per document: has it a near-duplicate (true: a partner at the
+            # threshold or above; found: in a cluster of two or more)
+            doc_recall, doc_precision = scores(
+                {i for pair in truth for i in pair}, {i for pair in clusters for i in pair}
+            )
             mode = "segmented" if segmented else "raw (no segmenter)"
             figures = {
                 "language": language,
@@ -434,6 +439,8 @@ def main(argv: list[str] | None = None) -> None:
                 "recall_outside_region": round(clear_recall, 3),
                 "precision_outside_region": round(clear_precision, 3),
                 "precision_planted": round(planted_precision, 3),
+                "document_recall": round(doc_recall, 3),
+                "document_precision": round(doc_precision, 3),
                 "cross_language_cluster_pairs": cross,
             }
             results.append(list(figures.values())[:-1])
@@ -453,7 +460,9 @@ def main(argv: list[str] | None = None) -> None:
         f"cluster pairs: in one connected component; bucket pairs: sharing a band or the exact "
         f"hash. Outside: pairs whose true Jaccard lies in the threshold region [{low}, {high}) "
         f"(LSH finds them with a probability between 1 % and 99 %) left out of both sides. "
-        f"Precision planted: found pairs that are copies of one base document."
+        f"Precision planted: found pairs that are copies of one base document. Document "
+        f"recall and precision: documents with a near-duplicate (a partner at the threshold or "
+        f"above) against documents in a cluster of two or more."
     )
     print_table(
         "near-duplicate pairs found by MinHash LSH, per language, with and without segmentation",
@@ -472,6 +481,8 @@ def main(argv: list[str] | None = None) -> None:
             "recall outside",
             "precision outside",
             "precision planted",
+            "document recall",
+            "document precision",
         ],  # fmt: skip
         results,
     )
@@ -490,10 +501,12 @@ def main(argv: list[str] | None = None) -> None:
         )
     for language in ("zh", "ja"):
         seg = next(f for name, f, lang in lines if lang == language and "raw" not in name)
-        met = seg["recall"] >= TARGET and seg["precision_planted"] >= TARGET
+        met = min(seg["recall"], seg["precision_planted"], seg["document_recall"],
+                  seg["document_precision"]) >= TARGET  # fmt: skip
         print(f"{language}: recall {seg['recall']}, precision of planted pairs "
-              f"{seg['precision_planted']} ({'meet' if met else 'MISS'} the {TARGET} target); "
-              f"precision against the Jaccard threshold {seg['precision']}")  # fmt: skip
+              f"{seg['precision_planted']}, documents {seg['document_recall']} / "
+              f"{seg['document_precision']} ({'meet' if met else 'MISS'} the {TARGET} target); "
+              f"pair precision against the Jaccard threshold {seg['precision']}")  # fmt: skip
     if salt and (salt["ja copy as the stage sees it (ja words, salted)"] or
                  salt["clustered with the ja copy"] == "yes"):  # fmt: skip
         print("SALT CHECK FAILED: the ja-labelled copy shares keys with the zh page")
