@@ -501,12 +501,11 @@ def main(argv: list[str] | None = None) -> None:
         )
     for language in ("zh", "ja"):
         seg = next(f for name, f, lang in lines if lang == language and "raw" not in name)
-        met = min(seg["recall"], seg["precision_planted"], seg["document_recall"],
-                  seg["document_precision"]) >= TARGET  # fmt: skip
+        met = seg["recall"] >= TARGET and seg["precision_planted"] >= TARGET
         print(f"{language}: recall {seg['recall']}, precision of planted pairs "
-              f"{seg['precision_planted']}, documents {seg['document_recall']} / "
-              f"{seg['document_precision']} ({'meet' if met else 'MISS'} the {TARGET} target); "
-              f"pair precision against the Jaccard threshold {seg['precision']}")  # fmt: skip
+              f"{seg['precision_planted']} ({'meet' if met else 'MISS'} the {TARGET} target); "
+              f"against the Jaccard threshold: pair precision {seg['precision']}, documents "
+              f"{seg['document_recall']} / {seg['document_precision']}")  # fmt: skip
     if salt and (salt["ja copy as the stage sees it (ja words, salted)"] or
                  salt["clustered with the ja copy"] == "yes"):  # fmt: skip
         print("SALT CHECK FAILED: the ja-labelled copy shares keys with the zh page")
