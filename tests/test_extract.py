@@ -391,3 +391,28 @@ def test_line_clean_up_matches_its_definition():
         assert _lines(text) == lines(text)
         assert _without_repeats(_lines(text)) == without_repeats(lines(text))
         assert len(text.replace("\ufeff", "").split()) == len(lines(text).split())
+
+
+def test_fewer_words_answers_as_counting_every_word_would():
+    from tokenmill.crawl.extract import _fewer_words, _word_count
+
+    rng = random.Random(5)
+    pieces = ["word", "два", "—", "中文字", "日本語の", "ไทย", " ", "\n", "  ", "x" * 40]
+    texts = ["", "中" * 500, "a " * 199, "a " * 200, "é " * 150 + "中" * 120]
+    for _ in range(400):
+        texts.append("".join(rng.choice(pieces) for _ in range(rng.randrange(1, 900))))
+    for text in texts:
+        for limit in (1, 50, 200):
+            assert _fewer_words(text, limit) == (_word_count(text) < limit), (text[:60], limit)
+
+
+def test_a_pages_words_are_compared_as_counting_them_all_would():
+    from tokenmill.crawl.extract import FALLBACK_SHARE, PageWords, _word_count
+
+    rng = random.Random(6)
+    pieces = ["word", "中文字", "—", " ", "\n", "\ufeff"]
+    for _ in range(300):
+        page = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 2500)))
+        total = _word_count(page)
+        for words in {0, 1, total // 4, int(total * FALLBACK_SHARE), rng.randrange(0, 400)}:
+            assert PageWords(page).share_exceeds(words) == (words < FALLBACK_SHARE * total)

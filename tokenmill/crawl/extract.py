@@ -147,12 +147,13 @@ def _word_count(text: str) -> int:
 
 def _fewer_words(text: str, limit: int) -> bool:
     """``_word_count(text) < limit`` without splitting a long text to its end, nor copying
-    it: a start holding ``limit`` words answers (a word cut at its end is still one)."""
-    if not text.isascii() and _UNSPACED.search(text):
-        return _word_count(text) < limit
+    it: a start holding ``limit`` words answers (a word cut at its end is still one), before
+    the text is searched for scripts without spaces (which only add words)."""
     head = text[: 16 * limit]
     if len(head.split(maxsplit=limit)) >= limit:
         return False
+    if not text.isascii() and _UNSPACED.search(text):
+        return _word_count(text) < limit
     return len(head) == len(text) or len(text.split(maxsplit=limit)) < limit
 
 
@@ -181,9 +182,8 @@ def main_content_route(html: str, fallback: bool) -> tuple[str, str]:
     tree = HTMLTree.parse(html)
     text, route = _resiliparse(tree, main_content=True, comments=False), ROUTES[0]
     if _fewer_words(text, FALLBACK_MAX_WORDS):
-        page = _plain_text(tree, main_content=False)
-        # _word_count(_lines(page)): _lines changes no word but a byte-order mark's
-        page_words = _word_count(page.replace("\ufeff", ""))
+        # the words of _lines(page): _lines changes no word but a byte-order mark's
+        page_words = PageWords(_plain_text(tree, main_content=False).replace("\ufeff", ""))
         if looks_lost(text, page_words):
             if _has_comment_sections(tree):
                 text = _resiliparse(tree, main_content=True, comments=True)
@@ -193,7 +193,9 @@ def main_content_route(html: str, fallback: bool) -> tuple[str, str]:
     return _without_repeats(text), route
 
 
-def _recovered(tree: HTMLTree, html: str, text: str, page_words: int) -> tuple[str, str] | None:
+def _recovered(
+    tree: HTMLTree, html: str, text: str, page_words: PageWords
+) -> tuple[str, str] | None:
     """What replaces a main content that looks lost, and its route: nothing when it is the
     page's marked main region (``covers``); that region's text when it does not look lost
     itself (a documentation page's tables and lists, which resiliparse drops as boilerplate);
@@ -209,11 +211,31 @@ def _recovered(tree: HTMLTree, html: str, text: str, page_words: int) -> tuple[s
     return (recovered, ROUTES[3]) if recovered else None
 
 
-def looks_lost(main_text: str, page_words: int) -> bool:
+class PageWords:
+    """A whole page's words (as ``_word_count`` counts them), counted only as far as a
+    comparison needs: a long page's text is neither split to its end nor searched for
+    scripts without spaces."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def share_exceeds(self, words: int) -> bool:
+        """Whether ``FALLBACK_SHARE`` of the page's words is more than ``words``."""
+        needed = int(words / FALLBACK_SHARE)  # the fewest page words whose share is more
+        while needed > 0 and FALLBACK_SHARE * (needed - 1) > words:
+            needed -= 1
+        while not FALLBACK_SHARE * needed > words:
+            needed += 1
+        return not _fewer_words(self.text, needed)
+
+
+def looks_lost(main_text: str, page_words: PageWords) -> bool:
     """Whether a main content looks like it lost the page's content: it is short and a small
     share of the whole page's words."""
     words = _word_count(main_text)
-    return words < FALLBACK_MAX_WORDS and words < FALLBACK_SHARE * page_words
+    return words < FALLBACK_MAX_WORDS and page_words.share_exceeds(words)
 
 
 # A page's own mark of its main content. Documentation sites put their navigation beside it, and
