@@ -8,6 +8,7 @@ language's kept share is within 10 points of English's.
     uv run python benchmarks/bench_languages.py --corpus debian-guide
     uv run python benchmarks/bench_languages.py --corpus debian-reference
     uv run python benchmarks/bench_languages.py --corpus gnome-help
+    uv run python benchmarks/bench_languages.py --corpus debian-handbook
     uv run python benchmarks/bench_languages.py --corpus DIR        # DIR/<label>.txt files
     uv run python benchmarks/bench_languages.py --languages en,ja,zh --recipe my_recipe.yaml
 
@@ -31,6 +32,10 @@ Corpora (nothing is copied into the repository; they are fetched once into the c
 - ``gnome-help``: GNOME's desktop help, Debian's package ``gnome-user-docs`` (CC-BY-SA 3.0;
   `apt-get download`), the 15 languages it translates nearly whole and English: every topic
   (one page each) of at least 60 English words that all of them have translated.
+- ``debian-handbook``: The Debian Administrator's Handbook, Debian's package
+  ``debian-handbook`` (GPL-2+ or CC-BY-SA 3.0; `apt-get download`), 26 translations of a book
+  of prose around commands and files: pages as the installation guide's (one per HTML file of
+  at least 150 English words, left out where the translation is incomplete).
 - a directory: one ``<label>.txt`` per language (the label is the page's true language, ISO 639-1
   as the language ID reports it, e.g. ``en``, ``zh``, ``zh-Hant``), paragraphs separated by blank
   lines; a page is a window of WINDOW paragraphs (6), moved by STEP (1).
@@ -39,12 +44,14 @@ Every page is ``<title>`` + ``<h1>`` + an ``<h2>`` and ``<p>``s per section, one
 all languages. The recipe is the code's default clean settings with ``keep_languages: []`` (every
 language kept by language ID), or ``--recipe FILE``'s clean section (keep_languages still []
 unless --recipe-languages). Per true language: pages, pages kept and the share, the delta to
-English's share in points, the label the language ID gave most often and on how many pages it
-differed from the true one, and the top reasons pages were dropped (``filter:rule`` from
-rejected.parquet's filter and reason, extraction's drops as ``extract:...``): the first filter
-that dropped a page, as the chain stops there. A second table gives the share of each
+English's share in points (a book's partial translation: to English's on the same pages), the
+label the language ID gave most often and on how many pages it differed from the true one, and
+the top reasons pages were dropped (``filter:rule`` from rejected.parquet's filter and reason,
+extraction's drops as ``extract:...``): the first filter that dropped a page, as the chain
+stops there. A second table gives the share of each
 language's pages every filter would drop on its own, what is left to fix behind the first.
-Prints both markdown tables, then "N of M languages within 10 points of English", and appends
+Prints both markdown tables, then "N of M languages within 10 points of English" (of those
+with at least MIN_PAGES pages, or as many as English), and appends
 the run to benchmarks/results.jsonl (BENCH_RESULTS=/tmp/trial.jsonl for a trial). The UDHR's
 ~900 pages take a few seconds.
 """
@@ -86,6 +93,7 @@ from tokenmill.storage.outputs import read_batches, read_table  # noqa: E402
 
 CRAWL = "CC-MAIN-BENCH-LANGUAGES"
 SITE = "parallel.example"
+MIN_PAGES = 10  # a language with fewer pages is listed, not counted
 TARGET_POINTS = 10.0
 CACHE_ENV = "TOKENMILL_BENCH_CACHE"
 DEFAULT_CACHE = Path.home() / ".cache" / "tokenmill-bench"
@@ -154,6 +162,41 @@ GUIDE_DIRS = {
     "vi": "vi",
     "zh": "zh_CN",
 }
+HANDBOOK_PACKAGE = "debian-handbook"
+# label -> the handbook's folder under usr/share/doc/debian-handbook/html/
+HANDBOOK_DIRS = {
+    "en": "en-US",
+    "ar": "ar-MA",
+    "ca": "ca-ES",
+    "cs": "cs-CZ",
+    "da": "da-DK",
+    "de": "de-DE",
+    "el": "el-GR",
+    "es": "es-ES",
+    "fa": "fa-IR",
+    "fr": "fr-FR",
+    "hr": "hr-HR",
+    "id": "id-ID",
+    "it": "it-IT",
+    "ja": "ja-JP",
+    "ko": "ko-KR",
+    "nb": "nb-NO",
+    "nl": "nl-NL",
+    "pl": "pl-PL",
+    "pt": "pt-BR",
+    "ro": "ro-RO",
+    "ru": "ru-RU",
+    "sv": "sv-SE",
+    "tr": "tr-TR",
+    "vi": "vi-VN",
+    "zh": "zh-CN",
+    "zh-Hant": "zh-TW",
+}
+# corpus -> (package, its folder holding a folder per language, label -> that folder)
+BOOKS = {
+    "debian-guide": (GUIDE_PACKAGE, f"usr/share/doc/{GUIDE_PACKAGE}", GUIDE_DIRS),
+    "debian-handbook": (HANDBOOK_PACKAGE, f"usr/share/doc/{HANDBOOK_PACKAGE}/html", HANDBOOK_DIRS),
+}
 REFERENCE_PACKAGE = "debian-reference-{}"
 # label -> the Debian Reference's language in its package's and files' names (ch01.<it>.html)
 REFERENCE_LANGUAGES = {
@@ -202,6 +245,7 @@ RULE = re.compile(r"([A-Za-z_][\w.-]*)")
 class Section:
     heading: str
     paragraphs: list[str]
+    key: str = ""  # where it comes from (a book's file), the same in every language
 
 
 @dataclass
@@ -218,6 +262,12 @@ class Page:
     index: int
     title: str
     sections: list[Section]
+
+    @property
+    def key(self) -> str:
+        """The page's sections' keys: the same page in every language ("" if unknown)."""
+        keys = [section.key for section in self.sections]
+        return "|".join(keys) if all(keys) else ""
 
     @property
     def url(self) -> str:
@@ -250,6 +300,8 @@ class Row:
     drops: Counter = field(default_factory=Counter)
     # pages each of the recipe's filters would drop on its own (the chain stops at the first)
     alone: Counter = field(default_factory=Counter)
+    # English's kept share on the pages this language has (where a translation is partial)
+    english_here: float | None = None
 
     @property
     def share(self) -> float:
@@ -289,7 +341,8 @@ def fetch_udhr(cache: Path) -> Path:
 
 
 class _Prose(HTMLParser):
-    """The title, headings (h1-h3) and paragraphs of an HTML file, in order; <pre> left out."""
+    """The title, headings (h1-h3) and paragraphs (<p>, or DocBook's <div class="para">) of an
+    HTML file, in order; <pre> left out."""
 
     BLOCKS = {"title", "h1", "h2", "h3", "p"}
 
@@ -299,16 +352,28 @@ class _Prose(HTMLParser):
         self._open: str | None = None
         self._text: list[str] = []
         self._pre = 0
+        self._divs = 0  # divs open inside an open <div class="para">
 
     def handle_starttag(self, tag, attrs):
         if tag == "pre":
             self._pre += 1
+        elif tag == "div" and self._open == "div":
+            self._divs += 1
+        elif tag == "div" and self._open is None and ("class", "para") in attrs:
+            self._open, self._text, self._divs = "div", [], 0
         elif tag in self.BLOCKS and self._open is None:
             self._open, self._text = tag, []
 
     def handle_endtag(self, tag):
         if tag == "pre":
             self._pre = max(0, self._pre - 1)
+        elif tag == "div" and self._open == "div" and self._divs:
+            self._divs -= 1
+        elif tag == "div" and self._open == "div":
+            text = " ".join("".join(self._text).split())
+            if text:
+                self.blocks.append(("p", text))
+            self._open = None
         elif tag == self._open:
             text = " ".join("".join(self._text).split())
             if text:
@@ -346,7 +411,7 @@ def guide_document(folder: Path, files: list[str]) -> Document:
     for name in files:
         blocks = prose_blocks((folder / name).read_text(encoding="utf-8", errors="replace"))
         heading = next((text for tag, text in blocks if tag == "title"), name)
-        sections.append(Section(heading, [text for tag, text in blocks if tag == "p"]))
+        sections.append(Section(heading, [text for tag, text in blocks if tag == "p"], name))
     return Document(sections[0].heading if sections else "", sections)
 
 
@@ -439,7 +504,7 @@ def reference_paragraphs(chapters: Path, code: str) -> list[str]:
     ]
 
 
-CORPORA = ("udhr", "debian-guide", "debian-reference", "gnome-help")
+CORPORA = ("udhr", "debian-guide", "debian-reference", "gnome-help", "debian-handbook")
 
 
 def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[str, Document]:
@@ -451,17 +516,16 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
         if unknown:
             raise SystemExit(f"no UDHR text for {unknown}; known: {', '.join(UDHR_FILES)}")
         return {label: udhr_document(folder / f"{UDHR_FILES[label]}.html") for label in wanted}
-    if corpus == "debian-guide":
-        docs = fetch_packages(
-            cache, "debian-guide", [GUIDE_PACKAGE], f"usr/share/doc/{GUIDE_PACKAGE}"
-        )
-        wanted = [label for label in (languages or GUIDE_DIRS) if label in GUIDE_DIRS]
-        if missing := sorted(set(languages or ()) - set(GUIDE_DIRS)):
-            print(f"(the Debian guide has no {missing}: left out)", file=sys.stderr)
+    if corpus in BOOKS:
+        package, inside, dirs = BOOKS[corpus]
+        docs = fetch_packages(cache, corpus, [package], inside)
+        wanted = [label for label in (languages or dirs) if label in dirs]
+        if missing := sorted(set(languages or ()) - set(dirs)):
+            print(f"({corpus} has no {missing}: left out)", file=sys.stderr)
         names = set.intersection(
-            *({p.name for p in (docs / GUIDE_DIRS[label]).glob("*.html")} for label in wanted)
+            *({p.name for p in (docs / dirs[label]).glob("*.html")} for label in wanted)
         )
-        english_folder = docs / GUIDE_DIRS["en"]
+        english_folder = docs / dirs["en"]
         files = sorted(
             name
             for name in names
@@ -472,11 +536,11 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
             )
             >= GUIDE_MIN_ENGLISH_WORDS
         )
-        english = guide_document(docs / GUIDE_DIRS["en"], files)
+        english = guide_document(docs / dirs["en"], files)
         return {
             label: english
             if label == "en"
-            else translated(guide_document(docs / GUIDE_DIRS[label], files), english)
+            else translated(guide_document(docs / dirs[label], files), english)
             for label in wanted
         }
     if corpus == "gnome-help":
@@ -604,7 +668,8 @@ def measure(pages: list[Page], settings: CleanSettings, root: Path, workers: int
     rows = {label: Row(label, 0, 0) for label in dict.fromkeys(p.label for p in pages)}
     for page in pages:
         rows[page.label].pages += 1
-    for url in kept["url"]:
+    kept_urls = set(kept["url"])
+    for url in kept_urls:
         rows[label_of[url]].kept += 1
     found: dict[str, Counter] = {label: Counter() for label in rows}
     for url, language, text in extracted.iter_rows():
@@ -617,6 +682,11 @@ def measure(pages: list[Page], settings: CleanSettings, root: Path, workers: int
     for url, flt, reason in rejected.iter_rows():
         if url in label_of:
             rows[label_of[url]].drops[drop_reason(flt, reason)] += 1
+    english_kept = {p.key: p.url in kept_urls for p in pages if p.label == "en" and p.key}
+    for label, row in rows.items():
+        keys = [p.key for p in pages if p.label == label]
+        if label != "en" and keys and all(key in english_kept for key in keys):
+            row.english_here = 100.0 * sum(english_kept[key] for key in keys) / len(keys)
     for name, urls in filters_alone(lake, unit, settings).items():
         for row in rows.values():
             row.alone[name] = 0
@@ -650,8 +720,15 @@ def reference(rows: list[Row], label: str = "en") -> Row:
     return next((row for row in rows if row.label == label), rows[0])
 
 
+def delta(row: Row, rows: list[Row]) -> float:
+    """Points from English's kept share: on the same pages where the language has only some
+    of them (a partial translation), else on all."""
+    english = reference(rows).share if row.english_here is None else row.english_here
+    return row.share - english
+
+
 def table_rows(rows: list[Row], top: int = 3) -> list[dict]:
-    english = reference(rows).share
+    partial = any(row.english_here is not None for row in rows)
     return [
         {
             "language": row.label,
@@ -659,7 +736,12 @@ def table_rows(rows: list[Row], top: int = 3) -> list[dict]:
             "chars/page": round(row.chars / row.pages) if row.pages else 0,
             "kept": row.kept,
             "kept %": round(row.share, 1),
-            "Δ en (points)": round(row.share - english, 1),
+            **(
+                {"en same pages %": "" if row.english_here is None else round(row.english_here, 1)}
+                if partial
+                else {}
+            ),
+            "Δ en (points)": round(delta(row, rows), 1),
             "identified as": row.identified,
             "ID differs": row.misidentified,
             "top drop reasons": "; ".join(f"{why} ×{n}" for why, n in row.drops.most_common(top)),
@@ -695,13 +777,21 @@ def markdown(table: list[dict]) -> str:
 
 
 def within(rows: list[Row], points: float = TARGET_POINTS) -> tuple[int, int]:
-    english = reference(rows).share
-    return sum(abs(row.share - english) <= points for row in rows), len(rows)
+    """Languages within ``points`` of English, of those with at least MIN_PAGES pages (or as
+    many as English's): a book's translation of a few pages says little."""
+    counted = [row for row in rows if row.pages >= fewest(rows)]
+    return sum(abs(delta(row, rows)) <= points for row in counted), len(counted)
+
+
+def fewest(rows: list[Row]) -> int:
+    return min(MIN_PAGES, reference(rows).pages)
 
 
 def summary_line(rows: list[Row]) -> str:
     good, total = within(rows)
-    return f"{good} of {total} languages within {TARGET_POINTS:g} points of English"
+    fewer = sum(row.pages < fewest(rows) for row in rows)
+    left = f" ({fewer} with fewer than {fewest(rows)} pages not counted)" if fewer else ""
+    return f"{good} of {total} languages within {TARGET_POINTS:g} points of English{left}"
 
 
 # --- main -------------------------------------------------------------------------------------
@@ -758,7 +848,9 @@ def main(argv: list[str] | None = None) -> None:
     corpus = load_corpus(args.corpus, languages, cache_dir(args.cache))
     if "en" not in corpus:
         print("(no en in the corpus: deltas are to the first language)", file=sys.stderr)
-    window = args.window or (1 if args.corpus in ("debian-guide", "gnome-help") else 6)
+    window = args.window or (
+        1 if args.corpus in ("debian-guide", "gnome-help", "debian-handbook") else 6
+    )
     args.step = args.step or (6 if args.corpus == "debian-reference" else 1)
     pages = [
         page

@@ -5,6 +5,9 @@ measures against the English original, for the fair defaults (``LanguageDefaults
   quality's alpha-word share) is than English's. A translation holds about as many punctuation
   and number tokens as its original, but not as many words (articles, compounds, cases), so the
   share moves with the language, not with the page's quality.
+- ``word_ratios``: how many words the translation takes per English word (the median over the
+  pages of the same sections): with fewer words, the same numbers, commands and symbols of a
+  technical page are a larger share of them.
 - ``stop_words``: how many distinct stop words (the language's FineWeb-2 list) 19 pages in 20
   hold at least, where that is fewer than 2 (FineWeb's minimum): a list drawn from a skewed
   reference text (Tamil's: an encyclopedia of villages) misses the function words of plain
@@ -128,6 +131,7 @@ def measured(label: str, path: Path) -> tuple[pl.DataFrame, pl.Series] | None:
     return signals.select(
         share=pl.col("gopher_quality.n_alpha") / pl.col("gopher_quality.n_words"),
         stop_words=pl.col("gopher_quality.n_stop"),
+        words=pl.col("gopher_quality.n_words"),
     ), pl.Series("language_score", scores, dtype=pl.Float64)
 
 
@@ -152,10 +156,14 @@ def main() -> None:
         label: max(frames, key=lambda found: found[0]["stop_words"].median())
         for label, frames in pages.items()
     }
-    english = statistics.median(joined.pop("en")[0]["share"].to_list())
-    offsets, stop_words, scores = {}, {}, {}
+    english_pages = joined.pop("en")[0]
+    english = statistics.median(english_pages["share"].to_list())
+    offsets, word_ratios, stop_words, scores = {}, {}, {}, {}
     for label, (found, language_scores) in sorted(joined.items()):
         offsets[label] = round(statistics.median(found["share"].to_list()) - english, 3)
+        if len(found) == len(english_pages):  # the same sections on every page
+            ratios = (found["words"] / english_pages["words"]).to_list()
+            word_ratios[label] = round(statistics.median(ratios), 3)
         fewest = int(np.floor(np.percentile(found["stop_words"].to_numpy(), REACHED_PERCENTILE)))
         if fewest < MIN_STOP_WORDS:
             stop_words[label] = fewest
@@ -171,6 +179,7 @@ def main() -> None:
                 f"sections ({SCORE_WINDOW} for language scores); written by scripts/parity.py",
                 "english_median_alpha_share": round(english, 3),
                 "alpha_offsets": offsets,
+                "word_ratios": word_ratios,
                 "stop_words": stop_words,
                 "language_scores": scores,
             },

@@ -55,9 +55,11 @@ class LanguageDefaults:
     joins: tuple[str, ...] = ()
     # Measured on its translation of a text English also has (``parity.json``, written by
     # scripts/parity.py; None: not measured): how much lower (negative) or higher its
-    # alpha-word share is than English's; how many distinct stop words, and which score of the
-    # bundled language-ID model, 19 pages in 20 reach at least, where under FineWeb's minimum.
+    # alpha-word share is than English's; how many words it takes per English word; how many
+    # distinct stop words, and which score of the bundled language-ID model, 19 pages in 20
+    # reach at least, where under FineWeb's minimum.
     alpha_offset: float | None = None
+    word_ratio: float | None = None
     stop_words_reached: int | None = None
     language_score_reached: float | None = None
 
@@ -72,8 +74,10 @@ class LanguageDefaults:
     def fair_settings_of(self, filter_name: str, english: Mapping[str, Any]) -> dict[str, Any]:
         """``settings_of``, each of the language's own thresholds no stricter than FineWeb's
         English value (``english``: the filter's defaults), the alpha-word share's minimum
-        English's, lowered by the language's ``alpha_offset`` where its words hold fewer
-        letters on the same text (so the same page passes as its English original would), and
+        English's, lowered where the language's words hold fewer letters on the same text
+        (its ``alpha_offset``) or where it says the same in fewer words, so that numbers and
+        commands weigh more (``word_ratio``): the same page passes as its English original
+        would (``_alpha_share``), and
         the minimum of stop words no more than its plain prose reaches
         (``stop_words_reached``)."""
         own = self.filters.get(filter_name, _EMPTY)
@@ -83,13 +87,28 @@ class LanguageDefaults:
         }
         if ALPHA_SHARE in english and self.alpha_offset is not None and english[ALPHA_SHARE]:
             # measured with our words (FineWeb-2's value: with its own word tokenizers)
-            shifted = english[ALPHA_SHARE] + min(self.alpha_offset, 0.0)
-            values[ALPHA_SHARE] = max(0.0, round(shifted, 3))
+            values[ALPHA_SHARE] = max(0.0, round(self._alpha_share(english[ALPHA_SHARE]), 3))
         if MIN_STOP_WORDS in english and self.stop_words_reached is not None:
             minimum = values.get(MIN_STOP_WORDS, english[MIN_STOP_WORDS])
             if minimum is not None:
                 values[MIN_STOP_WORDS] = min(minimum, self.stop_words_reached)
         return values
+
+    def _alpha_share(self, threshold: float) -> float:
+        """The minimum alpha-word share at which a page passes as its English original with
+        ``threshold`` would. English prose has a share ``plain`` (the rest: punctuation); at
+        its threshold a page holds ``extra = plain / threshold - 1`` tokens without a letter
+        (numbers, commands, symbols) per English prose token. The same page in this language
+        holds its prose in ``word_ratio`` times as many tokens, ``own`` of them with a letter,
+        and about as many of those other tokens: its share is ``own * word_ratio / (word_ratio
+        + extra)``. Never above ``threshold``; without a word ratio (or for a threshold above
+        English prose's share) English's lowered by the offset."""
+        plain = _english_share()
+        extra = plain / threshold - 1
+        if self.word_ratio is None or extra <= 0:
+            return threshold + min(self.alpha_offset, 0.0)
+        own = plain + self.alpha_offset
+        return min(threshold, own * self.word_ratio / (self.word_ratio + extra))
 
 
 @cache
@@ -109,8 +128,14 @@ def _parity() -> dict[str, dict[str, Any]]:
     languages = _data()["languages"]
     return {
         table: {languages[label]["config"]: value for label, value in data[table].items()}
-        for table in ("alpha_offsets", "stop_words", "language_scores")
+        for table in ("alpha_offsets", "word_ratios", "stop_words", "language_scores")
     }
+
+
+@cache
+def _english_share() -> float:
+    data = json.loads(files(__package__).joinpath("parity.json").read_text("utf-8"))
+    return data["english_median_alpha_share"]
 
 
 @cache
@@ -159,6 +184,7 @@ def language_defaults(label: str) -> LanguageDefaults:
         word_tokenizer=entry.get("word_tokenizer"),
         joins=tuple(_joins().get(label) or _joins().get(entry["config"]) or ()),
         alpha_offset=_parity()["alpha_offsets"].get(entry["config"]),
+        word_ratio=_parity()["word_ratios"].get(entry["config"]),
         stop_words_reached=_parity()["stop_words"].get(entry["config"]),
         language_score_reached=_parity()["language_scores"].get(entry["config"]),
     )
