@@ -948,7 +948,9 @@ def main() -> None:
             SECTIONS[section]()
             inputs[section] = SECTION_INPUTS[section]
     ran = [] if len(inputs) == len(SECTIONS) else sorted(inputs, key=list(SECTIONS).index)
-    record(" ".join(["bench_clean", *ran]), TABLES, inputs)
+    given = [f"--{name}" for name in ("pages", "warcs") if getattr(arguments, name) is not None]
+    suffix = f": {' '.join(given)}" if given and "stage-vs-bare" in inputs else ""
+    record(" ".join(["bench_clean", *ran]) + suffix, TABLES, inputs)
 
 
 if __name__ == "__main__":
