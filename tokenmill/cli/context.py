@@ -35,12 +35,15 @@ def narrowed(catalog: Catalog, recipes: list[str] | None, dagster: bool = False)
     Dagster layer (asset keys) sees it; a recipe whose tokenizer a named one reads comes with
     its stages up to that tokenizer."""
     chosen = tuple(catalog.recipe(name) for name in dict.fromkeys(recipes or catalog.names))
-    names = {d.prefix for d in chosen}
-    owners = dict.fromkeys(d.tokenizer_from for d in chosen if d.tokenizer_from not in names)
-    owners.pop(None, None)
-    left = tuple(item for item in catalog.left_out if not recipes or item[0] in recipes)
     from tokenmill.storage.layout import TOKENIZER
 
+    names = {d.prefix for d in chosen}
+    owners = [
+        name
+        for name in dict.fromkeys(d.tokenizer_from for d in chosen if d.tokenizer_from)
+        if name not in names
+    ]
+    left = tuple(item for item in catalog.left_out if not recipes or item[0] in recipes)
     if dagster:
         from tokenmill.data_assets.datasets import Catalog
     else:

@@ -122,9 +122,14 @@ def _joins() -> dict[str, list[str]]:
 
 
 @cache
+def _parity_file() -> dict[str, Any]:
+    return json.loads(files(__package__).joinpath("parity.json").read_text("utf-8"))
+
+
+@cache
 def _parity() -> dict[str, dict[str, Any]]:
     """``parity.json``'s tables, each by config name."""
-    data = json.loads(files(__package__).joinpath("parity.json").read_text("utf-8"))
+    data = _parity_file()
     languages = _data()["languages"]
     return {
         table: {languages[label]["config"]: value for label, value in data[table].items()}
@@ -132,10 +137,8 @@ def _parity() -> dict[str, dict[str, Any]]:
     }
 
 
-@cache
 def _english_share() -> float:
-    data = json.loads(files(__package__).joinpath("parity.json").read_text("utf-8"))
-    return data["english_median_alpha_share"]
+    return _parity_file()["english_median_alpha_share"]
 
 
 @cache
