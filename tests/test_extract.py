@@ -120,6 +120,17 @@ def test_trafilatura_recovers_what_resiliparse_loses():
     assert text.count("the soil stays cold") == 8
 
 
+def test_a_main_content_trimmed_rather_than_lost_is_kept_as_resiliparse_found_it():
+    """A tenth of the page's words: trafilatura's gain on such pages is near zero for its cost."""
+    note = "<article><p>" + "A short note on winter beds and the straw that covers them. " * 2
+    html = SIDEBAR_PAGE.replace(
+        "<div class='sidebar'>", note + "</p></article><div class='sidebar'>"
+    )
+    text, route = main_content_route(html, fallback=True)
+    assert route != "trafilatura"
+    assert text.startswith("A short note on winter beds") and "the soil stays cold" not in text
+
+
 TOC = "".join(
     f"<li><a href='/lib/m{i}.html'>module{i} tools for task {i}</a></li>" for i in range(60)
 )
@@ -407,12 +418,13 @@ def test_fewer_words_answers_as_counting_every_word_would():
 
 
 def test_a_pages_words_are_compared_as_counting_them_all_would():
-    from tokenmill.crawl.extract import FALLBACK_SHARE, PageWords, _word_count
+    from tokenmill.crawl.extract import FALLBACK_SHARE, TRAFILATURA_SHARE, PageWords, _word_count
 
     rng = random.Random(6)
     pieces = ["word", "中文字", "—", " ", "\n", "\ufeff"]
     for _ in range(300):
         page = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 2500)))
         total = _word_count(page)
-        for words in {0, 1, total // 4, int(total * FALLBACK_SHARE), rng.randrange(0, 400)}:
-            assert PageWords(page).share_exceeds(words) == (words < FALLBACK_SHARE * total)
+        for share in (FALLBACK_SHARE, TRAFILATURA_SHARE):
+            for words in {0, 1, total // 4, int(total * share), rng.randrange(0, 400)}:
+                assert PageWords(page).share_exceeds(words, share) == (words < share * total)

@@ -4,8 +4,9 @@ bounded decompression, is `tokenmill.crawl.http_messages`).
 Extractors (``EXTRACTORS``): ``resiliparse`` (its main-content heuristics, fast), ``trafilatura``
 (slower, the library as it comes) and ``hybrid`` (the default): resiliparse, and where its main
 content looks lost (``looks_lost``) on a page small enough (``FALLBACK_MAX_TAGS``), the page's
-marked main region when that text is not it and does not look lost itself (``main_region``), else
-trafilatura (``fast`` mode, no comments, without ``<nav>`` and ``<footer>``). The route depends on
+marked main region when that text is not it and does not look lost itself (``main_region``), else,
+when it holds under ``TRAFILATURA_SHARE`` of the page's words, trafilatura (``fast`` mode, no
+comments, without ``<nav>`` and ``<footer>``). The route depends on
 the page alone, never on what a recipe keeps (languages, thresholds): extraction is shared by
 every recipe.
 Both resiliparse-based extractors first drop comment sections and keep them only when nothing
@@ -62,6 +63,11 @@ DEFAULT_EXTRACTOR = "hybrid"
 # and 25 of them go to trafilatura (see benchmarks/bench_clean.py).
 FALLBACK_MAX_WORDS = 200
 FALLBACK_SHARE = 0.3
+# trafilatura costs ~40 resiliparse pages per page; it replaces a lost main content only when
+# that text is under this share of the page's words. Between it and FALLBACK_SHARE, its gain
+# is near zero on wcxb-dev-sample, scrapinghub and trafilatura's own evaluation set (pages
+# trimmed, not lost); below it, the gain is most of what the fallback brings.
+TRAFILATURA_SHARE = 0.05
 # trafilatura's time grows with the page's element count ("<" is a cheap proxy): above this a
 # fallback costs as much as ~40 resiliparse pages, for a smaller gain on average.
 FALLBACK_MAX_TAGS = 5000
@@ -199,7 +205,8 @@ def _recovered(
     """What replaces a main content that looks lost, and its route: nothing when it is the
     page's marked main region (``covers``); that region's text when it does not look lost
     itself (a documentation page's tables and lists, which resiliparse drops as boilerplate);
-    else trafilatura's main content, if it finds any."""
+    else, when ``text`` is nearly none of the page (``TRAFILATURA_SHARE``), trafilatura's main
+    content, if it finds any."""
     region = main_region(tree, len(html))
     if region is not None:
         if covers(region, text):
@@ -207,6 +214,8 @@ def _recovered(
         region_text = _lines(_plain_text(region, main_content=False, skip=REGION_BOILERPLATE))
         if not looks_lost(region_text, page_words):
             return region_text, ROUTES[2]
+    if not page_words.share_exceeds(_word_count(text), TRAFILATURA_SHARE):
+        return None
     recovered = _trafilatura(html, fast=True)
     return (recovered, ROUTES[3]) if recovered else None
 
@@ -221,12 +230,12 @@ class PageWords:
     def __init__(self, text: str):
         self.text = text
 
-    def share_exceeds(self, words: int) -> bool:
-        """Whether ``FALLBACK_SHARE`` of the page's words is more than ``words``."""
-        needed = int(words / FALLBACK_SHARE)  # the fewest page words whose share is more
-        while needed > 0 and FALLBACK_SHARE * (needed - 1) > words:
+    def share_exceeds(self, words: int, share: float = FALLBACK_SHARE) -> bool:
+        """Whether ``share`` of the page's words is more than ``words``."""
+        needed = int(words / share)  # the fewest page words whose share is more
+        while needed > 0 and share * (needed - 1) > words:
             needed -= 1
-        while not FALLBACK_SHARE * needed > words:
+        while not share * needed > words:
             needed += 1
         return not _fewer_words(self.text, needed)
 
