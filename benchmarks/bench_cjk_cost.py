@@ -42,6 +42,13 @@ from pathlib import Path  # noqa: E402
 import polars as pl  # noqa: E402
 
 from benchmarks.bench_clean import bare_extraction  # noqa: E402
+from benchmarks.bench_languages import (  # noqa: E402
+    BOOKS,
+    HANDBOOK_DIRS,
+    HANDBOOK_PACKAGE,
+    cache_dir,
+    fetch_packages,
+)
 from benchmarks.measure import print_table  # noqa: E402
 from benchmarks.results import record  # noqa: E402
 from testkit.shared_data import html_responses  # noqa: E402
@@ -120,6 +127,42 @@ def demo_pages(root: Path, pages: int = 3000) -> dict[str, list[Page]]:
     return found
 
 
+# --source -> (the benchmark's name suffix in results.jsonl, what its pages are)
+SOURCE_RECORDS = {
+    "shared": (
+        "",
+        "HTML responses of ../shared/corpora/warc (en: wget-2024-sample, ukwa-2014-datagovuk; "
+        "cjk: clueweb-japanese-quirk, cc-main-2020-34 zh/ja), repeated",
+    ),
+    "demo": (": demo pages", "the demo generator's articles (seed 7): en good pages; cjk zh, ja"),
+    "handbook": (
+        ": handbook pages",
+        "Debian's debian-handbook HTML: en-US pages; the same pages in ja-JP, zh-CN, zh-TW",
+    ),
+}
+HANDBOOK_CRAWLS = {"en": ("en",), "cjk": ("ja", "zh", "zh-Hant")}
+
+
+def handbook_pages(cache: Path) -> dict[str, list[Page]]:
+    """The Debian Administrator's Handbook's HTML pages (Debian's package, fetched once into
+    the cache): every page of its English edition, and the same pages of its Japanese and
+    Chinese (simplified, traditional) translations; real HTML, UTF-8, one template, one text."""
+    package, inside, _ = BOOKS[HANDBOOK_PACKAGE]
+    book = fetch_packages(cache, HANDBOOK_PACKAGE, [package], inside)
+    names = set.intersection(
+        *({p.name for p in (book / HANDBOOK_DIRS[label]).glob("*.html")} for label in HANDBOOK_DIRS)
+    )
+    return {
+        crawl: [
+            Page(f"https://handbook.example/{label}/{name}", path.read_bytes(), "text/html", label)
+            for label in labels
+            for name in sorted(names)
+            for path in [book / HANDBOOK_DIRS[label] / name]
+        ]
+        for crawl, labels in HANDBOOK_CRAWLS.items()
+    }
+
+
 def write_crawl(root: Path, name: str, pages: list[Page], mb: float) -> tuple[Lake, object, int]:
     """The pages, repeated up to ``mb`` MB of HTML, as one WARC file of a new lake, indexed by
     raw_crawl; returns the lake, the unit and the HTML bytes."""
@@ -170,17 +213,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mb", type=float, default=8.0, help="MB of HTML per crawl")
     parser.add_argument(
         "--source",
-        choices=("shared", "demo"),
+        choices=("shared", "demo", "handbook"),
         default="shared",
         help="shared: real pages of ../shared's WARC files; demo: the demo generator's "
-        "English, Chinese and Japanese articles on one template",
+        "English, Chinese and Japanese articles on one template; handbook: the Debian "
+        "Administrator's Handbook's English pages and their Japanese and Chinese translations",
     )
+    parser.add_argument("--cache", help="where --source handbook is fetched to (bench_languages)")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         crawls, found = {}, {}
-        generated = demo_pages(root) if args.source == "demo" else None
+        generated = (
+            demo_pages(root)
+            if args.source == "demo"
+            else handbook_pages(cache_dir(args.cache))
+            if args.source == "handbook"
+            else None
+        )
         for name, (files, languages) in SOURCES.items():
             pages = generated[name] if generated else source_pages(files, languages)
             if not pages:
@@ -241,16 +292,14 @@ def main(argv: list[str] | None = None) -> None:
         "rounds": args.rounds,
         "source": args.source,
     }
+    name, data = SOURCE_RECORDS[args.source]
     record(
-        "bench_cjk_cost" + (": demo pages" if generated else ""),
+        "bench_cjk_cost" + name,
         figures,
         {
             "mb_html": {name: round(crawl[2] / 1e6, 2) for name, crawl in crawls.items()},
             "pages": found,
-            "data": "the demo generator's articles (seed 7): en good pages; cjk zh and ja pages"
-            if generated
-            else "HTML responses of ../shared/corpora/warc (en: wget-2024-sample, "
-            "ukwa-2014-datagovuk; cjk: clueweb-japanese-quirk, cc-main-2020-34 zh/ja), repeated",
+            "data": data,
         },
     )
 

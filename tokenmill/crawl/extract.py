@@ -33,6 +33,13 @@ CONTROL_BYTES = bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20
 BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
 
 
+# Bytes the charset detector reads (half from each end): uchardet's time grows with them (a
+# 20 KB EUC-JP page costs as much as extracting it) while its answer rarely changes: the same
+# on ../shared's undeclared real pages, and as often right on pages re-encoded in 20 legacy
+# charsets as with the whole page (benchmarks/bench_charsets.py).
+DETECTION_SAMPLE = 8192
+
+
 def decode_html(body: bytes, declared: str | None) -> tuple[str, str]:
     """Decode with the byte-order mark, else the declared charset (HTTP, then <meta>) if it is a
     WHATWG label (see `tokenmill.crawl.charsets`) and fits, else the detected one."""
@@ -47,7 +54,7 @@ def decode_html(body: bytes, declared: str | None) -> tuple[str, str]:
             return body.decode(charset), charset
         except UnicodeDecodeError:
             continue
-    detected = detect_encoding(body)
+    detected = detect_encoding(body, max_len=DETECTION_SAMPLE)
     return bytes_to_str(body, detected, errors="replace"), detected
 
 
