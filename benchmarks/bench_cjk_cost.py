@@ -10,7 +10,11 @@ HTML responses of wget-2024-sample-000*.warc.gz and ukwa-2014-datagovuk.warc.gz 
 the language ID calls "en"; CJK, those of clueweb-japanese-quirk.warc.gz and
 cc-main-2020-34-excerpt.warc.gz it calls "zh" or "ja". Each crawl's pages are repeated (new
 record ids) until it holds ``--mb`` MB of HTML, written as one WARC file (the pages' own HTTP
-Content-Type kept), landed and indexed by raw_crawl (not timed).
+Content-Type kept), landed and indexed by raw_crawl (not timed). ``--source demo``: the demo
+generator's English, Chinese and Japanese articles on one template; ``--source handbook``: the
+Debian Administrator's Handbook's English pages and the same pages in Japanese and Chinese
+(simplified, traditional), real UTF-8 HTML of one text (Debian's package, fetched once into
+bench_languages' cache, ``--cache``).
 
 Timing: one warm-up run of each crawl (the word scanner's table, the segmenters' dictionaries,
 the language model), then ``--rounds`` rounds of en, cjk, en, cjk, ...; per crawl the median of

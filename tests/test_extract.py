@@ -242,6 +242,21 @@ def test_records_without_a_document_are_skipped_with_a_reason(block, reason):
     assert skipped.value.reason == reason
 
 
+@pytest.mark.parametrize("charset", ["shift_jis", "euc_jp", "gb18030", "big5", "cp1251"])
+def test_an_undeclared_page_longer_than_the_detection_sample_decodes_right(charset):
+    from tokenmill.crawl.extract import DETECTION_SAMPLE
+
+    paragraph = {
+        "cp1251": "<p>Пожарная безопасность зданий и сооружений, правила и нормы.</p>",
+        "big5": "<p>這是一個關於建築物防火安全的段落，說明相關的規則與標準。</p>",
+        "gb18030": "<p>这是一个关于建筑物防火安全的段落，说明相关的规则与标准。</p>",
+    }.get(charset, "<p>これは建物の防火安全についての段落で、規則と基準を説明します。</p>")
+    page = "<html><head><title>x</title></head><body>" + paragraph * 2000 + "</body></html>"
+    body = page.encode(charset)
+    assert len(body) > 10 * DETECTION_SAMPLE
+    assert decode_html(body, None)[0] == page
+
+
 def test_too_large_html_is_skipped():
     with pytest.raises(Skip, match="html_too_large"):
         extract_document(response(BODY.encode()), max_html_bytes=100)
