@@ -73,7 +73,8 @@ FALLBACK_SHARE = 0.3
 # trafilatura costs ~40 resiliparse pages per page; it replaces a lost main content only when
 # that text is under this share of the page's words. Between it and FALLBACK_SHARE, its gain
 # is near zero on wcxb-dev-sample, scrapinghub and trafilatura's own evaluation set (pages
-# trimmed, not lost); below it, the gain is most of what the fallback brings.
+# trimmed, not lost); below it, the gain is most of what the fallback brings
+# (benchmarks/bench_fallback.py).
 TRAFILATURA_SHARE = 0.05
 # trafilatura's time grows with the page's element count ("<" is a cheap proxy): above this a
 # fallback costs as much as ~40 resiliparse pages, for a smaller gain on average.
@@ -238,7 +239,9 @@ class PageWords:
         self.text = text
 
     def share_exceeds(self, words: int, share: float = FALLBACK_SHARE) -> bool:
-        """Whether ``share`` of the page's words is more than ``words``."""
+        """Whether ``share`` of the page's words is more than ``words`` (never, for 0)."""
+        if share <= 0:
+            return False
         needed = int(words / share)  # the fewest page words whose share is more
         while needed > 0 and share * (needed - 1) > words:
             needed -= 1
