@@ -22,7 +22,6 @@ the fastest of ``--rounds``. Prints a table and appends one line to benchmarks/r
 from __future__ import annotations
 
 import argparse
-import gzip
 import random
 import re
 import time
@@ -30,13 +29,8 @@ from pathlib import Path
 
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 
-from benchmarks.bench_languages import (
-    BOOKS,
-    HANDBOOK_DIRS,
-    HANDBOOK_PACKAGE,
-    cache_dir,
-    fetch_packages,
-)
+from benchmarks.bench_clean import ground_truth_pages
+from benchmarks.bench_languages import HANDBOOK_PACKAGE, cache_dir, fetch_book
 from benchmarks.measure import print_table
 from benchmarks.results import record
 from testkit.shared_data import html_responses, shared_path
@@ -75,11 +69,10 @@ SHARED_WARCS = (
 
 def reencoded_pages(cache: Path, per_language: int) -> list[tuple[bytes, str]]:
     """(page bytes without a charset declaration, the charset they are in)."""
-    package, inside, _ = BOOKS[HANDBOOK_PACKAGE]
-    book = fetch_packages(cache, HANDBOOK_PACKAGE, [package], inside)
+    book, dirs = fetch_book(cache, HANDBOOK_PACKAGE)
     rng = random.Random(1)
     pages = []
-    for label, folder in HANDBOOK_DIRS.items():
+    for label, folder in dirs.items():
         files = sorted((book / folder).glob("*.html"))
         for path in rng.sample(files, min(per_language, len(files))):
             text = path.read_text("utf-8")
@@ -92,9 +85,9 @@ def reencoded_pages(cache: Path, per_language: int) -> list[tuple[bytes, str]]:
 def shared_pages() -> list[bytes]:
     """../shared's HTML pages that are not valid UTF-8."""
     bodies = [response.html for response in html_responses(SHARED_WARCS)]
-    extraction = shared_path("corpora", "extraction")
-    if extraction is not None:
-        bodies += [gzip.decompress(p.read_bytes()) for p in sorted(extraction.glob("*/html/*.gz"))]
+    for corpus in ("wcxb-dev-sample", "scrapinghub-articles"):
+        if shared_path("corpora", "extraction", corpus) is not None:
+            bodies += [body for _, body in ground_truth_pages(corpus)]
     undecodable = []
     for body in bodies:
         try:

