@@ -1,6 +1,8 @@
 """How much of a page the charset detector needs to read: uchardet (resiliparse's
-``detect_encoding``) over the whole page and over samples of ``max_len`` bytes (half from each
-end), on pages whose charset must be detected (no usable declaration).
+``detect_encoding``, its answer named as ``tokenmill.crawl.extract.detected_charset`` names it)
+over the whole page and over samples of ``max_len`` bytes (half from each end), on pages whose
+charset must be detected (no usable declaration, not UTF-8); and how often it misreads a page
+that is valid UTF-8 (which tokenmill reads as UTF-8 before detecting anything).
 
     uv run python benchmarks/bench_charsets.py
 
@@ -12,7 +14,8 @@ Pages:
   page to the same text as its own charset.
 - ../shared: the HTML responses of ../shared/corpora (WARC files and the extraction corpora)
   that are not valid UTF-8. Same: the sample's charset decodes the page to the same text as the
-  whole page's.
+  whole page's. Those that are valid UTF-8 and not ASCII: misread, the detected charset decodes
+  them to another text than UTF-8 does.
 
 Per sample size: pages right (or the same), and the detector's CPU seconds over all pages,
 the fastest of ``--rounds``. Prints a table and appends one line to benchmarks/results.jsonl
@@ -27,14 +30,14 @@ import re
 import time
 from pathlib import Path
 
-from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+from resiliparse.parse.encoding import bytes_to_str
 
 from benchmarks.bench_clean import ground_truth_pages
 from benchmarks.bench_languages import HANDBOOK_PACKAGE, cache_dir, fetch_book
 from benchmarks.measure import print_table
 from benchmarks.results import record
 from testkit.shared_data import html_responses, shared_path
-from tokenmill.crawl.extract import DETECTION_SAMPLE
+from tokenmill.crawl.extract import DETECTION_SAMPLE, detected_charset
 
 WHOLE = 0  # max_len 0: the whole page
 SAMPLES = (WHOLE, 32768, 16384, DETECTION_SAMPLE, 4096)
@@ -82,19 +85,22 @@ def reencoded_pages(cache: Path, per_language: int) -> list[tuple[bytes, str]]:
     return pages
 
 
-def shared_pages() -> list[bytes]:
-    """../shared's HTML pages that are not valid UTF-8."""
+def shared_pages() -> tuple[list[bytes], list[bytes]]:
+    """../shared's HTML pages that are not valid UTF-8, and those that are and not ASCII."""
     bodies = [response.html for response in html_responses(SHARED_WARCS)]
     for corpus in ("wcxb-dev-sample", "scrapinghub-articles"):
         if shared_path("corpora", "extraction", corpus) is not None:
             bodies += [body for _, body in ground_truth_pages(corpus)]
-    undecodable = []
+    undecodable, utf8 = [], []
     for body in bodies:
         try:
             body.decode("utf-8")
         except UnicodeDecodeError:
             undecodable.append(body)
-    return undecodable
+        else:
+            if not body.isascii():
+                utf8.append(body)
+    return undecodable, utf8
 
 
 def detections(bodies: list[bytes], sample: int, rounds: int) -> tuple[list[str], float]:
@@ -102,7 +108,7 @@ def detections(bodies: list[bytes], sample: int, rounds: int) -> tuple[list[str]
     best, found = float("inf"), []
     for _ in range(rounds):
         started = time.process_time()
-        found = [detect_encoding(body, max_len=sample) for body in bodies]
+        found = [detected_charset(body, sample) for body in bodies]
         best = min(best, time.process_time() - started)
     return found, best
 
@@ -116,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
 
     reencoded = reencoded_pages(cache_dir(args.cache), args.pages)
     truths = [bytes_to_str(body, charset, errors="replace") for body, charset in reencoded]
-    shared = shared_pages()
+    shared, utf8 = shared_pages()
     whole_page = detections(shared, WHOLE, 1)[0]
     whole = [bytes_to_str(b, c, errors="replace") for b, c in zip(shared, whole_page, strict=True)]
     rows, figures = [], {}
@@ -134,17 +140,23 @@ def main(argv: list[str] | None = None) -> None:
         name = "whole page" if sample == WHOLE else f"{sample} bytes"
         rows.append([name, f"{right}/{len(reencoded)}", round(seconds, 3),
                      f"{same}/{len(shared)}", round(shared_seconds, 4)])  # fmt: skip
+        misread = sum(
+            bytes_to_str(body, charset, errors="replace") != body.decode("utf-8")
+            for body, charset in zip(utf8, detections(utf8, sample, 1)[0], strict=True)
+        )
+        rows[-1].append(f"{misread}/{len(utf8)}")
         figures[name] = {
             "reencoded_right": right,
             "reencoded_cpu_s": round(seconds, 4),
             "shared_same": same,
             "shared_cpu_s": round(shared_seconds, 4),
+            "shared_utf8_misread": misread,
         }
     print_table(
         f"Charset detection by sample size (tokenmill reads {DETECTION_SAMPLE} bytes): pages "
         f"decoded right, CPU seconds (fastest of {args.rounds})",
         ["sample", "re-encoded pages right", "CPU s", "../shared non-UTF-8 pages as whole",
-         "CPU s"],
+         "CPU s", "../shared UTF-8 pages misread by detection"],
         rows,
     )  # fmt: skip
     record(
@@ -153,8 +165,9 @@ def main(argv: list[str] | None = None) -> None:
         {
             "reencoded_pages": len(reencoded),
             "shared_pages": len(shared),
+            "shared_utf8_pages": len(utf8),
             "data": f"debian-handbook HTML, {args.pages} pages per language in its legacy "
-            "charsets, <meta charset> removed; ../shared HTML that is not valid UTF-8",
+            "charsets, <meta charset> removed; ../shared HTML that is not valid UTF-8, and that is",
         },
     )
 

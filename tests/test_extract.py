@@ -242,19 +242,40 @@ def test_records_without_a_document_are_skipped_with_a_reason(block, reason):
     assert skipped.value.reason == reason
 
 
-@pytest.mark.parametrize("charset", ["shift_jis", "euc_jp", "gb18030", "big5", "cp1251"])
-def test_an_undeclared_page_longer_than_the_detection_sample_decodes_right(charset):
+PARAGRAPHS = {
+    "ja": "<p>これは建物の防火安全についての段落で、規則と基準を説明します。</p>",
+    "zh": "<p>这是一个关于建筑物防火安全的段落，说明相关的规则与标准。</p>",
+    "zh-Hant": "<p>這是一個關於建築物防火安全的段落，說明相關的規則與標準。</p>",
+    "ko": "<p>이것은 건물의 화재 안전에 관한 단락으로, 관련 규칙과 기준을 설명합니다.</p>",
+    "ru": "<p>Пожарная безопасность зданий и сооружений, правила и нормы.</p>",
+}
+
+
+@pytest.mark.parametrize(
+    ("charset", "language"),
+    [
+        ("shift_jis", "ja"),
+        ("euc_jp", "ja"),
+        ("gb18030", "zh"),
+        ("big5", "zh-Hant"),
+        ("euc_kr", "ko"),  # uchardet: CP949, which WHATWG names euc-kr
+        ("iso2022_kr", "ko"),
+        ("cp1251", "ru"),
+    ],
+)
+def test_an_undeclared_page_longer_than_the_detection_sample_decodes_right(charset, language):
     from tokenmill.crawl.extract import DETECTION_SAMPLE
 
-    paragraph = {
-        "cp1251": "<p>Пожарная безопасность зданий и сооружений, правила и нормы.</p>",
-        "big5": "<p>這是一個關於建築物防火安全的段落，說明相關的規則與標準。</p>",
-        "gb18030": "<p>这是一个关于建筑物防火安全的段落，说明相关的规则与标准。</p>",
-    }.get(charset, "<p>これは建物の防火安全についての段落で、規則と基準を説明します。</p>")
-    page = "<html><head><title>x</title></head><body>" + paragraph * 2000 + "</body></html>"
+    page = f"<html><head><title>x</title></head><body>{PARAGRAPHS[language] * 2000}</body></html>"
     body = page.encode(charset)
     assert len(body) > 10 * DETECTION_SAMPLE
     assert decode_html(body, None)[0] == page
+
+
+def test_an_undeclared_page_in_utf8_with_few_non_ascii_characters_is_read_as_utf8():
+    """uchardet calls such a page windows-1250 ("donâ€™t")."""
+    page = "<html><body><p>Don’t stop</p>" + "<p>Plain words about the garden.</p>" * 50
+    assert decode_html(page.encode(), None) == (page, "utf-8")
 
 
 def test_too_large_html_is_skipped():

@@ -16,12 +16,13 @@ else is left (forum threads), and drop repeated lines.
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections import Counter
 from dataclasses import dataclass
 
 from resiliparse.extract.html2text import extract_plain_text
-from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+from resiliparse.parse.encoding import bytes_to_str, detect_encoding, map_encoding_to_html5
 from resiliparse.parse.html import HTMLTree
 
 from tokenmill.crawl import charsets
@@ -42,7 +43,8 @@ DETECTION_SAMPLE = 8192
 
 def decode_html(body: bytes, declared: str | None) -> tuple[str, str]:
     """Decode with the byte-order mark, else the declared charset (HTTP, then <meta>) if it is a
-    WHATWG label (see `tokenmill.crawl.charsets`) and fits, else the detected one."""
+    WHATWG label (see `tokenmill.crawl.charsets`) and fits, else UTF-8 if it fits, else the
+    detected one."""
     meta = META_CHARSET.search(body[:2048])
     meta_codec = charsets.codec(meta.group(1).decode("ascii")) if meta else None
     if meta_codec and meta_codec.startswith("utf-16"):
@@ -54,8 +56,38 @@ def decode_html(body: bytes, declared: str | None) -> tuple[str, str]:
             return body.decode(charset), charset
         except UnicodeDecodeError:
             continue
-    detected = detect_encoding(body, max_len=DETECTION_SAMPLE)
+    # Legacy-encoded text is almost never valid UTF-8, and uchardet misreads some that is; the
+    # 7-bit ISO-2022 encodings are, and their escape sequences say so.
+    if b"\x1b" not in body:
+        try:
+            return body.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            pass
+    detected = detected_charset(body)
     return bytes_to_str(body, detected, errors="replace"), detected
+
+
+def detected_charset(body: bytes, sample: int = DETECTION_SAMPLE) -> str:
+    """uchardet's answer as WHATWG decodes it (``iso-8859-1`` as windows-1252, ...), except
+    where the standard has no name for it (CP949 Korean, ISO-2022-KR, HZ, IBM855, Mac
+    Cyrillic): resiliparse's WHATWG mapping turns those into UTF-8, garbling every character,
+    so the detected codec itself decodes them. uchardet reads ``sample`` bytes (0: all)."""
+    found = detect_encoding(body, max_len=sample, html5_compatible=False)
+    if found is None:
+        return "utf-8"  # what the WHATWG mapping answers when nothing is detected
+    whatwg = map_encoding_to_html5(found)
+    if whatwg == "utf-8" and _text_codec(found) not in (None, "utf-8"):
+        return found
+    return whatwg
+
+
+def _text_codec(name: str) -> str | None:
+    """Python's name for a text encoding, or None (unknown, or a bytes-to-bytes codec)."""
+    try:
+        info = codecs.lookup(name)
+    except LookupError:
+        return None
+    return info.name if info._is_text_encoding else None
 
 
 def looks_binary(body: bytes) -> bool:
