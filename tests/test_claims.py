@@ -177,6 +177,26 @@ def test_two_runs_on_one_partition_take_turns_and_other_partitions_go_on(tmp_pat
     assert "waiting for run " not in outputs[2]
 
 
+def test_of_two_runs_on_one_asset_partition_exactly_one_goes_first():
+    """A run created first that became live after the other began on the asset waits for it,
+    and the other does not wait for it (two such runs waited on each other for ever)."""
+    from tokenmill.runs.claims import goes_first
+
+    created_first, created_later = (10.0, "a"), (10.1, "b")
+    began = [20.0]
+    assert not goes_first([], created_first, began, created_later)
+    assert goes_first(began, created_later, [], created_first)
+    starts = [[], [20.0], [20.0, 25.0], [21.0]]
+    orders = [created_first, created_later, (10.0, "c")]
+    for own_start in starts:
+        for other_start in starts:
+            for own in orders:
+                for other in orders:
+                    if own != other:
+                        first = goes_first(own_start, own, other_start, other)
+                        assert first != goes_first(other_start, other, own_start, own)
+
+
 def test_a_backfills_run_of_one_partition_is_on_that_partition():
     from dagster import DagsterRun
 

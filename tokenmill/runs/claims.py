@@ -3,10 +3,11 @@
 One asset partition, one run at a time: a stage rewrites its output from its first step on, so
 a second run working on it alongside would read it half-written. Before a step of an asset
 claims its slot, it looks at the other live runs on the same partition that plan the same asset,
-and waits for one that was created before it, or that has started on the asset already, until
-that run is done with the asset (or ends). Then the step runs as planned; stages are
-deterministic, so it writes what the other run wrote. Waiting holds no slot, and runs wait only
-on earlier runs or on runs at work, so no two runs ever wait on each other.
+and waits, until that run is done with the asset (or ends), for one that goes first
+(`goes_first`): a run at work on the asset before one that is not, then the one that began
+first, then the one created first. Then the step runs as planned; stages are deterministic, so
+it writes what the other run wrote. Waiting holds no slot, and the order is total, so no two
+runs ever wait on each other.
 
 A claim refused because the pool is full looks at the slot holders: one that ended without
 freeing its slots, or whose process is gone (`tokenmill.runs.processes`), gets them freed, and
@@ -134,6 +135,24 @@ def _named(assets: frozenset[AssetKey], partition: str | None) -> str:
     return f"{asset}[{partition}]" if partition else asset
 
 
+def goes_first(
+    own_start: list[float],
+    own_order: tuple[float, str],
+    other_start: list[float],
+    other_order: tuple[float, str],
+) -> bool:
+    """Whether a run goes on before another on an asset partition, given when each began its
+    steps on the asset (empty: not yet) and their (creation time, run id): a run at work on
+    the asset before one that is not; of two at work, the one that began first; of two that
+    have not begun, the one created first. A total order, so no two runs wait on each other
+    (a run created first may begin later: it was not yet live when the other looked)."""
+    if bool(own_start) != bool(other_start):
+        return bool(own_start)
+    if own_start:
+        return (min(own_start), own_order) < (min(other_start), other_order)
+    return own_order < other_order
+
+
 def partition_wait(instance: DagsterInstance, run: DagsterRun, step_key: str) -> Wait | None:
     """The other run this step must let finish the step's asset partition first, if any."""
     assets = planned_assets(instance, run).assets.get(node_of(step_key))
@@ -144,14 +163,18 @@ def partition_wait(instance: DagsterInstance, run: DagsterRun, step_key: str) ->
     records = instance.get_run_records(RunsFilter(statuses=LIVE))
     own = next((r for r in records if r.dagster_run.run_id == run.run_id), None)
     own_order = (own.create_timestamp.timestamp(), run.run_id) if own else (float("inf"), "")
+    own_start: list[float] | None = None  # when this run began on the asset, looked up once
     for record in records:
         other = record.dagster_run
         if other.run_id == run.run_id or partition_of(other) != partition:
             continue
         if (started := _at_work(instance, other, assets)) is None:
             continue
-        if not started and (record.create_timestamp.timestamp(), other.run_id) > own_order:
-            continue  # a later run that has not begun on it: it waits for this one
+        if own_start is None:
+            own_start = _at_work(instance, run, assets) or []
+        other_order = (record.create_timestamp.timestamp(), other.run_id)
+        if goes_first(own_start, own_order, started, other_order):
+            continue
         if is_dead(other):
             mark_dead(instance, other, BY)
             continue
