@@ -369,7 +369,7 @@ def ticks_launch_nothing(root: Path, env: dict[str, str]) -> list[tuple[str, str
             launched += [("backfill", fill.backfill_id) for fill in instance.get_backfills()]
     finally:
         stop_dagster_dev(dev)
-    assert not any("FAILURE" in statuses for statuses in ticks.values()), failed_ticks(dev)
+    assert not (failed := failed_ticks(dev)), failed
     return launched
 
 
@@ -386,18 +386,25 @@ def automation_ticks(dev) -> dict[str, list[str]]:
         }
 
 
+# A tick that found `dagster dev`'s code server gone while it replaced it (a missed heartbeat
+# on a loaded machine): Dagster's, resumed at the next tick, not the project's.
+CODE_SERVER_AWAY = "DagsterUserCodeUnreachableError"
+
+
 def failed_ticks(dev) -> dict[str, list[str]]:
-    """The errors of each automation sensor's failed ticks."""
+    """The errors of each automation sensor's failed ticks, but for its code server's absence."""
     with dev.instance() as instance:
-        return {
+        failed = {
             state.instigator_name: [
                 tick.error.to_string() if tick.error else "no error recorded"
                 for tick in instance.get_ticks(state.instigator_origin_id, state.selector_id)
                 if tick.status.value == "FAILURE"
+                and not (tick.error and tick.error.cls_name == CODE_SERVER_AWAY)
             ]
             for state in instance.all_instigator_state()
             if state.instigator_name.startswith("automation_")
         }
+        return {name: errors for name, errors in failed.items() if errors}
 
 
 # -- no dates, clock times or commit hashes -------------------------------------------------------
