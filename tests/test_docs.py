@@ -386,24 +386,32 @@ def automation_ticks(dev) -> dict[str, list[str]]:
         }
 
 
-# A tick that found `dagster dev`'s code server gone while it replaced it (a missed heartbeat
-# on a loaded machine): Dagster's, resumed at the next tick, not the project's.
-CODE_SERVER_AWAY = "DagsterUserCodeUnreachableError"
+# A tick that found `dagster dev`'s code location away is Dagster's, not the project's, when it
+# was the sensor's last (cut off as dagster dev stopped) or its next tick ran (the location
+# replaced under load); the location away for good fails tick after tick.
+CODE_LOCATION_AWAY = ("DagsterUserCodeUnreachableError", "DagsterCodeLocationNotFoundError")
 
 
 def failed_ticks(dev) -> dict[str, list[str]]:
-    """The errors of each automation sensor's failed ticks, but for its code server's absence."""
+    """The errors of each automation sensor's failed ticks, but for its code location away
+    once (see ``CODE_LOCATION_AWAY``)."""
     with dev.instance() as instance:
-        failed = {
-            state.instigator_name: [
+        failed = {}
+        for state in instance.all_instigator_state():
+            if not state.instigator_name.startswith("automation_"):
+                continue
+            # newest first
+            ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id)
+            failed[state.instigator_name] = [
                 tick.error.to_string() if tick.error else "no error recorded"
-                for tick in instance.get_ticks(state.instigator_origin_id, state.selector_id)
+                for newer, tick in zip([None, *ticks], ticks, strict=False)
                 if tick.status.value == "FAILURE"
-                and not (tick.error and tick.error.cls_name == CODE_SERVER_AWAY)
+                and not (
+                    tick.error
+                    and tick.error.cls_name in CODE_LOCATION_AWAY
+                    and (newer is None or newer.status.value != "FAILURE")
+                )
             ]
-            for state in instance.all_instigator_state()
-            if state.instigator_name.startswith("automation_")
-        }
         return {name: errors for name, errors in failed.items() if errors}
 
 
