@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from tokenmill.filters.c4 import _NON_SENTENCE_PERIODS, _SENTENCE_BOUNDARY
+from tokenmill.text import code_point_tables, ngrams, word_scan
 from tokenmill.text.segmentation import (
     LINE_BREAKS,
     NON_PUNCTUATION,
@@ -142,6 +143,47 @@ def test_character_classes_are_the_regex_engines():
     assert table[ord("!")] & 32 and not table[ord("a")] & 32
     assert table[ord("A")] & 128 and table[0x0130] & 128 and not table[ord("a")] & 128
     assert table[ord("-")] & 64 and table[0x3002] & 64 and not table[ord("+")] & 64
+
+
+def test_stored_tables_are_those_polars_gives(tmp_path, monkeypatch):
+    """Each cached table equals the one made from polars' Unicode data, in a new cache and in
+    the one every process reads."""
+    made = {
+        "word_scan classes": (word_scan.char_classes, word_scan._char_classes),
+        "ngram classes": (ngrams.character_classes, ngrams._character_classes),
+        "ngram folds": (ngrams.fold_table, ngrams._fold_table),
+    }
+    for name, (cached, make) in made.items():
+        fresh = make()
+        assert np.array_equal(cached(), fresh), name
+        monkeypatch.setenv(code_point_tables.CACHE_DIR_VARIABLE, str(tmp_path))
+        assert np.array_equal(code_point_tables.cached_table(name, make), fresh), name
+        monkeypatch.delenv(code_point_tables.CACHE_DIR_VARIABLE)
+    assert len(list(tmp_path.glob("*.npy"))) == 3 and not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_table_is_made_once_and_made_again_when_unreadable(tmp_path, monkeypatch):
+    monkeypatch.setenv(code_point_tables.CACHE_DIR_VARIABLE, str(tmp_path / "cache"))
+    calls = []
+
+    def make():
+        calls.append(1)
+        return np.arange(code_point_tables.CODE_POINTS, dtype=np.int32) % 7
+
+    first = code_point_tables.cached_table("sevens", make)
+    again = code_point_tables.cached_table("sevens", make)
+    assert len(calls) == 1 and np.array_equal(first, again)
+    (stored,) = (tmp_path / "cache").glob("sevens-*.npy")
+    stored.write_bytes(stored.read_bytes()[:1000])  # cut short
+    assert np.array_equal(code_point_tables.cached_table("sevens", make), first)
+    assert len(calls) == 2
+    assert np.array_equal(np.load(stored), first)  # stored whole again
+    # a cache that cannot be written: the table still comes, made each time
+    blocked = tmp_path / "a file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv(code_point_tables.CACHE_DIR_VARIABLE, str(blocked / "cache"))
+    assert np.array_equal(code_point_tables.cached_table("sevens", make), first)
+    assert len(calls) == 3
 
 
 # Where C4's sentence regexes turn: sentence ends, punctuation after them, abbreviations and

