@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from tokenmill.filters.c4 import _NON_SENTENCE_PERIODS, _SENTENCE_BOUNDARY
-from tokenmill.text import code_point_tables, ngrams, word_scan
+from tokenmill.text import code_point_tables, ngrams, normal_form, word_scan
 from tokenmill.text.segmentation import (
     LINE_BREAKS,
     NON_PUNCTUATION,
@@ -145,21 +145,23 @@ def test_character_classes_are_the_regex_engines():
     assert table[ord("-")] & 64 and table[0x3002] & 64 and not table[ord("+")] & 64
 
 
-def test_stored_tables_are_those_polars_gives(tmp_path, monkeypatch):
-    """Each cached table equals the one made from polars' Unicode data, in a new cache and in
-    the one every process reads."""
-    made = {
-        "word_scan classes": (word_scan.char_classes, word_scan._char_classes),
-        "ngram classes": (ngrams.character_classes, ngrams._character_classes),
-        "ngram folds": (ngrams.fold_table, ngrams._fold_table),
+def test_stored_tables_are_those_polars_and_python_give(tmp_path, monkeypatch):
+    """Each cached table equals the one made from polars' or Python's Unicode data, in the
+    cache every process reads and in a new one."""
+    tables = {
+        "word-scan-classes": word_scan._char_classes,
+        "ngram-classes": ngrams._character_classes,
+        "ngram-folds": ngrams._fold_table,
+        "non-starters": normal_form._non_starter_table,
     }
-    for name, (cached, make) in made.items():
+    for name, make in tables.items():
         fresh = make()
-        assert np.array_equal(cached(), fresh), name
+        assert np.array_equal(code_point_tables.cached_table(name, make), fresh), name
         monkeypatch.setenv(code_point_tables.CACHE_DIR_VARIABLE, str(tmp_path))
         assert np.array_equal(code_point_tables.cached_table(name, make), fresh), name
         monkeypatch.delenv(code_point_tables.CACHE_DIR_VARIABLE)
-    assert len(list(tmp_path.glob("*.npy"))) == 3 and not list(tmp_path.glob("*.tmp"))
+    assert len(list(tmp_path.glob("*.npy"))) == len(tables) and not list(tmp_path.glob("*.tmp"))
+    assert np.array_equal(word_scan.char_classes(), tables["word-scan-classes"]())
 
 
 def test_a_table_is_made_once_and_made_again_when_unreadable(tmp_path, monkeypatch):

@@ -1,11 +1,12 @@
 """Tables with an entry per Unicode code point that the compiled scanners read (character
 classes, folded forms), kept on disk once made.
 
-They are made by asking polars about every code point (its regex engine's classes, its
-normalization): work every new worker process would repeat, for the same answer, before its first
-document. A table is stored under a key of its name, the source of the module that makes it and
-the polars version, so a change to either makes it again; one that cannot be read is made again,
-and a cache that cannot be written is skipped.
+They are made by asking polars or Python's ``unicodedata`` about every code point (regex
+classes, normalization, combining classes): work every new worker process would repeat, for the
+same answer, before its first document. A table is stored under a key of its name, the source of
+the module that makes it, the polars version and Python's Unicode version, so a change to any of
+them makes it again; one that cannot be read is made again, and a cache that cannot be written
+is skipped.
 
 Where: ``$TOKENMILL_CACHE_DIR``, else ``$XDG_CACHE_HOME/tokenmill``, else ``~/.cache/tokenmill``.
 """
@@ -16,6 +17,7 @@ import hashlib
 import os
 import sys
 import tempfile
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,9 +37,10 @@ def cache_dir() -> Path:
 
 
 def table_path(name: str, make: Callable[[], np.ndarray]) -> Path:
-    """Where the table ``make`` makes is kept: keyed by its module's source and polars' version."""
+    """Where the table ``make`` makes is kept (see the module's docstring for its key)."""
     source = Path(sys.modules[make.__module__].__file__).read_bytes()
-    key = hashlib.sha256(source + f"\0{name}\0{pl.__version__}".encode()).hexdigest()[:20]
+    versions = f"\0{name}\0{pl.__version__}\0{unicodedata.unidata_version}"
+    key = hashlib.sha256(source + versions.encode()).hexdigest()[:20]
     return cache_dir() / f"{name}-{key}.npy"
 
 
@@ -73,8 +76,9 @@ def _store(path: Path, table: np.ndarray) -> None:
 
 def make_all() -> None:
     """Every table into the cache (the runtime image stores them when it is built)."""
-    from tokenmill.text import ngrams, word_scan
+    from tokenmill.text import ngrams, normal_form, word_scan
 
+    normal_form._non_starters()
     word_scan.char_classes()
     ngrams.character_classes()
     ngrams.fold_table()

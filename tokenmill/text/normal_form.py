@@ -13,7 +13,10 @@ import re
 import unicodedata
 from functools import cache
 
+import numpy as np
 import polars as pl
+
+from tokenmill.text.code_point_tables import CODE_POINTS, cached_table
 
 MAX_NON_STARTERS = 30  # UAX #15, D4
 GRAPHEME_JOINER = "\u034f"
@@ -32,7 +35,13 @@ NON_STARTER_RANGE = range(0x0300, 0x1E950)
 
 @cache
 def _non_starters() -> list[int]:
-    return [c for c in NON_STARTER_RANGE if _is_non_starter(chr(c))]
+    return np.flatnonzero(cached_table("non-starters", _non_starter_table)).tolist()
+
+
+def _non_starter_table() -> np.ndarray:
+    table = np.zeros(CODE_POINTS, dtype=np.bool_)
+    table[[c for c in NON_STARTER_RANGE if _is_non_starter(chr(c))]] = True
+    return table
 
 
 @cache
