@@ -181,7 +181,11 @@ def main() -> None:
         "Crawl excerpt"
     )
     name = "bench_pay_once" + (
-        ": --warcs" if arguments.warcs else ": --pages" if arguments.pages else ""
+        ": --warcs"
+        if arguments.warcs
+        else f": --pages{'' if arguments.files == 7 else f' --files {arguments.files}'}"
+        if arguments.pages
+        else ""
     )
     record(name, figures, {"data": data, "warc_files": files, "warc_bytes": size})
 

@@ -38,7 +38,10 @@ def cache_dir() -> Path:
 
 def table_path(name: str, make: Callable[[], np.ndarray]) -> Path:
     """Where the table ``make`` makes is kept (see the module's docstring for its key)."""
-    source = Path(sys.modules[make.__module__].__file__).read_bytes()
+    try:
+        source = Path(sys.modules[make.__module__].__file__).read_bytes()
+    except (KeyError, TypeError, OSError):  # no source file to read: the versions alone
+        source = b""
     versions = f"\0{name}\0{pl.__version__}\0{unicodedata.unidata_version}"
     key = hashlib.sha256(source + versions.encode()).hexdigest()[:20]
     return cache_dir() / f"{name}-{key}.npy"
