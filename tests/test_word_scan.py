@@ -176,6 +176,7 @@ def test_a_table_is_made_once_and_made_again_when_unreadable(tmp_path, monkeypat
     again = code_point_tables.cached_table("sevens", make)
     assert len(calls) == 1 and np.array_equal(first, again)
     (stored,) = (tmp_path / "cache").glob("sevens-*.npy")
+    assert stored.stat().st_mode & 0o777 == 0o644  # readable by another user (the image's)
     stored.write_bytes(stored.read_bytes()[:1000])  # cut short
     assert np.array_equal(code_point_tables.cached_table("sevens", make), first)
     assert len(calls) == 2

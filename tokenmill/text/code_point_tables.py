@@ -72,6 +72,8 @@ def _store(path: Path, table: np.ndarray) -> None:
     try:
         with os.fdopen(handle, "wb") as out:
             np.save(out, table, allow_pickle=False)
+        # readable by every user: the image stores them as root for the pods' own user
+        os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except OSError:
         Path(temporary).unlink(missing_ok=True)
