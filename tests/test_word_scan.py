@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from tokenmill.filters.c4 import _NON_SENTENCE_PERIODS, _SENTENCE_BOUNDARY
-from tokenmill.text import code_point_tables, ngrams, normal_form, word_scan
+from tokenmill.text import code_point_tables, make_tables, ngrams, normal_form, word_scan
 from tokenmill.text.segmentation import (
     LINE_BREAKS,
     NON_PUNCTUATION,
@@ -162,6 +162,16 @@ def test_stored_tables_are_those_polars_and_python_give(tmp_path, monkeypatch):
         monkeypatch.delenv(code_point_tables.CACHE_DIR_VARIABLE)
     assert len(list(tmp_path.glob("*.npy"))) == len(tables) and not list(tmp_path.glob("*.tmp"))
     assert np.array_equal(word_scan.char_classes(), tables["word-scan-classes"]())
+
+
+def test_the_images_command_stores_every_table(tmp_path, monkeypatch):
+    monkeypatch.setenv(code_point_tables.CACHE_DIR_VARIABLE, str(tmp_path))
+    tables = (normal_form._non_starters, word_scan.char_classes, ngrams.character_classes)
+    for cached in (*tables, ngrams.fold_table):
+        cached.cache_clear()  # this process has them already: read or made anew now
+    make_tables.main()
+    stored = sorted(path.name.rsplit("-", 1)[0] for path in tmp_path.glob("*.npy"))
+    assert stored == ["ngram-classes", "ngram-folds", "non-starters", "word-scan-classes"]
 
 
 def test_a_table_is_made_once_and_made_again_when_unreadable(tmp_path, monkeypatch):

@@ -78,16 +78,3 @@ def _store(path: Path, table: np.ndarray) -> None:
     except OSError:
         Path(temporary).unlink(missing_ok=True)
 
-
-def make_all() -> None:
-    """Every table into the cache (the runtime image stores them when it is built)."""
-    from tokenmill.text import ngrams, normal_form, word_scan
-
-    normal_form._non_starters()
-    word_scan.char_classes()
-    ngrams.character_classes()
-    ngrams.fold_table()
-
-
-if __name__ == "__main__":
-    make_all()
