@@ -1,5 +1,5 @@
-"""Tables with an entry per Unicode code point that the compiled scanners read (character
-classes, folded forms), kept on disk once made.
+"""Tables with an entry per Unicode code point (character classes, folded forms, combining
+marks) that the word scanners, MinHash and NFC read, kept on disk once made.
 
 They are made by asking polars or Python's ``unicodedata`` about every code point (regex
 classes, normalization, combining classes): work every new worker process would repeat, for the
@@ -77,4 +77,3 @@ def _store(path: Path, table: np.ndarray) -> None:
         os.replace(temporary, path)
     except OSError:
         Path(temporary).unlink(missing_ok=True)
-
