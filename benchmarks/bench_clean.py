@@ -665,7 +665,12 @@ def real_warcs(folder: Path) -> None:
     (folder / f"{CRAWL}-cc-excerpt.warc.gz").write_bytes(shared_path(*REAL_WARC).read_bytes())
 
 
-def html_folder_lake(root: Path, html: Path, pages: int, files: int = 7) -> tuple[Lake, Unit]:
+PAGE_FILES = 7  # WARC files --pages' HTML files are wrapped in, unless --files says
+
+
+def html_folder_lake(
+    root: Path, html: Path, pages: int, files: int = PAGE_FILES
+) -> tuple[Lake, Unit]:
     """``pages`` HTML files under ``html`` (every n-th of them in path order, so a sample spans
     the whole folder) wrapped in ``files`` WARC files, as one unit."""
     found = sorted(
@@ -689,6 +694,12 @@ def add_input_arguments(parser) -> None:
     """The input a benchmark of real pages reads: ../shared's, or the user's."""
     parser.add_argument("--pages", type=Path, help="HTML files of this folder, wrapped in WARC")
     parser.add_argument("--sample", type=int, default=5000, help="how many of --pages' files")
+    parser.add_argument(
+        "--files",
+        type=int,
+        default=PAGE_FILES,
+        help=f"WARC files --pages are wrapped in ({PAGE_FILES})",
+    )
     parser.add_argument("--warcs", type=Path, help="the WARC files of this folder, as they are")
 
 
@@ -764,7 +775,7 @@ def bench_stage_vs_bare(
     pages: Path | None = None,
     sample: int = 5000,
     warcs: Path | None = None,
-    files: int = 7,
+    files: int = PAGE_FILES,
     extractor: str = DEFAULT_EXTRACTOR,
 ) -> dict | None:
     """The shared per-unit work (the raw_crawl stage: reading and indexing the records; the
@@ -922,18 +933,7 @@ SECTIONS = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sections", nargs="*", help=f"any of {', '.join(SECTIONS)}")
-    parser.add_argument(
-        "--pages",
-        type=Path,
-        help="stage-vs-bare on HTML files of this folder instead of ../shared's pages",
-    )
-    parser.add_argument("--sample", type=int, default=5000, help="how many of --pages' files")
-    parser.add_argument(
-        "--files", type=int, default=7, help="WARC files --pages' files are wrapped in (7)"
-    )
-    parser.add_argument(
-        "--warcs", type=Path, help="stage-vs-bare on the WARC files of this folder, as they are"
-    )
+    add_input_arguments(parser)  # stage-vs-bare's files, instead of ../shared's pages
     parser.add_argument(
         "--extractor",
         choices=EXTRACTORS,

@@ -20,6 +20,7 @@ release's fixed cost is under a second, and the shared stages at most 1.5x the b
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import tempfile
@@ -30,6 +31,7 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from benchmarks.bench_clean import (
     CRAWL,
+    PAGE_FILES,
     add_input_arguments,
     cpu_seconds,
     fastwarc_resiliparse,
@@ -96,7 +98,6 @@ def costs(env: dict[str, str]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_input_arguments(parser)
-    parser.add_argument("--files", type=int, default=7, help="WARC files --pages are wrapped in")
     arguments = parser.parse_args()
     if shared_pages_absent(arguments):
         print("(skipped: ../shared is absent)")
@@ -120,8 +121,9 @@ def main() -> None:
         paths = sorted(landing.iterdir())
         files, size = len(paths), sum(p.stat().st_size for p in paths)
         units = str(FILES_PER_UNIT)
-        fastwarc_resiliparse(paths)  # warm-up
-        bare = [cpu_seconds(lambda: fastwarc_resiliparse(paths))[1]]
+        bare_loop = functools.partial(fastwarc_resiliparse, paths)
+        bare_loop()  # warm-up
+        bare = [cpu_seconds(bare_loop)[1]]
         # `run` makes each recipe's first release
         wall = {"first": tokenmill(env, "run", "--crawl", CRAWL, "--files-per-unit", units)}
         first = costs(env)
@@ -130,7 +132,7 @@ def main() -> None:
         both = costs(env)
         wall["release again"] = tokenmill(env, "release", "--recipe", SECOND)
         again = costs(env)
-        bare.append(cpu_seconds(lambda: fastwarc_resiliparse(paths))[1])
+        bare.append(cpu_seconds(bare_loop)[1])
 
     shared_names = {stage.name for stage in Catalog.load().shared.stages} | {"crawl_units"}
     rows, totals = [], {"shared": 0.0, FIRST: 0.0, SECOND: 0.0}
@@ -183,7 +185,7 @@ def main() -> None:
     name = "bench_pay_once" + (
         ": --warcs"
         if arguments.warcs
-        else f": --pages{'' if arguments.files == 7 else f' --files {arguments.files}'}"
+        else f": --pages{'' if arguments.files == PAGE_FILES else f' --files {arguments.files}'}"
         if arguments.pages
         else ""
     )

@@ -90,7 +90,7 @@ def main() -> None:
             if arguments.warcs is not None:
                 return warc_folder_lake(folder, arguments.warcs)
             if arguments.pages is not None:
-                return html_folder_lake(folder, arguments.pages, arguments.sample)
+                return html_folder_lake(folder, arguments.pages, arguments.sample, arguments.files)
             return real_warc_lake(folder)
 
         # From scratch: a lake of its own, where no other recipe left anything to reuse.
