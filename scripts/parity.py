@@ -8,6 +8,9 @@ measures against the English original, for the fair defaults (``LanguageDefaults
 - ``word_ratios``: how many words the translation takes per English word (the median over the
   pages of the same sections): with fewer words, the same numbers, commands and symbols of a
   technical page are a larger share of them.
+- ``content_word_ratios``: the same for the words Gopher quality's length rule counts
+  (punctuation tokens left out): a page of the language holds that many words where its English
+  original holds one, so its bounds on words are English's times this ratio.
 - ``stop_words``: how many distinct stop words (the language's FineWeb-2 list) 19 pages in 20
   hold at least, where that is fewer than 2 (FineWeb's minimum): a list drawn from a skewed
   reference text (Tamil's: an encyclopedia of villages) misses the function words of plain
@@ -132,6 +135,7 @@ def measured(label: str, path: Path) -> tuple[pl.DataFrame, pl.Series] | None:
         share=pl.col("gopher_quality.n_alpha") / pl.col("gopher_quality.n_words"),
         stop_words=pl.col("gopher_quality.n_stop"),
         words=pl.col("gopher_quality.n_words"),
+        content_words=pl.col("gopher_quality.n_content"),
     ), pl.Series("language_score", scores, dtype=pl.Float64)
 
 
@@ -158,12 +162,14 @@ def main() -> None:
     }
     english_pages = joined.pop("en")[0]
     english = statistics.median(english_pages["share"].to_list())
-    offsets, word_ratios, stop_words, scores = {}, {}, {}, {}
+    offsets, word_ratios, content_ratios, stop_words, scores = {}, {}, {}, {}, {}
     for label, (found, language_scores) in sorted(joined.items()):
         offsets[label] = round(statistics.median(found["share"].to_list()) - english, 3)
         if len(found) == len(english_pages):  # the same sections on every page
             ratios = (found["words"] / english_pages["words"]).to_list()
             word_ratios[label] = round(statistics.median(ratios), 3)
+            ratios = (found["content_words"] / english_pages["content_words"]).to_list()
+            content_ratios[label] = round(statistics.median(ratios), 3)
         fewest = int(np.floor(np.percentile(found["stop_words"].to_numpy(), REACHED_PERCENTILE)))
         if fewest < MIN_STOP_WORDS:
             stop_words[label] = fewest
@@ -180,6 +186,7 @@ def main() -> None:
                 "english_median_alpha_share": round(english, 3),
                 "alpha_offsets": offsets,
                 "word_ratios": word_ratios,
+                "content_word_ratios": content_ratios,
                 "stop_words": stop_words,
                 "language_scores": scores,
             },

@@ -194,3 +194,8 @@ def test_parity_tables_are_of_known_languages_and_in_range():
                 found.language_score_reached,
             ) == (offset, stop_words.get(label), scores.get(label))
     assert all(reached in (0, 1) for reached in stop_words.values())
+    for table in ("word_ratios", "content_word_ratios"):
+        assert set(data[table]) <= set(offsets) and len(data[table]) > 100, table
+        assert all(0.1 < ratio < 5 for ratio in data[table].values()), table
+    for label, ratio in data["content_word_ratios"].items():
+        assert language_defaults(LANGUAGES[label]["config"]).content_word_ratio == ratio

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from tokenmill.demo.crawl import sample_articles
+from tokenmill.filters.c4 import C4QualityFilter
 from tokenmill.filters.signals import EXTRACTED_SIGNALS, for_language
 from tokenmill.languages.defaults import language_defaults
 from tokenmill.runtime.parts import run_stage_work
@@ -133,6 +134,44 @@ def test_the_stop_word_minimum_is_no_more_than_the_languages_plain_prose_reaches
     assert (minimum("ta"), minimum("de"), minimum("en")) == (1, 2, 2)
     assert minimum("ta", CleanSettings(fineweb2_exact=True)) == 2
     assert minimum("ta", CleanSettings(gopher_quality={"min_stop_words": 3})) == 3
+
+
+def test_the_word_bounds_scale_with_the_words_a_language_takes_per_english_word():
+    """A page passes the length rule as its English original would: Finnish says the same in
+    fewer words, Japanese (MeCab's words) in more; a recipe's own bound applies as it is."""
+    balanced = CleanSettings(keep_languages=[])
+
+    def bounds(label, settings=balanced):
+        found = settings.language_settings(label)["gopher_quality"]
+        return found.min_doc_words, found.max_doc_words
+
+    finnish, japanese = language_defaults("fi"), language_defaults("ja")
+    assert finnish.content_word_ratio < 1 < japanese.content_word_ratio
+    assert bounds("en") == bounds("und") == (50, 100_000)
+    assert bounds("fi") == (
+        round(50 * finnish.content_word_ratio),
+        round(100_000 * finnish.content_word_ratio),
+    )
+    assert bounds("fi")[0] < 50 < bounds("ja")[0]
+    assert bounds("fi", CleanSettings(fineweb2_exact=True)) == (50, 100_000)
+    assert bounds("ja", CleanSettings(gopher_quality={"min_doc_words": 80}))[0] == 80
+
+
+def test_c4_counts_the_sentences_of_scripts_with_their_own_full_stop():
+    """Khmer's khan, Myanmar's section mark and Ethiopic's full stop end sentences (Myanmar's
+    little section, a comma, does not): five of them pass C4's minimum as five English ones
+    do."""
+    c4 = C4QualityFilter()
+    english = "One two three. " * 5
+    texts = {
+        "en": english,
+        "km": "ក ខ គ។ " * 5,
+        "my": "က ခ ဂ။ " * 5,
+        "am": "ሀ ለ ሐ። " * 5,
+        "my_comma": "က ခ ဂ၊ " * 5,
+    }
+    docs = pl.DataFrame({"text": list(texts.values()), "url": ["https://x.example/"] * 5})
+    assert c4.measure(docs)["sentences"].to_list() == [5, 5, 5, 5, 1]
 
 
 def test_a_lid176_label_takes_the_score_its_plain_prose_reaches_only_where_lower():

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tokenmill.filters.c4 import _NON_SENTENCE_PERIODS, _SENTENCE_BOUNDARY
+from tokenmill.filters.c4 import _NON_SENTENCE_PERIODS, _SENTENCE_BOUNDARY, _SENTENCE_END
 from tokenmill.text import code_point_tables, make_tables, ngrams, normal_form, word_scan
 from tokenmill.text.segmentation import (
     LINE_BREAKS,
@@ -201,8 +201,13 @@ def test_a_table_is_made_once_and_made_again_when_unreadable(tmp_path, monkeypat
 
 # Where C4's sentence regexes turn: sentence ends, punctuation after them, abbreviations and
 # single letters before a period, lower and upper case around one.
+def sentence_terminals() -> list[str]:
+    code_points, chars = word_scan.every_character()
+    return [chr(c) for c in code_points[chars.str.contains(_SENTENCE_END).to_numpy()]]
+
+
 SENTENCE_TRICKY = (
-    list(".!?\u0589\u061f\u06d4\u0964\u0965\u3002\uff01\uff0e\uff1f\uff61\u203c\u203d\u2047\u2049")
+    sentence_terminals()
     + list("\"')]»”-…,;: \t\u00a0\u3000\u2028")
     + ["..", "...", "Mr", "Mrs", "Sep", "Sept", "Co", "Corp", "co", "vs", "Wash", "e", "J"]
     + list("aAzZxXéÉßİıǅ")
@@ -244,7 +249,18 @@ def test_sentences_of_every_character_are_counted_as_the_regexes_count_them():
     """Every code point after a sentence end and a space, between a lower- and an upper-case
     letter around a period, and before a period."""
     every = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF][::3]
-    lines = [f"a. {c} x.{c} {c}.B {c}J. Mr. z" for c in every]
+    lines = [f"a. {c} x.{c} {c}.B {c}J. Mr. z{c} y" for c in every]
+    assert count_sentences(pl.Series(lines)).tolist() == reference_sentences(lines)
+
+
+def test_every_sentence_terminal_ends_a_sentence_as_the_regexes_find():
+    _, chars = word_scan.every_character()
+    lines = ("Word" + chars + " word").to_list()
+    counted = count_sentences(pl.Series(lines))
+    assert counted.tolist() == reference_sentences(lines)
+    ends = {line[4] for line, count in zip(lines, counted.tolist(), strict=True) if count == 2}
+    assert {"\u0964", "\u1362", "\u17d4", "\u3002", "\u104b"} <= ends  # danda, Ethiopic, khan, ...
+    assert not {"\u104a", "\u2024"} & ends  # Myanmar's little section, Armenian's mijaket
     assert count_sentences(pl.Series(lines)).tolist() == reference_sentences(lines)
 
 

@@ -25,9 +25,10 @@ POLICY_SUBSTRINGS = (
     "use of cookies",
     "use cookies",
 )
-_SENTENCE_END = (
-    "[.!?\u0589\u061f\u06d4\u0964\u0965\u3002\uff01\uff0e\uff1f\uff61\u203c\u203d\u2047-\u2049]"
-)
+# Unicode's sentence terminals (spaCy's sentencizer ends sentences at nearly the same list), in
+# every script that has one: Khmer's khan, Ethiopic's full stop, Devanagari's danda... Left out:
+# Myanmar's little section and the one dot leader (Armenian's mijaket), which mark clauses.
+_SENTENCE_END = r"[\p{Sentence_Terminal}--[\x{104A}\x{2024}]]"
 # Periods that spaCy's tokenizer keeps inside a token (abbreviation exceptions, single letters
 # like "J." or "e.g.", ellipses) cannot end a sentence; they are removed before counting.
 _NON_SENTENCE_PERIODS = rf"\.{{2,}}|(^|\W)(?:[A-Za-z]|{ABBREVIATIONS})\."

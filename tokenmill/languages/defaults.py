@@ -32,6 +32,8 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 # minimum of distinct stop words.
 ALPHA_SHARE = "max_non_alpha_words_ratio"
 MIN_STOP_WORDS = "min_stop_words"
+# Gopher quality's bounds on a document's words (punctuation tokens not counted).
+WORD_BOUNDS = ("min_doc_words", "max_doc_words")
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,13 @@ class LanguageDefaults:
     joins: tuple[str, ...] = ()
     # Measured on its translation of a text English also has (``parity.json``, written by
     # scripts/parity.py; None: not measured): how much lower (negative) or higher its
-    # alpha-word share is than English's; how many words it takes per English word; how many
-    # distinct stop words, and which score of the bundled language-ID model, 19 pages in 20
-    # reach at least, where under FineWeb's minimum.
+    # alpha-word share is than English's; how many words it takes per English word (all
+    # tokens; and without punctuation tokens, ``content_word_ratio``); how many distinct stop
+    # words, and which score of the bundled language-ID model, 19 pages in 20 reach at least,
+    # where under FineWeb's minimum.
     alpha_offset: float | None = None
     word_ratio: float | None = None
+    content_word_ratio: float | None = None
     stop_words_reached: int | None = None
     language_score_reached: float | None = None
 
@@ -77,9 +81,10 @@ class LanguageDefaults:
         English's, lowered where the language's words hold fewer letters on the same text
         (its ``alpha_offset``) or where it says the same in fewer words, so that numbers and
         commands weigh more (``word_ratio``): the same page passes as its English original
-        would (``_alpha_share``), and
-        the minimum of stop words no more than its plain prose reaches
-        (``stop_words_reached``)."""
+        would (``_alpha_share``); the bounds on a document's words English's times its
+        ``content_word_ratio`` (a page of Finnish holds fewer words than its English original,
+        one of Japanese more); and the minimum of stop words no more than its plain prose
+        reaches (``stop_words_reached``)."""
         own = self.filters.get(filter_name, _EMPTY)
         values = {
             key: no_stricter(key, value, english[key]) if key in own else value
@@ -88,6 +93,10 @@ class LanguageDefaults:
         if ALPHA_SHARE in english and self.alpha_offset is not None and english[ALPHA_SHARE]:
             # measured with our words (FineWeb-2's value: with its own word tokenizers)
             values[ALPHA_SHARE] = max(0.0, round(self._alpha_share(english[ALPHA_SHARE]), 3))
+        if self.content_word_ratio is not None:
+            for key in WORD_BOUNDS:
+                if english.get(key) is not None and key not in own:
+                    values[key] = max(1, round(english[key] * self.content_word_ratio))
         if MIN_STOP_WORDS in english and self.stop_words_reached is not None:
             minimum = values.get(MIN_STOP_WORDS, english[MIN_STOP_WORDS])
             if minimum is not None:
@@ -132,8 +141,14 @@ def _parity() -> dict[str, dict[str, Any]]:
     data = _parity_file()
     languages = _data()["languages"]
     return {
-        table: {languages[label]["config"]: value for label, value in data[table].items()}
-        for table in ("alpha_offsets", "word_ratios", "stop_words", "language_scores")
+        table: {languages[label]["config"]: value for label, value in data.get(table, {}).items()}
+        for table in (
+            "alpha_offsets",
+            "word_ratios",
+            "content_word_ratios",
+            "stop_words",
+            "language_scores",
+        )
     }
 
 
@@ -188,6 +203,7 @@ def language_defaults(label: str) -> LanguageDefaults:
         joins=tuple(_joins().get(label) or _joins().get(entry["config"]) or ()),
         alpha_offset=_parity()["alpha_offsets"].get(entry["config"]),
         word_ratio=_parity()["word_ratios"].get(entry["config"]),
+        content_word_ratio=_parity()["content_word_ratios"].get(entry["config"]),
         stop_words_reached=_parity()["stop_words"].get(entry["config"]),
         language_score_reached=_parity()["language_scores"].get(entry["config"]),
     )
