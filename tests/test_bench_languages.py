@@ -116,7 +116,7 @@ def test_the_command_prints_the_table_and_records_the_run(
     assert re.search(r"^\| en +\| 3 ", out, re.M) and re.search(r"^\| fr +\| 3 ", out, re.M)
     assert out.rstrip().splitlines()[-1] == "1 of 2 languages within 10 points of English"
     (line,) = [json.loads(row) for row in recorded.read_text().splitlines()]
-    assert line["benchmark"] == "bench_languages: a directory"
+    assert line["benchmark"] == "bench_languages: a directory, window 2, step 1, languages en,fr"
     assert line["figures"]["within_10_points"] == "1/2"
     assert [row["kept %"] for row in line["figures"]["languages"]] == [100.0, 0.0]
     assert line["input"]["pages"] == 6 and line["input"]["keep_languages"] == []
