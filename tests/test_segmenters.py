@@ -22,7 +22,14 @@ CHINESE = (
     "iPhone手机售价5,999元（约合US$850）😀\r\n網頁設計與程式開發\u3000第二段。"
 )
 THAI = "วิธีการออกเสียงคำว่า 1300 ในภาษาอังกฤษ [en]\n  • ผู้ชายจากสหรัฐอเมริกา (Farmand) 😀"
-MIXED = [JAPANESE, CHINESE, THAI, "", " ", "\n\n", "plain English, no CJK.", "😀", "中", "a中b"]
+AMHARIC = "የሰው፡ልጅ፡ሁሉ፡ሲወለድ፡ነጻ፡ነው።፡የተፈጥሮ፡ማስተዋልና፡ሕሊና፡አለው።\nሰው ሁሉ ነጻ ነው። ፡ ፡፡ a፡b"
+MIXED = [
+    JAPANESE,
+    CHINESE,
+    THAI,
+    AMHARIC,
+    *["", " ", "\n\n", "plain English, no CJK.", "😀", "中", "a中b"],
+]
 
 
 def _without_inserted(original: str, segmented: str) -> str:
@@ -62,7 +69,9 @@ def _inserted_positions(original: str, out: str) -> list[int]:
     return positions
 
 
-@pytest.mark.parametrize("language", ["zh", "yue", "wuu", "ja", "th", "lo", "km", "my", "bo"])
+@pytest.mark.parametrize(
+    "language", ["zh", "yue", "wuu", "ja", "th", "lo", "km", "my", "bo", "am", "ti"]
+)
 def test_round_trip(language):
     segment = segmenter(language)
     assert segment is not None
@@ -160,6 +169,20 @@ def test_unknown_labels_fall_back_by_script():
     assert segmenter("kxm", "Thai") is segmenter("th")
     assert segmenter("cmn_Hani") is segmenter("zh")
     assert segmenter("jpn_Jpan") is segmenter("ja")
+
+
+def test_ethiopic_words_separated_by_the_wordspace_are_spaced():
+    """Amharic written with the Ethiopic wordspace in place of spaces: a space after each, so
+    C4 counts its words per line and its sentences as those of spaced Amharic; spaced text
+    stays as it is, and the word scanner's words are the same."""
+    segment = segmenter("am")
+    assert segment is segmenter("amh_Ethi") is segmenter("ti") is segmenter("xyz", "Ethi")
+    written, spaced = "ሰው፡ልጅ፡ነው።፡ሁሉ", "ሰው ልጅ ነው። ሁሉ"
+    assert segment([written, spaced]) == ["ሰው፡ ልጅ፡ ነው።፡ ሁሉ", spaced]
+    assert (
+        count_words(pl.Series(segment([written]))).to_list()
+        == count_words(pl.Series([written])).to_list()
+    )
 
 
 def test_loaded_once():

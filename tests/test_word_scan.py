@@ -208,7 +208,7 @@ def sentence_terminals() -> list[str]:
 
 SENTENCE_TRICKY = (
     sentence_terminals()
-    + list("\"')]»”-…,;: \t\u00a0\u3000\u2028")
+    + list("\"')]»”-…,;: \t\u00a0\u3000\u2028\u1361")
     + ["..", "...", "Mr", "Mrs", "Sep", "Sept", "Co", "Corp", "co", "vs", "Wash", "e", "J"]
     + list("aAzZxXéÉßİıǅ")
     + ["word", "Word", "日本", "Да", "١٢", "😀", "_", "9"]
@@ -220,6 +220,8 @@ SENTENCE_CASES = [
     "e.g. this, i.e. that. J. R. R. Tolkien wrote. U.S.A. is big.",
     "end.Start and.Next x.Y",
     "日本語の文。次の文！最後？ Да. Нет! Что?",
+    "ሰው፡ልጅ፡ነው።፡የተፈጥሮ፡ይገባዋል። ሁሉ፡ሰው።፡",
+    "ሰው፡ልጅ፡ነው።፡የተፈጥሮ፡ይገባዋል።",
     "Wow!!! Really?! (Yes.) [No.] ...and so. . . on",
     "Sept. 5th. Co. Ltd. vs. Jan. Feb.",
     ". ! ? .",

@@ -181,12 +181,18 @@ def model_identifier(path: str) -> Callable[[str], tuple[str, float]]:
     return _on_a_sample(classify)
 
 
+ETHIOPIC_WORDSPACE = "\u1361"
+
+
 def _on_a_sample(classify: Callable[[str], tuple[str, float]]) -> Callable[[str], tuple]:
-    """``classify`` judging a text's first ``SAMPLE_CHARS`` characters on one line; "und"
-    for a text without any."""
+    """``classify`` judging a text's first ``SAMPLE_CHARS`` characters on one line, the
+    Ethiopic wordspace as a space (the models split words at whitespace only: an Amharic text
+    written with it is otherwise one word per line); "und" for a text without any."""
 
     def identify(text: str) -> tuple[str, float]:
         sample = text[:SAMPLE_CHARS].replace("\n", " ")
+        if ETHIOPIC_WORDSPACE in sample:
+            sample = sample.replace(ETHIOPIC_WORDSPACE, " ")
         if not sample.strip():
             return "und", 0.0
         language, score = classify(sample)

@@ -17,7 +17,9 @@ URLs inside CJK or Thai text stay as the scanner's own rules split them.
 - A label without a dictionary segmenter whose script has no spaces falls back by script:
   Han, Hiragana and Katakana one word per character; Lao, Khmer and Myanmar one word per
   orthographic cluster (a consonant or independent vowel with its marks, stacked consonants
-  and pre-posed vowels); Tibetan one word per syllable (split after each tsheg).
+  and pre-posed vowels); Tibetan one word per syllable (split after each tsheg); Ethiopic
+  (Amharic, Tigrinya), which may separate its words by the Ethiopic wordspace "፡" in place of
+  spaces, a space after each such wordspace.
 - Korean is written with spaces between eojeol, a stem and its particles or ending: the common
   particles and endings are split off a Hangul eojeol (`_korean_segmenter`), as a morpheme
   analyser (Kiwi, datatrove's for Korean) splits them, so that Korean's stop words, which are
@@ -62,8 +64,10 @@ _LAO = ((0x0E80, 0x0EFF),)
 _KHMER = ((0x1780, 0x17FF), (0x19E0, 0x19FF))
 _MYANMAR = ((0x1000, 0x109F), (0xA9E0, 0xA9FF), (0xAA60, 0xAA7F))
 _TIBETAN = ((0x0F00, 0x0FFF),)
+_ETHIOPIC = ((0x1200, 0x139F), (0x2D80, 0x2DDF), (0xAB00, 0xAB2F), (0x1E7E0, 0x1E7FF))
+_WORDSPACE = 0x1361  # ETHIOPIC WORDSPACE
 
-# ISO 15924 codes of the scripts written without spaces between words.
+# ISO 15924 codes of the scripts written without spaces between words (Ethiopic: may be).
 _SCRIPT_RANGES = {
     "Hani": _HAN + _BOPOMOFO,
     "Hans": _HAN + _BOPOMOFO,
@@ -77,6 +81,7 @@ _SCRIPT_RANGES = {
     "Khmr": _KHMER,
     "Mymr": _MYANMAR,
     "Tibt": _TIBETAN,
+    "Ethi": _ETHIOPIC,
 }
 # Labels (fastText lid.176's, and ISO 639-3 codes) of languages with a dictionary segmenter.
 _DICTIONARY = {
@@ -105,6 +110,10 @@ _DEFAULT_SCRIPT = {
     "bod": "Tibt",
     "dz": "Tibt",
     "dzo": "Tibt",
+    "am": "Ethi",
+    "amh": "Ethi",
+    "ti": "Ethi",
+    "tir": "Ethi",
 }
 _DICTIONARY_SCRIPT = {"zh": "Hani", "ja": "Jpan", "th": "Thai"}
 # A text longer than this goes to the segmenter in pieces (cut at whitespace where there is some):
@@ -343,6 +352,8 @@ def _script_segmenter(script: str) -> Segmenter:
     def starts(batch: _Batch) -> np.ndarray:
         points = batch.joined
         previous = np.concatenate([[10], points[:-1]])
+        if script == "Ethi":  # its words are spaced, or separated by the wordspace alone
+            return np.flatnonzero(previous == _WORDSPACE)
         following = np.concatenate([points[1:], [10]])
         # a change between the script and another character
         start = batch.in_script != np.concatenate([[False], batch.in_script[:-1]])
