@@ -265,6 +265,32 @@ def test_stored_signals_judge_every_language_as_measuring_its_text_does(docs, se
     assert rejected.select(reasons).equals(expected_rejected.select(reasons))
 
 
+def test_the_text_is_segmented_once_though_c4_removes_lines(monkeypatch):
+    """C4 judges lines by the segmented text and cuts the same lines out of it: the filters
+    after it read those, with the same signals as segmenting the new text again."""
+    from tokenmill.text import segmentation
+
+    japanese = sample_articles("ja", 3, seed=11)
+    texts = [f"{text}\nメニュー\njavascript を有効にしてください" for text in japanese]
+    frame = pl.DataFrame({"text": texts, "url": ["https://x.example/"] * 3, "language": ["ja"] * 3})
+    segmented_rows = []
+    real = segmentation._segmented
+
+    def counting(rows, languages):
+        segmented_rows.append(rows.height)
+        return real(rows, languages)
+
+    monkeypatch.setattr(segmentation, "_segmented", counting)
+    stored = EXTRACTED_SIGNALS.measure(frame)
+    assert segmented_rows == [3]
+    assert all(stored["c4_quality.removed_lines"].list.len() > 0)
+    monkeypatch.setattr(segmentation, "_segmented", real)
+    cut = C4QualityFilter().measure(frame)["new_text"]  # what the filters after it read
+    again = EXTRACTED_SIGNALS.measure(frame.with_columns(cut.alias("text")))
+    after_c4 = [name for name in stored.columns if name.startswith("fineweb_quality.")]
+    assert after_c4 and stored.select(after_c4).equals(again.select(after_c4))
+
+
 def test_a_language_whose_stop_words_change_is_measured_again_and_only_it(docs):
     settings = CleanSettings(
         keep_languages=[], languages={"de": {"gopher_quality": {"stop_words": ["und"]}}}

@@ -8,6 +8,7 @@ from tokenmill.filters.protocol import Filter, FilterResult
 from tokenmill.filters.rules import Judgement, Rule, judged
 from tokenmill.text.segmentation import (
     ABBREVIATIONS,
+    NEW_SEGMENTED,
     NEW_WORD_COUNTS,
     knows_words,
     segmented_languages,
@@ -101,7 +102,9 @@ class C4QualityFilter(Filter):
     def __call__(self, docs: pl.DataFrame) -> FilterResult:
         stats = self.measure(docs)
         counts = stats.get_column(NEW_WORD_COUNTS, default=None)
-        return FilterResult(judged(stats, self.judgement()).reasons, stats["new_text"], counts)
+        segmented = stats.get_column(NEW_SEGMENTED, default=None)
+        reasons = judged(stats, self.judgement()).reasons
+        return FilterResult(reasons, stats["new_text"], counts, segmented)
 
     def measure_key(self) -> tuple:
         return tuple(v for k, v in vars(self).items() if k != "min_num_sentences")
@@ -112,7 +115,9 @@ class C4QualityFilter(Filter):
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         """Per document: ``sentences`` in the kept lines, ``fatal`` (a kept line's reason to
         drop the whole document, or null), ``new_text`` (the kept lines) and ``removed_lines``
-        (the numbers, in ``split_lines``, of the lines it removes)."""
+        (the numbers, in ``split_lines``, of the lines it removes); where some documents are in
+        a language written without spaces, ``new_segmented``: the kept lines of the text as the
+        word scanners read it (``segmented_text``), which the next filters read."""
         return self._per_document(docs, judging=True)
 
     def rewrite(self, docs: pl.DataFrame) -> pl.Series:
@@ -139,6 +144,7 @@ class C4QualityFilter(Filter):
         text = segmented_text(docs) if segmented else docs["text"]
         found = c4_lines(text, self._settings(counting), list(_LOWERCASE_PHRASES))
         new_text = found.new_text
+        kept_segmented = {NEW_SEGMENTED: new_text} if segmented and judging else {}
         if segmented:  # the lines were judged by their segmented words: cut the text itself
             original = docs["text"].fill_null("")
             rows = (text != original).arg_true()
@@ -151,6 +157,7 @@ class C4QualityFilter(Filter):
                 "sentences": found.sentences,
                 "fatal": pl.Series(_FATAL, dtype=pl.String).gather(found.fatal),
                 "new_text": new_text,
+                **kept_segmented,
             }
         )
         if judging:

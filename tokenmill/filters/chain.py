@@ -85,11 +85,12 @@ class FilterChain:
                 docs = self._dropped([flt], [result.reasons], docs, rejected)
                 if result.text is not None:
                     kept = result.reasons.is_null()
-                    counts = result.word_counts
+                    counts, segmented = result.word_counts, result.segmented
                     docs = rewritten(
                         docs,
                         result.text.filter(kept),
                         None if counts is None else counts.filter(kept),
+                        None if segmented is None else segmented.filter(kept),
                     )
                 continue
             docs = self._dropped(group, self._group_reasons(group, docs), docs, rejected)

@@ -24,6 +24,7 @@ class FilterResult(NamedTuple):
     reasons: pl.Series
     text: pl.Series | None = None
     word_counts: pl.Series | None = None  # of the new texts, where known without splitting
+    segmented: pl.Series | None = None  # the new texts as the word scanners read them
 
 
 class DocumentFilter(Protocol):

@@ -22,7 +22,7 @@ from tokenmill.filters.pii import PIIMasker
 from tokenmill.filters.protocol import Filter, Formatter
 from tokenmill.filters.registry import builtin_filters
 from tokenmill.languages.defaults import known_languages, language_defaults
-from tokenmill.text.segmentation import NEW_WORD_COUNTS, rewritten
+from tokenmill.text.segmentation import NEW_SEGMENTED, NEW_WORD_COUNTS, rewritten
 from tokenmill.text.word_scan import with_words_for
 
 # A stored rewrite (`rewrite_signal`) lists positions in its document's text.
@@ -146,7 +146,8 @@ class SignalProfile:
                 columns.append(stats[signal].cast(types[name]).alias(name))
             if flt.rewrites:
                 counts = stats.get_column(NEW_WORD_COUNTS, default=None)
-                docs = rewritten(docs, stats["new_text"], counts)
+                segmented = stats.get_column(NEW_SEGMENTED, default=None)
+                docs = rewritten(docs, stats["new_text"], counts, segmented)
             if stored := flt.rewrite_signal:
                 rewrites.append(stats[stored].alias(column(flt, stored)))
         return pl.DataFrame(columns + rewrites)

@@ -241,26 +241,36 @@ def knows_words(docs: pl.DataFrame) -> bool:
 # The column of a rewriting filter's ``measure`` with its new texts' word counts, when it knows
 # them without splitting them (see ``rewritten``).
 NEW_WORD_COUNTS = "new_word_counts"
+# The same for the new texts as the word scanners read them (``segmented_text``), when the
+# filter cut lines out of that text: lines removed, it needs no segmenting again.
+NEW_SEGMENTED = "new_segmented"
 # Word counts a rewriting filter knew for the texts it rewrote, without splitting them (null:
 # unknown, count when needed); beside ``WORDS``, which is null for those texts.
 WORD_COUNTS = "_word_counts"
 
 
 def rewritten(
-    docs: pl.DataFrame, text: pl.Series, word_counts: pl.Series | None = None
+    docs: pl.DataFrame,
+    text: pl.Series,
+    word_counts: pl.Series | None = None,
+    segmented: pl.Series | None = None,
 ) -> pl.DataFrame:
     """``docs`` with the new ``text``; their words stay where the text stayed the same, and
     ``word_counts`` (the new texts' ``word_counts_of``, null where unknown) are kept for the
-    others."""
+    others, as is ``segmented`` (their ``segmented_text``) where the chain holds one."""
     split = [column for column in SPLIT_COLUMNS if column in docs.columns]
     if not split:
         return docs.with_columns(text.alias("text"))
     unchanged = (docs["text"] == text).fill_null(False)
     earlier = pl.col(WORD_COUNTS) if WORD_COUNTS in docs.columns else pl.lit(None, pl.UInt32)
     known = pl.lit(None, pl.UInt32) if word_counts is None else pl.lit(word_counts)
+    new = {SEGMENTED: pl.lit(segmented)} if segmented is not None else {}
     return docs.with_columns(
         text.alias("text"),
-        *(pl.when(unchanged).then(pl.col(column)) for column in split),
+        *(
+            pl.when(unchanged).then(pl.col(column)).otherwise(new.get(column)).alias(column)
+            for column in split
+        ),
         pl.when(unchanged).then(earlier).otherwise(known.cast(pl.UInt32)).alias(WORD_COUNTS),
     )
 
