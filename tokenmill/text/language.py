@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import string
 import unicodedata
-from collections import Counter
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+
+import numpy as np
 
 from tokenmill.languages.defaults import script_variants
 
@@ -123,21 +124,114 @@ _SCRIPT_CODES = {
     "TELUGU": "Telu",
     "KANNADA": "Knda",
     "MALAYALAM": "Mlym",
+    "SINHALA": "Sinh",
     "GREEK": "Grek",
     "HEBREW": "Hebr",
+    "ARMENIAN": "Armn",
+    "GEORGIAN": "Geor",
+    "THAANA": "Thaa",
+    "SYRIAC": "Syrc",
+    "NKO": "Nkoo",
+    "ETHIOPIC": "Ethi",
+    "CHEROKEE": "Cher",
+    "CANADIAN": "Cans",
+    "TIFINAGH": "Tfng",
+    "VAI": "Vaii",
+    "YI": "Yiii",
+    "MONGOLIAN": "Mong",
+    "TIBETAN": "Tibt",
+    "THAI": "Thai",
+    "LAO": "Laoo",
+    "KHMER": "Khmr",
+    "MYANMAR": "Mymr",
+    "HANGUL": "Hang",
+    "HIRAGANA": "Hira",
+    "KATAKANA": "Kana",
+    "CJK": "Hani",
+    "IDEOGRAPHIC": "Hani",
 }
+SCRIPTS = (None, *dict.fromkeys(_SCRIPT_CODES.values()))
+# The text scripts a label's script (its settings', ``LanguageDefaults.script``) admits beside
+# its own: Japanese and Korean are written with Han characters too, Japanese with kana.
+_ALSO_WRITTEN_IN = {
+    "Jpan": {"Hani", "Hira", "Kana"},
+    "Hrkt": {"Hira", "Kana"},
+    "Kore": {"Hang", "Hani"},
+    "Hang": {"Hani"},
+    "Hans": {"Hani"},
+    "Hant": {"Hani"},
+}
+
+
+@cache
+def _script_ids() -> np.ndarray:
+    """Each code point's script, as an index into ``SCRIPTS`` (0: not a letter, or none of
+    them), stored once made (``code_point_tables``)."""
+    from tokenmill.text.code_point_tables import cached_table
+
+    return cached_table("letter-scripts", _letter_scripts)
+
+
+def _letter_scripts() -> np.ndarray:
+    ids = {code: number for number, code in enumerate(SCRIPTS) if code}
+    table = np.zeros(0x110000, dtype=np.uint8)
+    for point in range(0x110000):
+        char = chr(point)
+        if char.isalpha():
+            words = unicodedata.name(char, " ").split(" ", 2)
+            name = words[1] if words[0] in ("HALFWIDTH", "FULLWIDTH") else words[0]
+            table[point] = ids.get(_SCRIPT_CODES.get(name), 0)
+    return table
+
+
+_NOT_LETTERS = bytes(c for c in range(128) if not chr(c).isalpha())
+_SCRIPT_ID = {code: number for number, code in enumerate(SCRIPTS) if code}
+# A label is "und" where under this share of the text's letters are in its script(s).
+MIN_SCRIPT_SHARE = 0.1
+
+
+def _mostly_latin(text: str) -> bool:
+    """Whether ASCII letters are more than half of the text's characters (then Latin is the
+    script of most of its letters, whatever the others are)."""
+    return 2 * len(text.encode("ascii", "ignore").translate(None, _NOT_LETTERS)) > len(text)
+
+
+def _letters_by_script(text: str) -> np.ndarray:
+    """The text's letters in each of ``SCRIPTS`` (index 0, letters of none of them: 0)."""
+    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    counts = np.bincount(_script_ids()[points], minlength=len(SCRIPTS))
+    counts[0] = 0
+    return counts
 
 
 def main_script(text: str) -> str | None:
     """The ISO 15924 code of the script most of the text's letters are in (of
     ``_SCRIPT_CODES``); None without such letters."""
-    counts = Counter(
-        unicodedata.name(char, " ").split(" ", 1)[0] for char in text if char.isalpha()
-    )
-    for name, _ in counts.most_common():
-        if name in _SCRIPT_CODES:
-            return _SCRIPT_CODES[name]
-    return None
+    if text.isascii():
+        return "Latn" if any(map(str.isalpha, text)) else None
+    if _mostly_latin(text):
+        return "Latn"
+    counts = _letters_by_script(text)
+    return SCRIPTS[int(counts.argmax())] if counts.any() else None
+
+
+def script_agrees(label: str, text: str) -> bool:
+    """Whether a language label fits the text: at least ``MIN_SCRIPT_SHARE`` of its letters
+    are in the script of the label's settings (English: Latin), or in one that script
+    admits (Han for Japanese). A label or a text of unknown script fits."""
+    from tokenmill.languages.defaults import language_defaults
+
+    expected = language_defaults(label).script
+    if expected is None:
+        return True
+    admitted = [
+        _SCRIPT_ID[s] for s in (expected, *_ALSO_WRITTEN_IN.get(expected, ())) if s in _SCRIPT_ID
+    ]
+    if not admitted or expected == "Latn" and (text.isascii() or _mostly_latin(text)):
+        return True
+    counts = _letters_by_script(text)
+    total = counts.sum()
+    return bool(not total or counts[admitted].sum() >= MIN_SCRIPT_SHARE * total)
 
 
 _UPPER = string.ascii_uppercase.encode()
@@ -187,7 +281,9 @@ ETHIOPIC_WORDSPACE = "\u1361"
 def _on_a_sample(classify: Callable[[str], tuple[str, float]]) -> Callable[[str], tuple]:
     """``classify`` judging a text's first ``SAMPLE_CHARS`` characters on one line, the
     Ethiopic wordspace as a space (the models split words at whitespace only: an Amharic text
-    written with it is otherwise one word per line); "und" for a text without any."""
+    written with it is otherwise one word per line); "und" for a text without any, and for a
+    label whose script the text is not written in (lid.176 calls Cherokee Spanish, Yi
+    Chinese: languages it does not know, in scripts its labels are not written in)."""
 
     def identify(text: str) -> tuple[str, float]:
         sample = text[:SAMPLE_CHARS].replace("\n", " ")
@@ -196,6 +292,8 @@ def _on_a_sample(classify: Callable[[str], tuple[str, float]]) -> Callable[[str]
         if not sample.strip():
             return "und", 0.0
         language, score = classify(sample)
+        if not script_agrees(language, sample):
+            return "und", 0.0
         return language, min(float(score), 1.0)
 
     return identify
