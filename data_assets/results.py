@@ -25,6 +25,7 @@ from dagster import (
 from pydantic import ValidationError
 
 from tokenmill.crawl.warc import UnusableInputError
+from tokenmill.dagster_internals import DagsterInvalidPropertyError
 from tokenmill.reports.plots import markdown
 from tokenmill.storage.lake import Lake, LakeKeyError, LakeRefusedError, LakeUnreachableError
 from tokenmill.storage.layout import Unit
@@ -59,6 +60,9 @@ PERMANENT_ERRORS = (
 # Wrong credentials or a missing bucket are not (LakeRefusedError).
 OUTAGE_RETRIES = 4
 OUTAGE_FIRST_WAIT_S = 5.0
+# An input found missing while another run is at work on its asset: it is being written again.
+INPUT_RETRIES = 4
+INPUT_FIRST_WAIT_S = 2.0
 DRAWN = (
     "Each rule's value over every extracted document (whatever its language), the recipe's "
     "thresholds in blue; bins 0.01 wide in [0, 1], 10 per decade above 1."
@@ -81,8 +85,26 @@ def fail_permanently_on(context: AssetExecutionContext | None = None) -> Iterato
         ) from error
     except BrokenProcessPool:
         raise  # a worker died (killed, out of memory): the retry resumes after its parts
+    except MissingInputError as error:
+        # an input another run is writing again (its marker goes first) is waited for; one
+        # nobody is writing stays missing
+        if context is not None and attempt < INPUT_RETRIES and _input_at_work(context):
+            wait = INPUT_FIRST_WAIT_S * 2**attempt
+            raise RetryRequested(max_retries=INPUT_RETRIES, seconds_to_wait=wait) from error
+        raise Failure(description=describe(error), allow_retries=False) from error
     except PERMANENT_ERRORS as error:
         raise Failure(description=describe(error), allow_retries=False) from error
+
+
+def _input_at_work(context: AssetExecutionContext) -> bool:
+    """Whether another live run is at work on an asset the step's asset reads."""
+    from tokenmill.runs.claims import at_work_elsewhere
+
+    try:
+        upstream = frozenset(context.assets_def.dependency_keys)
+    except DagsterInvalidPropertyError:
+        return False
+    return bool(upstream) and at_work_elsewhere(context.instance, context.run_id, upstream)
 
 
 def describe(error: BaseException) -> str:

@@ -57,6 +57,7 @@ from dagster._core.definitions.data_version import (
 from dagster._core.definitions.declarative_automation import serialized_objects
 from dagster._core.definitions.partitions.context import _current_ctx, partition_loading_context
 from dagster._core.definitions.partitions.subset.default import DefaultPartitionsSubset
+from dagster._core.errors import DagsterInvalidPropertyError
 from dagster._core.execution.plan import instance_concurrency_context
 from dagster._core.execution.plan.handle import ResolvedFromDynamicStepHandle, StepHandle
 from dagster._core.instance import DagsterInstance
@@ -68,6 +69,7 @@ __all__ = [
     "CODE_VERSION_TAG",
     "DATA_VERSION_TAG",
     "CachingStaleStatusResolver",
+    "DagsterInvalidPropertyError",
     "LoadingContext",
     "SerializableErrorInfo",
     "StaleCauseCategory",

@@ -213,6 +213,18 @@ def wait_for_runs_on(instance: DagsterInstance, assets: frozenset[AssetKey]) -> 
         time.sleep(RETRY_S)
 
 
+def at_work_elsewhere(instance: DagsterInstance, run_id: str, assets: frozenset[AssetKey]) -> bool:
+    """Whether a live run other than `run_id` is at work on any of `assets` (any partition):
+    a step's input found missing may be one that run is writing again."""
+    for record in instance.get_run_records(RunsFilter(statuses=LIVE)):
+        other = record.dagster_run
+        if other.run_id == run_id or _at_work(instance, other, assets) is None:
+            continue
+        if not is_dead(other):
+            return True
+    return False
+
+
 def pool_wait(instance: DagsterInstance, run: DagsterRun, step_key: str, pool: str) -> Wait | None:
     """After a refused claim: None when slots held in vain were freed (claim again now),
     else what holds the pool."""
