@@ -141,7 +141,7 @@ def _parity() -> dict[str, dict[str, Any]]:
     data = _parity_file()
     languages = _data()["languages"]
     return {
-        table: {languages[label]["config"]: value for label, value in data.get(table, {}).items()}
+        table: {languages[label]["config"]: value for label, value in data[table].items()}
         for table in (
             "alpha_offsets",
             "word_ratios",

