@@ -12,6 +12,7 @@ language's kept share is within 10 points of English's.
     uv run python benchmarks/bench_languages.py --corpus DIR        # DIR/<label>.txt files
     uv run python benchmarks/bench_languages.py --languages en,ja,zh --recipe my_recipe.yaml
     uv run python benchmarks/bench_languages.py --languages en,km,my,am,hy,ka,si,bo,lo,th
+    uv run python benchmarks/bench_languages.py --join 3 --window 1   # a long paragraph a page
 
 Corpora (nothing is copied into the repository; they are fetched once into the cache directory,
 ``--cache`` or $TOKENMILL_BENCH_CACHE, default ~/.cache/tokenmill-bench/):
@@ -22,6 +23,8 @@ Corpora (nothing is copied into the repository; they are fetched once into the c
   STEP: 26 pages per language with the defaults (6, 1). 35 languages by default; 8 more scripts
   by ``--languages`` (see UDHR_FILES). Shorter pages (``--window 2``, ``3``) are the harder
   test: English then keeps a half or less, most of its drops C4's minimum of sentences.
+  ``--join N`` runs every N sections into one paragraph first (``--join 3 --window 1``: pages
+  of one paragraph of several sentences, where C4 counts sentences inside a line).
 - ``debian-guide``: the Debian Installation Guide, Debian's package ``installation-guide-amd64``
   (GPL-2+; `apt-get download`, needs apt and `apt-get update` once), 19 translations: every
   HTML file that has at least 150 words of English prose is a page (window 1), left out of a
@@ -626,6 +629,21 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
 # --- pages, lake, stages ----------------------------------------------------------------------
 
 
+def joined(document: Document, sections: int) -> Document:
+    """Every ``sections`` consecutive sections as one, under the first's heading, their
+    paragraphs run into one: a page of a few long paragraphs of several sentences each."""
+    merged = []
+    for start in range(0, len(document.sections), sections):
+        chosen = document.sections[start : start + sections]
+        text = ""
+        for paragraph in (p for section in chosen for p in section.paragraphs):
+            # no space after a full stop of the scripts written without spaces
+            text += ("" if not text or text.endswith(("。", "！", "？")) else " ") + paragraph
+        keys = [section.key for section in chosen]
+        merged.append(Section(chosen[0].heading, [text], "+".join(keys) if all(keys) else ""))
+    return Document(document.title, merged)
+
+
 def pages_of(label: str, document: Document, window: int, step: int) -> list[Page]:
     """Windows of ``window`` consecutive sections, moved by ``step``; a text shorter than a
     window is one page."""
@@ -874,6 +892,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--step", type=int, help="sections a page moves by (debian-reference: 6, others: 1)"
     )
+    parser.add_argument(
+        "--join",
+        type=int,
+        default=1,
+        help="sections run into one paragraph before the pages are cut (1: none)",
+    )
     parser.add_argument("--workers", type=int, default=1, help="processes per stage (1)")
     args = parser.parse_args(argv)
 
@@ -882,6 +906,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     settings = clean_settings(args.recipe, args.recipe_languages)
     corpus = load_corpus(args.corpus, languages, cache_dir(args.cache))
+    if args.join > 1:
+        corpus = {label: joined(document, args.join) for label, document in corpus.items()}
     if "en" not in corpus:
         print("(no en in the corpus: deltas are to the first language)", file=sys.stderr)
     default_cut = (
@@ -892,6 +918,7 @@ def main(argv: list[str] | None = None) -> None:
     args.step = args.step or default_cut[1]
     variant = [
         f"window {window}, step {args.step}" if (window, args.step) != default_cut else "",
+        f"join {args.join}" if args.join > 1 else "",
         f"languages {args.languages}" if args.languages else "",
         f"recipe {args.recipe}" if args.recipe else "",
     ]

@@ -78,6 +78,22 @@ def test_pages_are_windows_of_consecutive_paragraphs_in_one_template(corpus_dir,
     assert not (tmp_path / "cache").exists()  # a directory corpus fetches nothing
 
 
+def test_joined_sections_run_into_one_paragraph_under_the_first_heading():
+    document = bench.Document(
+        "T",
+        [
+            bench.Section("A", ["One.", "Two."]),
+            bench.Section("B", ["Three."]),
+            bench.Section("C", ["一。", "二。"]),
+        ],
+    )
+    merged = bench.joined(document, 2)
+    assert [(s.heading, s.paragraphs) for s in merged.sections] == [
+        ("A", ["One. Two. Three."]),
+        ("C", ["一。二。"]),  # no space after the full stops of scripts without spaces
+    ]
+
+
 def test_each_language_is_measured_and_one_whose_pages_are_too_short_keeps_none(
     corpus_dir, tmp_path
 ):

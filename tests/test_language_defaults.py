@@ -199,3 +199,6 @@ def test_parity_tables_are_of_known_languages_and_in_range():
         assert all(0.1 < ratio < 5 for ratio in data[table].values()), table
     for label, ratio in data["content_word_ratios"].items():
         assert language_defaults(LANGUAGES[label]["config"]).content_word_ratio == ratio
+    assert set(data["sentence_ratios"]) == {"th", "lo"}  # the scripts a space ends sentences of
+    for label, ratio in data["sentence_ratios"].items():
+        assert language_defaults(label).sentence_ratio == ratio > 1

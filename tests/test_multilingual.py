@@ -174,6 +174,37 @@ def test_c4_counts_the_sentences_of_scripts_with_their_own_full_stop():
     assert c4.measure(docs)["sentences"].to_list() == [5, 5, 5, 5, 1]
 
 
+def test_c4_counts_thai_sentences_by_the_spaces_that_end_them():
+    """Thai ends its sentences and clauses with a space: a paragraph of them is as many
+    sentences as those breaks over Thai's breaks per English sentence (its lines, where
+    more); a repetition mark or a digit beside a space is no break, and only a document in a
+    language with that ratio is counted so."""
+    c4 = C4QualityFilter()
+    ratio = language_defaults("th").sentence_ratio
+    assert 1 < ratio < 5 and language_defaults("lo").sentence_ratio
+    assert language_defaults("ja").sentence_ratio is None
+    clause = "บุคคลทุกคนมีสิทธิในการดำรงชีวิต"
+    paragraph = " ".join([clause] * 20)  # one line, 19 breaks
+    texts = {
+        "th": paragraph,
+        "th_lines": "\n".join([clause + " " + clause] * 6),  # six lines of one break each
+        "th_marks": "\n".join([clause + " ๆ " + clause + " ๕ " + clause] * 2),
+        "en": paragraph,  # labelled English: C4's sentences as they were
+    }
+    labels = ["th", "th", "th", "en"]
+    docs = pl.DataFrame(
+        {"text": list(texts.values()), "language": labels, "url": ["https://x.example/"] * 4}
+    )
+    assert c4.measure(docs)["sentences"].to_list() == [
+        int(19 / ratio + 0.5),
+        max(6, int(6 / ratio + 0.5)),
+        2,
+        1,
+    ]
+    kept = c4.measure(docs.with_columns(pl.lit(paragraph).alias("text")))["sentences"]
+    assert kept[0] >= 5 and kept[3] == 1  # the Thai paragraph passes C4's minimum
+
+
 def test_a_lid176_label_takes_the_score_its_plain_prose_reaches_only_where_lower():
     balanced = CleanSettings(keep_languages=[])
     swahili, latin = language_defaults("sw"), language_defaults("la")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from tokenmill.filters.protocol import Filter, FilterResult
 from tokenmill.filters.rules import Judgement, Rule, judged
+from tokenmill.languages.defaults import language_defaults
 from tokenmill.text.segmentation import (
     ABBREVIATIONS,
     NEW_SEGMENTED,
@@ -38,6 +40,16 @@ _NON_SENTENCE_PERIODS = rf"\.{{2,}}|(^|\W)(?:[A-Za-z]|{ABBREVIATIONS})\."
 _SENTENCE_BOUNDARY = _SENTENCE_END + r"\p{P}*\s[\s\p{P}]*[^\s\p{P}]|\p{Ll}\.\p{Lu}"
 # A line's sentences are counted by compiled code that follows these two regexes
 # (word_scan.count_sentences, in c4_lines; tests/test_word_scan.py holds them equal).
+# Thai and Lao mark no sentence end: a space between two of their letters (vowel and tone marks
+# included; not their repetition marks, digits or punctuation) ends a sentence or a clause, in
+# a kept line of the text itself (a segmented text has a space between every two words). Their
+# sentences are those breaks over how many the language writes per English sentence
+# (``LanguageDefaults.sentence_ratio``), where more than its lines and marked ends.
+_SPACE_ENDED = (
+    r"[\x{0E01}-\x{0E3A}\x{0E40}-\x{0E45}\x{0E47}-\x{0E4E}"
+    r"\x{0E81}-\x{0EC5}\x{0EC7}-\x{0ECF}\x{0EDC}-\x{0EDF}]"
+)
+_SPACE_ENDED_BOUNDARY = _SPACE_ENDED + r"[^\S\n]+" + _SPACE_ENDED  # kept lines: "\n" between
 
 
 # What the line rules look for in a lowercased line, in c4_lines' order.
@@ -154,7 +166,9 @@ class C4QualityFilter(Filter):
                 new_text = new_text.scatter(rows, cut)
         stats = pl.DataFrame(
             {
-                "sentences": found.sentences,
+                "sentences": _with_space_ended(found.sentences, new_text, docs)
+                if judging
+                else found.sentences,
                 "fatal": pl.Series(_FATAL, dtype=pl.String).gather(found.fatal),
                 "new_text": new_text,
                 **kept_segmented,
@@ -186,3 +200,20 @@ class C4QualityFilter(Filter):
     def rules(self) -> list[Rule]:
         threshold = None if self.min_num_sentences == -1 else self.min_num_sentences
         return [Rule("sentences", pl.col("sentences"), "<", threshold)]
+
+
+def _with_space_ended(sentences: np.ndarray, kept: pl.Series, docs: pl.DataFrame) -> np.ndarray:
+    """Each document's ``sentences`` (its kept lines and the sentence ends in them), or where
+    more, in a language whose sentences a space ends (one with a ``sentence_ratio``), the
+    ``_SPACE_ENDED_BOUNDARY`` breaks in its ``kept`` lines over that ratio, rounded."""
+    if "language" not in docs.columns:
+        return sentences
+    labels = docs["language"].unique().drop_nulls().to_list()
+    ratios = {label: language_defaults(label).sentence_ratio for label in labels}
+    ratios = {label: ratio for label, ratio in ratios.items() if ratio}
+    if not ratios:
+        return sentences
+    breaks = kept.str.count_matches(_SPACE_ENDED_BOUNDARY).fill_null(0)
+    per_ratio = docs["language"].replace_strict(ratios, default=None, return_dtype=pl.Float64)
+    estimated = (breaks / per_ratio + 0.5).floor().fill_null(0).cast(pl.Int64).to_numpy()
+    return np.maximum(sentences, estimated)

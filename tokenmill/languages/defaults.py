@@ -58,12 +58,15 @@ class LanguageDefaults:
     # Measured on its translation of a text English also has (``parity.json``, written by
     # scripts/parity.py; None: not measured): how much lower (negative) or higher its
     # alpha-word share is than English's; how many words it takes per English word (all
-    # tokens; and without punctuation tokens, ``content_word_ratio``); how many distinct stop
-    # words, and which score of the bundled language-ID model, 19 pages in 20 reach at least,
-    # where under FineWeb's minimum.
+    # tokens; and without punctuation tokens, ``content_word_ratio``); for a language whose
+    # sentences a space ends (Thai, Lao: its clauses too), how many such breaks per English
+    # sentence break (``sentence_ratio``, C4's sentences read it); how many distinct stop words,
+    # and which score of the bundled language-ID model, 19 pages in 20 reach at least, where
+    # under FineWeb's minimum.
     alpha_offset: float | None = None
     word_ratio: float | None = None
     content_word_ratio: float | None = None
+    sentence_ratio: float | None = None
     stop_words_reached: int | None = None
     language_score_reached: float | None = None
 
@@ -146,6 +149,7 @@ def _parity() -> dict[str, dict[str, Any]]:
             "alpha_offsets",
             "word_ratios",
             "content_word_ratios",
+            "sentence_ratios",
             "stop_words",
             "language_scores",
         )
@@ -204,6 +208,7 @@ def language_defaults(label: str) -> LanguageDefaults:
         alpha_offset=_parity()["alpha_offsets"].get(entry["config"]),
         word_ratio=_parity()["word_ratios"].get(entry["config"]),
         content_word_ratio=_parity()["content_word_ratios"].get(entry["config"]),
+        sentence_ratio=_parity()["sentence_ratios"].get(entry["config"]),
         stop_words_reached=_parity()["stop_words"].get(entry["config"]),
         language_score_reached=_parity()["language_scores"].get(entry["config"]),
     )
