@@ -4,6 +4,8 @@ language."""
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -203,6 +205,38 @@ def test_c4_counts_thai_sentences_by_the_spaces_that_end_them():
     ]
     kept = c4.measure(docs.with_columns(pl.lit(paragraph).alias("text")))["sentences"]
     assert kept[0] >= 5 and kept[3] == 1  # the Thai paragraph passes C4's minimum
+
+
+def burmese_page(rng: random.Random) -> str:
+    """Twenty sentences of Myanmar consonants (one syllable each to the segmenter), four
+    five-syllable phrases (about two words) each in five of them."""
+    consonants = [chr(c) for c in range(0x1000, 0x1021)]
+    phrases = ["".join(rng.choices(consonants, k=5)) for _ in range(4)]
+    return " ".join(
+        phrases[i % 4] + "".join(rng.choices(consonants, k=12)) + "။" for i in range(20)
+    )
+
+
+def test_repeated_ngrams_of_a_syllable_segmented_language_span_as_much_text_as_words(
+    monkeypatch,
+):
+    """Myanmar's segmenter cuts syllables: a repeated five-syllable phrase is about two words,
+    not five. Its n-grams are n times its syllables per English word long, so a page whose
+    phrases recur as an English page's word pairs do passes as that page would; a page of one
+    sentence over and over still fails."""
+    import tokenmill.filters.gopher_repetition as repetition
+
+    assert repetition.ngram_scale("my") == language_defaults("my").content_word_ratio > 2
+    assert repetition.ngram_scale("th") == repetition.ngram_scale("en") == 1.0  # words
+    page = burmese_page(random.Random(3))
+    docs = pl.DataFrame({"text": [page, page[:40] * 20], "language": ["my", "my"]})
+    flt = repetition.GopherRepetitionFilter()
+    assert flt(docs).to_list()[0] is None
+    assert flt(docs).to_list()[1] is not None
+    measured = flt.measure(docs)
+    assert measured["dup_5"][0] == 0 and measured["dup_5"][1] > 0
+    monkeypatch.setattr(repetition, "ngram_scale", lambda label: 1.0)  # n syllables
+    assert flt(docs).to_list()[0].startswith("dup_5_gram")
 
 
 def test_a_lid176_label_takes_the_score_its_plain_prose_reaches_only_where_lower():

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from testkit.shared_data import shared_path
-from tokenmill.text.segmenters import segmenter
+from tokenmill.text.segmenters import segmenter, splits_below_words
 from tokenmill.text.word_scan import count_words
 
 JAPANESE = (
@@ -169,6 +169,14 @@ def test_unknown_labels_fall_back_by_script():
     assert segmenter("kxm", "Thai") is segmenter("th")
     assert segmenter("cmn_Hani") is segmenter("zh")
     assert segmenter("jpn_Jpan") is segmenter("ja")
+
+
+def test_the_fallbacks_but_ethiopic_cut_finer_than_words():
+    finer = ["lzh", "my", "bo", "km", "lo", "mya_Mymr"]
+    assert all(splits_below_words(label) for label in finer)
+    assert splits_below_words("xyz", "Jpan") and splits_below_words("nan", "Hani")
+    for label in ("zh", "ja", "th", "ko", "am", "en", "de", "xyz", "kxm_Thai"):
+        assert not splits_below_words(label), label
 
 
 def test_ethiopic_words_separated_by_the_wordspace_are_spaced():

@@ -276,7 +276,7 @@ STAGE = Stage(
     # 2: a lost main content gives way to the page's marked main region first; 3: signals
     # measured with each language's words and stop words; 4: a lid.176 label's score is its
     # language group's (text.language.LANGUAGE_GROUPS)
-    version="5",
+    version="6",
     data_files=("docs.parquet",),
     shared=True,
     description="Main-content text of every HTML response with language, provenance and every "

@@ -180,6 +180,19 @@ def _word_rules(label: str) -> tuple:
     return segmenter(label), language_defaults(label).joins
 
 
+@functools.cache
+def ngram_scale(label: str) -> float:
+    """How many of the scanner's words stand for one word of the language where its segmenter
+    cuts finer than words (syllables, characters: ``segmenters.splits_below_words``): its
+    words per English word (``LanguageDefaults.content_word_ratio``), where more than 1; else
+    1. Gopher repetition's n-grams are n times as long for it: as much text as n words."""
+    from tokenmill.languages.defaults import language_defaults
+    from tokenmill.text.segmenters import splits_below_words
+
+    ratio = language_defaults(label).content_word_ratio
+    return max(1.0, ratio) if ratio and splits_below_words(label) else 1.0
+
+
 def segmented_text(docs: pl.DataFrame) -> pl.Series:
     """The documents' text as the word scanners read it: for a document in a language written
     without spaces (its ``language``), a space at every word boundary its segmenter finds; in

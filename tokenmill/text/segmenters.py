@@ -127,20 +127,39 @@ def segmenter(language: str, script: str | None = None) -> Segmenter | None:
     its eojeol are space-delimited). `script` (ISO 15924) overrides the label's usual script:
     a spaced script gives None, and a label without a dictionary segmenter falls back on the
     script's rule. An unknown label without a script gives None."""
+    kind, name = _segmenter_of(language, script)
+    if kind == "korean":
+        return _korean_segmenter()
+    if kind == "dictionary":
+        return _dictionary_segmenter(name)
+    return _script_segmenter(name) if kind == "script" else None
+
+
+def splits_below_words(language: str, script: str | None = None) -> bool:
+    """Whether the language's segmenter cuts its text finer than its words: the fallback by
+    script (characters of Han and Kana, clusters of Lao, Khmer and Myanmar, syllables of
+    Tibetan; not Ethiopic's wordspaces)."""
+    kind, name = _segmenter_of(language, script)
+    return kind == "script" and name != "Ethi"
+
+
+def _segmenter_of(language: str, script: str | None) -> tuple[str | None, str | None]:
+    """Which segmenter ``segmenter`` gives: ("korean", None), ("dictionary", its kind),
+    ("script", the script of the fallback) or (None, None)."""
     label, _, suffix = language.replace("-", "_").partition("_")
     label = label.lower()
     script = script or suffix.capitalize() or None
     if label in ("ko", "kor") and script in (None, "Hang", "Kore"):
-        return _korean_segmenter()
+        return "korean", None
     if script is not None and script not in _SCRIPT_RANGES:
-        return None
+        return None, None
     kind = _DICTIONARY.get(label)
     if kind is None and script == "Thai":
         kind = "th"
     if kind is not None and (script is None or script in _SCRIPTS_OF[kind]):
-        return _dictionary_segmenter(kind)
+        return "dictionary", kind
     script = script or _DEFAULT_SCRIPT.get(label)
-    return None if script is None else _script_segmenter(_FALLBACK_SCRIPT.get(script, script))
+    return (None, None) if script is None else ("script", _FALLBACK_SCRIPT.get(script, script))
 
 
 # Particles and endings a Hangul eojeol ends with, longest first: a space goes before one
