@@ -11,9 +11,10 @@ measures against the English original, for the fair defaults (``LanguageDefaults
 - ``content_word_ratios``: the same for the words Gopher quality's length rule counts
   (punctuation tokens left out): a page of the language holds that many words where its English
   original holds one, so its bounds on words are English's times this ratio.
-- ``sentence_ratios``: for a language whose sentences a space ends (Thai, Lao: their clauses
-  too), how many such breaks its pages hold in C4's kept lines per C4 sentence of the English
-  ones (the ratio of their sums): C4 counts its breaks over this ratio as sentences.
+- ``sentence_ratios``: for a language that marks only the ends of its clauses (Thai and Lao
+  by a space, Tibetan by a shad), how many such breaks its pages hold in C4's kept lines per
+  C4 sentence of the English ones (the ratio of their sums): C4 counts its breaks over this
+  ratio as sentences.
 - ``stop_words``: how many distinct stop words (the language's FineWeb-2 list) 19 pages in 20
   hold at least, where that is fewer than 2 (FineWeb's minimum): a list drawn from a skewed
   reference text (Tamil's: an encyclopedia of villages) misses the function words of plain
@@ -57,7 +58,7 @@ from benchmarks.bench_languages import (  # noqa: E402
     pages_of,
     udhr_document,
 )
-from tokenmill.filters.c4 import _SPACE_ENDED_BOUNDARY, C4QualityFilter  # noqa: E402
+from tokenmill.filters.c4 import _CLAUSE_BREAK, C4QualityFilter  # noqa: E402
 from tokenmill.filters.signals import EXTRACTED_SIGNALS  # noqa: E402
 from tokenmill.languages.defaults import same_language  # noqa: E402
 from tokenmill.text.language import identify  # noqa: E402
@@ -71,7 +72,7 @@ MIN_STOP_WORDS = 2  # FineWeb's
 MIN_LANGUAGE_SCORE = 0.65  # FineWeb's
 REACHED_PERCENTILE = 5  # what 19 pages in 20 reach
 SCRIPTS = {"Hans": "Hani", "Hant": "Hani"}  # BCP 47 script subtags FineWeb-2 names otherwise
-SPACE_ENDED_SCRIPTS = {"Thai", "Laoo"}  # c4._SPACE_ENDED's
+CLAUSE_MARKED_SCRIPTS = {"Thai", "Laoo", "Tibt"}  # c4._CLAUSE_BREAK's
 
 
 def declarations(folder: Path) -> list[dict[str, str]]:
@@ -142,7 +143,7 @@ def measured(label: str, path: Path) -> tuple[pl.DataFrame, pl.Series] | None:
         stop_words=pl.col("gopher_quality.n_stop"),
         words=pl.col("gopher_quality.n_words"),
         content_words=pl.col("gopher_quality.n_content"),
-        breaks=kept.str.count_matches(_SPACE_ENDED_BOUNDARY),
+        breaks=kept.str.count_matches(_CLAUSE_BREAK),
         sentences=pl.col("c4_quality.sentences"),
     ), pl.Series("language_score", scores, dtype=pl.Float64)
 
@@ -179,7 +180,7 @@ def main() -> None:
             word_ratios[label] = round(statistics.median(ratios), 3)
             ratios = (found["content_words"] / english_pages["content_words"]).to_list()
             content_ratios[label] = round(statistics.median(ratios), 3)
-            if languages[label]["script"] in SPACE_ENDED_SCRIPTS:
+            if languages[label]["script"] in CLAUSE_MARKED_SCRIPTS:
                 breaks = found["breaks"].sum() / english_pages["sentences"].sum()
                 sentence_ratios[label] = round(breaks, 3)
         fewest = int(np.floor(np.percentile(found["stop_words"].to_numpy(), REACHED_PERCENTILE)))

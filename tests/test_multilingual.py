@@ -176,7 +176,7 @@ def test_c4_counts_the_sentences_of_scripts_with_their_own_full_stop():
     assert c4.measure(docs)["sentences"].to_list() == [5, 5, 5, 5, 1]
 
 
-def test_c4_counts_thai_sentences_by_the_spaces_that_end_them():
+def test_c4_counts_thai_and_tibetan_sentences_by_the_breaks_that_end_them():
     """Thai ends its sentences and clauses with a space: a paragraph of them is as many
     sentences as those breaks over Thai's breaks per English sentence (its lines, where
     more); a repetition mark or a digit beside a space is no break, and only a document in a
@@ -205,6 +205,11 @@ def test_c4_counts_thai_sentences_by_the_spaces_that_end_them():
     ]
     kept = c4.measure(docs.with_columns(pl.lit(paragraph).alias("text")))["sentences"]
     assert kept[0] >= 5 and kept[3] == 1  # the Thai paragraph passes C4's minimum
+    # Tibetan ends its clauses with a shad: one before the next syllable is a break
+    tibetan = "སྐྱེ་བོ་ཐམས་ཅད་ལ་ཐོབ་ཐང་ཡོད། " * 20 + "ཡོད།"
+    docs = pl.DataFrame({"text": [tibetan] * 2, "language": ["bo", "en"], "url": ["u", "u"]})
+    ratio = language_defaults("bo").sentence_ratio
+    assert c4.measure(docs)["sentences"].to_list() == [int(20 / ratio + 0.5), 1]
 
 
 def burmese_page(rng: random.Random) -> str:

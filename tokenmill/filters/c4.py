@@ -40,16 +40,20 @@ _NON_SENTENCE_PERIODS = rf"\.{{2,}}|(^|\W)(?:[A-Za-z]|{ABBREVIATIONS})\."
 _SENTENCE_BOUNDARY = _SENTENCE_END + r"\p{P}*\s[\s\p{P}]*[^\s\p{P}]|\p{Ll}\.\p{Lu}"
 # A line's sentences are counted by compiled code that follows these two regexes
 # (word_scan.count_sentences, in c4_lines; tests/test_word_scan.py holds them equal).
-# Thai and Lao mark no sentence end: a space between two of their letters (vowel and tone marks
-# included; not their repetition marks, digits or punctuation) ends a sentence or a clause, in
-# a kept line of the text itself (a segmented text has a space between every two words). Their
-# sentences are those breaks over how many the language writes per English sentence
-# (``LanguageDefaults.sentence_ratio``), where more than its lines and marked ends.
+# Thai, Lao and Tibetan mark no sentence end apart from their clauses' ends: in Thai and Lao a
+# space between two of their letters (vowel and tone marks included; not their repetition
+# marks, digits or punctuation), in Tibetan a shad before the next syllable. Such breaks in a
+# kept line of the text itself (a segmented text has a space between every two words) over how
+# many the language writes per English sentence (``LanguageDefaults.sentence_ratio``) are its
+# sentences, where more than its lines and marked ends.
 _SPACE_ENDED = (
     r"[\x{0E01}-\x{0E3A}\x{0E40}-\x{0E45}\x{0E47}-\x{0E4E}"
     r"\x{0E81}-\x{0EC5}\x{0EC7}-\x{0ECF}\x{0EDC}-\x{0EDF}]"
 )
-_SPACE_ENDED_BOUNDARY = _SPACE_ENDED + r"[^\S\n]+" + _SPACE_ENDED  # kept lines: "\n" between
+_SHAD_BEFORE_A_SYLLABLE = r"[\x{0F0D}-\x{0F12}][^\S\n]*[\x{0F00}\x{0F40}-\x{0F6C}]"
+_CLAUSE_BREAK = (  # kept lines: "\n" between them
+    _SPACE_ENDED + r"[^\S\n]+" + _SPACE_ENDED + "|" + _SHAD_BEFORE_A_SYLLABLE
+)
 
 
 # What the line rules look for in a lowercased line, in c4_lines' order.
@@ -166,7 +170,7 @@ class C4QualityFilter(Filter):
                 new_text = new_text.scatter(rows, cut)
         stats = pl.DataFrame(
             {
-                "sentences": _with_space_ended(found.sentences, new_text, docs)
+                "sentences": _with_clause_breaks(found.sentences, new_text, docs)
                 if judging
                 else found.sentences,
                 "fatal": pl.Series(_FATAL, dtype=pl.String).gather(found.fatal),
@@ -202,10 +206,10 @@ class C4QualityFilter(Filter):
         return [Rule("sentences", pl.col("sentences"), "<", threshold)]
 
 
-def _with_space_ended(sentences: np.ndarray, kept: pl.Series, docs: pl.DataFrame) -> np.ndarray:
+def _with_clause_breaks(sentences: np.ndarray, kept: pl.Series, docs: pl.DataFrame) -> np.ndarray:
     """Each document's ``sentences`` (its kept lines and the sentence ends in them), or where
-    more, in a language whose sentences a space ends (one with a ``sentence_ratio``), the
-    ``_SPACE_ENDED_BOUNDARY`` breaks in its ``kept`` lines over that ratio, rounded."""
+    more, in a language that marks only its clauses' ends (one with a ``sentence_ratio``), the
+    ``_CLAUSE_BREAK``s in its ``kept`` lines over that ratio, rounded."""
     if "language" not in docs.columns:
         return sentences
     labels = docs["language"].unique().drop_nulls().to_list()
@@ -213,7 +217,7 @@ def _with_space_ended(sentences: np.ndarray, kept: pl.Series, docs: pl.DataFrame
     ratios = {label: ratio for label, ratio in ratios.items() if ratio}
     if not ratios:
         return sentences
-    breaks = kept.str.count_matches(_SPACE_ENDED_BOUNDARY).fill_null(0)
+    breaks = kept.str.count_matches(_CLAUSE_BREAK).fill_null(0)
     per_ratio = docs["language"].replace_strict(ratios, default=None, return_dtype=pl.Float64)
     estimated = (breaks / per_ratio + 0.5).floor().fill_null(0).cast(pl.Int64).to_numpy()
     return np.maximum(sentences, estimated)

@@ -58,9 +58,9 @@ class LanguageDefaults:
     # Measured on its translation of a text English also has (``parity.json``, written by
     # scripts/parity.py; None: not measured): how much lower (negative) or higher its
     # alpha-word share is than English's; how many words it takes per English word (all
-    # tokens; and without punctuation tokens, ``content_word_ratio``); for a language whose
-    # sentences a space ends (Thai, Lao: its clauses too), how many such breaks per English
-    # sentence break (``sentence_ratio``, C4's sentences read it); how many distinct stop words,
+    # tokens; and without punctuation tokens, ``content_word_ratio``); for a language that
+    # marks only its clauses' ends (Thai, Lao, Tibetan), how many per English sentence
+    # (``sentence_ratio``, C4's sentences read it); how many distinct stop words,
     # and which score of the bundled language-ID model, 19 pages in 20 reach at least, where
     # under FineWeb's minimum.
     alpha_offset: float | None = None
