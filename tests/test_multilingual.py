@@ -234,10 +234,12 @@ def test_repeated_ngrams_of_a_syllable_segmented_language_span_as_much_text_as_w
     assert repetition.ngram_scale("my") == language_defaults("my").content_word_ratio > 2
     assert repetition.ngram_scale("th") == repetition.ngram_scale("en") == 1.0  # words
     page = burmese_page(random.Random(3))
-    docs = pl.DataFrame({"text": [page, page[:40] * 20], "language": ["my", "my"]})
+    repeated = "The same sentence again and again. " * 20
+    docs = pl.DataFrame({"text": [page, page[:40] * 20, repeated], "language": ["my", "my", None]})
     flt = repetition.GopherRepetitionFilter()
     assert flt(docs).to_list()[0] is None
     assert flt(docs).to_list()[1] is not None
+    assert flt(docs).to_list()[2] is not None  # without a language: English's n-grams
     measured = flt.measure(docs)
     assert measured["dup_5"][0] == 0 and measured["dup_5"][1] > 0
     monkeypatch.setattr(repetition, "ngram_scale", lambda label: 1.0)  # n syllables
