@@ -230,9 +230,10 @@ def test_repeated_ngrams_of_a_syllable_segmented_language_span_as_much_text_as_w
     phrases recur as an English page's word pairs do passes as that page would; a page of one
     sentence over and over still fails."""
     import tokenmill.filters.gopher_repetition as repetition
+    import tokenmill.text.segmentation as segmentation
 
-    assert repetition.ngram_scale("my") == language_defaults("my").content_word_ratio > 2
-    assert repetition.ngram_scale("th") == repetition.ngram_scale("en") == 1.0  # words
+    assert segmentation.ngram_scale("my") == language_defaults("my").content_word_ratio > 2
+    assert segmentation.ngram_scale("th") == segmentation.ngram_scale("en") == 1.0  # words
     page = burmese_page(random.Random(3))
     repeated = "The same sentence again and again. " * 20
     docs = pl.DataFrame({"text": [page, page[:40] * 20, repeated], "language": ["my", "my", None]})
@@ -242,8 +243,24 @@ def test_repeated_ngrams_of_a_syllable_segmented_language_span_as_much_text_as_w
     assert flt(docs).to_list()[2] is not None  # without a language: English's n-grams
     measured = flt.measure(docs)
     assert measured["dup_5"][0] == 0 and measured["dup_5"][1] > 0
-    monkeypatch.setattr(repetition, "ngram_scale", lambda label: 1.0)  # n syllables
+    monkeypatch.setattr(segmentation, "ngram_scale", lambda label: 1.0)  # n syllables
     assert flt(docs).to_list()[0].startswith("dup_5_gram")
+
+
+def test_c4s_line_minimum_of_a_syllable_segmented_language_counts_words_not_syllables():
+    """C4 removes "Article 3", two words, as too short; Khmer's "មាត្រា ៣" is three syllable
+    clusters, under three words' worth of them (Khmer's clusters per English word, times
+    three). A batch of several languages is judged as each alone is."""
+    c4 = C4QualityFilter()
+    lines = ["មាត្រា ៣", "Article 3", "One two three", "ក ខ គ ឃ ង ច ជ"]
+    docs = pl.DataFrame(
+        {"text": ["\n".join(lines)] * 3, "language": ["km", "en", None], "url": ["u"] * 3}
+    )
+    kept = c4.measure(docs)["new_text"].to_list()
+    assert kept[0] == "ក ខ គ ឃ ង ច ជ"  # seven clusters: three words' worth (6)
+    assert kept[1] == kept[2] == "One two three\nក ខ គ ឃ ង ច ជ"  # unsegmented: 2 words
+    alone = [c4.measure(docs.slice(i, 1))["new_text"][0] for i in range(3)]
+    assert alone == kept
 
 
 def test_a_lid176_label_takes_the_score_its_plain_prose_reaches_only_where_lower():

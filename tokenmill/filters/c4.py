@@ -13,10 +13,12 @@ from tokenmill.text.segmentation import (
     NEW_SEGMENTED,
     NEW_WORD_COUNTS,
     knows_words,
+    rows_by_ngram_scale,
+    scaled,
     segmented_languages,
     segmented_text,
 )
-from tokenmill.text.word_scan import c4_lines, word_counts_of
+from tokenmill.text.word_scan import C4Lines, c4_lines, word_counts_of
 
 # What remove_citations removes (c4_lines follows it; tests/test_c4_lines.py holds them equal)
 CITATION_PATTERN = r"\[\d*]|\[edit]|\[citation needed]"
@@ -158,7 +160,7 @@ class C4QualityFilter(Filter):
         counting = judging and knows_words(docs)  # the texts' words are known: count the new
         segmented = bool(segmented_languages(docs))
         text = segmented_text(docs) if segmented else docs["text"]
-        found = c4_lines(text, self._settings(counting), list(_LOWERCASE_PHRASES))
+        found = self._lines_found(text, docs, counting)
         new_text = found.new_text
         kept_segmented = {NEW_SEGMENTED: new_text} if segmented and judging else {}
         if segmented:  # the lines were judged by their segmented words: cut the text itself
@@ -187,11 +189,33 @@ class C4QualityFilter(Filter):
             stats = stats.with_columns(counts.cast(pl.UInt32).alias(NEW_WORD_COUNTS))
         return stats
 
-    def _settings(self, counting: bool) -> list[int]:
-        """``c4_lines``' settings (word_scan.c's C4_MAX_WORD_LENGTH ... C4_COUNTING)."""
+    def _lines_found(self, text: pl.Series, docs: pl.DataFrame, counting: bool) -> C4Lines:
+        """``c4_lines`` over ``text``; a line's minimum of words, in a language whose segmenter
+        cuts its words in pieces (syllables), that many words' pieces (``ngram_scale``)."""
+        phrases = list(_LOWERCASE_PHRASES)
+        groups = rows_by_ngram_scale(docs)
+        if len(groups) == 1:
+            return c4_lines(text, self._settings(counting, groups[0][0]), phrases)
+        parts = [
+            (rows, c4_lines(text.gather(rows), self._settings(counting, scale), phrases))
+            for scale, rows in groups
+        ]
+        order = np.argsort(np.concatenate([rows for rows, _ in parts]), kind="stable")
+        return C4Lines(
+            *(
+                pl.concat([getattr(found, field) for _, found in parts]).gather(order)
+                if isinstance(parts[0][1][index], pl.Series)
+                else np.concatenate([getattr(found, field) for _, found in parts])[order]
+                for index, field in enumerate(C4Lines._fields)
+            )
+        )
+
+    def _settings(self, counting: bool, scale: float = 1.0) -> list[int]:
+        """``c4_lines``' settings (word_scan.c's C4_MAX_WORD_LENGTH ... C4_COUNTING), a line's
+        minimum of words for a language of ``scale`` pieces per word."""
         return [
             self.max_word_length,
-            self.min_words_per_line,
+            scaled(self.min_words_per_line, scale),
             self.remove_citations,
             self.filter_no_terminal_punct,
             self.filter_lorem_ipsum,

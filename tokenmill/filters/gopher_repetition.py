@@ -9,7 +9,7 @@ import polars as pl
 
 from tokenmill.filters.protocol import Filter
 from tokenmill.filters.rules import Judgement, Rule, judged, rule_reasons
-from tokenmill.text.segmentation import ngram_scale
+from tokenmill.text.segmentation import rows_by_ngram_scale, scaled
 from tokenmill.text.word_scan import (
     Words,
     element_duplicates,
@@ -129,7 +129,7 @@ class GopherRepetitionFilter(Filter):
         failed = rule_reasons(stats, self.rules()[:4]).is_not_null().to_numpy()
         ngrams = self._ngram_stats(
             word_features_of(docs),
-            docs.get_column("language", default=None),
+            docs,
             stats["chars"],
             failed,
             dict(self.dup_n_grams),
@@ -159,7 +159,7 @@ class GopherRepetitionFilter(Filter):
         nothing_failed = np.zeros(stats.height, dtype=bool)
         ngrams = self._ngram_stats(
             word_features_of(docs),
-            docs.get_column("language", default=None),
+            docs,
             stats["chars"],
             nothing_failed,
             exact_above,
@@ -177,7 +177,7 @@ class GopherRepetitionFilter(Filter):
     def _ngram_stats(
         self,
         words: pl.Series,
-        languages: pl.Series | None,
+        docs: pl.DataFrame,
         chars: pl.Series,
         failed: np.ndarray,
         exact_above: dict[int, float],
@@ -188,19 +188,19 @@ class GopherRepetitionFilter(Filter):
         words the segmenter cuts into syllables, n-grams of n times its ``ngram_scale`` of them,
         under n's name."""
         columns = {name: np.zeros(len(failed)) for name in self._ngram_columns()}
-        for scale, rows in _rows_by_scale(languages, failed):
-            sized = _scaled(scale)
+        for scale, rows in rows_by_ngram_scale(docs):
+            rows = rows[~failed[rows]]
             found = ngram_stats(
                 words_in(words.gather(rows)),
                 np.maximum(chars.gather(rows).to_numpy(), 1),
-                {sized(n): limit for n, limit in self.top_n_grams},
-                {sized(n): limit for n, limit in self.dup_n_grams},
-                {sized(n): limit for n, limit in exact_above.items()},
+                {scaled(n, scale): limit for n, limit in self.top_n_grams},
+                {scaled(n, scale): limit for n, limit in self.dup_n_grams},
+                {scaled(n, scale): limit for n, limit in exact_above.items()},
                 stop,
             )
             for kind, pairs in (("top", self.top_n_grams), ("dup", self.dup_n_grams)):
                 for n, _ in pairs:
-                    columns[f"{kind}_{n}"][rows] = found[f"{kind}_{sized(n)}"]
+                    columns[f"{kind}_{n}"][rows] = found[f"{kind}_{scaled(n, scale)}"]
         return columns
 
     def rules(self) -> list[Rule]:
@@ -222,22 +222,3 @@ class GopherRepetitionFilter(Filter):
             Rule(f"dup_{n}_gram", pl.col(f"dup_{n}") / chars, ">", t) for n, t in self.dup_n_grams
         ]
         return rules
-
-
-def _rows_by_scale(
-    languages: pl.Series | None, failed: np.ndarray
-) -> list[tuple[float, np.ndarray]]:
-    """The rows not ``failed``, grouped by their language's ``ngram_scale``."""
-    todo = ~failed
-    if languages is None:
-        return [(1.0, np.flatnonzero(todo))]
-    labels = languages.unique().drop_nulls().to_list()
-    scales = {label: ngram_scale(label) for label in labels}
-    of_rows = languages.replace_strict(scales, default=1.0, return_dtype=pl.Float64).to_numpy()
-    return [(scale, np.flatnonzero(todo & (of_rows == scale))) for scale in sorted(set(of_rows))]
-
-
-def _scaled(scale: float):
-    """n's length in a language of ``scale``: n times it, rounded half up (distinct for every
-    n as the scale is at least 1)."""
-    return lambda n: n if scale == 1 else int(n * scale + 0.5)

@@ -193,6 +193,23 @@ def ngram_scale(label: str) -> float:
     return max(1.0, ratio) if ratio and splits_below_words(label) else 1.0
 
 
+def rows_by_ngram_scale(docs: pl.DataFrame) -> list[tuple[float, np.ndarray]]:
+    """The rows of ``docs`` grouped by their language's ``ngram_scale`` (1 without a
+    ``language`` column, or for a null one), smallest scale first."""
+    languages = docs.get_column("language", default=None)
+    if languages is None:
+        return [(1.0, np.arange(docs.height))]
+    scales = {label: ngram_scale(label) for label in languages.unique().drop_nulls().to_list()}
+    of_rows = languages.replace_strict(scales, default=1.0, return_dtype=pl.Float64).to_numpy()
+    return [(scale, np.flatnonzero(of_rows == scale)) for scale in sorted(set(of_rows))]
+
+
+def scaled(n: int, scale: float) -> int:
+    """n words of English as a language of ``scale`` pieces per word counts them: n times the
+    scale, rounded half up (distinct for distinct n, the scale being at least 1)."""
+    return n if scale == 1 else int(n * scale + 0.5)
+
+
 def segmented_text(docs: pl.DataFrame) -> pl.Series:
     """The documents' text as the word scanners read it: for a document in a language written
     without spaces (its ``language``), a space at every word boundary its segmenter finds; in
