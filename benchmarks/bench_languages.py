@@ -9,6 +9,7 @@ language's kept share is within 10 points of English's.
     uv run python benchmarks/bench_languages.py --corpus debian-reference
     uv run python benchmarks/bench_languages.py --corpus gnome-help
     uv run python benchmarks/bench_languages.py --corpus debian-handbook
+    uv run python benchmarks/bench_languages.py --corpus libreoffice-help
     uv run python benchmarks/bench_languages.py --corpus DIR        # DIR/<label>.txt files
     uv run python benchmarks/bench_languages.py --languages en,ja,zh --recipe my_recipe.yaml
     uv run python benchmarks/bench_languages.py --languages en,km,my,am,hy,ka,si,bo,lo,th
@@ -42,6 +43,11 @@ Corpora (nothing is copied into the repository; they are fetched once into the c
   ``debian-handbook`` (GPL-2+ or CC-BY-SA 3.0; `apt-get download`), 26 translations of a book
   of prose around commands and files: pages as the installation guide's (one per HTML file of
   at least 150 English words, left out where the translation is incomplete).
+- ``libreoffice-help``: LibreOffice's help, Debian's packages ``libreoffice-help-<lang>``
+  (MPL-2.0; `apt-get download`), 24 languages in seven scripts, Khmer and Dzongkha (Tibetan
+  script) among them: pages as the installation guide's (one per help page of at least 150
+  English words, left out where the translation is incomplete). Dzongkha is a language the
+  bundled language-ID model does not know.
 - a directory: one ``<label>.txt`` per language (the label is the page's true language, ISO 639-1
   as the language ID reports it, e.g. ``en``, ``zh``, ``zh-Hant``), paragraphs separated by blank
   lines; a page is a window of WINDOW paragraphs (6), moved by STEP (1).
@@ -210,10 +216,51 @@ HANDBOOK_DIRS = {
     "zh": "zh-CN",
     "zh-Hant": "zh-TW",
 }
-# corpus -> (package, its folder holding a folder per language, label -> that folder)
+LIBREOFFICE_PACKAGE = "libreoffice-help-{}"
+# label -> LibreOffice's help folder under usr/share/libreoffice/help/ (its package's name is
+# that folder's in lower case): the languages of seven scripts it translates
+LIBREOFFICE_DIRS = {
+    "en": "en-US",
+    "de": "de",
+    "fr": "fr",
+    "es": "es",
+    "it": "it",
+    "pt": "pt-BR",
+    "nl": "nl",
+    "sv": "sv",
+    "fi": "fi",
+    "hu": "hu",
+    "pl": "pl",
+    "cs": "cs",
+    "ru": "ru",
+    "el": "el",
+    "tr": "tr",
+    "id": "id",
+    "vi": "vi",
+    "hi": "hi",
+    "ja": "ja",
+    "ko": "ko",
+    "zh": "zh-CN",
+    "zh-Hant": "zh-TW",
+    "km": "km",
+    "dz": "dz",
+}
+# corpus -> (its packages, their folder holding a folder per language, label -> that folder,
+# the pattern of its pages in a language's folder)
 BOOKS = {
-    "debian-guide": (GUIDE_PACKAGE, f"usr/share/doc/{GUIDE_PACKAGE}", GUIDE_DIRS),
-    "debian-handbook": (HANDBOOK_PACKAGE, f"usr/share/doc/{HANDBOOK_PACKAGE}/html", HANDBOOK_DIRS),
+    "debian-guide": ([GUIDE_PACKAGE], f"usr/share/doc/{GUIDE_PACKAGE}", GUIDE_DIRS, "*.html"),
+    "debian-handbook": (
+        [HANDBOOK_PACKAGE],
+        f"usr/share/doc/{HANDBOOK_PACKAGE}/html",
+        HANDBOOK_DIRS,
+        "*.html",
+    ),
+    "libreoffice-help": (
+        [LIBREOFFICE_PACKAGE.format(folder.lower()) for folder in LIBREOFFICE_DIRS.values()],
+        "usr/share/libreoffice/help",
+        LIBREOFFICE_DIRS,
+        "**/*.html",
+    ),
 }
 REFERENCE_PACKAGE = "debian-reference-{}"
 # label -> the Debian Reference's language in its package's and files' names (ch01.<it>.html)
@@ -478,13 +525,17 @@ def fetch_packages(cache: Path, name: str, packages: list[str], inside: str) -> 
 
 def fetch_book(cache: Path, corpus: str) -> tuple[Path, dict[str, str]]:
     """A book of ``BOOKS``: its folder (fetched once) and, per label, its language's folder."""
-    package, inside, dirs = BOOKS[corpus]
-    return fetch_packages(cache, corpus, [package], inside), dirs
+    packages, inside, dirs, _ = BOOKS[corpus]
+    return fetch_packages(cache, corpus, packages, inside), dirs
 
 
-def pages_in_every(book: Path, dirs: dict[str, str], labels: list[str]) -> list[str]:
-    """The names of the book's HTML pages that every language of ``labels`` has, sorted."""
-    found = ({page.name for page in (book / dirs[label]).glob("*.html")} for label in labels)
+def pages_in_every(book: Path, dirs: dict[str, str], labels: list[str], pattern: str) -> list[str]:
+    """The paths (in a language's folder) of the book's HTML pages (``pattern``) that every
+    language of ``labels`` has, sorted."""
+    found = (
+        {str(page.relative_to(book / dirs[label])) for page in (book / dirs[label]).glob(pattern)}
+        for label in labels
+    )
     return sorted(set.intersection(*found))
 
 
@@ -545,7 +596,14 @@ def first_sentence(paragraph: str) -> str:
     return found.group(0) if found else paragraph
 
 
-CORPORA = ("udhr", "debian-guide", "debian-reference", "gnome-help", "debian-handbook")
+CORPORA = (
+    "udhr",
+    "debian-guide",
+    "debian-reference",
+    "gnome-help",
+    "debian-handbook",
+    "libreoffice-help",
+)
 
 
 def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[str, Document]:
@@ -562,7 +620,7 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
         wanted = [label for label in (languages or dirs) if label in dirs]
         if missing := sorted(set(languages or ()) - set(dirs)):
             print(f"({corpus} has no {missing}: left out)", file=sys.stderr)
-        names = pages_in_every(docs, dirs, wanted)
+        names = pages_in_every(docs, dirs, wanted, BOOKS[corpus][3])
         english_folder = docs / dirs["en"]
         files = sorted(
             name
@@ -911,7 +969,9 @@ def main(argv: list[str] | None = None) -> None:
     if "en" not in corpus:
         print("(no en in the corpus: deltas are to the first language)", file=sys.stderr)
     default_cut = (
-        1 if args.corpus in ("debian-guide", "gnome-help", "debian-handbook") else 6,
+        1
+        if args.corpus in ("debian-guide", "gnome-help", "debian-handbook", "libreoffice-help")
+        else 6,
         6 if args.corpus == "debian-reference" else 1,
     )
     window = args.window or default_cut[0]

@@ -210,9 +210,13 @@ def scaled(n: int, scale: float) -> int:
     return n if scale == 1 else int(n * scale + 0.5)
 
 
+ZERO_WIDTH_SPACE = "\u200b"
+
+
 def segmented_text(docs: pl.DataFrame) -> pl.Series:
     """The documents' text as the word scanners read it: for a document in a language written
-    without spaces (its ``language``), a space at every word boundary its segmenter finds; in
+    without spaces (its ``language``), a space at every word boundary its segmenter finds, and
+    for each zero-width space (a word boundary its writers marked); in
     a language whose words join across a hyphen or a middle dot between letters, "_" in its
     place (one word, as "_" joins in ``_JOINS``); the text itself for the others (null text:
     empty)."""
@@ -236,6 +240,8 @@ def _segmented(docs: pl.DataFrame, languages: list[str]) -> pl.Series:
             continue
         own = text.gather(rows)
         if split is not None:
+            # Khmer, Thai or Myanmar text may mark its word ends with a zero-width space
+            own = own.str.replace_all(ZERO_WIDTH_SPACE, " ", literal=True)
             own = pl.Series(split(own.to_list()), dtype=pl.String)
         if joins:
             own = _joined_across(own, joins)
