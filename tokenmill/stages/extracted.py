@@ -275,7 +275,9 @@ STAGE = Stage(
     schema=EXTRACTED_SCHEMA,
     # 2: a lost main content gives way to the page's marked main region first; 3: signals
     # measured with each language's words and stop words; 4: a lid.176 label's score is its
-    # language group's (text.language.LANGUAGE_GROUPS)
+    # language group's (text.language.LANGUAGE_GROUPS); 6: C4's sentences of the languages
+    # that mark only clause ends, n-grams and line minimums of syllable-segmented ones, zero-width
+    # spaces as word boundaries
     version="6",
     data_files=("docs.parquet",),
     shared=True,

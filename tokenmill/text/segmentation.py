@@ -185,7 +185,8 @@ def ngram_scale(label: str) -> float:
     """How many of the scanner's words stand for one word of the language where its segmenter
     cuts finer than words (syllables, characters: ``segmenters.splits_below_words``): its
     words per English word (``LanguageDefaults.content_word_ratio``), where more than 1; else
-    1. Gopher repetition's n-grams are n times as long for it: as much text as n words."""
+    1. Gopher repetition's n-grams and C4's minimum of words per line are n times as many of
+    them: as much text as n words."""
     from tokenmill.languages.defaults import language_defaults
     from tokenmill.text.segmenters import splits_below_words
 
@@ -215,11 +216,10 @@ ZERO_WIDTH_SPACE = "\u200b"
 
 def segmented_text(docs: pl.DataFrame) -> pl.Series:
     """The documents' text as the word scanners read it: for a document in a language written
-    without spaces (its ``language``), a space at every word boundary its segmenter finds, and
-    for each zero-width space (a word boundary its writers marked); in
-    a language whose words join across a hyphen or a middle dot between letters, "_" in its
-    place (one word, as "_" joins in ``_JOINS``); the text itself for the others (null text:
-    empty)."""
+    without spaces (its ``language``), a space at every word boundary its segmenter finds and
+    in place of each zero-width space (a boundary its writer marked); in a language whose words
+    join across a hyphen or a middle dot between letters, "_" in its place (one word, as "_"
+    joins in ``_JOINS``); the text itself for the others (null text: empty)."""
     text = docs["text"].fill_null("")
     languages = segmented_languages(docs)
     if not languages:
