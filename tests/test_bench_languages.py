@@ -152,3 +152,17 @@ def test_a_recipe_s_clean_section_is_used_with_every_language_kept(tmp_path):
     assert settings.keep_languages == [] and settings.min_language_score == 0.9
     assert bench.clean_settings(str(recipe), recipe_languages=True).keep_languages == ["en"]
     assert bench.clean_settings(None, False) == CleanSettings(keep_languages=[])
+
+
+def test_a_books_pages_are_those_every_language_has_in_its_folder(tmp_path):
+    for folder, names in (
+        ("en-US", ["a.html", "x/b.html", "x/c.html"]),
+        ("km", ["x/b.html", "a.html"]),
+    ):
+        for name in names:
+            (tmp_path / folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / folder / name).write_text("<p>page</p>")
+    dirs = {"en": "en-US", "km": "km"}
+    assert bench.pages_in_every(tmp_path, dirs, ["en", "km"], "*.html") == ["a.html"]
+    assert bench.pages_in_every(tmp_path, dirs, ["en", "km"], "**/*.html") == ["a.html", "x/b.html"]
+    assert "libreoffice-help" in bench.CORPORA and bench.BOOKS["libreoffice-help"][3] == "**/*.html"
