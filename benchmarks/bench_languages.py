@@ -87,6 +87,7 @@ from collections import Counter  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from html.parser import HTMLParser  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import NamedTuple  # noqa: E402
 
 import polars as pl  # noqa: E402
 
@@ -245,17 +246,24 @@ LIBREOFFICE_DIRS = {
     "km": "km",
     "dz": "dz",
 }
-# corpus -> (its packages, their folder holding a folder per language, label -> that folder,
-# the pattern of its pages in a language's folder)
+
+
+class Book(NamedTuple):
+    """A book translated page for page: its packages, their folder holding a folder per
+    language, label -> that folder, the pattern of its pages in a language's folder."""
+
+    packages: list[str]
+    inside: str
+    dirs: dict[str, str]
+    pages: str = "*.html"
+
+
 BOOKS = {
-    "debian-guide": ([GUIDE_PACKAGE], f"usr/share/doc/{GUIDE_PACKAGE}", GUIDE_DIRS, "*.html"),
-    "debian-handbook": (
-        [HANDBOOK_PACKAGE],
-        f"usr/share/doc/{HANDBOOK_PACKAGE}/html",
-        HANDBOOK_DIRS,
-        "*.html",
+    "debian-guide": Book([GUIDE_PACKAGE], f"usr/share/doc/{GUIDE_PACKAGE}", GUIDE_DIRS),
+    "debian-handbook": Book(
+        [HANDBOOK_PACKAGE], f"usr/share/doc/{HANDBOOK_PACKAGE}/html", HANDBOOK_DIRS
     ),
-    "libreoffice-help": (
+    "libreoffice-help": Book(
         [LIBREOFFICE_PACKAGE.format(folder.lower()) for folder in LIBREOFFICE_DIRS.values()],
         "usr/share/libreoffice/help",
         LIBREOFFICE_DIRS,
@@ -525,8 +533,8 @@ def fetch_packages(cache: Path, name: str, packages: list[str], inside: str) -> 
 
 def fetch_book(cache: Path, corpus: str) -> tuple[Path, dict[str, str]]:
     """A book of ``BOOKS``: its folder (fetched once) and, per label, its language's folder."""
-    packages, inside, dirs, _ = BOOKS[corpus]
-    return fetch_packages(cache, corpus, packages, inside), dirs
+    book = BOOKS[corpus]
+    return fetch_packages(cache, corpus, book.packages, book.inside), book.dirs
 
 
 def pages_in_every(book: Path, dirs: dict[str, str], labels: list[str], pattern: str) -> list[str]:
@@ -620,7 +628,7 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
         wanted = [label for label in (languages or dirs) if label in dirs]
         if missing := sorted(set(languages or ()) - set(dirs)):
             print(f"({corpus} has no {missing}: left out)", file=sys.stderr)
-        names = pages_in_every(docs, dirs, wanted, BOOKS[corpus][3])
+        names = pages_in_every(docs, dirs, wanted, BOOKS[corpus].pages)
         english_folder = docs / dirs["en"]
         files = sorted(
             name

@@ -200,13 +200,14 @@ class C4QualityFilter(Filter):
             (rows, c4_lines(text.gather(rows), self._settings(counting, scale), phrases))
             for scale, rows in groups
         ]
-        order = np.argsort(np.concatenate([rows for rows, _ in parts]), kind="stable")
+        order = np.argsort(np.concatenate([rows for rows, _ in parts]))
+        columns = zip(*(found for _, found in parts), strict=True)  # a field's parts at a time
         return C4Lines(
             *(
-                pl.concat([getattr(found, field) for _, found in parts]).gather(order)
-                if isinstance(parts[0][1][index], pl.Series)
-                else np.concatenate([getattr(found, field) for _, found in parts])[order]
-                for index, field in enumerate(C4Lines._fields)
+                pl.concat(field).gather(order)
+                if isinstance(field[0], pl.Series)
+                else np.concatenate(field)[order]
+                for field in columns
             )
         )
 

@@ -127,14 +127,7 @@ class GopherRepetitionFilter(Filter):
     def __call__(self, docs: pl.DataFrame) -> pl.Series:
         stats = self._element_stats(docs)
         failed = rule_reasons(stats, self.rules()[:4]).is_not_null().to_numpy()
-        ngrams = self._ngram_stats(
-            word_features_of(docs),
-            docs,
-            stats["chars"],
-            failed,
-            dict(self.dup_n_grams),
-            stop=True,
-        )
+        ngrams = self._ngram_stats(docs, stats["chars"], failed, dict(self.dup_n_grams), stop=True)
         return judged(stats.with_columns(**ngrams), self.judgement()).reasons
 
     def measure_key(self) -> tuple:
@@ -157,14 +150,7 @@ class GopherRepetitionFilter(Filter):
         stats = self._element_stats(docs)
         exact_above = {n: self.exact_dup_above for n, _ in self.dup_n_grams}
         nothing_failed = np.zeros(stats.height, dtype=bool)
-        ngrams = self._ngram_stats(
-            word_features_of(docs),
-            docs,
-            stats["chars"],
-            nothing_failed,
-            exact_above,
-            stop=False,
-        )
+        ngrams = self._ngram_stats(docs, stats["chars"], nothing_failed, exact_above, stop=False)
         return stats.with_columns(**ngrams)
 
     def _element_stats(self, docs: pl.DataFrame) -> pl.DataFrame:
@@ -176,7 +162,6 @@ class GopherRepetitionFilter(Filter):
 
     def _ngram_stats(
         self,
-        words: pl.Series,
         docs: pl.DataFrame,
         chars: pl.Series,
         failed: np.ndarray,
@@ -187,6 +172,7 @@ class GopherRepetitionFilter(Filter):
         the others, which an earlier rule drops anyway); of a document in a language whose
         words the segmenter cuts into syllables, n-grams of n times its ``ngram_scale`` of them,
         under n's name."""
+        words = word_features_of(docs)
         columns = {name: np.zeros(len(failed)) for name in self._ngram_columns()}
         for scale, rows in rows_by_ngram_scale(docs):
             rows = rows[~failed[rows]]
