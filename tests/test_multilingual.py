@@ -212,6 +212,27 @@ def test_c4_counts_thai_and_tibetan_sentences_by_the_breaks_that_end_them():
     assert c4.measure(docs)["sentences"].to_list() == [int(20 / ratio + 0.5), 1]
 
 
+def test_c4_counts_no_sentence_end_at_an_ordinal_period():
+    """Finnish, Hungarian, Czech, German... write an ordinal with a period ("5. artikla",
+    "15. května"): before a lowercase word it ends no sentence. English counts as it did, and so
+    does a period before a capital (German's "3. Oktober" cannot be told from a sentence end)."""
+    c4 = C4QualityFilter()
+    assert language_defaults("fi").ordinal_periods and language_defaults("hu").ordinal_periods
+    assert not language_defaults("en").ordinal_periods
+    assert not language_defaults("fr").ordinal_periods
+    finnish = "Julistus: 5. artikla.\nKetään ei saa kiduttaa 15. toukokuuta 2020. Hän on."
+    czech = "Zákon ze dne 15. května 2020 platí.\nČlánek 5. odstavec 2. zní takto."
+    german = "Das Gesetz vom 3. Oktober gilt ab dem 5. und 6. Tag. Es ist gut so."
+    texts = [finnish, finnish, czech, czech, german, "Version 2. the end. And more."]
+    labels = ["fi", "en", "cs", None, "de", "de"]
+    docs = pl.DataFrame({"text": texts, "language": labels, "url": ["https://x.example/"] * 6})
+    # fi: "Julistus: 5. artikla." is one sentence, the second line two; English: five and two
+    assert c4.measure(docs)["sentences"].to_list() == [3, 5, 2, 5, 4, 2]
+    # the stored signal is the same count, measured at extraction with each document's language
+    stored = EXTRACTED_SIGNALS.measure(docs)["c4_quality.sentences"].to_list()
+    assert stored == [3, 5, 2, 5, 4, 2]
+
+
 def burmese_page(rng: random.Random) -> str:
     """Twenty sentences of Myanmar consonants (one syllable each to the segmenter), four
     five-syllable phrases (about two words) each in five of them."""

@@ -56,6 +56,10 @@ _SHAD_BEFORE_A_SYLLABLE = r"[\x{0F0D}-\x{0F12}][^\S\n]*[\x{0F00}\x{0F40}-\x{0F6C
 _CLAUSE_BREAK = (  # kept lines: "\n" between them
     _SPACE_ENDED + r"[^\S\n]+" + _SPACE_ENDED + "|" + _SHAD_BEFORE_A_SYLLABLE
 )
+# In a language that writes ordinals with a period ("5. artikla", "15. května"), a period after a
+# number and before a lowercase word in the same line: counted above as a sentence end, it is
+# none.
+_ORDINAL_PERIOD = r"(?:^|\W)[0-9]+\.[^\S\n]+\p{Ll}"
 
 
 # What the line rules look for in a lowercased line, in c4_lines' order.
@@ -172,7 +176,7 @@ class C4QualityFilter(Filter):
                 new_text = new_text.scatter(rows, cut)
         stats = pl.DataFrame(
             {
-                "sentences": _with_clause_breaks(found.sentences, new_text, docs)
+                "sentences": _by_language(found.sentences, new_text, docs)
                 if judging
                 else found.sentences,
                 "fatal": pl.Series(_FATAL, dtype=pl.String).gather(found.fatal),
@@ -231,15 +235,21 @@ class C4QualityFilter(Filter):
         return [Rule("sentences", pl.col("sentences"), "<", threshold)]
 
 
-def _with_clause_breaks(sentences: np.ndarray, kept: pl.Series, docs: pl.DataFrame) -> np.ndarray:
-    """Each document's ``sentences`` (its kept lines and the sentence ends in them), or where
-    more, in a language that marks only its clauses' ends (one with a ``sentence_ratio``), the
-    ``_CLAUSE_BREAK``s in its ``kept`` lines over that ratio, rounded."""
+def _by_language(sentences: np.ndarray, kept: pl.Series, docs: pl.DataFrame) -> np.ndarray:
+    """Each document's ``sentences`` (its kept lines and the sentence ends in them), less, in a
+    language that writes ordinals with a period (``LanguageDefaults.ordinal_periods``), the
+    ``_ORDINAL_PERIOD``s of its ``kept`` lines; or where more, in a language that marks only its
+    clauses' ends (one with a ``sentence_ratio``), the ``_CLAUSE_BREAK``s in its ``kept`` lines
+    over that ratio, rounded."""
     if "language" not in docs.columns:
         return sentences
-    labels = docs["language"].unique().drop_nulls().to_list()
-    ratios = {label: language_defaults(label).sentence_ratio for label in labels}
-    ratios = {label: ratio for label, ratio in ratios.items() if ratio}
+    labels = [language_defaults(label) for label in docs["language"].unique().drop_nulls()]
+    ordinals = [found.label for found in labels if found.ordinal_periods]
+    if ordinals:
+        ordinal = docs["language"].is_in(ordinals).fill_null(False).to_numpy()
+        counted = kept.str.count_matches(_ORDINAL_PERIOD).fill_null(0).to_numpy()
+        sentences = sentences - np.where(ordinal, counted, 0)
+    ratios = {found.label: found.sentence_ratio for found in labels if found.sentence_ratio}
     if not ratios:
         return sentences
     breaks = kept.str.count_matches(_CLAUSE_BREAK).fill_null(0)

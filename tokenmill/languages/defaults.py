@@ -34,6 +34,32 @@ ALPHA_SHARE = "max_non_alpha_words_ratio"
 MIN_STOP_WORDS = "min_stop_words"
 # Gopher quality's bounds on a document's words (punctuation tokens not counted).
 WORD_BOUNDS = ("min_doc_words", "max_doc_words")
+# Languages whose writing puts a period after a number used as an ordinal ("5. artikla",
+# "15. května", "2020. május 15."): there a period between a number and a lowercase word ends no
+# sentence. By FineWeb-2 config (the language in its scripts).
+ORDINAL_PERIODS = frozenset(
+    {
+        "bos_Latn",
+        "ces_Latn",
+        "dan_Latn",
+        "deu_Latn",
+        "ekk_Latn",
+        "eus_Latn",
+        "fao_Latn",
+        "fin_Latn",
+        "hrv_Latn",
+        "hun_Latn",
+        "isl_Latn",
+        "lvs_Latn",
+        "nno_Latn",
+        "nob_Latn",
+        "slk_Latn",
+        "slv_Latn",
+        "srp_Cyrl",
+        "srp_Latn",
+        "tur_Latn",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +93,7 @@ class LanguageDefaults:
     word_ratio: float | None = None
     content_word_ratio: float | None = None
     sentence_ratio: float | None = None
+    ordinal_periods: bool = False  # see ORDINAL_PERIODS
     stop_words_reached: int | None = None
     language_score_reached: float | None = None
 
@@ -209,6 +236,7 @@ def language_defaults(label: str) -> LanguageDefaults:
         word_ratio=_parity()["word_ratios"].get(entry["config"]),
         content_word_ratio=_parity()["content_word_ratios"].get(entry["config"]),
         sentence_ratio=_parity()["sentence_ratios"].get(entry["config"]),
+        ordinal_periods=entry["config"] in ORDINAL_PERIODS,
         stop_words_reached=_parity()["stop_words"].get(entry["config"]),
         language_score_reached=_parity()["language_scores"].get(entry["config"]),
     )
