@@ -284,6 +284,24 @@ def test_c4s_line_minimum_of_a_syllable_segmented_language_counts_words_not_syll
     assert alone == kept
 
 
+def test_c4s_line_minimum_is_three_english_words_worth_of_a_languages_words():
+    """Japanese says in 1.25 MeCab words what English says in one: "第５条" (第, ５, 条) is a
+    heading as short as "Article 5", under four of its words. A language that takes fewer
+    words than English (Finnish) keeps English's minimum."""
+    from tokenmill.text.segmentation import line_scale
+
+    assert line_scale("ja") == language_defaults("ja").content_word_ratio > 1.17
+    assert line_scale("fi") == line_scale("en") == line_scale("und") == 1.0
+    c4 = C4QualityFilter()
+    japanese = "第５条\nすべての人は、生命、自由及び身体の安全に対する権利を有する。"
+    finnish = "5 artikla on\nJokaisella on oikeus elämään, vapauteen ja turvallisuuteen."
+    docs = pl.DataFrame({"text": [japanese, japanese, finnish], "language": ["ja", "zh", "fi"]})
+    kept = c4.measure(docs)["new_text"].to_list()
+    assert kept[0] == japanese.split("\n")[1]  # three words, under 3 x 1.25
+    assert kept[1] == japanese  # zh: fewer words than English, the minimum stays 3
+    assert kept[2] == finnish
+
+
 @pytest.mark.parametrize("language", ["km", "th", "my", "ja"])
 def test_a_zero_width_space_between_words_is_a_word_boundary(language):
     """Khmer (and Thai, Myanmar) web text marks word ends with U+200B: as a space, not a word

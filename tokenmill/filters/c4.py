@@ -13,7 +13,8 @@ from tokenmill.text.segmentation import (
     NEW_SEGMENTED,
     NEW_WORD_COUNTS,
     knows_words,
-    rows_by_ngram_scale,
+    line_scale,
+    rows_by_scale,
     scaled,
     segmented_languages,
     segmented_text,
@@ -194,10 +195,11 @@ class C4QualityFilter(Filter):
         return stats
 
     def _lines_found(self, text: pl.Series, docs: pl.DataFrame, counting: bool) -> C4Lines:
-        """``c4_lines`` over ``text``; a line's minimum of words, in a language whose segmenter
-        cuts its words in pieces (syllables), that many words' pieces (``ngram_scale``)."""
+        """``c4_lines`` over ``text``; a line's minimum of words, in a language that takes more
+        words than English to say the same (``line_scale``: Japanese, Vietnamese, those whose
+        segmenter cuts syllables), that many English words' worth of them."""
         phrases = list(_LOWERCASE_PHRASES)
-        groups = rows_by_ngram_scale(docs)
+        groups = rows_by_scale(docs, line_scale)
         if len(groups) == 1:
             return c4_lines(text, self._settings(counting, groups[0][0]), phrases)
         parts = [

@@ -9,7 +9,7 @@ import polars as pl
 
 from tokenmill.filters.protocol import Filter
 from tokenmill.filters.rules import Judgement, Rule, judged, rule_reasons
-from tokenmill.text.segmentation import rows_by_ngram_scale, scaled
+from tokenmill.text.segmentation import rows_by_scale, scaled
 from tokenmill.text.word_scan import (
     Words,
     element_duplicates,
@@ -174,7 +174,7 @@ class GopherRepetitionFilter(Filter):
         under n's name."""
         words = word_features_of(docs)
         columns = {name: np.zeros(len(failed)) for name in self._ngram_columns()}
-        for scale, rows in rows_by_ngram_scale(docs):
+        for scale, rows in rows_by_scale(docs):
             rows = rows[~failed[rows]]
             found = ngram_stats(
                 words_in(words.gather(rows)),

@@ -277,7 +277,8 @@ STAGE = Stage(
     # measured with each language's words and stop words; 4: a lid.176 label's score is its
     # language group's (text.language.LANGUAGE_GROUPS); 6: C4's sentences of the languages
     # that mark only clause ends, n-grams and line minimums of syllable-segmented ones, zero-width
-    # spaces as word boundaries; 7: no sentence end at an ordinal's period (Finnish "5. artikla")
+    # spaces as word boundaries; 7: no sentence end at an ordinal's period (Finnish "5. artikla"),
+    # C4's line minimum in English words' worth of a language's words (Japanese, Vietnamese)
     version="7",
     data_files=("docs.parquet",),
     shared=True,

@@ -194,13 +194,27 @@ def ngram_scale(label: str) -> float:
     return max(1.0, ratio) if ratio and splits_below_words(label) else 1.0
 
 
-def rows_by_ngram_scale(docs: pl.DataFrame) -> list[tuple[float, np.ndarray]]:
-    """The rows of ``docs`` grouped by their language's ``ngram_scale`` (1 without a
-    ``language`` column, or for a null one), smallest scale first."""
+@functools.cache
+def line_scale(label: str) -> float:
+    """How many of the scanner's words make one English word in the language: its words per
+    English word (``LanguageDefaults.content_word_ratio``) where more than 1, else 1 (its
+    ``ngram_scale`` where its segmenter cuts syllables). C4's minimum of words per line is that
+    many times as many: Japanese "第５条" (three words to MeCab) is as short a heading as
+    "Article 5"."""
+    from tokenmill.languages.defaults import language_defaults
+
+    ratio = language_defaults(label).content_word_ratio
+    return max(1.0, ratio) if ratio else 1.0
+
+
+def rows_by_scale(docs: pl.DataFrame, scale_of=None) -> list[tuple[float, np.ndarray]]:
+    """The rows of ``docs`` grouped by their language's scale (``scale_of``, by default
+    ``ngram_scale``; 1 without a ``language`` column, or for a null one), smallest first."""
+    scale_of = scale_of or ngram_scale
     languages = docs.get_column("language", default=None)
     if languages is None:
         return [(1.0, np.arange(docs.height))]
-    scales = {label: ngram_scale(label) for label in languages.unique().drop_nulls().to_list()}
+    scales = {label: scale_of(label) for label in languages.unique().drop_nulls().to_list()}
     of_rows = languages.replace_strict(scales, default=1.0, return_dtype=pl.Float64).to_numpy()
     return [(scale, np.flatnonzero(of_rows == scale)) for scale in sorted(set(of_rows))]
 
