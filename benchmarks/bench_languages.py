@@ -10,6 +10,7 @@ language's kept share is within 10 points of English's.
     uv run python benchmarks/bench_languages.py --corpus gnome-help
     uv run python benchmarks/bench_languages.py --corpus debian-handbook
     uv run python benchmarks/bench_languages.py --corpus libreoffice-help
+    uv run python benchmarks/bench_languages.py --corpus gimp-help
     uv run python benchmarks/bench_languages.py --corpus DIR        # DIR/<label>.txt files
     uv run python benchmarks/bench_languages.py --languages en,ja,zh --recipe my_recipe.yaml
     uv run python benchmarks/bench_languages.py --languages en,km,my,am,hy,ka,si,bo,lo,th
@@ -48,6 +49,10 @@ Corpora (nothing is copied into the repository; they are fetched once into the c
   script) among them: pages as the installation guide's (one per help page of at least 150
   English words, left out where the translation is incomplete). Dzongkha is a language the
   bundled language-ID model does not know.
+- ``gimp-help``: the GIMP user manual, Debian's packages ``gimp-help-<lang>`` (GFDL-1.2+;
+  `apt-get download`), 25 languages (Persian, Japanese, Korean, Chinese, Ukrainian, Lithuanian
+  among them): pages as the installation guide's. Every language's package holds every page,
+  the untranslated ones in English: those are left out.
 - a directory: one ``<label>.txt`` per language (the label is the page's true language, ISO 639-1
   as the language ID reports it, e.g. ``en``, ``zh``, ``zh-Hant``), paragraphs separated by blank
   lines; a page is a window of WINDOW paragraphs (6), moved by STEP (1).
@@ -247,6 +252,37 @@ LIBREOFFICE_DIRS = {
     "dz": "dz",
 }
 
+GIMP_PACKAGE = "gimp-help-{}"
+# label -> the GIMP manual's folder under usr/share/gimp/2.0/help/ (its package's name is that
+# folder's in lower case, "_" as "-"): every language Debian packages it in
+GIMP_DIRS = {
+    "en": "en",
+    "ca": "ca",
+    "cs": "cs",
+    "da": "da",
+    "de": "de",
+    "el": "el",
+    "es": "es",
+    "fa": "fa",
+    "fi": "fi",
+    "fr": "fr",
+    "hr": "hr",
+    "hu": "hu",
+    "it": "it",
+    "ja": "ja",
+    "ko": "ko",
+    "lt": "lt",
+    "nl": "nl",
+    "nn": "nn",
+    "pt": "pt_BR",
+    "ro": "ro",
+    "ru": "ru",
+    "sl": "sl",
+    "sv": "sv",
+    "uk": "uk",
+    "zh": "zh_CN",
+}
+
 
 class Book(NamedTuple):
     """A book translated page for page: its packages, their folder holding a folder per
@@ -268,6 +304,11 @@ BOOKS = {
         "usr/share/libreoffice/help",
         LIBREOFFICE_DIRS,
         "**/*.html",
+    ),
+    "gimp-help": Book(
+        [GIMP_PACKAGE.format(folder.lower().replace("_", "-")) for folder in GIMP_DIRS.values()],
+        "usr/share/gimp/2.0/help",
+        GIMP_DIRS,
     ),
 }
 REFERENCE_PACKAGE = "debian-reference-{}"
@@ -611,6 +652,7 @@ CORPORA = (
     "gnome-help",
     "debian-handbook",
     "libreoffice-help",
+    "gimp-help",
 )
 
 
@@ -977,9 +1019,7 @@ def main(argv: list[str] | None = None) -> None:
     if "en" not in corpus:
         print("(no en in the corpus: deltas are to the first language)", file=sys.stderr)
     default_cut = (
-        1
-        if args.corpus in ("debian-guide", "gnome-help", "debian-handbook", "libreoffice-help")
-        else 6,
+        1 if args.corpus in BOOKS or args.corpus == "gnome-help" else 6,
         6 if args.corpus == "debian-reference" else 1,
     )
     window = args.window or default_cut[0]

@@ -166,3 +166,10 @@ def test_a_books_pages_are_those_every_language_has_in_its_folder(tmp_path):
     assert bench.pages_in_every(tmp_path, dirs, ["en", "km"], "*.html") == ["a.html"]
     assert bench.pages_in_every(tmp_path, dirs, ["en", "km"], "**/*.html") == ["a.html", "x/b.html"]
     assert "libreoffice-help" in bench.CORPORA and bench.BOOKS["libreoffice-help"][3] == "**/*.html"
+
+
+def test_every_book_is_a_corpus_and_its_packages_are_named_as_debian_names_them():
+    assert set(bench.BOOKS) <= set(bench.CORPORA)
+    gimp = bench.BOOKS["gimp-help"]
+    assert {"gimp-help-en", "gimp-help-zh-cn", "gimp-help-pt-br"} <= set(gimp.packages)
+    assert gimp.dirs["zh"] == "zh_CN" and len(gimp.packages) == len(gimp.dirs)
