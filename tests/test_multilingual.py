@@ -285,9 +285,9 @@ def test_c4s_line_minimum_of_a_syllable_segmented_language_counts_words_not_syll
 
 
 def test_c4s_line_minimum_is_three_english_words_worth_of_a_languages_words():
-    """Japanese says in 1.25 MeCab words what English says in one: "第５条" (第, ５, 条) is a
-    heading as short as "Article 5", under four of its words. A language that takes fewer
-    words than English (Finnish) keeps English's minimum."""
+    """Japanese takes more MeCab words than English words to say the same: "第５条" (第, ５, 条)
+    is a heading as short as "Article 5", under three English words' worth of its words. A
+    language that takes fewer words than English (Finnish) keeps English's minimum."""
     from tokenmill.text.segmentation import line_scale
 
     assert line_scale("ja") == language_defaults("ja").content_word_ratio > 1.17
