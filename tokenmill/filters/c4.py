@@ -242,19 +242,26 @@ def _by_language(sentences: np.ndarray, kept: pl.Series, docs: pl.DataFrame) -> 
     language that writes ordinals with a period (``LanguageDefaults.ordinal_periods``), the
     ``_ORDINAL_PERIOD``s of its ``kept`` lines; or where more, in a language that marks only its
     clauses' ends (one with a ``sentence_ratio``), the ``_CLAUSE_BREAK``s in its ``kept`` lines
-    over that ratio, rounded."""
+    over that ratio, rounded. Only those languages' documents are searched."""
     if "language" not in docs.columns:
         return sentences
     labels = [language_defaults(label) for label in docs["language"].unique().drop_nulls()]
     ordinals = [found.label for found in labels if found.ordinal_periods]
-    if ordinals:
-        ordinal = docs["language"].is_in(ordinals).fill_null(False).to_numpy()
-        counted = kept.str.count_matches(_ORDINAL_PERIOD).fill_null(0).to_numpy()
-        sentences = sentences - np.where(ordinal, counted, 0)
     ratios = {found.label: found.sentence_ratio for found in labels if found.sentence_ratio}
-    if not ratios:
+    if not ordinals and not ratios:
         return sentences
-    breaks = kept.str.count_matches(_CLAUSE_BREAK).fill_null(0)
-    per_ratio = docs["language"].replace_strict(ratios, default=None, return_dtype=pl.Float64)
-    estimated = (breaks / per_ratio + 0.5).floor().fill_null(0).cast(pl.Int64).to_numpy()
-    return np.maximum(sentences, estimated)
+    sentences = sentences.copy()
+    if rows := _rows_in(docs, ordinals):
+        found = kept.gather(rows).str.count_matches(_ORDINAL_PERIOD).fill_null(0)
+        sentences[rows] -= found.to_numpy()
+    if rows := _rows_in(docs, list(ratios)):
+        breaks = kept.gather(rows).str.count_matches(_CLAUSE_BREAK).fill_null(0)
+        per_ratio = docs["language"].gather(rows).replace_strict(ratios, return_dtype=pl.Float64)
+        estimated = (breaks / per_ratio + 0.5).floor().cast(pl.Int64).to_numpy()
+        sentences[rows] = np.maximum(sentences[rows], estimated)
+    return sentences
+
+
+def _rows_in(docs: pl.DataFrame, labels: list[str]) -> list[int]:
+    """The rows of ``docs`` whose language is one of ``labels``."""
+    return docs["language"].is_in(labels).fill_null(False).arg_true().to_list() if labels else []

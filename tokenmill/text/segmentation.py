@@ -181,30 +181,25 @@ def _word_rules(label: str) -> tuple:
 
 
 @functools.cache
-def ngram_scale(label: str) -> float:
-    """How many of the scanner's words stand for one word of the language where its segmenter
-    cuts finer than words (syllables, characters: ``segmenters.splits_below_words``): its
-    words per English word (``LanguageDefaults.content_word_ratio``), where more than 1; else
-    1. Gopher repetition's n-grams and C4's minimum of words per line are n times as many of
-    them: as much text as n words."""
-    from tokenmill.languages.defaults import language_defaults
-    from tokenmill.text.segmenters import splits_below_words
-
-    ratio = language_defaults(label).content_word_ratio
-    return max(1.0, ratio) if ratio and splits_below_words(label) else 1.0
-
-
-@functools.cache
 def line_scale(label: str) -> float:
     """How many of the scanner's words make one English word in the language: its words per
-    English word (``LanguageDefaults.content_word_ratio``) where more than 1, else 1 (its
-    ``ngram_scale`` where its segmenter cuts syllables). C4's minimum of words per line is that
-    many times as many: Japanese "第５条" (three words to MeCab) is as short a heading as
-    "Article 5"."""
+    English word (``LanguageDefaults.content_word_ratio``) where more than 1, else 1. C4's
+    minimum of words per line is that many times as many: Japanese "第５条" (three words to
+    MeCab) is as short a heading as "Article 5"."""
     from tokenmill.languages.defaults import language_defaults
 
     ratio = language_defaults(label).content_word_ratio
     return max(1.0, ratio) if ratio else 1.0
+
+
+@functools.cache
+def ngram_scale(label: str) -> float:
+    """``line_scale`` where the language's segmenter cuts finer than words (syllables,
+    characters: ``segmenters.splits_below_words``), else 1: Gopher repetition's n-grams are n
+    times as many of its pieces, as much text as n words."""
+    from tokenmill.text.segmenters import splits_below_words
+
+    return line_scale(label) if splits_below_words(label) else 1.0
 
 
 def rows_by_scale(docs: pl.DataFrame, scale_of=None) -> list[tuple[float, np.ndarray]]:
