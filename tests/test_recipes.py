@@ -162,3 +162,27 @@ def test_tokenmill_run_builds_the_valid_recipes_beside_a_bad_one(
         shards = Dataset(Recipe({}, recipe), recipe).lake(lake)
         assert shards.exists(f"tokenized_shards/{crawl}/00000/_SUCCESS.json"), recipe
     assert lake.list_dirs("recipes") == ["any_language", "fineweb_en"]
+
+
+def test_new_language_defaults_make_a_multilingual_recipes_cleaning_stale(monkeypatch):
+    """A recipe that judges languages other than English by the shipped defaults (FineWeb-2's
+    values, the parity tables) depends on them: its ``cleaned`` version changes with them; an
+    English-only recipe's, or one that judges every language by its own settings, does not."""
+    import tokenmill.stages.cleaned as cleaned
+    from tokenmill.languages.defaults import data_version
+    from tokenmill.stages.cleaned import CleanSettings
+
+    recipes = {
+        "english": Recipe({"clean": {"keep_languages": ["en"]}}, "english.yaml"),
+        "german": Recipe({"clean": {"keep_languages": ["de"]}}, "german.yaml"),
+        "every": Recipe({"clean": {"keep_languages": []}}, "every.yaml"),
+        "own": Recipe(
+            {"clean": {"keep_languages": ["de"], "language_defaults": False}}, "own.yaml"
+        ),
+    }
+    before = {name: recipe.version(CleanSettings) for name, recipe in recipes.items()}
+    assert data_version() == data_version() and len(data_version()) == 12
+    monkeypatch.setattr(cleaned, "data_version", lambda: "other-values")
+    after = {name: recipe.version(CleanSettings) for name, recipe in recipes.items()}
+    assert after["german"] != before["german"] and after["every"] != before["every"]
+    assert after["english"] == before["english"] and after["own"] == before["own"]

@@ -16,6 +16,7 @@ word) with datatrove's word tokenizer for each language (``word_tokenizer``), an
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -164,6 +165,16 @@ class LanguageDefaults:
 @cache
 def _data() -> dict[str, Any]:
     return json.loads(files(__package__).joinpath(DATA_FILE).read_text(encoding="utf-8"))
+
+
+@cache
+def data_version() -> str:
+    """A digest of the values shipped here (FineWeb-2's settings, the parity tables, the word
+    joins): what a recipe judging languages other than English by their defaults is made of."""
+    digest = hashlib.sha256()
+    for name in (DATA_FILE, "parity.json", "word_joins.json"):
+        digest.update(files(__package__).joinpath(name).read_bytes())
+    return digest.hexdigest()[:12]
 
 
 @cache

@@ -133,7 +133,13 @@ class Recipe:
     def version(self, settings: type | None) -> str:
         if settings is None:
             return "none"
-        values = dataclasses.asdict(self.settings(settings))
+        chosen = self.settings(settings)
+        values = dataclasses.asdict(chosen)
+        # settings that take values from data shipped with tokenmill (the language defaults)
+        # say which: new data makes what they built stale
+        shipped = getattr(chosen, "defaults_version", None)
+        if shipped and (found := shipped()):
+            values["defaults_version"] = found
         return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[
             :12
         ]

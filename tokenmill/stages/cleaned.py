@@ -34,7 +34,13 @@ from tokenmill.filters.per_language import LanguageChains
 from tokenmill.filters.registry import settings_types
 from tokenmill.filters.settings import from_value, with_filter_settings
 from tokenmill.filters.signals import EXTRACTED_SIGNALS, for_language, measured_by_language
-from tokenmill.languages.defaults import known_languages, language_defaults, same_language
+from tokenmill.languages.defaults import (
+    ENGLISH,
+    data_version,
+    known_languages,
+    language_defaults,
+    same_language,
+)
 from tokenmill.runtime.stage import (
     Pod,
     Scope,
@@ -162,6 +168,17 @@ class CleanSettings:
         if isinstance(self.languages, dict):
             for label in self.languages:
                 self.language_settings(label)  # an unknown language or setting fails here
+
+    def defaults_version(self) -> str | None:
+        """The version of the shipped language defaults this recipe's documents are judged by
+        (part of its ``cleaned`` stage's code version: new defaults make it stale), or None
+        for a recipe that keeps English only or judges every language by its own settings."""
+        english = same_language(ENGLISH)
+        if not self.language_defaults or (
+            self.keep_languages and all(label in english for label in self.keep_languages)
+        ):
+            return None
+        return data_version()
 
     def language_settings(self, label: str | None) -> dict[str, Any]:
         """The settings documents in language ``label`` are judged by: each built-in filter's
