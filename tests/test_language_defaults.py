@@ -204,3 +204,9 @@ def test_parity_tables_are_of_known_languages_and_in_range():
     for label, ratio in data["sentence_ratios"].items():
         assert language_defaults(label).sentence_ratio == ratio > 0.5
         assert LANGUAGES[label]["script"] in ("Thai", "Laoo", "Tibt")
+    # measured where the alpha-word rule decides, for the languages of translated help pages
+    near = data["alpha_offsets_near_threshold"]
+    assert {"de", "es", "fr", "ja", "ru", "zh"} <= set(near) and "en" not in near
+    for label, offset in near.items():
+        assert label in LANGUAGES and abs(offset) < 0.1, label
+        assert language_defaults(LANGUAGES[label]["config"]).alpha_offset_near == offset
