@@ -135,9 +135,12 @@ def signals_of(label: str, texts: list[str]) -> tuple[pl.DataFrame, pl.DataFrame
     return docs, EXTRACTED_SIGNALS.measure(docs)
 
 
+# a page's alpha-word share, from its signals
+SHARE = pl.col("gopher_quality.n_alpha") / pl.col("gopher_quality.n_words")
+
+
 def alpha_shares(label: str, texts: list[str]) -> list[float | None]:
-    signals = signals_of(label, texts)[1]
-    return (signals["gopher_quality.n_alpha"] / signals["gopher_quality.n_words"]).to_list()
+    return signals_of(label, texts)[1].select(SHARE).to_series().to_list()
 
 
 def offsets_near_threshold(labels: set[str]) -> dict[str, float]:
@@ -199,7 +202,7 @@ def measured(label: str, path: Path) -> tuple[pl.DataFrame, pl.Series] | None:
     paragraphs = page_texts(label, document, SCORE_WINDOW)
     scores = [score if found in named else None for found, score in map(identify, paragraphs)]
     return signals.select(
-        share=pl.col("gopher_quality.n_alpha") / pl.col("gopher_quality.n_words"),
+        share=SHARE,
         stop_words=pl.col("gopher_quality.n_stop"),
         words=pl.col("gopher_quality.n_words"),
         content_words=pl.col("gopher_quality.n_content"),
@@ -251,7 +254,7 @@ def main() -> None:
             lowest = float(np.floor(np.percentile(identified, REACHED_PERCENTILE) * 100) / 100)
             if lowest < MIN_LANGUAGE_SCORE:
                 scores[label] = lowest
-    near = offsets_near_threshold(set(offsets) | set(languages))
+    near = offsets_near_threshold(set(languages))
     (LANGUAGES / "parity.json").write_text(
         json.dumps(
             {

@@ -124,7 +124,8 @@ class LanguageDefaults:
             key: no_stricter(key, value, english[key]) if key in own else value
             for key, value in self.settings_of(filter_name).items()
         }
-        if ALPHA_SHARE in english and english[ALPHA_SHARE] and self.alpha_share_measured:
+        measured = self.alpha_offset_near is not None or self.alpha_offset is not None
+        if ALPHA_SHARE in english and english[ALPHA_SHARE] and measured:
             # measured with our words (FineWeb-2's value: with its own word tokenizers)
             values[ALPHA_SHARE] = max(0.0, round(self._alpha_share(english[ALPHA_SHARE]), 3))
         if self.content_word_ratio is not None:
@@ -136,10 +137,6 @@ class LanguageDefaults:
             if minimum is not None:
                 values[MIN_STOP_WORDS] = min(minimum, self.stop_words_reached)
         return values
-
-    @property
-    def alpha_share_measured(self) -> bool:
-        return self.alpha_offset_near is not None or self.alpha_offset is not None
 
     def _alpha_share(self, threshold: float) -> float:
         """The minimum alpha-word share at which a page passes as its English original with
@@ -162,9 +159,17 @@ class LanguageDefaults:
         return min(threshold, own * self.word_ratio / (self.word_ratio + extra))
 
 
+SHIPPED_FILES = (DATA_FILE, "parity.json", "word_joins.json")
+
+
+@cache
+def _shipped(name: str) -> bytes:
+    return files(__package__).joinpath(name).read_bytes()
+
+
 @cache
 def _data() -> dict[str, Any]:
-    return json.loads(files(__package__).joinpath(DATA_FILE).read_text(encoding="utf-8"))
+    return json.loads(_shipped(DATA_FILE))
 
 
 @cache
@@ -172,19 +177,19 @@ def data_version() -> str:
     """A digest of the values shipped here (FineWeb-2's settings, the parity tables, the word
     joins): what a recipe judging languages other than English by their defaults is made of."""
     digest = hashlib.sha256()
-    for name in (DATA_FILE, "parity.json", "word_joins.json"):
-        digest.update(files(__package__).joinpath(name).read_bytes())
+    for name in SHIPPED_FILES:
+        digest.update(_shipped(name))
     return digest.hexdigest()[:12]
 
 
 @cache
 def _joins() -> dict[str, list[str]]:
-    return json.loads(files(__package__).joinpath("word_joins.json").read_text("utf-8"))["joins"]
+    return json.loads(_shipped("word_joins.json"))["joins"]
 
 
 @cache
 def _parity_file() -> dict[str, Any]:
-    return json.loads(files(__package__).joinpath("parity.json").read_text("utf-8"))
+    return json.loads(_shipped("parity.json"))
 
 
 @cache
