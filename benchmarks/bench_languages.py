@@ -7,6 +7,7 @@ language's kept share is within 10 points of English's.
     uv run python benchmarks/bench_languages.py                     # the UDHR, default languages
     uv run python benchmarks/bench_languages.py --corpus debian-guide
     uv run python benchmarks/bench_languages.py --corpus debian-reference
+    uv run python benchmarks/bench_languages.py --corpus maint-guide  # and 3 more: see below
     uv run python benchmarks/bench_languages.py --corpus gnome-help
     uv run python benchmarks/bench_languages.py --corpus debian-handbook
     uv run python benchmarks/bench_languages.py --corpus libreoffice-help
@@ -37,6 +38,11 @@ Corpora (nothing is copied into the repository; they are fetched once into the c
   the paragraphs (of at least 40 characters in English) that every chosen language has
   translated, each a section, at the same places in every language; a page is a window of 6 of
   them, moved by 6, under the first paragraph's first sentence as its title.
+- ``debian-faq`` (10 languages, Korean and Chinese among them), ``maint-guide`` (the New
+  Maintainers' Guide, 11: Vietnamese and both Chinese scripts among them), ``aptitude-doc``
+  (aptitude's manual, 6) and ``developers-reference`` (6), Debian's packages of each
+  language (GPL-2+ or similar; `apt-get download`): pages as the Debian Reference's, from the
+  chapters whose translations hold as many paragraphs as the original.
 - ``gnome-help``: GNOME's desktop help, Debian's package ``gnome-user-docs`` (CC-BY-SA 3.0;
   `apt-get download`), the 15 languages it translates nearly whole and English: every topic
   (one page each) of at least 60 English words that all of them have translated.
@@ -316,20 +322,85 @@ BOOKS = {
         GIMP_DIRS,
     ),
 }
-REFERENCE_PACKAGE = "debian-reference-{}"
-# label -> the Debian Reference's language in its package's and files' names (ch01.<it>.html)
-REFERENCE_LANGUAGES = {
-    "en": "en",
-    "de": "de",
-    "fr": "fr",
-    "es": "es",
-    "it": "it",
-    "pt": "pt",
-    "id": "id",
-    "ja": "ja",
-    "zh": "zh-cn",
-    "zh-Hant": "zh-tw",
+
+
+class ParagraphBook(NamedTuple):
+    """A book whose translations hold the same paragraphs at the same places, chapter for
+    chapter: its packages, the folder they unpack into, and per label its chapters there: a
+    folder and the language's code in the chapters' file names (``ch01.<code>.html``; "": the
+    same names in every language's folder); ``chapters`` is their names' pattern, the code
+    left out."""
+
+    packages: list[str]
+    inside: str
+    languages: dict[str, tuple[str, str]]
+    chapters: str = "*.html"
+
+    def files(self, root: Path, label: str) -> dict[str, Path]:
+        """A language's chapter files, by their name without its code."""
+        folder, code = self.languages[label]
+        pattern = self.chapters.replace(".html", f".{code}.html") if code else self.chapters
+        return {
+            path.name.replace(f".{code}.", ".") if code else path.name: path
+            for path in sorted((root / folder).glob(pattern))
+        }
+
+
+def _reference_languages() -> dict[str, tuple[str, str]]:
+    codes = {"zh": "zh-cn", "zh-Hant": "zh-tw"}
+    labels = ("en", "de", "fr", "es", "it", "pt", "id", "ja", "zh", "zh-Hant")
+    return {label: (".", codes.get(label, label)) for label in labels}
+
+
+PARAGRAPH_BOOKS = {
+    "debian-reference": ParagraphBook(
+        [f"debian-reference-{code}" for _, code in _reference_languages().values()],
+        "usr/share/debian-reference",
+        _reference_languages(),
+        "ch*.html",
+    ),
+    "debian-faq": ParagraphBook(
+        ["debian-faq"]
+        + [f"debian-faq-{code}" for code in ("de", "fr", "it", "ja", "ko", "nl", "pt", "ru")]
+        + ["debian-faq-zh-cn"],
+        "usr/share/doc/debian/FAQ",
+        {
+            "en": (".", "en"),
+            **{code: (code, code) for code in ("de", "fr", "it", "ja", "ko", "nl", "pt", "ru")},
+            "zh": ("zh-cn", "zh-cn"),
+        },
+    ),
+    "maint-guide": ParagraphBook(
+        ["maint-guide"]
+        + [f"maint-guide-{code}" for code in ("ca", "de", "es", "fr", "it", "ja", "ru", "vi")]
+        + ["maint-guide-zh-cn", "maint-guide-zh-tw"],
+        "usr/share/doc",
+        {
+            "en": ("maint-guide/html", "en"),
+            **{
+                label: (f"maint-guide-{code}/html", code)
+                for label, code in (
+                    *((c, c) for c in ("ca", "de", "es", "fr", "it", "ja", "ru", "vi")),
+                    ("zh", "zh-cn"),
+                    ("zh-Hant", "zh-tw"),
+                )
+            },
+        },
+    ),
+    # Czech, Finnish and Dutch translate a part of it: left out
+    "aptitude-doc": ParagraphBook(
+        [f"aptitude-doc-{code}" for code in ("en", "es", "fr", "it", "ja", "ru")],
+        "usr/share/doc/aptitude/html",
+        {code: (code, "") for code in ("en", "es", "fr", "it", "ja", "ru")},
+    ),
+    "developers-reference": ParagraphBook(
+        ["developers-reference"]
+        + [f"developers-reference-{code}" for code in ("de", "fr", "it", "ja", "ru")],
+        "usr/share/developers-reference",
+        {"en": (".", ""), **{code: (code, "") for code in ("de", "fr", "it", "ja", "ru")}},
+    ),
 }
+
 REFERENCE_MIN_CHARS = 40  # shorter paragraphs (labels, commands) are left out
 GNOME_PACKAGE = "gnome-user-docs"
 # label -> the GNOME Help's folder under usr/share/help/ (the languages it translates nearly
@@ -628,15 +699,25 @@ def gnome_topics(help_root: Path, labels: list[str]) -> dict[str, Document]:
     return documents
 
 
-def reference_paragraphs(chapters: Path, code: str) -> list[str]:
-    """The paragraphs of the Debian Reference's chapters in one language, in order (every
-    language's files hold the same paragraphs at the same places)."""
-    return [
-        text
-        for chapter in sorted(chapters.glob(f"ch*.{code}.html"))
-        for tag, text in prose_blocks(chapter.read_text("utf-8", errors="replace"))
-        if tag == "p"
-    ]
+def aligned_paragraphs(book: ParagraphBook, root: Path, labels: list[str]) -> dict[str, list]:
+    """Per label, the paragraphs of the chapters every language of ``labels`` has, in order;
+    a chapter whose languages hold different numbers of paragraphs (a translation behind its
+    original) is left out."""
+    files = {label: book.files(root, label) for label in labels}
+    paragraphs: dict[str, list[str]] = {label: [] for label in labels}
+    for name in sorted(set.intersection(*(set(found) for found in files.values()))):
+        found = {
+            label: [
+                text
+                for tag, text in prose_blocks(files[label][name].read_text("utf-8", "replace"))
+                if tag == "p"
+            ]
+            for label in labels
+        }
+        if len({len(texts) for texts in found.values()}) == 1:
+            for label, texts in found.items():
+                paragraphs[label] += texts
+    return paragraphs
 
 
 FIRST_SENTENCE = re.compile(r".*?(?:[.!?](?=\s|$)|[\u3002\uff01\uff1f])", re.DOTALL)
@@ -653,7 +734,7 @@ def first_sentence(paragraph: str) -> str:
 CORPORA = (
     "udhr",
     "debian-guide",
-    "debian-reference",
+    *PARAGRAPH_BOOKS,
     "gnome-help",
     "debian-handbook",
     "libreoffice-help",
@@ -698,22 +779,11 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
         wanted = [label for label in (languages or GNOME_DIRS) if label in GNOME_DIRS]
         help_root = fetch_packages(cache, "gnome-help", [GNOME_PACKAGE], "usr/share/help")
         return gnome_topics(help_root, sorted({"en", *wanted}, key=list(GNOME_DIRS).index))
-    if corpus == "debian-reference":
-        wanted = [
-            label for label in (languages or REFERENCE_LANGUAGES) if label in REFERENCE_LANGUAGES
-        ]
-        chapters = fetch_packages(
-            cache,
-            "debian-reference",
-            [REFERENCE_PACKAGE.format(code) for code in REFERENCE_LANGUAGES.values()],
-            "usr/share/debian-reference",
-        )
-        texts = {
-            label: reference_paragraphs(chapters, REFERENCE_LANGUAGES[label])
-            for label in {"en", *wanted}
-        }
-        if len({len(found) for found in texts.values()}) != 1:
-            raise SystemExit("the Debian Reference's languages do not hold the same paragraphs")
+    if corpus in PARAGRAPH_BOOKS:
+        book = PARAGRAPH_BOOKS[corpus]
+        wanted = [label for label in (languages or book.languages) if label in book.languages]
+        root = fetch_packages(cache, corpus, book.packages, book.inside)
+        texts = aligned_paragraphs(book, root, list(dict.fromkeys(["en", *wanted])))
         english = texts["en"]
         # the paragraphs every language has translated (none still English's), long enough
         kept = [
@@ -722,6 +792,8 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
             if len(original) >= REFERENCE_MIN_CHARS
             and all(texts[label][i] != original for label in wanted if label != "en")
         ]
+        if not kept:
+            raise SystemExit(f"{corpus}: no paragraph that every chosen language translates")
         return {
             label: Document(
                 first_sentence(texts[label][kept[0]]),
@@ -1003,7 +1075,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--window", type=int, help="sections per page (udhr, DIR: 6; guide: 1)")
     parser.add_argument(
-        "--step", type=int, help="sections a page moves by (debian-reference: 6, others: 1)"
+        "--step", type=int, help="sections a page moves by (paragraph books: 6, others: 1)"
     )
     parser.add_argument(
         "--join",
@@ -1025,7 +1097,7 @@ def main(argv: list[str] | None = None) -> None:
         print("(no en in the corpus: deltas are to the first language)", file=sys.stderr)
     default_cut = (
         1 if args.corpus in BOOKS or args.corpus == "gnome-help" else 6,
-        6 if args.corpus == "debian-reference" else 1,
+        6 if args.corpus in PARAGRAPH_BOOKS else 1,
     )
     window = args.window or default_cut[0]
     args.step = args.step or default_cut[1]

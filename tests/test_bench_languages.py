@@ -173,3 +173,32 @@ def test_every_book_is_a_corpus_and_its_packages_are_named_as_debian_names_them(
     gimp = bench.BOOKS["gimp-help"]
     assert {"gimp-help-en", "gimp-help-zh-cn", "gimp-help-pt-br"} <= set(gimp.packages)
     assert gimp.dirs["zh"] == "zh_CN" and len(gimp.packages) == len(gimp.dirs)
+
+
+def test_a_paragraph_book_pairs_chapters_by_name_and_leaves_out_a_chapter_out_of_step(tmp_path):
+    book = bench.ParagraphBook(
+        [], ".", {"en": (".", "en"), "zh": ("zh-cn", "zh-cn"), "ru": ("ru", "")}, "ch*.html"
+    )
+    chapters = {
+        "ch01.en.html": ["One.", "Two."],
+        "ch02.en.html": ["Three."],
+        "index.en.html": ["Not a chapter."],
+        "zh-cn/ch01.zh-cn.html": ["一。", "二。"],
+        "zh-cn/ch02.zh-cn.html": ["三。", "多。"],  # a paragraph more than the original
+        "ru/ch01.html": ["Один.", "Два."],
+        "ru/ch02.html": ["Три."],
+    }
+    for name, paragraphs in chapters.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("".join(f"<p>{p}</p>" for p in paragraphs), "utf-8")
+    assert bench.aligned_paragraphs(book, tmp_path, ["en", "zh", "ru"]) == {
+        "en": ["One.", "Two."],
+        "zh": ["一。", "二。"],
+        "ru": ["Один.", "Два."],
+    }
+    assert bench.aligned_paragraphs(book, tmp_path, ["en", "ru"])["ru"] == ["Один.", "Два.", "Три."]
+    assert {"debian-faq", "maint-guide", "aptitude-doc"} <= set(bench.CORPORA)
+    assert all(
+        "en" in b.languages and len(b.packages) == len(b.languages)
+        for b in bench.PARAGRAPH_BOOKS.values()
+    )
