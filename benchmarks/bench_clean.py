@@ -669,20 +669,30 @@ PAGE_FILES = 7  # WARC files --pages' HTML files are wrapped in, unless --files 
 
 
 def html_folder_lake(
-    root: Path, html: Path, pages: int, files: int = PAGE_FILES
+    root: Path, html: Path, pages: int, files: int = PAGE_FILES, copies: int = 1
 ) -> tuple[Lake, Unit]:
-    """``pages`` HTML files under ``html`` (every n-th of them in path order, so a sample spans
-    the whole folder) wrapped in ``files`` WARC files, as one unit."""
+    """``pages`` HTML files under ``html`` (.html, .htm, or gzipped: every n-th of them in path
+    order, so a sample spans the whole folder), each ``copies`` times under other URLs (real
+    file sizes from a few pages), wrapped in ``files`` WARC files, as one unit."""
     found = sorted(
         Path(folder, name)
         for folder, _, names in os.walk(html, followlinks=True)
         for name in names
-        if name.endswith((".html", ".htm"))
+        if name.endswith((".html", ".htm", ".html.gz", ".htm.gz"))
     )
     if not found:
         raise SystemExit(f"no .html or .htm files under {html}")
     step = max(1, len(found) // pages)
-    chosen = [(str(p.relative_to(html)), p.read_bytes()) for p in found[::step][:pages]]
+    chosen = [
+        (
+            str(p.relative_to(html)),
+            gzip.decompress(p.read_bytes()) if p.suffix == ".gz" else p.read_bytes(),
+        )
+        for p in found[::step][:pages]
+    ]
+    chosen = [
+        (f"{name}?copy={n}" if n else name, body) for n in range(copies) for name, body in chosen
+    ]
     folder = root / "warc"
     folder.mkdir(parents=True)
     for index in range(min(files, len(chosen))):
@@ -700,6 +710,9 @@ def add_input_arguments(parser) -> None:
         default=PAGE_FILES,
         help=f"WARC files --pages are wrapped in ({PAGE_FILES})",
     )
+    parser.add_argument(
+        "--copies", type=int, default=1, help="each of --pages' files this many times (1)"
+    )
     parser.add_argument("--warcs", type=Path, help="the WARC files of this folder, as they are")
 
 
@@ -712,13 +725,16 @@ def shared_pages_absent(arguments) -> bool:
     )
 
 
-def landed_input(root: Path, pages: Path | None, sample: int, warcs: Path | None) -> dict:
+def landed_input(
+    root: Path, pages: Path | None, sample: int, warcs: Path | None, copies: int = 1
+) -> dict:
     """What the unit of `real_warc_lake`, `html_folder_lake` or `warc_folder_lake` under `root`
     holds, for the record."""
     if warcs is not None:
         data = f"the WARC files of {warcs}"
     elif pages is not None:
         data = f"{sample} HTML files of {pages}, wrapped in WARC"
+        data += f", each {copies} times" if copies > 1 else ""
     else:
         data = "../shared: the WCXB sample and scrapinghub articles wrapped in WARC, and a Common "
         data += "Crawl excerpt"
@@ -777,6 +793,7 @@ def bench_stage_vs_bare(
     warcs: Path | None = None,
     files: int = PAGE_FILES,
     extractor: str = DEFAULT_EXTRACTOR,
+    copies: int = 1,
 ) -> dict | None:
     """The shared per-unit work (the raw_crawl stage: reading and indexing the records; the
     extracted stage: extraction, language ID, every signal, committed Parquet), the bare
@@ -800,12 +817,12 @@ def bench_stage_vs_bare(
         if warcs is not None:
             lake, unit = warc_folder_lake(root, warcs)
         elif pages is not None:
-            lake, unit = html_folder_lake(root, pages, sample, files)
+            lake, unit = html_folder_lake(root, pages, sample, files, copies)
         else:
             lake, unit = real_warc_lake(root)
         paths = sorted((root / "warc").iterdir())
         warc_bytes = sum(p.stat().st_size for p in paths)
-        landed = landed_input(root, pages, sample, warcs)
+        landed = landed_input(root, pages, sample, warcs, copies)
         runs = {
             "bare": functools.partial(fastwarc_resiliparse, paths),
             "raw_crawl": functools.partial(raw_crawl_stage, str(root / "lake"), unit),
@@ -954,6 +971,7 @@ def main() -> None:
                 warcs=arguments.warcs,
                 files=arguments.files,
                 extractor=arguments.extractor,
+                copies=arguments.copies,
             )
         else:
             SECTIONS[section]()

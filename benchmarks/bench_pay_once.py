@@ -113,7 +113,9 @@ def main() -> None:
         elif arguments.pages is not None:
             from benchmarks.bench_clean import html_folder_lake
 
-            html_folder_lake(root / "pages", arguments.pages, arguments.sample, arguments.files)
+            html_folder_lake(
+                root / "pages", arguments.pages, arguments.sample, arguments.files, arguments.copies
+            )
             for path in sorted((root / "pages" / "warc").iterdir()):
                 shutil.copy(path, landing)
         else:
@@ -178,6 +180,7 @@ def main() -> None:
         f"the WARC files of {arguments.warcs}"
         if arguments.warcs
         else f"{arguments.sample} HTML files of {arguments.pages}, wrapped in WARC"
+        + (f", each {arguments.copies} times" if arguments.copies > 1 else "")
         if arguments.pages
         else "../shared: the WCXB sample and scrapinghub articles wrapped in WARC, and a Common "
         "Crawl excerpt"
@@ -185,7 +188,9 @@ def main() -> None:
     name = "bench_pay_once" + (
         ": --warcs"
         if arguments.warcs
-        else f": --pages{'' if arguments.files == PAGE_FILES else f' --files {arguments.files}'}"
+        else ": --pages"
+        + ("" if arguments.files == PAGE_FILES else f" --files {arguments.files}")
+        + (f" --copies {arguments.copies}" if arguments.copies > 1 else "")
         if arguments.pages
         else ""
     )

@@ -90,7 +90,9 @@ def main() -> None:
             if arguments.warcs is not None:
                 return warc_folder_lake(folder, arguments.warcs)
             if arguments.pages is not None:
-                return html_folder_lake(folder, arguments.pages, arguments.sample, arguments.files)
+                return html_folder_lake(
+                    folder, arguments.pages, arguments.sample, arguments.files, arguments.copies
+                )
             return real_warc_lake(folder)
 
         # From scratch: a lake of its own, where no other recipe left anything to reuse.
@@ -133,7 +135,9 @@ def main() -> None:
                 new_recipe.read_json(f"{unit.prefix(TOKENIZED_SHARDS)}/{MARKER}")["counts"]["files"]
             )
         )
-        landed = landed_input(root / "scratch", arguments.pages, arguments.sample, arguments.warcs)
+        landed = landed_input(
+            root / "scratch", arguments.pages, arguments.sample, arguments.warcs, arguments.copies
+        )
         files = landed["warc_files"]
     shares = [row[-1] for row in rows]
     share = statistics.median(shares)
