@@ -725,22 +725,27 @@ def shared_pages_absent(arguments) -> bool:
     )
 
 
+def input_description(pages: Path | None, sample: int, warcs: Path | None, copies: int = 1) -> str:
+    """What a benchmark of real pages reads (``add_input_arguments``), in words."""
+    if warcs is not None:
+        return f"the WARC files of {warcs}"
+    if pages is not None:
+        copied = f", each {copies} times" if copies > 1 else ""
+        return f"{sample} HTML files of {pages}, wrapped in WARC{copied}"
+    return (
+        "../shared: the WCXB sample and scrapinghub articles wrapped in WARC, and a Common "
+        "Crawl excerpt"
+    )
+
+
 def landed_input(
     root: Path, pages: Path | None, sample: int, warcs: Path | None, copies: int = 1
 ) -> dict:
     """What the unit of `real_warc_lake`, `html_folder_lake` or `warc_folder_lake` under `root`
     holds, for the record."""
-    if warcs is not None:
-        data = f"the WARC files of {warcs}"
-    elif pages is not None:
-        data = f"{sample} HTML files of {pages}, wrapped in WARC"
-        data += f", each {copies} times" if copies > 1 else ""
-    else:
-        data = "../shared: the WCXB sample and scrapinghub articles wrapped in WARC, and a Common "
-        data += "Crawl excerpt"
     paths = sorted((root / "warc").iterdir())
     return {
-        "data": data,
+        "data": input_description(pages, sample, warcs, copies),
         "warc_files": len(paths),
         "warc_bytes": sum(path.stat().st_size for path in paths),
     }

@@ -401,7 +401,7 @@ PARAGRAPH_BOOKS = {
     ),
 }
 
-REFERENCE_MIN_CHARS = 40  # shorter paragraphs (labels, commands) are left out
+PARAGRAPH_MIN_CHARS = 40  # shorter paragraphs (labels, commands) are left out
 GNOME_PACKAGE = "gnome-user-docs"
 # label -> the GNOME Help's folder under usr/share/help/ (the languages it translates nearly
 # whole); its topics (gnome-help/*.page) hold the same paragraphs in every language
@@ -789,7 +789,7 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
         kept = [
             i
             for i, original in enumerate(english)
-            if len(original) >= REFERENCE_MIN_CHARS
+            if len(original) >= PARAGRAPH_MIN_CHARS
             and all(texts[label][i] != original for label in wanted if label != "en")
         ]
         if not kept:
@@ -827,6 +827,14 @@ def joined(document: Document, sections: int) -> Document:
         keys = [section.key for section in chosen]
         merged.append(Section(chosen[0].heading, [text], "+".join(keys) if all(keys) else ""))
     return Document(document.title, merged)
+
+
+def default_cut(corpus: str) -> tuple[int, int]:
+    """A corpus's pages unless told otherwise: (window, step) in sections. A book's page is a
+    file, a paragraph book's a window of 6 paragraphs moved by 6, the UDHR's or a directory's
+    6 sections moved by 1."""
+    window = 1 if corpus in BOOKS or corpus == "gnome-help" else 6
+    return window, 6 if corpus in PARAGRAPH_BOOKS else 1
 
 
 def pages_of(label: str, document: Document, window: int, step: int) -> list[Page]:
@@ -1095,14 +1103,11 @@ def main(argv: list[str] | None = None) -> None:
         corpus = {label: joined(document, args.join) for label, document in corpus.items()}
     if "en" not in corpus:
         print("(no en in the corpus: deltas are to the first language)", file=sys.stderr)
-    default_cut = (
-        1 if args.corpus in BOOKS or args.corpus == "gnome-help" else 6,
-        6 if args.corpus in PARAGRAPH_BOOKS else 1,
-    )
-    window = args.window or default_cut[0]
-    args.step = args.step or default_cut[1]
+    cut = default_cut(args.corpus)
+    window = args.window or cut[0]
+    args.step = args.step or cut[1]
     variant = [
-        f"window {window}, step {args.step}" if (window, args.step) != default_cut else "",
+        f"window {window}, step {args.step}" if (window, args.step) != cut else "",
         f"join {args.join}" if args.join > 1 else "",
         f"languages {args.languages}" if args.languages else "",
         f"recipe {args.recipe}" if args.recipe else "",

