@@ -8,6 +8,7 @@ language's kept share is within 10 points of English's.
     uv run python benchmarks/bench_languages.py --corpus debian-guide
     uv run python benchmarks/bench_languages.py --corpus debian-reference
     uv run python benchmarks/bench_languages.py --corpus maint-guide  # and 3 more: see below
+    uv run python benchmarks/bench_languages.py --corpus wesnoth
     uv run python benchmarks/bench_languages.py --corpus gnome-help
     uv run python benchmarks/bench_languages.py --corpus debian-handbook
     uv run python benchmarks/bench_languages.py --corpus libreoffice-help
@@ -43,6 +44,11 @@ Corpora (nothing is copied into the repository; they are fetched once into the c
   (aptitude's manual, 6) and ``developers-reference`` (6), Debian's packages of each
   language (GPL-2+ or similar; `apt-get download`): pages as the Debian Reference's, from the
   chapters whose translations hold as many paragraphs as the original.
+- ``wesnoth``: a game's descriptive prose, the unit descriptions and help topics of Battle for
+  Wesnoth (GPL-2+), Debian's package ``wesnoth-1.16-data`` (its gettext catalogs; `apt-get
+  download`, ~150 MB), 13 languages (Japanese and both Chinese scripts among them): the
+  messages of at least 200 characters that every chosen language translates, markup reduced to
+  its text; pages as the Debian Reference's. No default was derived from it.
 - ``gnome-help``: GNOME's desktop help, Debian's package ``gnome-user-docs`` (CC-BY-SA 3.0;
   `apt-get download`), the 15 languages it translates nearly whole and English: every topic
   (one page each) of at least 60 English words that all of them have translated.
@@ -402,6 +408,33 @@ PARAGRAPH_BOOKS = {
 }
 
 PARAGRAPH_MIN_CHARS = 40  # shorter paragraphs (labels, commands) are left out
+
+
+# A game's descriptive prose, held out from every default's derivation: Battle for Wesnoth's
+# unit descriptions and help topics, in its message catalogs (gettext .mo files).
+WESNOTH_PACKAGE = "wesnoth-1.16-data"
+WESNOTH_LOCALES = "usr/share/games/wesnoth/1.16/locale"
+WESNOTH_DOMAINS = ("wesnoth-units", "wesnoth-help")
+# label -> the catalogs' locale folder: the languages that translate (nearly) every description
+WESNOTH_LANGUAGES = {
+    "en": "",
+    "bg": "bg",
+    "cs": "cs",
+    "de": "de",
+    "es": "es",
+    "fr": "fr",
+    "it": "it",
+    "ja": "ja",
+    "pt": "pt_BR",
+    "ru": "ru",
+    "tr": "tr",
+    "zh": "zh_CN",
+    "zh-Hant": "zh_TW",
+}
+CATALOG_MIN_CHARS = 200  # shorter messages are labels, names and one-line hints
+# Wesnoth's help markup: <italic>text='...'</italic>, <ref>text='...' dst='...'</ref>, ...
+CATALOG_MARKUP_TEXT = re.compile(r"<(\w+)>text='([^']*)'[^<]*</\1>")
+CATALOG_MARKUP = re.compile(r"<[^>]+>")
 GNOME_PACKAGE = "gnome-user-docs"
 # label -> the GNOME Help's folder under usr/share/help/ (the languages it translates nearly
 # whole); its topics (gnome-help/*.page) hold the same paragraphs in every language
@@ -618,10 +651,10 @@ def translated(document: Document, english: Document) -> Document:
 
 def text_document(path: Path) -> Document:
     """A plain text: paragraphs separated by blank lines, each a section without a heading; the
-    first paragraph's start is the title."""
+    first paragraph's first sentence is the title."""
     paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", path.read_text("utf-8"))]
     paragraphs = [p for p in paragraphs if p]
-    title = paragraphs[0][:60] if paragraphs else path.stem
+    title = first_sentence(paragraphs[0]) if paragraphs else path.stem
     return Document(title, [Section("", [p]) for p in paragraphs])
 
 
@@ -720,6 +753,68 @@ def aligned_paragraphs(book: ParagraphBook, root: Path, labels: list[str]) -> di
     return paragraphs
 
 
+def catalog_paragraphs(
+    catalogs: dict[str, dict[str, str]], min_chars: int = CATALOG_MIN_CHARS
+) -> dict[str, list[str]]:
+    """Per label, the translations of the messages (English: the message ids, label "en") of at
+    least ``min_chars`` characters that every other label's catalog translates, in message
+    order, markup reduced to its text and whitespace to single spaces."""
+    others = [catalog for label, catalog in catalogs.items() if label != "en"]
+    messages = sorted(
+        message
+        for message in set.intersection(*(set(catalog) for catalog in others))
+        if len(message) >= min_chars and all(catalog[message] != message for catalog in others)
+    )
+    return {
+        label: [
+            _catalog_text(message if label == "en" else catalog[message]) for message in messages
+        ]
+        for label, catalog in catalogs.items()
+    }
+
+
+def _catalog_text(message: str) -> str:
+    return " ".join(CATALOG_MARKUP.sub(" ", CATALOG_MARKUP_TEXT.sub(r"\2", message)).split())
+
+
+def wesnoth_catalogs(root: Path, labels: list[str]) -> dict[str, dict[str, str]]:
+    """Per label, its messages (id -> translation) of ``WESNOTH_DOMAINS`` under the unpacked
+    locale folder ``root``; English: {} (its texts are the ids)."""
+    import gettext
+
+    catalogs: dict[str, dict[str, str]] = {}
+    for label in labels:
+        catalogs[label] = {}
+        if label == "en":
+            continue
+        for domain in WESNOTH_DOMAINS:
+            path = root / WESNOTH_LANGUAGES[label] / "LC_MESSAGES" / f"{domain}.mo"
+            with open(path, "rb") as stream:
+                found = gettext.GNUTranslations(stream)._catalog  # the catalog has no public API
+            catalogs[label].update((k, v) for k, v in found.items() if isinstance(k, str) and k)
+    return catalogs
+
+
+def paragraph_documents(texts: dict[str, list[str]], corpus: str) -> dict[str, Document]:
+    """Documents of aligned paragraphs (``texts``, the same paragraph at the same place in
+    every label's list, English's under "en"): the paragraphs every label has translated (none
+    still English's) of at least PARAGRAPH_MIN_CHARS in English, each a section, under the first
+    one's first sentence as the title."""
+    english = texts["en"]
+    kept = [
+        i
+        for i, original in enumerate(english)
+        if len(original) >= PARAGRAPH_MIN_CHARS
+        and all(found[i] != original for label, found in texts.items() if label != "en")
+    ]
+    if not kept:
+        raise SystemExit(f"{corpus}: no paragraph that every chosen language translates")
+    return {
+        label: Document(first_sentence(found[kept[0]]), [Section("", [found[i]]) for i in kept])
+        for label, found in texts.items()
+    }
+
+
 FIRST_SENTENCE = re.compile(r".*?(?:[.!?](?=\s|$)|[\u3002\uff01\uff1f])", re.DOTALL)
 
 
@@ -735,6 +830,7 @@ CORPORA = (
     "udhr",
     "debian-guide",
     *PARAGRAPH_BOOKS,
+    "wesnoth",
     "gnome-help",
     "debian-handbook",
     "libreoffice-help",
@@ -784,23 +880,14 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
         wanted = [label for label in (languages or book.languages) if label in book.languages]
         root = fetch_packages(cache, corpus, book.packages, book.inside)
         texts = aligned_paragraphs(book, root, list(dict.fromkeys(["en", *wanted])))
-        english = texts["en"]
-        # the paragraphs every language has translated (none still English's), long enough
-        kept = [
-            i
-            for i, original in enumerate(english)
-            if len(original) >= PARAGRAPH_MIN_CHARS
-            and all(texts[label][i] != original for label in wanted if label != "en")
-        ]
-        if not kept:
-            raise SystemExit(f"{corpus}: no paragraph that every chosen language translates")
-        return {
-            label: Document(
-                first_sentence(texts[label][kept[0]]),
-                [Section("", [texts[label][i]]) for i in kept],
-            )
-            for label in wanted
-        }
+        documents = paragraph_documents(texts, corpus)
+        return {label: documents[label] for label in wanted}
+    if corpus == "wesnoth":
+        wanted = [label for label in (languages or WESNOTH_LANGUAGES) if label in WESNOTH_LANGUAGES]
+        root = fetch_packages(cache, corpus, [WESNOTH_PACKAGE], WESNOTH_LOCALES)
+        labels = list(dict.fromkeys(["en", *wanted]))
+        documents = paragraph_documents(catalog_paragraphs(wesnoth_catalogs(root, labels)), corpus)
+        return {label: documents[label] for label in wanted}
     folder = Path(corpus).expanduser()
     if not folder.is_dir():
         raise SystemExit(f"--corpus: {corpus} is neither {', '.join(CORPORA)} nor a directory")
@@ -831,10 +918,10 @@ def joined(document: Document, sections: int) -> Document:
 
 def default_cut(corpus: str) -> tuple[int, int]:
     """A corpus's pages unless told otherwise: (window, step) in sections. A book's page is a
-    file, a paragraph book's a window of 6 paragraphs moved by 6, the UDHR's or a directory's
-    6 sections moved by 1."""
+    file, a paragraph book's or a catalog's (wesnoth) a window of 6 paragraphs moved by 6, the
+    UDHR's or a directory's 6 sections moved by 1."""
     window = 1 if corpus in BOOKS or corpus == "gnome-help" else 6
-    return window, 6 if corpus in PARAGRAPH_BOOKS else 1
+    return window, 6 if corpus in PARAGRAPH_BOOKS or corpus == "wesnoth" else 1
 
 
 def pages_of(label: str, document: Document, window: int, step: int) -> list[Page]:

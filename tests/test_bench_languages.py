@@ -202,3 +202,30 @@ def test_a_paragraph_book_pairs_chapters_by_name_and_leaves_out_a_chapter_out_of
         "en" in b.languages and len(b.packages) == len(b.languages)
         for b in bench.PARAGRAPH_BOOKS.values()
     )
+
+
+def test_catalog_paragraphs_are_the_long_messages_every_language_translates():
+    long = "A unit description long enough to be a paragraph of prose. " * 4
+    other = "Another description, in <italic>text='the help'</italic> markup. " * 4
+    catalogs = {
+        "en": {},
+        "ja": {long: "長い説明。" * 50, other: "別の説明。" * 50, "Short": "短い"},
+        "de": {long: "Eine lange Beschreibung. " * 10, other: other},  # other: untranslated
+    }
+    found = bench.catalog_paragraphs(catalogs)
+    assert found == {
+        "en": [" ".join(long.split())],
+        "ja": [("長い説明。" * 50)],
+        "de": [" ".join(("Eine lange Beschreibung. " * 10).split())],
+    }
+    del catalogs["de"]
+    english = bench.catalog_paragraphs(catalogs)["en"]
+    assert english[1].startswith("Another description, in the help markup.")
+    documents = bench.paragraph_documents(bench.catalog_paragraphs(catalogs), "test")
+    assert documents["ja"].title == "長い説明。" and len(documents["ja"].sections) == 2
+    assert "wesnoth" in bench.CORPORA and bench.default_cut("wesnoth") == (6, 6)
+
+
+def test_a_directorys_pages_are_titled_by_their_first_sentence(tmp_path):
+    (tmp_path / "ja.txt").write_text("一つ目の文。二つ目の文。\n\n段落。", "utf-8")
+    assert bench.text_document(tmp_path / "ja.txt").title == "一つ目の文。"
