@@ -46,9 +46,10 @@ Corpora (nothing is copied into the repository; they are fetched once into the c
   chapters whose translations hold as many paragraphs as the original.
 - ``wesnoth``: a game's descriptive prose, the unit descriptions and help topics of Battle for
   Wesnoth (GPL-2+), Debian's package ``wesnoth-1.16-data`` (its gettext catalogs; `apt-get
-  download`, ~150 MB), 13 languages (Japanese and both Chinese scripts among them): the
-  messages of at least 200 characters that every chosen language translates, markup reduced to
-  its text; pages as the Debian Reference's. No default was derived from it.
+  download`, ~150 MB), 13 languages (Japanese and both Chinese scripts among them) by default
+  and 19 that translate a part (``--languages en,ko``: Korean, Vietnamese, Finnish, Greek, ...):
+  the messages of at least 200 characters that every chosen language translates, markup
+  reduced to its text; pages as the Debian Reference's. No default was derived from it.
 - ``gnome-help``: GNOME's desktop help, Debian's package ``gnome-user-docs`` (CC-BY-SA 3.0;
   `apt-get download`), the 15 languages it translates nearly whole and English: every topic
   (one page each) of at least 60 English words that all of them have translated.
@@ -415,8 +416,9 @@ PARAGRAPH_MIN_CHARS = 40  # shorter paragraphs (labels, commands) are left out
 WESNOTH_PACKAGE = "wesnoth-1.16-data"
 WESNOTH_LOCALES = "usr/share/games/wesnoth/1.16/locale"
 WESNOTH_DOMAINS = ("wesnoth-units", "wesnoth-help")
-# label -> the catalogs' locale folder: the languages that translate (nearly) every description
-WESNOTH_LANGUAGES = {
+# label -> the catalogs' locale folder: by default the languages that translate (nearly) every
+# description, then those that translate a part (--languages en,ko: the part Korean translates)
+WESNOTH_DEFAULT = {
     "en": "",
     "bg": "bg",
     "cs": "cs",
@@ -431,6 +433,28 @@ WESNOTH_LANGUAGES = {
     "zh": "zh_CN",
     "zh-Hant": "zh_TW",
 }
+WESNOTH_PARTIAL = [
+    "ca",
+    "da",
+    "el",
+    "et",
+    "fi",
+    "gd",
+    "gl",
+    "hu",
+    "id",
+    "ko",
+    "lt",
+    "lv",
+    "nl",
+    "pl",
+    "sk",
+    "sr",
+    "sv",
+    "uk",
+    "vi",
+]
+WESNOTH_LANGUAGES = WESNOTH_DEFAULT | {label: label for label in WESNOTH_PARTIAL}
 CATALOG_MIN_CHARS = 200  # shorter messages are labels, names and one-line hints
 # Wesnoth's help markup: <italic>text='...'</italic>, <ref>text='...' dst='...'</ref>, ...
 CATALOG_MARKUP_TEXT = re.compile(r"<(\w+)>text='([^']*)'[^<]*</\1>")
@@ -883,7 +907,7 @@ def load_corpus(corpus: str, languages: list[str] | None, cache: Path) -> dict[s
         documents = paragraph_documents(texts, corpus)
         return {label: documents[label] for label in wanted}
     if corpus == "wesnoth":
-        wanted = [label for label in (languages or WESNOTH_LANGUAGES) if label in WESNOTH_LANGUAGES]
+        wanted = [label for label in (languages or WESNOTH_DEFAULT) if label in WESNOTH_LANGUAGES]
         root = fetch_packages(cache, corpus, [WESNOTH_PACKAGE], WESNOTH_LOCALES)
         labels = list(dict.fromkeys(["en", *wanted]))
         documents = paragraph_documents(catalog_paragraphs(wesnoth_catalogs(root, labels)), corpus)
