@@ -418,21 +418,8 @@ WESNOTH_LOCALES = "usr/share/games/wesnoth/1.16/locale"
 WESNOTH_DOMAINS = ("wesnoth-units", "wesnoth-help")
 # label -> the catalogs' locale folder: by default the languages that translate (nearly) every
 # description, then those that translate a part (--languages en,ko: the part Korean translates)
-WESNOTH_DEFAULT = {
-    "en": "",
-    "bg": "bg",
-    "cs": "cs",
-    "de": "de",
-    "es": "es",
-    "fr": "fr",
-    "it": "it",
-    "ja": "ja",
-    "pt": "pt_BR",
-    "ru": "ru",
-    "tr": "tr",
-    "zh": "zh_CN",
-    "zh-Hant": "zh_TW",
-}
+WESNOTH_DEFAULT = {label: label for label in ("bg", "cs", "de", "es", "fr", "it", "ja", "ru", "tr")}
+WESNOTH_DEFAULT |= {"en": "", "pt": "pt_BR", "zh": "zh_CN", "zh-Hant": "zh_TW"}
 WESNOTH_PARTIAL = [
     "ca",
     "da",
