@@ -93,6 +93,7 @@ import os
 os.environ.setdefault("POLARS_MAX_THREADS", "1")  # before polars is imported
 
 import argparse  # noqa: E402
+import gettext  # noqa: E402
 import html  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
@@ -791,8 +792,6 @@ def _catalog_text(message: str) -> str:
 def wesnoth_catalogs(root: Path, labels: list[str]) -> dict[str, dict[str, str]]:
     """Per label, its messages (id -> translation) of ``WESNOTH_DOMAINS`` under the unpacked
     locale folder ``root``; English: {} (its texts are the ids)."""
-    import gettext
-
     catalogs: dict[str, dict[str, str]] = {}
     for label in labels:
         catalogs[label] = {}
