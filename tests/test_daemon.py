@@ -74,11 +74,17 @@ def test_landed_files_become_tokenized_shards_with_nobody_launching_a_run(dev: D
         (r.asset_selection, r.tags) for r in runs if SENSOR_TAG not in r.tags
     ]
     assert {run.tags[SENSOR_TAG] for run in runs} <= {f"automation_{s.name}" for s in STAGES}
-    launched = [
-        (
-            tuple(sorted(k.to_user_string() for k in run.asset_selection or ())),
-            run.tags.get("dagster/partition"),
-        )
-        for run in runs
+    twice = [
+        (selection, partition, [(r.run_id, r.status.value, r.tags) for r in group])
+        for (selection, partition), group in runs_by_target(runs).items()
+        if len(group) > 1
     ]
-    assert len(launched) == len(set(launched)), launched
+    assert not twice, twice
+
+
+def runs_by_target(runs) -> dict:
+    by_target = {}
+    for run in runs:
+        selection = tuple(sorted(k.to_user_string() for k in run.asset_selection or ()))
+        by_target.setdefault((selection, run.tags.get("dagster/partition")), []).append(run)
+    return by_target
