@@ -89,7 +89,8 @@ def added_since(store, name: str, cursor: str | None) -> tuple[list[str], str]:
             if not found.has_more:
                 return added, ID_CURSOR + page
     # the newest key's storage id, taken before the keys are read: a key added in between is
-    # launched twice (this tick and the next) rather than never
+    # seen twice (this tick and the next) rather than never; its run, in progress by the next
+    # tick, keeps it to one launch
     newest = ID_CURSOR + store.get_paginated_dynamic_partitions(name, 1, False).cursor
     if cursor is None:
         return [], newest
@@ -240,8 +241,10 @@ def automation_condition(stage: Stage, settings=None) -> AutomationCondition | N
         # Every new unit, whoever registered it (landing sensor, reconciliation job,
         # `tokenmill register`), is launched once. Units registered before the condition's
         # first evaluation (a new deployment, a sensor that starts after the registration)
-        # are launched once at that evaluation.
-        return newly_registered() | first_seen_missing() | code_version_changed()
+        # are launched once at that evaluation. A unit registered while the first evaluation
+        # ran is seen by both (see added_since): the next tick finds its run in progress.
+        new = (newly_registered() | first_seen_missing()) & ~AutomationCondition.in_progress()
+        return new | code_version_changed()
     if stage.scope is Scope.LAKE and stage.follows_settings:
         # made when first seen missing, then again when its settings change
         missing = first_seen_missing() | (

@@ -18,6 +18,7 @@ from dagster import (
     AssetSelection,
     DagsterInstance,
     DagsterInvalidConfigError,
+    DagsterRunStatus,
     SensorResult,
     SkipReason,
     build_run_status_sensor_context,
@@ -1005,6 +1006,37 @@ def test_units_registered_between_ticks_are_launched_once(lake):
     new = sensor_tick(defs, instance, "automation_raw_crawl", idle.cursor)
     assert requested_units(new) == set(keys(CRAWL, "00001", "00002"))
     assert not sensor_tick(defs, instance, "automation_raw_crawl", new.cursor).run_requests
+
+
+def test_a_unit_registered_during_the_first_tick_is_launched_once(lake, monkeypatch):
+    # The landing sensor registers a unit while the automation's first tick runs (sensors tick
+    # in parallel threads): after that tick read its cursor, before it computed what is missing.
+    from tokenmill.data_assets import conditions
+
+    defs = definitions(lake)
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("crawls", [CRAWL])
+    read_cursor = conditions.added_since
+
+    def registering_meanwhile(store, name, cursor):
+        found = read_cursor(store, name, cursor)
+        if cursor is None:
+            instance.add_dynamic_partitions("units", keys(CRAWL, "00000"))
+        return found
+
+    monkeypatch.setattr(conditions, "added_since", registering_meanwhile)
+    first = sensor_tick(defs, instance, "automation_raw_crawl", None)
+    monkeypatch.setattr(conditions, "added_since", read_cursor)
+    assert requested_units(first) == set(keys(CRAWL, "00000"))
+    (request,) = first.run_requests
+    instance.create_run_for_job(
+        defs.resolve_implicit_global_asset_job_def(),
+        asset_selection=frozenset(request.asset_selection),
+        tags=request.tags,
+        status=DagsterRunStatus.STARTED,
+    )
+    # the next tick sees the unit as added since the cursor, and its run in progress
+    assert not sensor_tick(defs, instance, "automation_raw_crawl", first.cursor).run_requests
 
 
 @pytest.mark.parametrize(
