@@ -37,8 +37,10 @@ Corpora (nothing is copied into the repository; they are fetched once into the c
 - ``debian-reference``: the Debian Reference, Debian's packages ``debian-reference-<lang>``
   (GPL-2+; `apt-get download`), 10 languages of a technical manual (commands, paths, options):
   the paragraphs (of at least 40 characters in English) that every chosen language has
-  translated, each a section, at the same places in every language; a page is a window of 6 of
-  them, moved by 6, under the first paragraph's first sentence as its title.
+  translated (one holding 80 % of its English original's words, its function words among them,
+  is a paragraph left in English), each a section, at the same places in every language; a
+  page is a window of 6 of them, moved by 6, under the first paragraph's first sentence as its
+  title.
 - ``debian-faq`` (10 languages, Korean and Chinese among them), ``maint-guide`` (the New
   Maintainers' Guide, 11: Vietnamese and both Chinese scripts among them), ``aptitude-doc``
   (aptitude's manual, 6) and ``developers-reference`` (6), Debian's packages of each
@@ -808,14 +810,16 @@ def wesnoth_catalogs(root: Path, labels: list[str]) -> dict[str, dict[str, str]]
 def paragraph_documents(texts: dict[str, list[str]], corpus: str) -> dict[str, Document]:
     """Documents of aligned paragraphs (``texts``, the same paragraph at the same place in
     every label's list, English's under "en"): the paragraphs every label has translated (none
-    still English's) of at least PARAGRAPH_MIN_CHARS in English, each a section, under the first
-    one's first sentence as the title."""
+    ``untranslated``) of at least PARAGRAPH_MIN_CHARS in English, each a section, under the
+    first one's first sentence as the title."""
     english = texts["en"]
     kept = [
         i
         for i, original in enumerate(english)
         if len(original) >= PARAGRAPH_MIN_CHARS
-        and all(found[i] != original for label, found in texts.items() if label != "en")
+        and not any(
+            untranslated(found[i], original) for label, found in texts.items() if label != "en"
+        )
     ]
     if not kept:
         raise SystemExit(f"{corpus}: no paragraph that every chosen language translates")
@@ -823,6 +827,29 @@ def paragraph_documents(texts: dict[str, list[str]], corpus: str) -> dict[str, D
         label: Document(first_sentence(found[kept[0]]), [Section("", [found[i]]) for i in kept])
         for label, found in texts.items()
     }
+
+
+# A translated paragraph holding this share of its English original's words (each counted as
+# often as the original has it), English's function words among them, is still English:
+# translators' files leave untranslated paragraphs behind, their quotes or a number changed. A
+# line of commands and names, translated, keeps its words but not the original's function words.
+UNTRANSLATED_SHARE = 0.8
+WORD = re.compile(r"\w+")
+ENGLISH_FUNCTION_WORDS = frozenset(
+    ("a", "an", "and", "are", "as", "at", "be", "by", "can", "for", "from", "in", "is", "it")
+    + ("not", "of", "on", "or", "that", "the", "this", "to", "was", "with", "you")
+)
+
+
+def untranslated(translation: str, original: str) -> bool:
+    if translation == original:
+        return True
+    words = Counter(WORD.findall(original.lower()))
+    function = Counter({w: n for w, n in words.items() if w in ENGLISH_FUNCTION_WORDS})
+    found = Counter(WORD.findall(translation.lower()))
+    return bool(function) and all(
+        (part & found).total() >= UNTRANSLATED_SHARE * part.total() for part in (words, function)
+    )
 
 
 FIRST_SENTENCE = re.compile(r".*?(?:[.!?](?=\s|$)|[\u3002\uff01\uff1f])", re.DOTALL)

@@ -229,3 +229,35 @@ def test_catalog_paragraphs_are_the_long_messages_every_language_translates():
 def test_a_directorys_pages_are_titled_by_their_first_sentence(tmp_path):
     (tmp_path / "ja.txt").write_text("一つ目の文。二つ目の文。\n\n段落。", "utf-8")
     assert bench.text_document(tmp_path / "ja.txt").title == "一つ目の文。"
+
+
+def test_a_paragraph_still_english_in_a_translation_is_left_out_of_every_language():
+    english = [
+        "Use the search pattern to find the packages you want to install on this system.",
+        'Run "apt-get install foo" to install the package foo and everything it depends on.',
+        "Remove the package with the same command and the remove action instead of install.",
+    ]
+    texts = {
+        "en": english,
+        # the second left in English, its quotes changed; the third a real translation that
+        # keeps the commands
+        "ja": [
+            "検索パターンを使って、インストールしたいパッケージを探します。",
+            english[1].replace('"', "「", 1).replace('"', "」"),
+            "同じコマンドで install の代わりに remove を使うとパッケージを削除します。",
+        ],
+        "de": [
+            "Verwenden Sie das Suchmuster, um die Pakete zu finden, die Sie installieren wollen.",
+            'Führen Sie "apt-get install foo" aus, um das Paket foo mit allem zu installieren, '
+            "was es braucht.",
+            "Entfernen Sie das Paket mit demselben Befehl und remove statt install.",
+        ],
+    }
+    documents = bench.paragraph_documents(texts, "test")
+    assert [s.paragraphs for s in documents["ja"].sections] == [[texts["ja"][0]], [texts["ja"][2]]]
+    assert [s.paragraphs for s in documents["de"].sections] == [[texts["de"][0]], [texts["de"][2]]]
+    assert bench.untranslated(english[0], english[0])
+    assert not bench.untranslated(texts["de"][1], english[1])
+    # a translated line of commands keeps the words, not English's function words
+    command = "Alternatively: readelf -d libfoo.so.1 | grep SONAME"
+    assert not bench.untranslated("Alternativ: readelf -d libfoo.so.1 | grep SONAME", command)
