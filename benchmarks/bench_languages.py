@@ -32,8 +32,8 @@ Corpora (nothing is copied into the repository; they are fetched once into the c
 - ``debian-guide``: the Debian Installation Guide, Debian's package ``installation-guide-amd64``
   (GPL-2+; `apt-get download`, needs apt and `apt-get update` once), 19 translations: every
   HTML file that has at least 150 words of English prose is a page (window 1), left out of a
-  language whose translation of it is incomplete (over a tenth of its paragraphs still the
-  English ones), so languages have different numbers of pages.
+  language whose translation of it is incomplete (over a tenth of its paragraphs still in
+  English), so languages have different numbers of pages.
 - ``debian-reference``: the Debian Reference, Debian's packages ``debian-reference-<lang>``
   (GPL-2+; `apt-get download`), 10 languages of a technical manual (commands, paths, options):
   the paragraphs (of at least 40 characters in English) that every chosen language has
@@ -95,6 +95,7 @@ import os
 os.environ.setdefault("POLARS_MAX_THREADS", "1")  # before polars is imported
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import gettext  # noqa: E402
 import html  # noqa: E402
 import re  # noqa: E402
@@ -654,10 +655,20 @@ def guide_document(folder: Path, files: list[str]) -> Document:
 
 def translated(document: Document, english: Document) -> Document:
     """``document`` without the sections whose translation is incomplete: more than
-    GUIDE_UNTRANSLATED of their paragraphs are the English ones, word for word."""
+    GUIDE_UNTRANSLATED of their paragraphs are still English (``untranslated``: one of the
+    section's English paragraphs, its quotes or numbers changed at most)."""
     sections = []
     for section, original in zip(document.sections, english.sections, strict=True):
-        same = len(set(section.paragraphs) & set(original.paragraphs))
+        exact = set(original.paragraphs)
+        sources = [e for e in map(english_paragraph, original.paragraphs) if e.function]
+        same = sum(
+            paragraph in exact
+            or (
+                not FUNCTION_WORDS.isdisjoint(word_counts(paragraph))
+                and any(untranslated(paragraph, source) for source in sources)
+            )
+            for paragraph in section.paragraphs
+        )
         if same <= GUIDE_UNTRANSLATED * max(1, len(section.paragraphs)):
             sections.append(section)
     return Document(document.title, sections)
@@ -835,20 +846,43 @@ def paragraph_documents(texts: dict[str, list[str]], corpus: str) -> dict[str, D
 # line of commands and names, translated, keeps its words but not the original's function words.
 UNTRANSLATED_SHARE = 0.8
 WORD = re.compile(r"\w+")
-ENGLISH_FUNCTION_WORDS = frozenset(
+FUNCTION_WORDS = frozenset(  # English's
     ("a", "an", "and", "are", "as", "at", "be", "by", "can", "for", "from", "in", "is", "it")
     + ("not", "of", "on", "or", "that", "the", "this", "to", "was", "with", "you")
 )
 
 
-def untranslated(translation: str, original: str) -> bool:
-    if translation == original:
+class English(NamedTuple):
+    """An English paragraph's text, its words and its function words, counted."""
+
+    text: str
+    words: Counter
+    function: Counter
+
+
+def english_paragraph(text: str) -> English:
+    words = word_counts(text)
+    return English(text, words, Counter({w: n for w, n in words.items() if w in FUNCTION_WORDS}))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def word_counts(text: str) -> Counter:
+    """``text``'s words, counted (the same paragraph is compared with many: read only)."""
+    return Counter(WORD.findall(text.lower()))
+
+
+def untranslated(translation: str, original: str | English) -> bool:
+    """Whether ``translation`` is still its English ``original`` (see UNTRANSLATED_SHARE)."""
+    if isinstance(original, str):
+        original = english_paragraph(original)
+    if translation == original.text:
         return True
-    words = Counter(WORD.findall(original.lower()))
-    function = Counter({w: n for w, n in words.items() if w in ENGLISH_FUNCTION_WORDS})
-    found = Counter(WORD.findall(translation.lower()))
-    return bool(function) and all(
-        (part & found).total() >= UNTRANSLATED_SHARE * part.total() for part in (words, function)
+    if not original.function:
+        return False
+    found = word_counts(translation)
+    return all(
+        (part & found).total() >= UNTRANSLATED_SHARE * part.total()
+        for part in (original.function, original.words)
     )
 
 

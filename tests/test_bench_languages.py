@@ -261,3 +261,29 @@ def test_a_paragraph_still_english_in_a_translation_is_left_out_of_every_languag
     # a translated line of commands keeps the words, not English's function words
     command = "Alternatively: readelf -d libfoo.so.1 | grep SONAME"
     assert not bench.untranslated("Alternativ: readelf -d libfoo.so.1 | grep SONAME", command)
+
+
+def test_a_books_section_left_mostly_in_english_is_left_out_of_that_language():
+    original = [
+        "Choose the format of the file you want to open from the list.",
+        'Press "Enter" to confirm the name and close the dialog.',
+    ]
+    english = bench.Document("Help", [bench.Section("Open", original, "a.html")] * 2)
+    french = bench.Document(
+        "Aide",
+        [
+            bench.Section(
+                "Ouvrir",
+                [
+                    "Choisissez le format du fichier à ouvrir dans la liste.",
+                    "Appuyez sur « Entrée » pour confirmer le nom et fermer la boîte.",
+                ],
+                "a.html",
+            ),
+            bench.Section(  # still English but for its quotes
+                "Ouvrir", [original[0], original[1].replace('"', "« ", 1)], "a.html"
+            ),
+        ],
+    )
+    kept = bench.translated(french, english)
+    assert [s.paragraphs[0] for s in kept.sections] == [french.sections[0].paragraphs[0]]
