@@ -659,14 +659,9 @@ def translated(document: Document, english: Document) -> Document:
     section's English paragraphs, its quotes or numbers changed at most)."""
     sections = []
     for section, original in zip(document.sections, english.sections, strict=True):
-        exact = set(original.paragraphs)
-        sources = [e for e in map(english_paragraph, original.paragraphs) if e.function]
+        sources = [english_paragraph(p) for p in original.paragraphs]
         same = sum(
-            paragraph in exact
-            or (
-                not FUNCTION_WORDS.isdisjoint(word_counts(paragraph))
-                and any(untranslated(paragraph, source) for source in sources)
-            )
+            any(untranslated(paragraph, source) for source in sources)
             for paragraph in section.paragraphs
         )
         if same <= GUIDE_UNTRANSLATED * max(1, len(section.paragraphs)):
@@ -829,7 +824,10 @@ def paragraph_documents(texts: dict[str, list[str]], corpus: str) -> dict[str, D
         for i, original in enumerate(english)
         if len(original) >= PARAGRAPH_MIN_CHARS
         and not any(
-            untranslated(found[i], original) for label, found in texts.items() if label != "en"
+            untranslated(found[i], source)
+            for source in [english_paragraph(original)]
+            for label, found in texts.items()
+            if label != "en"
         )
     ]
     if not kept:
@@ -880,6 +878,8 @@ def untranslated(translation: str, original: str | English) -> bool:
     if not original.function:
         return False
     found = word_counts(translation)
+    if FUNCTION_WORDS.isdisjoint(found):
+        return False
     return all(
         (part & found).total() >= UNTRANSLATED_SHARE * part.total()
         for part in (original.function, original.words)
