@@ -700,6 +700,17 @@ def html_folder_lake(
     return landed_lake(root, len(list(folder.iterdir())))
 
 
+def input_flags(arguments) -> list[str]:
+    """The input options a run was given, as its record's name shows them (one section of
+    RESULTS.md per input)."""
+    if arguments.warcs is not None:
+        return ["--warcs"]
+    if arguments.pages is None:
+        return []
+    files = [f"--files {arguments.files}"] if arguments.files != PAGE_FILES else []
+    return ["--pages", *files, *([f"--copies {arguments.copies}"] if arguments.copies > 1 else [])]
+
+
 def add_input_arguments(parser) -> None:
     """The input a benchmark of real pages reads: ../shared's, or the user's."""
     parser.add_argument("--pages", type=Path, help="HTML files of this folder, wrapped in WARC")
@@ -982,7 +993,7 @@ def main() -> None:
             SECTIONS[section]()
             inputs[section] = SECTION_INPUTS[section]
     ran = [] if len(inputs) == len(SECTIONS) else sorted(inputs, key=list(SECTIONS).index)
-    given = [f"--{name}" for name in ("pages", "warcs") if getattr(arguments, name) is not None]
+    given = input_flags(arguments)
     suffix = f": {' '.join(given)}" if given and "stage-vs-bare" in inputs else ""
     record(" ".join(["bench_clean", *ran]) + suffix, TABLES, inputs)
 

@@ -35,11 +35,11 @@ from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from benchmarks.bench_clean import (
     CRAWL,
-    PAGE_FILES,
     add_input_arguments,
     cpu_seconds,
     fastwarc_resiliparse,
     input_description,
+    input_flags,
     real_warcs,
     shared_pages_absent,
 )
@@ -208,15 +208,8 @@ def main() -> None:
     }
     print(figures)
     data = input_description(arguments.pages, arguments.sample, arguments.warcs, arguments.copies)
-    name = "bench_pay_once" + (
-        ": --warcs"
-        if arguments.warcs
-        else ": --pages"
-        + ("" if arguments.files == PAGE_FILES else f" --files {arguments.files}")
-        + (f" --copies {arguments.copies}" if arguments.copies > 1 else "")
-        if arguments.pages
-        else ""
-    )
+    given = input_flags(arguments)
+    name = "bench_pay_once" + (f": {' '.join(given)}" if given else "")
     record(name, figures, {"data": data, "warc_files": files, "warc_bytes": size})
 
 
