@@ -824,10 +824,7 @@ def paragraph_documents(texts: dict[str, list[str]], corpus: str) -> dict[str, D
         for i, original in enumerate(english)
         if len(original) >= PARAGRAPH_MIN_CHARS
         and not any(
-            untranslated(found[i], source)
-            for source in [english_paragraph(original)]
-            for label, found in texts.items()
-            if label != "en"
+            untranslated(found[i], original) for label, found in texts.items() if label != "en"
         )
     ]
     if not kept:
