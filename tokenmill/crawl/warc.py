@@ -579,7 +579,8 @@ class _Reader:
         text = self.text
         offset, inner = text.locate(text.pos)
         length = text.span(text.pos, text.pos + consumed, inner)
-        block = bytes(text.buf[block_start:end])
+        with memoryview(text.buf) as view:  # one copy: a bytearray's slice is a copy itself
+            block = bytes(view[block_start:end])
         text.drop(consumed)
         return WarcRecord(offset, length, headers, block, inner)
 
