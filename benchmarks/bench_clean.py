@@ -802,6 +802,22 @@ def cpu_seconds(work) -> tuple[Any, float]:
     return result, time.process_time() - started
 
 
+def fresh_cpu_seconds(work) -> float:
+    """CPU seconds of ``work`` in a new process, as a run's worker does it: nothing warm but
+    what it loads itself, the watchdog on."""
+    return in_fresh_process(functools.partial(_watched_cpu_seconds, work))[0]
+
+
+def _watched_cpu_seconds(work) -> float:
+    enable_watchdog()
+    return cpu_seconds(work)[1]
+
+
+# Measured again each round in new processes: a long-lived process that has run the stages
+# makes the bare loop slower than a new one does, and a run's workers are new processes.
+FRESH = ("bare", "raw_crawl", "shared")
+
+
 def bench_stage_vs_bare(
     rounds: int = int(os.environ.get("BENCH_ROUNDS", "5")),
     pages: Path | None = None,
@@ -816,7 +832,8 @@ def bench_stage_vs_bare(
     fastwarc + resiliparse loop on the same WARC files, and two
     recipes' filter passes over the extraction (the cleaned stage: the default recipe, and a
     threshold-only change of it), interleaved for ``rounds`` rounds in this one process after
-    a warm-up round of each; CPU seconds per round, median ratios. Then one more extracted run
+    a warm-up round of each, and bare, raw_crawl and extracted again each round in new
+    processes (``FRESH``); CPU seconds per round, median ratios. Then one more extracted run
     with timers on its components. The files: the real pages of ../shared, ``sample`` HTML
     files of the folder ``pages`` (wrapped in ``files`` WARC files), or the WARC files of the
     folder ``warcs``. Returns what the files are, for the record."""
@@ -849,21 +866,27 @@ def bench_stage_vs_bare(
         done = {name: work() for name, work in runs.items()}  # warm-up: models, caches
         pages, records = done["bare"], done["shared"]
         cpu = {name: [] for name in runs}
+        fresh = {name: [] for name in FRESH}
         rows = []
         for number in range(1, rounds + 1):
             for name, work in runs.items():
                 cpu[name].append(cpu_seconds(work)[1])
+            for name in FRESH:
+                fresh[name].append(fresh_cpu_seconds(runs[name]))
             shared = cpu["raw_crawl"][-1] + cpu["shared"][-1]
             rows.append(
                 [number, *(cpu[name][-1] for name in runs)]
                 + [shared / cpu["bare"][-1], cpu["change"][-1] / cpu["shared"][-1]]
+                + [(fresh["raw_crawl"][-1] + fresh["shared"][-1]) / fresh["bare"][-1]]
             )
         kept = lake.read_json(f"{unit.prefix(CLEANED)}/{MARKER}")["records_out"]
         _, components, calls, total = attributed(runs["shared"])
-    ratios = [row[-2] for row in rows]
-    change_shares = [row[-1] for row in rows]
+    ratios = [row[-3] for row in rows]
+    change_shares = [row[-2] for row in rows]
+    fresh_ratios = [row[-1] for row in rows]
     median = {name: statistics.median(values) for name, values in cpu.items()}
     ratio, change_share = statistics.median(ratios), statistics.median(change_shares)
+    fresh_ratio = statistics.median(fresh_ratios)
     # the fastest round of each: this machine's noise only ever adds time
     fastest = {name: min(values) for name, values in cpu.items()}
     fastest_ratio = (fastest["raw_crawl"] + fastest["shared"]) / fastest["bare"]
@@ -871,7 +894,8 @@ def bench_stage_vs_bare(
         f"Shared extraction vs bare fastwarc + resiliparse, and recipes' filter passes: "
         f"{len(paths)} WARC files ({warc_bytes / 1e6:.1f} MB gzipped; {pages} HTML responses, "
         f"{records} records in, {kept} documents kept by the last pass), CPU seconds per round, "
-        "one process, one polars thread",
+        "one process, one polars thread; last column: bare, raw_crawl and extracted each again in "
+        "a new process, as a run's workers do them",
         [
             "round",
             "bare CPU s",
@@ -881,12 +905,34 @@ def bench_stage_vs_bare(
             "threshold change CPU s",
             "raw_crawl + extracted x bare",
             "change / extracted",
+            "new processes: raw_crawl + extracted x bare",
         ],
         [
             *rows,
-            ["median", *median.values(), ratio, change_share],
-            ["fastest", *fastest.values(), fastest_ratio, fastest["change"] / fastest["shared"]],
+            ["median", *median.values(), ratio, change_share, fresh_ratio],
+            [
+                "fastest",
+                *fastest.values(),
+                fastest_ratio,
+                fastest["change"] / fastest["shared"],
+                (min(fresh["raw_crawl"]) + min(fresh["shared"])) / min(fresh["bare"]),
+            ],
         ],
+    )
+    print_table(
+        "The same, each in a new process (as a run's workers: nothing warm), CPU seconds",
+        [
+            "round",
+            "bare CPU s",
+            "raw_crawl CPU s",
+            "extracted CPU s",
+            "raw_crawl + extracted x bare",
+        ],
+        [
+            [number, *(fresh[name][number - 1] for name in FRESH), fresh_ratios[number - 1]]
+            for number in range(1, rounds + 1)
+        ]
+        + [["median", *(statistics.median(fresh[name]) for name in FRESH), fresh_ratio]],
     )
     bare_cpu = median["bare"]
     order = [c for c in COMPONENTS if c in components]
@@ -933,6 +979,9 @@ def bench_stage_vs_bare(
                 "shared_x_bare": ratio,
                 "shared_x_bare_rounds": ratios,
                 "shared_x_bare_fastest": fastest_ratio,
+                "shared_x_bare_new_processes": fresh_ratio,
+                "shared_x_bare_new_processes_rounds": fresh_ratios,
+                "cpu_s_new_processes": {n: statistics.median(v) for n, v in fresh.items()},
                 "threshold_change_share": change_share,
                 "threshold_change_share_rounds": change_shares,
                 "components_cpu_s": components,
