@@ -887,6 +887,7 @@ def bench_stage_vs_bare(
     median = {name: statistics.median(values) for name, values in cpu.items()}
     ratio, change_share = statistics.median(ratios), statistics.median(change_shares)
     fresh_ratio = statistics.median(fresh_ratios)
+    fresh_median = {name: statistics.median(values) for name, values in fresh.items()}
     # the fastest round of each: this machine's noise only ever adds time
     fastest = {name: min(values) for name, values in cpu.items()}
     fastest_ratio = (fastest["raw_crawl"] + fastest["shared"]) / fastest["bare"]
@@ -932,7 +933,7 @@ def bench_stage_vs_bare(
             [number, *(fresh[name][number - 1] for name in FRESH), fresh_ratios[number - 1]]
             for number in range(1, rounds + 1)
         ]
-        + [["median", *(statistics.median(fresh[name]) for name in FRESH), fresh_ratio]],
+        + [["median", *fresh_median.values(), fresh_ratio]],
     )
     bare_cpu = median["bare"]
     order = [c for c in COMPONENTS if c in components]
@@ -981,7 +982,7 @@ def bench_stage_vs_bare(
                 "shared_x_bare_fastest": fastest_ratio,
                 "shared_x_bare_new_processes": fresh_ratio,
                 "shared_x_bare_new_processes_rounds": fresh_ratios,
-                "cpu_s_new_processes": {n: statistics.median(v) for n, v in fresh.items()},
+                "cpu_s_new_processes": fresh_median,
                 "threshold_change_share": change_share,
                 "threshold_change_share_rounds": change_shares,
                 "components_cpu_s": components,
