@@ -202,6 +202,28 @@ def test_hostile_content_length_loses_no_other_record(case, layout):
         assert "<urn:uuid:00000050>" in ids
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_records_read_without_blocks_are_the_same_records(layout):
+    """An index reads records without their blocks: the same records, damaged ones too."""
+    pages = [record(i, body=b"<p>%d</p>" % i * 50) for i in range(5)]
+    data = pack([*pages, *(HOSTILE[case] for case in sorted(HOSTILE))], layout)
+    data += member(record(999))[:60]  # a truncated last member
+    with_blocks = read(data)
+    without = read(data, blocks=False)
+    assert len(without) == len(with_blocks) > 5
+    for full, bare in zip(with_blocks, without, strict=True):
+        if isinstance(full, WarcRecord):
+            assert full.block and bare.block == b""
+            assert (bare.offset, bare.length, bare.headers, bare.inner_offset) == (
+                full.offset,
+                full.length,
+                full.headers,
+                full.inner_offset,
+            )
+        else:
+            assert bare == full
+
+
 def test_lower_case_content_length_is_used():
     page = [r for r in read(HOSTILE["lower_case"]) if isinstance(r, WarcRecord)]
     assert page[0].block.endswith(b"<p>x</p>")

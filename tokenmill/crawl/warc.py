@@ -69,7 +69,7 @@ class WarcRecord:
     offset: int
     length: int
     headers: dict[str, str]
-    block: bytes
+    block: bytes  # empty where read without blocks (``iter_records(blocks=False)``)
     inner_offset: int = 0
 
     @property
@@ -412,9 +412,14 @@ def _length(value: str) -> int | None:
 
 
 def iter_records(
-    stream: BinaryIO, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, name: str = "input"
+    stream: BinaryIO,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    name: str = "input",
+    blocks: bool = True,
 ) -> Iterator[WarcRecord | BadRecord]:
-    """Records of a WARC or ARC stream; raises `UnusableInputError` if it is neither."""
+    """Records of a WARC or ARC stream; raises `UnusableInputError` if it is neither. Without
+    ``blocks``, records carry their headers, offsets and lengths but not their blocks (an index
+    reads every byte, and copies none of them)."""
     source = _Source(stream)
     source.fill(READ_SIZE)
     if not source.buffer:
@@ -423,7 +428,7 @@ def iter_records(
     text = _Text(source, gzipped=source.buffer.startswith(GZIP_MAGIC[:2]))
     if text.gzipped:
         text.per_member = _one_record_per_member(text, fmt)
-    yield from _Reader(text, fmt, max_record_bytes).records()
+    yield from _Reader(text, fmt, max_record_bytes, blocks).records()
 
 
 def check_format(head: bytes, name: str) -> type[_Warc] | type[_Arc]:
@@ -456,10 +461,11 @@ PROBE = 256  # bytes to look at for a record header line
 
 
 class _Reader:
-    def __init__(self, text: _Text, fmt, max_bytes: int):
+    def __init__(self, text: _Text, fmt, max_bytes: int, blocks: bool = True):
         self.text = text
         self.fmt = fmt
         self.max_bytes = max_bytes
+        self.blocks = blocks
 
     def records(self) -> Iterator[WarcRecord | BadRecord]:
         text = self.text
@@ -579,8 +585,10 @@ class _Reader:
         text = self.text
         offset, inner = text.locate(text.pos)
         length = text.span(text.pos, text.pos + consumed, inner)
-        with memoryview(text.buf) as view:  # one copy: a bytearray's slice is a copy itself
-            block = bytes(view[block_start:end])
+        block = b""
+        if self.blocks:
+            with memoryview(text.buf) as view:  # one copy: a bytearray's slice is a copy itself
+                block = bytes(view[block_start:end])
         text.drop(consumed)
         return WarcRecord(offset, length, headers, block, inner)
 

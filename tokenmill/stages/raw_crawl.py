@@ -80,7 +80,9 @@ def run(work: Work) -> StageReport:
         records = bad = 0
         try:
             with open_file(work.lake, unit.crawl, ref) as reader.source:
-                for record in iter_records(reader, settings.max_record_mb << 20, name=ref):
+                for record in iter_records(
+                    reader, settings.max_record_mb << 20, name=ref, blocks=False
+                ):
                     if isinstance(record, BadRecord):
                         bad += 1
                         report.drop(record.reason)
