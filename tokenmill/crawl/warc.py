@@ -461,7 +461,7 @@ PROBE = 256  # bytes to look at for a record header line
 
 
 class _Reader:
-    def __init__(self, text: _Text, fmt, max_bytes: int, blocks: bool = True):
+    def __init__(self, text: _Text, fmt, max_bytes: int, blocks: bool):
         self.text = text
         self.fmt = fmt
         self.max_bytes = max_bytes
