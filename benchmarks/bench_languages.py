@@ -9,6 +9,7 @@ language's kept share is within 10 points of English's.
     uv run python benchmarks/bench_languages.py --corpus debian-reference
     uv run python benchmarks/bench_languages.py --corpus maint-guide  # and 3 more: see below
     uv run python benchmarks/bench_languages.py --corpus wesnoth
+    uv run python benchmarks/bench_languages.py --corpus debian-history
     uv run python benchmarks/bench_languages.py --corpus gnome-help
     uv run python benchmarks/bench_languages.py --corpus debian-handbook
     uv run python benchmarks/bench_languages.py --corpus libreoffice-help
@@ -46,6 +47,9 @@ Corpora (nothing is copied into the repository; they are fetched once into the c
   (aptitude's manual, 6) and ``developers-reference`` (6), Debian's packages of each
   language (GPL-2+ or similar; `apt-get download`): pages as the Debian Reference's, from the
   chapters whose translations hold as many paragraphs as the original.
+- ``debian-history``: A Brief History of Debian, Debian's package ``debian-history`` (GPL-2+),
+  10 languages (Japanese, Korean and Lithuanian among them) of prose dense in dates, release
+  numbers and names: pages as the Debian Reference's. No default was derived from it.
 - ``wesnoth``: a game's descriptive prose, the unit descriptions and help topics of Battle for
   Wesnoth (GPL-2+), Debian's package ``wesnoth-1.16-data`` (its gettext catalogs; `apt-get
   download`, ~150 MB), 13 languages (Japanese and both Chinese scripts among them) by default
@@ -409,6 +413,15 @@ PARAGRAPH_BOOKS = {
         + [f"developers-reference-{code}" for code in ("de", "fr", "it", "ja", "ru")],
         "usr/share/developers-reference",
         {"en": (".", ""), **{code: (code, "") for code in ("de", "fr", "it", "ja", "ru")}},
+    ),
+    # A history told in dates, versions and names, held out from every default's derivation
+    "debian-history": ParagraphBook(
+        ["debian-history"],
+        "usr/share/doc/debian-history/docs",
+        {
+            code: (".", code)
+            for code in ("en", "de", "es", "fr", "it", "ja", "ko", "lt", "pt", "ru")
+        },
     ),
 }
 

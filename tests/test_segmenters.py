@@ -158,6 +158,19 @@ def test_korean_particles_and_endings_split_off_their_stems():
     assert count_words(pl.Series([out]))[0] > count_words(pl.Series([text]))[0]
 
 
+def test_korean_numbers_are_words_apart_from_the_hangul_against_them():
+    """A number's counter, unit or particle ("1993년에", "2.0판") and a prefix ("제1장") are
+    words of their own, as a morpheme analyser splits them: the number is a word without a
+    letter, as in the English original."""
+    text = "1993년 8월에 0.01부터 2.0판까지 제1장"
+    (out,) = segmenter("ko")([text])
+    assert out == "1993 년 8 월에 0.01 부터 2.0 판까지 제 1 장"
+    words = count_words(pl.Series([out]))[0]
+    assert words == count_words(pl.Series([text]))[0] + 6
+    (english,) = segmenter("ko")(["version 2.0 of 1993"])  # no Hangul beside: unchanged
+    assert english == "version 2.0 of 1993"
+
+
 def test_unknown_labels_fall_back_by_script():
     assert segmenter("lzh")(["學而時習之"]) == ["學 而 時 習 之"]
     assert segmenter("nan", "Hani")(["學而a"]) == ["學 而 a"]

@@ -23,7 +23,8 @@ URLs inside CJK or Thai text stay as the scanner's own rules split them.
 - Korean is written with spaces between eojeol, a stem and its particles or ending: the common
   particles and endings are split off a Hangul eojeol (`_korean_segmenter`), as a morpheme
   analyser (Kiwi, datatrove's for Korean) splits them, so that Korean's stop words, which are
-  such morphemes, are counted; the stems stay whole.
+  such morphemes, are counted; the stems stay whole; a number is a word apart from the Hangul
+  written against it ("1993년": "1993 년").
 
 Each segmenter is built once per process (the dictionaries load once) and is meant for one
 thread at a time.
@@ -173,10 +174,17 @@ _KOREAN_SUFFIX = re.compile(
 )
 
 
+# A number and the Hangul written against it (a counter, unit or particle after it: "1993년",
+# "2.0판", "8월에"; a prefix before it: "제1장"): a morpheme analyser's number (Kiwi's SN) and
+# the morphemes beside it are separate words, as English's "1993" and "in" are; one word, every
+# number in a Korean text would count as a word with letters.
+_KOREAN_NUMBER_EDGE = re.compile(r"(?<=[0-9])(?=[\uac00-\ud7a3])|(?<=[\uac00-\ud7a3])(?=[0-9])")
+
+
 @functools.cache
 def _korean_segmenter() -> Segmenter:
     def segment(texts: list[str]) -> list[str]:
-        return [_KOREAN_SUFFIX.sub(r" \1", text) for text in texts]
+        return [_KOREAN_NUMBER_EDGE.sub(" ", _KOREAN_SUFFIX.sub(r" \1", text)) for text in texts]
 
     return segment
 
