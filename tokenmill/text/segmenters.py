@@ -178,7 +178,7 @@ _KOREAN_SUFFIX = re.compile(
 # "2.0판", "8월에"; a prefix before it: "제1장"): a morpheme analyser's number (Kiwi's SN) and
 # the morphemes beside it are separate words, as English's "1993" and "in" are; one word, every
 # number in a Korean text would count as a word with letters.
-_KOREAN_NUMBER_EDGE = re.compile(r"(?<=[0-9])(?=[\uac00-\ud7a3])|(?<=[\uac00-\ud7a3])(?=[0-9])")
+_KOREAN_NUMBER_EDGE = re.compile(r"(?<=\d)(?=[\uac00-\ud7a3])|(?<=[\uac00-\ud7a3])(?=\d)")
 
 
 @functools.cache
