@@ -167,6 +167,7 @@ def test_korean_numbers_are_words_apart_from_the_hangul_against_them():
     assert out == "1993 년 8 월에 0.01 부터 2.0 판까지 제 1 장"
     words = count_words(pl.Series([out]))[0]
     assert words == count_words(pl.Series([text]))[0] + 6
+    assert segmenter("ko")(["１９９３년"]) == ["１９９３ 년"]  # fullwidth digits too
     (english,) = segmenter("ko")(["version 2.0 of 1993"])  # no Hangul beside: unchanged
     assert english == "version 2.0 of 1993"
 
