@@ -12,6 +12,7 @@ from tokenmill.dedup import signature_reuse
 from tokenmill.dedup.settings import DedupSettings
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import DEDUP_SIGNATURES, MARKER
+from tokenmill.text import segmenters
 
 SHORT = "Too short to shingle."
 
@@ -71,6 +72,23 @@ def test_other_parameters_lend_nothing(tmp_path, articles):
     sign(views["a"], units["a"])
     sign(views["b"], units["b"], DedupSettings(ngram=4))
     assert reused(views["b"], units["b"]) == 0
+
+
+def test_keys_made_from_other_words_lend_nothing(tmp_path, articles, monkeypatch):
+    """A signature file made before a segmenter changed (Korean numbers split from their
+    counters) holds keys of other words: another recipe hashes its documents again."""
+    docs = recipe_docs(articles)
+    root = Lake.from_url(str(tmp_path / "lake"))
+    views = {name: root.with_zones(recipe_zones(name)) for name in docs}
+    units = {name: write_crawl(views[name], [docs[name]])[0] for name in docs}
+    with monkeypatch.context() as patched:
+        patched.setattr(segmenters, "SEGMENTATION_VERSION", segmenters.SEGMENTATION_VERSION - 1)
+        sign(views["a"], units["a"])
+    sign(views["b"], units["b"])
+    assert reused(views["b"], units["b"]) == 0
+    sign(views["a"], units["a"])  # made again with today's words: it lends
+    sign(views["b"], units["b"])
+    assert reused(views["b"], units["b"]) == 3
 
 
 def test_a_donor_rewritten_while_it_is_read_lends_nothing(tmp_path, articles, monkeypatch):

@@ -4,8 +4,9 @@ mostly the same documents, and hashing them again was most of what a second reci
 
 A document's keys (exact-content hash, LSH band hashes, normalized word count) are taken from a
 sibling dataset's signature file of the same file (another recipe beside this one, see
-`Lake.siblings`) when that file was made with the same signature parameters and holds the same
-document (its id) with the same text and language (`text_key`). The keys are a function of
+`Lake.siblings`) when that file was made with the same signature parameters and words
+(`SEGMENTATION`) and holds the same document (its id) with the same text and language
+(`text_key`). The keys are a function of
 exactly those (the language salts the hashes; a document too short to shingle gets keys made
 from its id), so they are what hashing would give, however stale the sibling's file. The
 sibling's file is read once per file (one row per document), and its marker is compared at the
@@ -25,9 +26,11 @@ from tokenmill.storage.outputs import (
     read_table,
     sibling_outputs,
 )
+from tokenmill.text import segmenters
 
 SIGNATURES = "signatures.parquet"
 TEXT_KEY = "text_key"
+SEGMENTATION = "segmentation"  # the words' version (segmenters.SEGMENTATION_VERSION) in a marker
 WORDS = "words"
 
 
@@ -67,10 +70,15 @@ class SignatureDonor:
 
     @classmethod
     def find(cls, lake: Lake, prefix: str, params: dict) -> SignatureDonor | None:
-        """The first sibling (by name) whose signature file at `prefix` has these parameters."""
+        """The first sibling (by name) whose signature file at `prefix` has these parameters
+        and was made from the same words (a file made before a segmenter changed lends nothing)."""
         for sibling, marker in sibling_outputs(lake, DEDUP_SIGNATURES, prefix):
             counts = marker.get("counts", {})
-            if counts.get("params") == params and counts.get(TEXT_KEY):
+            if (
+                counts.get("params") == params
+                and counts.get(TEXT_KEY)
+                and counts.get(SEGMENTATION) == segmenters.SEGMENTATION_VERSION
+            ):
                 return cls(sibling, prefix, marker, params["bands"])
         return None
 

@@ -10,6 +10,7 @@ import xxhash
 from tokenmill.dedup.minhash import band_hashes
 from tokenmill.dedup.settings import DedupSettings, quality_scores, unlink_short_docs
 from tokenmill.dedup.signature_reuse import (
+    SEGMENTATION,
     SIGNATURES,
     TEXT_KEY,
     WORDS,
@@ -27,6 +28,7 @@ from tokenmill.storage.layout import (
     signature_schema,
 )
 from tokenmill.storage.outputs import StageReport, read_batches, require_committed
+from tokenmill.text import segmenters
 from tokenmill.text.segmentation import segmented_languages, segmented_text
 
 
@@ -95,6 +97,7 @@ def _signatures(work: Work, settings: DedupSettings, donor: SignatureDonor | Non
         report.records_out = report.records_in
         report.counts["params"] = settings.signature_params()
         report.counts[TEXT_KEY] = "xxh3-64 of language, NUL, text"
+        report.counts[SEGMENTATION] = segmenters.SEGMENTATION_VERSION
         report.counts["signatures_reused"] = reused
         if donor is not None:
             donor.check_unchanged()

@@ -43,6 +43,9 @@ from pathlib import Path
 import numpy as np
 
 Segmenter = Callable[[list[str]], list[str]]
+# Changed when a segmenter's words change: MinHash keys made from other words are not lent
+# to another recipe (`tokenmill.dedup.signature_reuse`).
+SEGMENTATION_VERSION = 2
 
 # Unicode's White_Space property: what the scanner's \s matches.
 _WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
