@@ -6,9 +6,9 @@ A document's keys (exact-content hash, LSH band hashes, normalized word count) a
 sibling dataset's signature file of the same file (another recipe beside this one, see
 `Lake.siblings`) when that file was made with the same signature parameters and words
 (`SEGMENTATION`) and holds the same document (its id) with the same text and language
-(`text_key`). The keys are a function of
-exactly those (the language salts the hashes; a document too short to shingle gets keys made
-from its id), so they are what hashing would give, however stale the sibling's file. The
+(`text_key`). The keys are a function of exactly those (the language salts the hashes; a
+document too short to shingle gets keys made from its id), so they are what hashing would
+give, however stale the sibling's file. The
 sibling's file is read once per file (one row per document), and its marker is compared at the
 end: a file rewritten meanwhile lends nothing."""
 

@@ -279,8 +279,9 @@ STAGE = Stage(
     # that mark only clause ends, n-grams and line minimums of syllable-segmented ones, zero-width
     # spaces as word boundaries; 7: no sentence end at an ordinal's period (Finnish "5. artikla"),
     # C4's line minimum in English words' worth of a language's words (Japanese, Vietnamese);
-    # 8: Korean numbers are words apart from the Hangul written against them
-    version="8",
+    # 8: language ID on the whole sample (undone: the prefix-first judgement is back); 9: Korean
+    # numbers are words apart from the Hangul written against them
+    version="9",
     data_files=("docs.parquet",),
     shared=True,
     description="Main-content text of every HTML response with language, provenance and every "
