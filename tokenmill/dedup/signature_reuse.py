@@ -8,9 +8,8 @@ sibling dataset's signature file of the same file (another recipe beside this on
 (`SEGMENTATION`) and holds the same document (its id) with the same text and language
 (`text_key`). The keys are a function of exactly those (the language salts the hashes; a
 document too short to shingle gets keys made from its id), so they are what hashing would
-give, however stale the sibling's file. The
-sibling's file is read once per file (one row per document), and its marker is compared at the
-end: a file rewritten meanwhile lends nothing."""
+give, however stale the sibling's file. The sibling's file is read once per file (one row per
+document), and its marker is compared at the end: a file rewritten meanwhile lends nothing."""
 
 from __future__ import annotations
 
