@@ -34,6 +34,7 @@ from tokenmill.data_assets.current import (
     KEPT,
     OUTSIDE,
     OVERRIDES,
+    RECOMPUTE_TAG,
     current_output,
     input_data_versions,
 )
@@ -66,7 +67,7 @@ from tokenmill.runtime.stage import Scope, Stage, Work
 from tokenmill.stages import STAGES, stage_named
 from tokenmill.storage.lake import LakeAccessError
 from tokenmill.storage.layout import Unit, check_name, crawl_prefix
-from tokenmill.storage.outputs import WARNINGS
+from tokenmill.storage.outputs import WARNINGS, is_committed
 from tokenmill.storage.rollups import Rollup
 
 # Who answers for the dataset's assets (shown in the UI; TOKENMILL_OWNERS, comma-separated).
@@ -174,6 +175,7 @@ def stage_asset(stage: Stage, dataset: Dataset):
                     inputs[OUTSIDE] = stage.outside(data, settings, unit)
                 location = location_of(stage, unit, crawl)
                 kept = current_output(context, data, location, overrides, inputs)
+            fed = None if kept else fed_settings(context, stage, dataset, data, unit, settings)
             report = kept or run_stage_work(
                 stage,
                 data,
@@ -183,6 +185,7 @@ def stage_asset(stage: Stage, dataset: Dataset):
                 workers=workers.count(),
                 memory_limit=workers.memory_limit_bytes(),
                 resume=context.run.tags.get("dagster/root_run_id") or context.run.run_id,
+                fed_settings=fed,
             )
         if kept:
             context.log.info(
@@ -194,6 +197,27 @@ def stage_asset(stage: Stage, dataset: Dataset):
         return result
 
     return stage_asset_fn
+
+
+def fed_settings(context, stage: Stage, dataset: Dataset, lake, unit: Unit | None, settings):
+    """The settings of the stage this one feeds (`Stage.feeds`) when the run makes that
+    stage's partition anew too: its parts are then made in this stage's pass over each file,
+    and its own step keeps them. None when the run does not select it, gives it a run config of
+    its own, finds it committed already (unless the run recomputes), or reads records to
+    another size limit."""
+    if not stage.feeds or unit is None:
+        return None
+    fed = stage_named(stage.feeds)
+    key = dataset.key(fed.name)
+    selected = context.run.asset_selection or ()
+    configured = (context.run.run_config or {}).get("ops") or {}
+    if key not in selected or key.to_python_identifier() in configured:
+        return None
+    if is_committed(lake, unit.prefix(fed.name)) and context.run.tags.get(RECOMPUTE_TAG) != "true":
+        return None  # its own step may find it current and keep it
+    own = dataset.recipe.settings(fed.settings)
+    limit = getattr(settings or stage.settings(), "max_record_mb", None)
+    return own if getattr(own, "max_record_mb", None) == limit else None
 
 
 def location_of(stage: Stage, unit: Unit | None, crawl: str | None) -> str:

@@ -138,6 +138,10 @@ def stage_result(
         "dagster/row_count": report.records_out,
         "location": MetadataValue.path(lake.uri(prefix)),
     }
+    if report.fed_cpu_s:  # it fed the next stage in the same pass over each file
+        metadata["fed_cpu_s"] = round(report.fed_cpu_s, 3)
+    if report.fed_parts:  # made in the pass of the stage feeding it
+        metadata["fed_parts"] = report.fed_parts
     if report.seconds > 0:  # not for a kept output, which took no time
         metadata["records_per_s"] = round(report.records_in / report.seconds, 1)
     # One numeric entry per drop reason, so the UI plots each over partitions.

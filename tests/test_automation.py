@@ -43,9 +43,10 @@ from tokenmill.definitions import build_definitions, lake_resource
 from tokenmill.demo.crawl import generate_demo_crawl
 from tokenmill.recipes.recipe import DEFAULT_RECIPE as RECIPE_FILE
 from tokenmill.recipes.recipe import Recipe
+from tokenmill.runtime.parts import RESUME_FIELD
 from tokenmill.stages import STAGES, stage_named
 from tokenmill.storage.lake import Lake
-from tokenmill.storage.layout import LANDING, Unit
+from tokenmill.storage.layout import LANDING, MARKER, Unit
 
 CRAWL = "CC-MAIN-AUTO-2026-05"
 OTHER = "CC-MAIN-AUTO-2026-06"
@@ -859,8 +860,19 @@ def test_tokenmill_run_runs_only_what_is_missing_or_stale(tmp_path, lake, monkey
     instance = DagsterInstance.ephemeral()
     units = {u.key for u in register(instance, lake, CRAWL, files_per_unit=1).units}
     first = materialize_all(instance, lake, workers=1)
-    assert {run.partition for run in first if run.job == "run_extracted"} == units
+    # a new unit's files are read once: raw_crawl and extracted in one run, one pass
+    together = [run for run in first if run.assets == ("raw_crawl", "extracted")]
+    assert {run.partition for run in together} == units
+    assert not [run for run in first if run.job in ("run_raw_crawl", "run_extracted")]
+    for unit in units:
+        marker = lake.read_json(f"{Unit.from_key(unit).part_prefix('extracted', 0)}/{MARKER}")
+        assert "#fed:" in marker[RESUME_FIELD]  # made in raw_crawl's pass
     assert materialize_all(instance, lake, workers=1) == []  # nothing changed: nothing runs
+    # Forced, the two stages again in one pass each unit: extracted is not made twice.
+    forced = materialize_all(
+        instance, lake, workers=1, force=True, stages=["raw_crawl", "extracted"]
+    )
+    assert sorted(run.assets for run in forced) == [("raw_crawl", "extracted")] * len(units)
     # A threshold change that keeps every document: cleaned again, nothing below it.
     (recipes / "fineweb_en.yaml").write_text("clean:\n  skip_filters: [gopher_repetition]\n")
     again = materialize_all(instance, lake, workers=1)

@@ -305,7 +305,8 @@ def test_run_prints_a_failed_warn_check_as_a_warning(landed, capsys):
     assert "of the 16,384 asked for" in line
     # off a terminal (no progress bars): one plain line per run, the checks below their run's
     assert re.fullmatch(r"  fineweb_en/tokenizer +- +ok", lines[index - 1])
-    assert re.search(rf"^  raw_crawl +{re.escape(UNIT)} +ok$", out, re.MULTILINE)
+    assert re.search(rf"^  raw_crawl \+ extracted +{re.escape(UNIT)} +ok$", out, re.MULTILINE)
+    assert re.search(r"^  extracted +1 partitions made with raw_crawl$", out, re.MULTILINE)
     assert "\x1b" not in out and "\r" not in out
 
 

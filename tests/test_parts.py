@@ -12,8 +12,9 @@ import pytest
 
 from tokenmill.crawl.units import register_new_files
 from tokenmill.demo.crawl import generate_demo_crawl
-from tokenmill.runtime.parts import RESUME_FIELD, run_stage_work
+from tokenmill.runtime.parts import RESUME_FIELD, fed_stamp, run_stage_work
 from tokenmill.stages import stage_named
+from tokenmill.stages.extracted import ExtractSettings
 from tokenmill.storage.lake import HOST_ID, TEMP_MARKER, Lake
 from tokenmill.storage.layout import EXTRACTED, LANDING, MARKER, RAW_CRAWL, Unit
 
@@ -152,3 +153,80 @@ def test_a_hashed_output_files_digest_is_its_contents_whatever_the_write_sizes()
 
     with pytest.raises(OSError, match="no space"):
         HashingFile(Full()).write(bytes(2 * HASH_BESIDE_BYTES))
+
+
+def data_files(lake: Lake, *zones: str) -> dict[str, bytes]:
+    return {key: value for key, value in stage_files(lake, *zones).items() if MARKER not in key}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_stage_fed_in_the_same_pass_writes_what_it_writes_alone(tmp_path, warc_dir, workers):
+    """raw_crawl hands each file's records (the demo's broken ones included) to extracted as it
+    indexes them: one pass, the same bytes and markers (but for the run's stamp), and
+    raw_crawl's CPU says how much of the pass was extraction."""
+    cap = 4 << 30 if workers > 1 else None
+    alone, lake_alone = {}, landed_unit(tmp_path / "alone", warc_dir)[0]
+    unit = landed_unit(tmp_path / "fed", warc_dir)[1]
+    for stage in (RAW_CRAWL, EXTRACTED):
+        alone[stage] = run_stage_work(
+            stage_named(stage), lake_alone, unit=unit, workers=workers, memory_limit=cap
+        )
+    lake = Lake.from_url(str(tmp_path / "fed"))
+    raw = run_stage_work(
+        stage_named(RAW_CRAWL),
+        lake,
+        unit=unit,
+        workers=workers,
+        memory_limit=cap,
+        resume="run-1",
+        fed_settings=ExtractSettings(),
+    )
+    assert lake.exists(f"{unit.part_prefix(EXTRACTED, 0)}/{MARKER}")
+    assert not lake.exists(f"{unit.prefix(EXTRACTED)}/{MARKER}")  # its own run commits the unit
+    fed = run_stage_work(
+        stage_named(EXTRACTED), lake, unit=unit, workers=workers, memory_limit=cap, resume="run-1"
+    )
+    assert fed.fed_parts == FILES and fed.counts["resumed_parts"] == 0
+    assert data_files(lake, RAW_CRAWL, EXTRACTED) == data_files(lake_alone, RAW_CRAWL, EXTRACTED)
+    assert fed.summary() == alone[EXTRACTED].summary()
+    assert raw.summary() == alone[RAW_CRAWL].summary()
+    part = lake.read_json(f"{unit.part_prefix(EXTRACTED, 1)}/{MARKER}")
+    assert part.pop(RESUME_FIELD) == fed_stamp("run-1", ExtractSettings())
+    assert part == lake_alone.read_json(f"{unit.part_prefix(EXTRACTED, 1)}/{MARKER}")
+    # extraction is most of the pass
+    assert 0.5 * raw.cpu_s < raw.fed_cpu_s < raw.cpu_s and fed.cpu_s < raw.fed_cpu_s
+
+
+def test_a_fed_part_is_kept_only_by_its_run_with_its_settings(tmp_path, warc_dir):
+    lake, unit = landed_unit(tmp_path, warc_dir)
+    for fed_settings, fed_in, extracted_in in (
+        (ExtractSettings(), "run-1", "run-2"),  # another run: extracted anew
+        (ExtractSettings(record_cpu_s=19.0), "run-3", "run-3"),  # other settings: the same
+    ):
+        run_stage_work(
+            stage_named(RAW_CRAWL), lake, unit=unit, resume=fed_in, fed_settings=fed_settings
+        )
+        again = run_stage_work(
+            stage_named(EXTRACTED), lake, ExtractSettings(), unit=unit, resume=extracted_in
+        )
+        assert again.fed_parts == 0 and again.counts["resumed_parts"] == 0
+        marker = lake.read_json(f"{unit.part_prefix(EXTRACTED, 0)}/{MARKER}")
+        assert marker[RESUME_FIELD] == extracted_in
+
+
+def test_an_unusable_file_fed_on_is_rejected_as_when_extracted_alone(tmp_path, warc_dir):
+    outputs = []
+    for name, fed_settings in (("alone", None), ("fed", ExtractSettings())):
+        lake = Lake.from_url(str(tmp_path / name))
+        for path in sorted(warc_dir.iterdir()):
+            lake.put_file(f"{LANDING}/{CRAWL}/{path.name}", path)
+        lake.write_bytes(f"{LANDING}/{CRAWL}/{CRAWL}-page.warc.gz", b"<html>a page</html>")
+        (unit,) = register_new_files(lake, CRAWL, files_per_unit=FILES + 1).units
+        run_stage_work(
+            stage_named(RAW_CRAWL), lake, unit=unit, resume="run-1", fed_settings=fed_settings
+        )
+        report = run(lake, unit, EXTRACTED, resume="run-1")
+        assert len(report.counts["unusable_files"]) == 1, report.counts
+        assert report.fed_parts == (FILES + 1 if fed_settings else 0)
+        outputs.append(data_files(lake, RAW_CRAWL, EXTRACTED))
+    assert outputs[0] == outputs[1]

@@ -50,7 +50,7 @@ from tokenmill.recipes.catalog import RECIPE_PROBLEM
 from tokenmill.runs.claims import WAITS, check_claims, wait_for_runs_on
 from tokenmill.runs.processes import process_tags, reap
 from tokenmill.runtime.stage import Scope
-from tokenmill.stages import STAGES
+from tokenmill.stages import STAGES, stage_named
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.outputs import WARNINGS
 
@@ -314,6 +314,7 @@ def materialize_all(
     partitions = _partitions(instance)
     _check_claims()
     outcomes: list[RunOutcome] = []
+    made_with: dict[str, set] = {}  # a fed stage's partitions made in its feeder's runs
     for stage in STAGES:
         if stages is not None and stage.name not in stages or catalog.idle(stage):
             continue
@@ -333,12 +334,25 @@ def materialize_all(
         todo = _out_of_date(instance, defs, stage, assets, keys, force)
         recompute = {RECOMPUTE_TAG: "true"} if force else None
         label = ", ".join(a.to_user_string() for a in assets)
+        # made with the stage feeding it, in this call: not again (`--force` would)
+        made_before = made_with.get(stage.name, set())
+        todo = {k: v for k, v in todo.items() if k not in made_before}
+        fed = _fed_assets(stage, catalog, stages)
+        made = set() if force else {k for a in fed for k in instance.get_materialized_partitions(a)}
+        with_fed = fed and any(key not in made for key in todo)
+        bar_label = label + (" + " + ", ".join(a.to_user_string() for a in fed) if with_fed else "")
         results = []
-        with progress(len(todo), label, unit="partitions") as bar:
+        with progress(len(todo), bar_label, unit="partitions") as bar:
             for key, stale in todo.items():
-                outcome = execute(job_name(stage.name), key, instance, defs, stale, recompute)
+                together = fed if key not in made else []
+                job = IMPLICIT_JOB if together else job_name(stage.name)
+                outcome = execute(job, key, instance, defs, stale + together, recompute)
                 state = "ok" if outcome.success else "FAILED"
                 names = label if stale == assets else ", ".join(a.to_user_string() for a in stale)
+                if together:
+                    names += " + " + ", ".join(a.to_user_string() for a in together)
+                    if outcome.success:
+                        made_with.setdefault(stage.feeds, set()).add(key)
                 notable = not outcome.success or bool(outcome.failed_checks or outcome.warnings)
                 bar.advance(f"  {names:34} {key or '-':40} {state}", notable=notable)
                 for failed in outcome.failed_checks:
@@ -346,15 +360,33 @@ def materialize_all(
                 for warning in outcome.warnings:
                     bar.note(f"    warning: {warning}")
                 results.append(outcome)
-        if len(todo) < len(keys) and assets:
+        if made_before:
+            feeder = next(s.name for s in STAGES if s.feeds == stage.name)
+            print(f"  {label:34} {len(made_before)} partitions made with {feeder}", flush=True)
+        if len(todo) + len(made_before) < len(keys) and assets:
             # a stage made on purpose is only made here when missing: not "up to date"
             kept = "up to date" if stage.automatic else "kept (made on purpose)"
-            print(f"  {label:34} {len(keys) - len(todo)} partitions {kept}", flush=True)
+            left = len(keys) - len(todo) - len(made_before)
+            print(f"  {label:34} {left} partitions {kept}", flush=True)
         outcomes += results
         failed = [r for r in results if not r.success]
         if failed:
             raise RunsFailedError(failed)
     return outcomes
+
+
+# Dagster's job of every asset: a run that makes a stage and the one it feeds together
+IMPLICIT_JOB = "__ASSET_JOB"
+
+
+def _fed_assets(stage, catalog: Catalog, stages: list[str] | None) -> list[AssetKey]:
+    """The assets of the stage ``stage`` feeds (`Stage.feeds`), for a run to make with it where
+    they were never made (or are made again, with `--force`): one pass over each file for both
+    stages. None when that stage is not to run."""
+    if not stage.feeds or (stages is not None and stage.feeds not in stages):
+        return []
+    fed = stage_named(stage.feeds)
+    return [] if catalog.idle(fed) else catalog.keys(fed)
 
 
 def _partitions(instance: DagsterInstance) -> dict[Scope, list]:

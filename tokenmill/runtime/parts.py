@@ -10,6 +10,7 @@ run killed midway resumes at file granularity; any other part is recomputed.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import math
@@ -34,13 +35,22 @@ from tokenmill.runtime.budget import (
     police,
     take_notes,
 )
-from tokenmill.runtime.stage import Scope, Stage, Work
+from tokenmill.runtime.stage import Scope, Stage, Work, digest
 from tokenmill.runtime.worker_errors import WorkerDiedError, exit_description, portable
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import MARKER, Unit, part_name
 from tokenmill.storage.outputs import StageReport, combine
 
 RESUME_FIELD = "resume"
+
+
+def fed_stamp(resume: str, settings: Any) -> str:
+    """The resume stamp of a part made by the run ``resume`` with ``settings``, in the pass of
+    the stage that feeds the part's stage (`Stage.feeds`): the part's own stage keeps it in
+    that run only if it has the same settings."""
+    if dataclasses.is_dataclass(settings):
+        settings = dataclasses.asdict(settings)
+    return f"{resume}#fed:{digest(settings if isinstance(settings, dict) else repr(settings))}"
 
 
 def available_cpus() -> int:
@@ -67,12 +77,18 @@ def run_stage_work(
     resume: str | None = None,
     memory_limit: int | None = None,
     on_part: Callable[[int, int], None] | None = None,
+    fed_settings: Any = None,
 ) -> StageReport:
-    """Run `stage` for one partition: a unit (its files in parallel), a crawl, or the lake."""
+    """Run `stage` for one partition: a unit (its files in parallel), a crawl, or the lake.
+    With ``fed_settings`` (a unit stage that feeds another: `Stage.feeds`), that stage's parts
+    are made in the same pass over each file, with those settings and the same ``resume``
+    stamp: its own run with that stamp keeps them."""
     if stage.scope is Scope.UNIT:
         if unit is None:
             raise ValueError(f"{stage.name} runs per unit")
-        return run_unit(stage, lake, unit, settings, workers, resume, memory_limit, on_part)
+        return run_unit(
+            stage, lake, unit, settings, workers, resume, memory_limit, on_part, fed_settings
+        )
     work = Work(lake, stage.name, settings, crawl=crawl)
     started = cpu_time()
     report = stage.run(work)
@@ -89,6 +105,7 @@ def run_unit(
     resume: str | None = None,
     memory_limit: int | None = None,
     on_part: Callable[[int, int], None] | None = None,
+    fed_settings: Any = None,
 ) -> StageReport:
     # this process only: the parts' workers outlive the run and report their own CPU
     started = time.process_time()
@@ -97,9 +114,29 @@ def run_unit(
     lake.delete(f"{prefix}/{MARKER}")
     lake.remove_stray_temporaries(prefix)  # e.g. of a unit marker a killed run was writing
     stamp = {RESUME_FIELD: resume} if resume else None
-    reports = _resumed(lake, stage, unit, len(files), resume)
+    in_force = settings if settings is not None or not stage.settings else stage.settings()
+    reports, fed_parts = _resumed(lake, stage, unit, len(files), resume, in_force)
     todo = [
-        Work(lake, stage.name, settings, unit=unit, part=part, file=files[part], stamp=stamp)
+        Work(
+            lake,
+            stage.name,
+            settings,
+            unit=unit,
+            part=part,
+            file=files[part],
+            stamp=stamp,
+            then=Work(
+                lake,
+                stage.feeds,
+                fed_settings,
+                unit=unit,
+                part=part,
+                file=files[part],
+                stamp={RESUME_FIELD: fed_stamp(resume, fed_settings)},
+            )
+            if fed_settings is not None and stage.feeds and resume
+            else None,
+        )
         for part in range(len(files))
         if part not in reports
     ]
@@ -111,26 +148,32 @@ def run_unit(
     total = combine({part_name(part): reports[part] for part in sorted(reports)})
     own = time.process_time() - started  # parts run in this process are in it already
     total.cpu_s = own if _in_process(workers, memory_limit) else own + total.cpu_s
+    total.fed_parts = fed_parts
     total.counts["files"] = len(files)
-    total.counts["resumed_parts"] = len(files) - len(todo)
+    total.counts["resumed_parts"] = len(files) - len(todo) - fed_parts
     lake.write_json(f"{prefix}/{MARKER}", total.summary())
     return total
 
 
 def _resumed(
-    lake: Lake, stage: Stage, unit: Unit, parts: int, resume: str | None
-) -> dict[int, StageReport]:
+    lake: Lake, stage: Stage, unit: Unit, parts: int, resume: str | None, settings: Any = None
+) -> tuple[dict[int, StageReport], int]:
+    """The parts committed with this ``resume`` stamp, and how many of them the stage feeding
+    this one made in its pass (`Stage.feeds`), kept only if made with these ``settings``."""
     if not resume:
-        return {}
-    done = {}
+        return {}, 0
+    done, fed = {}, 0
     committed = set(lake.list(unit.prefix(stage.name)))  # one listing, not a request per part
+    ours = (resume, fed_stamp(resume, settings))
     for part in range(parts):
         marker = f"{unit.part_prefix(stage.name, part)}/{MARKER}"
         if marker in committed:
             summary = lake.read_json(marker)
-            if summary.get(RESUME_FIELD) == resume:
+            stamped = summary.get(RESUME_FIELD)
+            if stamped in ours:
                 done[part] = StageReport.from_summary(summary)
-    return done
+                fed += stamped != resume
+    return done, fed
 
 
 def _run_parts(todo: list[Work], workers: int, memory_limit: int | None):
@@ -284,8 +327,16 @@ def run_part(work: Work) -> StageReport:
     post = _post_part(work)
     started = time.process_time()
     try:
-        report = module.STAGE.run(work)
-        report.cpu_s = time.process_time() - started
+        if work.then is None:
+            report = module.STAGE.run(work)
+            report.cpu_s = time.process_time() - started
+            return report
+        fed = importlib.import_module(f"tokenmill.stages.{work.then.stage}").STAGE.fed
+        then = replace(work.then, skip=work.skip)  # records that ended a worker: in both
+        made = []
+        report = module.STAGE.run(work, consume=lambda feed: made.append(fed(then, feed)))
+        report.cpu_s = time.process_time() - started  # the whole pass
+        report.fed_cpu_s = sum(r.cpu_s for r in made)  # of it, the fed stage's part
         return report
     except Exception as error:
         error.add_note(f"while {_describe(work)}")

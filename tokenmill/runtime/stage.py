@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -76,6 +76,8 @@ class Work:
     crawl: str | None = None
     stamp: dict | None = None  # recorded in the output's marker (e.g. which run wrote it)
     skip: frozenset[int] = frozenset()  # offsets of records that ended a worker: dropped
+    # The same file's piece of the stage this one feeds (`Stage.feeds`), made in the same pass
+    then: Work | None = None
 
     @property
     def output(self) -> str:
@@ -92,6 +94,19 @@ class Work:
 
     def writer(self, report: StageReport) -> PartitionWriter:
         return PartitionWriter(self.lake, self.output, report, stamp=self.stamp)
+
+
+@dataclass
+class RecordFeed:
+    """A file's records as the stage reading it hands them on (`Stage.feeds`): ``records``
+    yields them (bad ones included) as they are read, ``readable`` names the file as the records'
+    provenance does, ``bytes_read()`` counts the file's bytes read so far, and ``watch`` says
+    which part a worker that dies on a record was on."""
+
+    records: Iterator
+    readable: str
+    bytes_read: Callable[[], int]
+    watch: dict
 
 
 @dataclass(frozen=True)
@@ -145,6 +160,12 @@ class Stage:
     # holds a partition for ever; the instance's max_runtime_seconds bounds every run).
     max_runtime_s: int = DEFAULT_MAX_RUNTIME_S
     fan_out: FanOut | None = None  # its work split over parallel steps (see FanOut)
+    # The per-unit stage that reads this one's records: when a run makes both (`Work.then`),
+    # `run(work, consume)` hands each file's records to that stage's `fed` as it reads them,
+    # one pass over the file for both.
+    feeds: str | None = None
+    # (work, RecordFeed) -> its part made from the records another stage hands on
+    fed: Callable[[Work, RecordFeed], StageReport] | None = None
     # The output files the stages below read: their content is the data version, so a re-run
     # that changes only the others (what was dropped and why) makes nothing downstream stale.
     # Empty: every output file.

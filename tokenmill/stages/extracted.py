@@ -11,8 +11,9 @@ only.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import polars as pl
@@ -31,7 +32,7 @@ from tokenmill.crawl.warc import (
 )
 from tokenmill.filters.signals import EXTRACTED_SIGNALS
 from tokenmill.runtime.budget import OverBudget, RecordWatch, cpu_budget
-from tokenmill.runtime.stage import Pod, Scope, Stage, Work, setting
+from tokenmill.runtime.stage import Pod, RecordFeed, Scope, Stage, Work, setting
 from tokenmill.stages.shared import preview_of, provenance_resolves
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import (
@@ -100,20 +101,44 @@ class ExtractSettings:
 
 
 def run(work: Work) -> StageReport:
+    """One file of the unit, read where raw_crawl indexed it (the source, or the lake's copy)."""
     settings = work.settings or ExtractSettings()
     raw = require_committed(
         work.lake, work.input(RAW_CRAWL), f"raw_crawl {work.unit} file {work.part}"
     )
+    readable = raw["counts"]["readable"]
+    feed = _file_feed(work, readable, settings)
+    return _extract(work, settings, feed, raw["counts"].get(UNUSABLE_FILES))
+
+
+def fed(work: Work, feed: RecordFeed) -> StageReport:
+    """One file of the unit, from the records raw_crawl hands on as it indexes the file (one
+    pass over it for both stages); the report's ``cpu_s``: what it took beyond their reading."""
+    started, reading = time.process_time(), [0.0]
+
+    def own_cpu() -> float:
+        return time.process_time() - started - reading[0]
+
+    timed = replace(feed, records=_timed(feed.records, reading))
+    return _extract(work, work.settings or ExtractSettings(), timed, None, own_cpu)
+
+
+def _extract(
+    work: Work,
+    settings: ExtractSettings,
+    feed: RecordFeed,
+    unusable: dict | None,
+    own_cpu: Callable[[], float] | None = None,
+) -> StageReport:
     report = StageReport()
     with work.writer(report) as out:
         docs = out.parquet("docs.parquet", EXTRACTED_SCHEMA, DOC_DICTIONARY)
         rejected = out.parquet("rejected.parquet", REJECTED_SCHEMA, DOC_DICTIONARY)
         identify = language_identifier(work.lake, settings)
-        readable = raw["counts"]["readable"]
         try:
-            if found := raw["counts"].get(UNUSABLE_FILES):  # raw_crawl could not read it
-                raise UnusableInputError(*next(iter(found.items())))
-            for batch in _batches(_documents(work, readable, settings, report, rejected)):
+            if unusable:  # raw_crawl could not read it
+                raise UnusableInputError(*next(iter(unusable.items())))
+            for batch in _batches(_documents(work, feed, settings, report, rejected)):
                 # a batch at a time: the model stays in the CPU's caches between documents
                 for row in batch:
                     row["language"], row["language_score"] = identify(row["text"])
@@ -134,12 +159,41 @@ def run(work: Work) -> StageReport:
                     "crawl": work.unit.crawl,
                     "unit": work.unit.name,
                     "part": work.part,
-                    "source_file": readable,
+                    "source_file": feed.readable,
                     "filter": UNUSABLE_FILE,
                     "reason": error.reason,
                 }
             )
+    if own_cpu is not None:
+        report.cpu_s = own_cpu()
     return report
+
+
+def _file_feed(work: Work, readable: str, settings: ExtractSettings) -> RecordFeed:
+    """The file's records, read here."""
+    counted: list[_CountingReader] = []
+
+    def records() -> Iterator[WarcRecord | BadRecord]:
+        with open_file(work.lake, work.unit.crawl, readable) as stream:
+            counted.append(_CountingReader(stream))
+            yield from iter_records(counted[0], settings.max_record_mb << 20, name=readable)
+
+    part = {"stage": work.stage, "unit": work.unit.key, "part": work.part}
+    return RecordFeed(records(), readable, lambda: counted[0].bytes if counted else 0, part)
+
+
+def _timed(records: Iterator, spent: list[float]) -> Iterator:
+    """``records``, adding the CPU seconds each takes to come to ``spent[0]``."""
+    records = iter(records)
+    while True:
+        started = time.process_time()
+        try:
+            record = next(records)
+        except StopIteration:
+            return
+        finally:
+            spent[0] += time.process_time() - started
+        yield record
 
 
 def language_identifier(lake: Lake, settings: ExtractSettings):
@@ -152,43 +206,41 @@ def language_identifier(lake: Lake, settings: ExtractSettings):
 
 
 def _documents(
-    work: Work, readable: str, settings: ExtractSettings, report: StageReport, rejected
+    work: Work, feed: RecordFeed, settings: ExtractSettings, report: StageReport, rejected
 ) -> Iterator[dict[str, Any]]:
-    unit = work.unit
-    watch = RecordWatch({"stage": work.stage, "unit": unit.key, "part": work.part})
-    with open_file(work.lake, unit.crawl, readable) as stream:
-        counted = _CountingReader(stream)
-        for record in iter_records(counted, settings.max_record_mb << 20, name=readable):
-            if isinstance(record, BadRecord):
-                report.drop(f"{UNREADABLE}:{record.reason}")
-                continue
-            if record.type != "response" and not record.is_extracted_text:
-                continue
-            report.records_in += 1
-            provenance = _provenance(unit, work.part, readable, record)
-            if record.offset in work.skip:  # it ended a worker: over its CPU budget in C code
-                extracted = Skip("over_budget", "a worker ran out of its CPU budget on it")
-            elif record.is_extracted_text:
-                extracted = _extracted_text(record)
-            else:
-                with watch.record(record.offset, settings.record_cpu_s):
-                    extracted = _extract(record, settings)
-            if isinstance(extracted, Skip):
-                report.drop(f"extract:{extracted.reason}")
-                rejected.write(
-                    {
-                        **provenance,
-                        "filter": f"extract:{extracted.reason}",
-                        "reason": extracted.detail or extracted.reason,
-                        "text": None,
-                    }
-                )
-                continue
-            # NFC: the form tokenizer normalizers (GPT-NeoX's, among others) produce, so
-            # decoding a document's tokens gives back exactly its text.
-            text = nfc(extracted.text)
-            yield {**provenance, "charset": extracted.charset, "text": text}
-        report.bytes_in += counted.bytes
+    unit, readable = work.unit, feed.readable
+    watch = RecordWatch(feed.watch)
+    for record in feed.records:
+        if isinstance(record, BadRecord):
+            report.drop(f"{UNREADABLE}:{record.reason}")
+            continue
+        if record.type != "response" and not record.is_extracted_text:
+            continue
+        report.records_in += 1
+        provenance = _provenance(unit, work.part, readable, record)
+        if record.offset in work.skip:  # it ended a worker: over its CPU budget in C code
+            extracted = Skip("over_budget", "a worker ran out of its CPU budget on it")
+        elif record.is_extracted_text:
+            extracted = _extracted_text(record)
+        else:
+            with watch.record(record.offset, settings.record_cpu_s):
+                extracted = _extract_record(record, settings)
+        if isinstance(extracted, Skip):
+            report.drop(f"extract:{extracted.reason}")
+            rejected.write(
+                {
+                    **provenance,
+                    "filter": f"extract:{extracted.reason}",
+                    "reason": extracted.detail or extracted.reason,
+                    "text": None,
+                }
+            )
+            continue
+        # NFC: the form tokenizer normalizers (GPT-NeoX's, among others) produce, so
+        # decoding a document's tokens gives back exactly its text.
+        text = nfc(extracted.text)
+        yield {**provenance, "charset": extracted.charset, "text": text}
+    report.bytes_in += feed.bytes_read()
 
 
 class _CountingReader:
@@ -207,7 +259,7 @@ def _extracted_text(record: WarcRecord) -> Extracted:
     return Extracted(record.block.decode("utf-8", "replace").strip(), "utf-8")
 
 
-def _extract(record: WarcRecord, settings: ExtractSettings) -> Extracted | Skip:
+def _extract_record(record: WarcRecord, settings: ExtractSettings) -> Extracted | Skip:
     try:
         with cpu_budget(settings.record_cpu_s):
             return extract_document(
@@ -283,6 +335,7 @@ STAGE = Stage(
     # numbers are words apart from the Hangul written against them
     version="9",
     data_files=("docs.parquet",),
+    fed=fed,
     shared=True,
     description="Main-content text of every HTML response with language, provenance and every "
     "built-in filter's signals (the work all recipes share); records without text are in "

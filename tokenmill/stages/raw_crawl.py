@@ -9,6 +9,7 @@ file that is not WARC at all is one row with the reason, and its unit still comp
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO
 
@@ -18,11 +19,23 @@ from tokenmill.crawl.warc import (
     DEFAULT_MAX_RECORD_BYTES,
     BadRecord,
     UnusableInputError,
+    WarcRecord,
     iter_records,
 )
-from tokenmill.runtime.stage import Check, Pod, Scope, Stage, Verdict, Work, digest, setting
+from tokenmill.runtime.stage import (
+    Check,
+    Pod,
+    RecordFeed,
+    Scope,
+    Stage,
+    Verdict,
+    Work,
+    digest,
+    setting,
+)
 from tokenmill.storage.lake import Lake
 from tokenmill.storage.layout import (
+    EXTRACTED,
     INDEX_SCHEMA,
     QUARANTINE_SCHEMA,
     RAW_CRAWL,
@@ -66,65 +79,80 @@ def copy_name(ref: str) -> str:
     return "source/" + ref.split("://", 1)[-1].lstrip("/")
 
 
-def run(work: Work) -> StageReport:
+def run(work: Work, consume: Callable[[RecordFeed], object] | None = None) -> StageReport:
+    """Index one file of the unit; with ``consume`` (the stage this one feeds, made in the same
+    pass), hand it every record as it is read, blocks included."""
     settings = work.settings or RawSettings()
     unit, ref = work.unit, work.file
     copy = crawl_source(work.lake, unit.crawl).copy
     report = StageReport()
     by_type: dict[str, int] = {}
+    records = bad = 0
     with work.writer(report) as out:
         index = out.parquet("index.parquet", INDEX_SCHEMA)
         quarantine = out.parquet("quarantine.parquet", QUARANTINE_SCHEMA)
         readable = f"{out.prefix}/{copy_name(ref)}" if copy else ref
         reader = HashingReader(out.open(copy_name(ref)) if copy else None)
-        records = bad = 0
-        try:
-            with open_file(work.lake, unit.crawl, ref) as reader.source:
-                for record in iter_records(
-                    reader, settings.max_record_mb << 20, name=ref, blocks=False
-                ):
-                    if isinstance(record, BadRecord):
-                        bad += 1
-                        report.drop(record.reason)
-                        quarantine.write(
-                            {
+
+        def indexed() -> Iterator[WarcRecord | BadRecord]:
+            nonlocal records, bad
+            try:
+                with open_file(work.lake, unit.crawl, ref) as reader.source:
+                    for record in iter_records(
+                        reader, settings.max_record_mb << 20, name=ref, blocks=consume is not None
+                    ):
+                        if isinstance(record, BadRecord):
+                            bad += 1
+                            report.drop(record.reason)
+                            quarantine.write(
+                                {
+                                    "file": readable,
+                                    "offset": record.offset,
+                                    "length": record.length,
+                                    "reason": record.reason,
+                                    "detail": record.detail,
+                                    "raw": record.raw,
+                                }
+                            )
+                        else:
+                            records += 1
+                            by_type[record.type] = by_type.get(record.type, 0) + 1
+                            row = {
                                 "file": readable,
+                                "record_id": record.record_id,
+                                "type": record.type,
+                                "uri": record.target_uri,
+                                "date": record.date,
                                 "offset": record.offset,
                                 "length": record.length,
-                                "reason": record.reason,
-                                "detail": record.detail,
-                                "raw": record.raw,
                             }
-                        )
-                        continue
-                    records += 1
-                    by_type[record.type] = by_type.get(record.type, 0) + 1
-                    row = {
+                            index.write(row)
+                            if record.type == "response":
+                                report.add_preview([row])
+                        yield record
+                if reader.bytes == 0:
+                    raise UnusableInputError(ref, "empty file")
+            except UnusableInputError as error:
+                report.unusable_file(ref, error.reason)
+                quarantine.write(
+                    {
                         "file": readable,
-                        "record_id": record.record_id,
-                        "type": record.type,
-                        "uri": record.target_uri,
-                        "date": record.date,
-                        "offset": record.offset,
-                        "length": record.length,
+                        "offset": 0,
+                        "length": reader.bytes,
+                        "reason": UNUSABLE_FILE,
+                        "detail": error.reason,
+                        "raw": None,
                     }
-                    index.write(row)
-                    if record.type == "response":
-                        report.add_preview([row])
-            if reader.bytes == 0:
-                raise UnusableInputError(ref, "empty file")
-        except UnusableInputError as error:
-            report.unusable_file(ref, error.reason)
-            quarantine.write(
-                {
-                    "file": readable,
-                    "offset": 0,
-                    "length": reader.bytes,
-                    "reason": UNUSABLE_FILE,
-                    "detail": error.reason,
-                    "raw": None,
-                }
-            )
+                )
+                if consume is not None:
+                    raise  # the stage fed says so in its own output
+
+        passing = indexed()
+        if consume is not None:
+            part = {"stage": work.stage, "unit": unit.key, "part": work.part}
+            consume(RecordFeed(passing, readable, lambda: reader.bytes, part))
+        for _ in passing:  # nothing is left once the consumer has read to the end
+            pass
         report.records_in = records + bad
         report.records_out = records
         report.bytes_in = reader.bytes
@@ -190,6 +218,7 @@ STAGE = Stage(
     data_files=("index.parquet",),
     shared=True,
     outside=landed,
+    feeds=EXTRACTED,
     description="The unit's WARC files indexed where they are, gzip-verified: a per-record index "
     "(record id, URI, offset) and unreadable records kept aside in quarantine.parquet.",
 )

@@ -72,6 +72,10 @@ class StageReport:
     # CPU seconds of every process that did this work (not kept in markers: a resumed part's
     # earlier attempt is not counted again)
     cpu_s: float = 0.0
+    # Of cpu_s, the stage this one fed in the same pass (`Stage.feeds`); and, for that stage,
+    # its parts made so (neither kept in markers: a pass makes the bytes two passes make)
+    fed_cpu_s: float = 0.0
+    fed_parts: int = 0
 
     def drop(self, reason: str, n: int = 1) -> None:
         self.dropped[reason] += n
@@ -162,6 +166,7 @@ def combine(reports: dict[str, StageReport]) -> StageReport:
         total.dropped.update(report.dropped)
         total.seconds += report.seconds
         total.cpu_s += report.cpu_s
+        total.fed_cpu_s += report.fed_cpu_s
         total.add_preview(report.preview)
         total.counts = merge_counts(total.counts, report.counts)
         total.histograms = merge_counts(total.histograms, report.histograms)
