@@ -360,7 +360,7 @@ def _post_part(work: Work) -> Path | None:
         return None
     post = NOTES / f"{os.getpid()}.part"
     NOTES.mkdir(parents=True, exist_ok=True)
-    post.write_text(json.dumps({"stage": work.stage, "unit": work.unit.key, "part": work.part}))
+    post.write_text(json.dumps(work.piece))
     return post
 
 

@@ -92,6 +92,11 @@ class Work:
             return crawl_prefix(zone, self.crawl)
         return zone
 
+    @property
+    def piece(self) -> dict:
+        """Which file of which unit of which stage this is: what a worker posts while on it."""
+        return {"stage": self.stage, "unit": self.unit.key, "part": self.part}
+
     def writer(self, report: StageReport) -> PartitionWriter:
         return PartitionWriter(self.lake, self.output, report, stamp=self.stamp)
 

@@ -178,8 +178,7 @@ def _file_feed(work: Work, readable: str, settings: ExtractSettings) -> RecordFe
             counted.append(_CountingReader(stream))
             yield from iter_records(counted[0], settings.max_record_mb << 20, name=readable)
 
-    part = {"stage": work.stage, "unit": work.unit.key, "part": work.part}
-    return RecordFeed(records(), readable, lambda: counted[0].bytes if counted else 0, part)
+    return RecordFeed(records(), readable, lambda: counted[0].bytes if counted else 0, work.piece)
 
 
 def _timed(records: Iterator, spent: list[float]) -> Iterator:

@@ -149,8 +149,7 @@ def run(work: Work, consume: Callable[[RecordFeed], object] | None = None) -> St
 
         passing = indexed()
         if consume is not None:
-            part = {"stage": work.stage, "unit": unit.key, "part": work.part}
-            consume(RecordFeed(passing, readable, lambda: reader.bytes, part))
+            consume(RecordFeed(passing, readable, lambda: reader.bytes, work.piece))
         for _ in passing:  # nothing is left once the consumer has read to the end
             pass
         report.records_in = records + bad
