@@ -368,6 +368,23 @@ def test_a_record_over_its_cpu_budget_is_dropped_and_its_neighbours_kept(
     assert len(kept | set(reasons)) == 3 * file_count - 1
 
 
+def test_a_record_over_its_budget_in_raw_crawls_pass_is_dropped_as_in_extracteds(tmp_path):
+    """The same record, extracted in raw_crawl's pass over the file (one pass for both stages):
+    the worker is killed, raw_crawl's part starts again without extracting that record, and
+    extracted keeps what that pass made."""
+    lake = Lake.from_url(str(tmp_path / "lake"))
+    files = {"a.warc.gz": faults.nested_divs_warc(80_000), "b.warc.gz": faults.nested_divs_warc(0)}
+    unit = land(lake, "CC-MAIN-BUDGET", files)
+    settings = extracted.ExtractSettings(record_cpu_s=1.0)
+    capped = {"unit": unit, "workers": 2, "memory_limit": 4 << 30, "resume": "run-1"}
+    raw = run_stage_work(raw_crawl.STAGE, lake, fed_settings=settings, **capped)
+    report = run_stage_work(extracted.STAGE, lake, settings, **capped)
+    assert report.fed_parts == 2 and raw.records_out == 6
+    assert report.records_in == 6 and report.dropped["extract:over_budget"] == 1
+    rejected = unit_table(lake, unit, "extracted", "rejected.parquet", len(files)).to_pylist()
+    assert [row["url"].rsplit("/", 1)[1] for row in rejected] == ["nested"]
+
+
 def test_unusable_file_is_quarantined_by_name_and_flagged_without_retries(reference, tmp_path):
     # A file that is not WARC at all does not fail its unit (the unit's other files are
     # good): it is one quarantine row naming the file and why, and the unit's bad_record_rate
