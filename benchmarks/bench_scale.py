@@ -382,8 +382,8 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recip
         else:
             time.sleep(2)
     figures["landed_to_requested_s"] = round(requested_at - landed, 1) if requested_at else None
-    # The daemon's own automation ticks (one sensor per stage) from the registration on: the
-    # ones that saw the new units, then idle ones.
+    # The daemon's own automation ticks (a sensor per stage, raw_crawl's with extracted) from
+    # the registration on: the ones that saw the new units, then idle ones.
     names = automation_sensors()
     for name in names:
         wait_for_tick(url, name, landing_tick["endTimestamp"], 2)
@@ -421,16 +421,11 @@ def measure(args, figures, url, crawls, instance, lake, lake_dir, sources, recip
 
 
 def automation_sensors() -> list[str]:
-    """The sensors of the stages the automation runs with these settings."""
-    from tokenmill.recipes.catalog import Catalog
-    from tokenmill.stages import STAGES
+    """The automation sensors of the stages the automation runs with these settings."""
+    from tokenmill.data_assets.conditions import automation_sensors as sensors
+    from tokenmill.data_assets.datasets import Catalog
 
-    catalog = Catalog.load()
-    return [
-        f"automation_{stage.name}"
-        for stage in STAGES
-        if stage.automatic and not catalog.idle(stage)
-    ]
+    return list(sensors(Catalog.load()))
 
 
 def idle_ticks(prefix: str, seconds: dict[str, float]) -> dict:

@@ -24,7 +24,7 @@ from tokenmill.data_assets.partitions import crawl_units
 
 from tokenmill.dagster_internals import CODE_VERSION_TAG
 from tokenmill.runtime.stage import Scope, Stage
-from tokenmill.stages import STAGES
+from tokenmill.stages import STAGES, stage_named
 
 log = logging.getLogger("tokenmill")
 
@@ -216,12 +216,15 @@ def first_seen_missing() -> AutomationCondition:
 
 def follows_changed_inputs() -> AutomationCondition:
     """Dagster's `eager`, on inputs whose data changed: an input materialized again with the
-    same data version (the same bytes where the stages below read) requests nothing. Not on
-    inputs requested in the same tick, as `eager` is: each stage runs in runs of its own, after
-    its inputs committed. Not on `newly_missing` either: a new unit's partitions are missing
-    with their inputs, and the first materialization of an input is a data-version change."""
+    same data version (the same bytes where the stages below read) requests nothing, nor does
+    an input made by a run that made this stage too. Not on inputs requested in the same tick,
+    as `eager` is: a stage runs after its inputs committed, in runs of its own, or, when its
+    input feeds it, in the input's run (`made_with_its_input`). Not on `newly_missing`
+    either: a new unit's partitions are missing with their inputs, and the first
+    materialization of an input is a data-version change."""
     input_changed = AutomationCondition.any_deps_match(
         AutomationCondition.data_version_changed()
+        & ~AutomationCondition.executed_with_root_target()
     ).with_label("any_deps_data_changed")
     # A stage added to a deployment (or first evaluated by a new cursor) builds the missing
     # partitions whose inputs exist, once; the others wait for their inputs as usual.
@@ -231,6 +234,18 @@ def follows_changed_inputs() -> AutomationCondition:
         & ~AutomationCondition.any_deps_in_progress()
         & ~AutomationCondition.in_progress()
     ).with_label("follows changed inputs")
+
+
+def made_with_its_input() -> AutomationCondition:
+    """Missing partitions whose input requested this tick feeds this stage (`Stage.feeds`): the
+    run made for the input makes both, one pass over each file. The input's automation sensor
+    evaluates this stage too (a tick sees only what its own sensor requests). The operand that
+    is empty when idle goes first."""
+    return (
+        AutomationCondition.any_deps_match(AutomationCondition.will_be_requested())
+        & AutomationCondition.missing()
+        & ~AutomationCondition.in_progress()
+    ).with_label("made with its input")
 
 
 def automation_condition(stage: Stage, settings=None) -> AutomationCondition | None:
@@ -263,8 +278,29 @@ def automation_condition(stage: Stage, settings=None) -> AutomationCondition | N
         )
     # Each stage follows its inputs' data, and re-runs when its recipe section changes.
     condition = follows_changed_inputs() | (code_version_changed() & ~AutomationCondition.missing())
+    if any(other.feeds == stage.name for other in STAGES):
+        condition = made_with_its_input() | condition
     if stage.boundary:
         # The unit list tells Dagster when the crawl stage is stale; its inputs on every unit
         # (the gathered observation) trigger the recomputation.
         return condition.ignore(AssetSelection.assets(crawl_units.key))
     return condition
+
+
+def automation_sensors(catalog) -> dict[str, tuple[Stage, ...]]:
+    """Each automation sensor's name and the stages it evaluates: one sensor per stage the
+    automation launches, except that a stage and the one it feeds (`Stage.feeds`) share one, so
+    that the tick requesting a new unit's first stage requests the stage it feeds with it: one
+    run, one pass over each file for both (`made_with_its_input`)."""
+    launched = [
+        stage
+        for stage in STAGES
+        if catalog.serving(stage) and stage.automatic and not catalog.idle(stage)
+    ]
+    fed = {stage.feeds for stage in launched} & {stage.name for stage in launched}
+    sensors = {}
+    for stage in launched:
+        if stage.name not in fed:
+            together = (stage_named(stage.feeds),) if stage.feeds in fed else ()
+            sensors[f"automation_{stage.name}"] = (stage, *together)
+    return sensors

@@ -299,6 +299,8 @@ def code_location():
 
 
 def asset_rows(node) -> list[tuple[str, str]]:
+    from tokenmill.data_assets.k8s import STAGE_RESOURCES
+
     rows = [
         ("Group", code(node.group_name)),
         ("Partitions", cell(node.partitions_def or "none: one output")),
@@ -317,6 +319,13 @@ def asset_rows(node) -> list[tuple[str, str]]:
         rows.append(("Automation condition", "none"))
     if node.backfill_policy:
         rows.append(("Backfill policy", code(node.backfill_policy)))
+    if node.is_materializable and node.key.path[-1] in STAGE_RESOURCES:
+        resources = STAGE_RESOURCES[node.key.path[-1]]
+        sizes = (
+            f"{kind}: {amounts['cpu']} CPU, {amounts['memory']}"
+            for kind, amounts in resources.items()
+        )
+        rows.append(("Pod (Kubernetes)", "; ".join(sizes)))
     schema = node.metadata.get("dagster/column_schema")
     if schema:
         columns = getattr(schema, "schema", schema).columns  # a metadata value or the schema

@@ -16,6 +16,7 @@ from dagster import (
     AssetKey,
     AssetMaterialization,
     AssetSelection,
+    AutomationConditionSensorDefinition,
     DagsterInstance,
     DagsterInvalidConfigError,
     DagsterRunStatus,
@@ -37,6 +38,7 @@ from tokenmill.sensors.failures import FAILURES, record_run_failures
 from tokenmill.sensors.landing import landing_zone
 
 from testkit.datasets import built_stages, key, recipe_lake, stale_status, variant
+from tokenmill.cli.runner import IMPLICIT_JOB
 from tokenmill.crawl.units import discover, register_new_files, registered_units, unit_files
 from tokenmill.dedup.settings import CLUSTERS_FILE
 from tokenmill.definitions import build_definitions, lake_resource
@@ -195,24 +197,36 @@ def definitions(lake: Lake, recipe: Recipe | None = None):
 
 def execute_requested(defs, instance: DagsterInstance, result) -> dict[str, set[str]]:
     """Launch what the automation conditions requested, as the daemon would: one run per
-    partition and asset, by the stage's job; returns the partitions run per asset."""
-    launched = {}
-    for node in defs.resolve_asset_graph().toposorted_asset_keys:
-        partitions = result.get_requested_partitions(node)
-        if not partitions:
-            continue
-        # the stage's name; another recipe's asset by its key
-        name = (
-            node.path[-1]
-            if node.path[0] in ("fineweb_en", node.path[-1])
-            else node.to_user_string()
+    automation sensor and partition, of the assets that sensor requested (a stage's job for one;
+    Dagster's asset job for a stage with the stage it feeds); returns the partitions run per
+    asset."""
+    graph = defs.resolve_asset_graph()
+    sensor_of = {
+        asset: sensor.name
+        for sensor in defs.get_repository_def().sensor_defs
+        if isinstance(sensor, AutomationConditionSensorDefinition)
+        for asset in sensor.asset_selection.resolve(graph)
+    }
+    order = {asset: index for index, asset in enumerate(graph.toposorted_asset_keys)}
+    runs: dict[tuple, list[AssetKey]] = {}
+    for node in order:
+        for partition in result.get_requested_partitions(node):
+            runs.setdefault((sensor_of[node], partition), []).append(node)
+    launched: dict[str, set[str]] = {}
+    for (_, partition), nodes in sorted(runs.items(), key=lambda r: (order[r[1][0]], str(r[0][1]))):
+        job = IMPLICIT_JOB if len(nodes) > 1 else job_name(nodes[0].path[-1])
+        outcome = defs.resolve_job_def(job).execute_in_process(
+            instance=instance, partition_key=partition, asset_selection=nodes
         )
-        for partition in sorted(partitions, key=str):
-            outcome = defs.resolve_job_def(job_name(node.path[-1])).execute_in_process(
-                instance=instance, partition_key=partition, asset_selection=[node]
+        assert outcome.success
+        for node in nodes:
+            # the stage's name; another recipe's asset by its key
+            name = (
+                node.path[-1]
+                if node.path[0] in ("fineweb_en", node.path[-1])
+                else node.to_user_string()
             )
-            assert outcome.success
-        launched[name] = set(partitions)
+            launched.setdefault(name, set()).add(partition)
     return launched
 
 
@@ -423,6 +437,34 @@ def test_landed_files_end_up_tokenized_and_only_what_changed_runs_again(tmp_path
     assert materialized(instance, "tokenized_shards") == set(first_units) | {new_unit}
     assert outputs.exists(f"tokenized_shards/{CRAWL}/00003/_SUCCESS.json")
     assert lake.exists(f"recipes/fineweb_en/tokenized_shards/{CRAWL}/00003/_SUCCESS.json")
+
+
+def test_a_new_units_first_two_stages_are_made_in_one_run_and_one_pass(tmp_path, lake):
+    """The tick that requests a new unit's raw_crawl requests its extracted with it (one sensor
+    evaluates both): one run makes the two, extracted's parts in raw_crawl's pass over each
+    file; no later tick requests extracted again for raw_crawl's new data."""
+    land_files(lake, CRAWL, demo_files(tmp_path, CRAWL, files=2))
+    defs = definitions(lake)
+    instance = DagsterInstance.ephemeral()
+    landing = Landing(defs, lake, instance, files_per_unit=1)
+    automation = Automation(defs, instance)
+    units = set(landing.tick())
+    result = automation.evaluate()
+    assert result.get_requested_partitions(key("raw_crawl")) == units
+    assert result.get_requested_partitions(key("extracted")) == units
+    assert execute_requested(defs, instance, result) == {"raw_crawl": units, "extracted": units}
+    runs = instance.get_runs()
+    assert len(runs) == len(units)
+    assert {frozenset(run.asset_selection) for run in runs} == {
+        frozenset({key("raw_crawl"), key("extracted")})
+    }
+    for unit in units:
+        marker = lake.read_json(f"{Unit.from_key(unit).part_prefix('extracted', 0)}/{MARKER}")
+        assert "#fed:" in marker[RESUME_FIELD]  # made in raw_crawl's pass
+    launched = automation.settle()
+    assert launched["cleaned"] == units
+    assert "raw_crawl" not in launched and "extracted" not in launched
+    assert len(instance.get_runs()) == len(units) + sum(map(len, launched.values()))
 
 
 def test_clusters_are_not_held_by_a_crawl_whose_unit_list_was_never_observed(lake):
@@ -762,17 +804,23 @@ def test_definitions_wire_the_sensors_and_schedule():
         "landing_zone",
         "crawl_signatures_complete",
         "record_run_failures",
-        *(f"automation_{stage.name}" for stage in automatic),
+        *(f"automation_{stage.name}" for stage in automatic if stage.name != "extracted"),
     }
     names = {s.name for s in repository.sensor_defs}
-    assert "automation_release" not in names and "automation_eval_index" not in names
-    # Each stage's automation sensor requests its runs with the stage's pod size and queue key.
-    for stage in automatic:
+    assert not names & {"automation_release", "automation_eval_index", "automation_extracted"}
+    # Each stage's automation sensor requests its runs with the stage's pod size and queue key;
+    # raw_crawl's evaluates extracted too (a new unit's two in one run), with both stages' tags.
+    for stage in (s for s in automatic if s.name != "extracted"):
+        together = ("raw_crawl", "extracted") if stage.name == "raw_crawl" else (stage.name,)
         sensor = repository.get_sensor_def(f"automation_{stage.name}")
-        tags = run_tags(stage.name)
+        tags = run_tags(*together)
         assert json.loads(sensor.run_tags[K8S_CONFIG]) == tags[K8S_CONFIG]
-        assert sensor.run_tags[STAGE_TAG] == tags[STAGE_TAG]
-        assert sensor.run_tags[MAX_RUNTIME_TAG] == str(stage.max_runtime_s)
+        assert sensor.run_tags[STAGE_TAG] == "+".join(together)
+        assert sensor.run_tags[MAX_RUNTIME_TAG] == str(
+            sum(stage_named(name).max_runtime_s for name in together)
+        )
+        targets = sensor.asset_selection.resolve(defs.resolve_asset_graph())
+        assert {target.path[-1] for target in targets} == set(together)
     assert [s.name for s in repository.schedule_defs] == ["reconcile_landing_schedule"]
     for name in ("cleaned", "dedup_clusters", "deduplicated", "tokenized_shards"):
         assert defs.resolve_assets_def(key(name)).automation_conditions_by_key[key(name)]
@@ -957,6 +1005,8 @@ def test_an_idle_automation_tick_does_not_read_the_unit_list(lake, monkeypatch):
     requested = automation.evaluate().get_requested_partitions(AssetKey("raw_crawl"))
     assert requested == set(keys(CRAWL, "00000", "00001", "00002"))
     assert "units" in reads  # the first tick computes what is missing
+    # the next tick forgets what the first requested (extracted's `since_last_handled`)
+    assert automation.evaluate().total_requested == 0
     reads.clear()
     assert automation.evaluate().total_requested == 0
     assert "units" not in reads, reads  # 89 reads when every subset written read them
@@ -989,7 +1039,7 @@ def test_an_idle_ticks_cursor_does_not_grow_with_the_corpus(lake):
     defs = definitions(lake)
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("crawls", [CRAWL, OTHER])
-    names = ["automation_raw_crawl", "automation_extracted", "automation_cleaned"]
+    names = ["automation_raw_crawl", "automation_scored", "automation_cleaned"]
     sizes = {}
     for units in (10, 3_000):
         crawl = CRAWL if units == 10 else OTHER

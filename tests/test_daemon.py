@@ -11,8 +11,10 @@ from dagster import RunsFilter
 from testkit.dagster_dev import DagsterDev, start_dagster_dev, stop_dagster_dev
 from testkit.datasets import key
 from tokenmill.cli.demo import land_demo_crawl
+from tokenmill.runtime.parts import RESUME_FIELD
 from tokenmill.stages import STAGES
 from tokenmill.storage.lake import Lake
+from tokenmill.storage.layout import MARKER, Unit
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -74,12 +76,23 @@ def test_landed_files_become_tokenized_shards_with_nobody_launching_a_run(dev: D
         (r.asset_selection, r.tags) for r in runs if SENSOR_TAG not in r.tags
     ]
     assert {run.tags[SENSOR_TAG] for run in runs} <= {f"automation_{s.name}" for s in STAGES}
+    # the new unit's raw_crawl and extracted in one run: one pass over each file
+    firsts = [r for r in runs if {"raw_crawl", "extracted"} & names(r.asset_selection or ())]
+    assert [names(r.asset_selection) for r in firsts] == [{"raw_crawl", "extracted"}], firsts
+    lake = Lake.from_url(dev.env["TOKENMILL_LAKE_URL"])
+    for part in range(2):
+        marker = lake.read_json(f"{Unit.from_key(UNIT).part_prefix('extracted', part)}/{MARKER}")
+        assert "#fed:" in marker[RESUME_FIELD]  # made in raw_crawl's pass
     twice = [
         (selection, partition, [(r.run_id, r.status.value, r.tags) for r in group])
         for (selection, partition), group in runs_by_target(runs).items()
         if len(group) > 1
     ]
     assert not twice, twice
+
+
+def names(keys) -> set[str]:
+    return {k.to_user_string() for k in keys}
 
 
 def runs_by_target(runs) -> dict:

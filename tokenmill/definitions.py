@@ -19,6 +19,7 @@ from dagster import (
 
 from tokenmill.dagster_internals import read_keys_once_per_tick
 from tokenmill.data_assets.assets import stage_assets
+from tokenmill.data_assets.conditions import automation_sensors
 from tokenmill.data_assets.datasets import Catalog
 from tokenmill.data_assets.jobs import stage_jobs
 from tokenmill.data_assets.k8s import run_tags
@@ -42,6 +43,7 @@ from tokenmill.stages import STAGES
 
 if TYPE_CHECKING:
     from tokenmill.recipes.recipe import Recipe
+    from tokenmill.runtime.stage import Stage
 
 
 def lake_resource() -> LakeResource:
@@ -88,19 +90,22 @@ def executor():
     return in_process_executor
 
 
-def automation_sensor(stage, catalog: Catalog) -> AutomationConditionSensorDefinition:
-    """One automation sensor per stage, for every recipe's asset of it: each tick evaluates one
-    stage's partitions (the daemon runs the sensors in parallel threads), and the runs it
-    requests carry the stage's run tags (pod size, queue key) however they are launched."""
+def automation_sensor(
+    name: str, stages: tuple[Stage, ...], catalog: Catalog
+) -> AutomationConditionSensorDefinition:
+    """An automation sensor for every recipe's asset of its stages: each tick evaluates those
+    stages' partitions (the daemon runs the sensors in parallel threads), and the runs it
+    requests carry their run tags (pod size, queue key) however they are launched."""
+    names = [stage.name for stage in stages]
     return AutomationConditionSensorDefinition(
-        f"automation_{stage.name}",
-        target=AssetSelection.assets(*catalog.keys(stage)),
+        name,
+        target=AssetSelection.assets(*(key for stage in stages for key in catalog.keys(stage))),
         # evaluated in the code server, where automation_cursor's shortcut is installed
         use_user_code_server=True,
-        run_tags=run_tags(stage.name),
+        run_tags=run_tags(*names),
         default_status=DefaultSensorStatus.RUNNING,
         minimum_interval_seconds=tick_seconds(30),
-        description=f"Evaluates the automation condition of {stage.name}.",
+        description=f"Evaluates the automation conditions of {' and '.join(names)}.",
     )
 
 
@@ -150,9 +155,8 @@ def build_definitions(
         dead_runs,
         # none for a stage the automation never launches (a release)
         *(
-            automation_sensor(stage, catalog)
-            for stage in served
-            if stage.automatic and not catalog.idle(stage)
+            automation_sensor(name, stages, catalog)
+            for name, stages in automation_sensors(catalog).items()
         ),
     ]
     if catalog.problems:
