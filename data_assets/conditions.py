@@ -219,7 +219,7 @@ def follows_changed_inputs() -> AutomationCondition:
     same data version (the same bytes where the stages below read) requests nothing, nor does
     an input made by a run that made this stage too. Not on inputs requested in the same tick,
     as `eager` is: a stage runs after its inputs committed, in runs of its own, or, when its
-    input feeds it, in the input's run (`made_with_its_input`). Not on `newly_missing`
+    input feeds it, in the input's run (`MadeWithItsInputCondition`). Not on `newly_missing`
     either: a new unit's partitions are missing with their inputs, and the first
     materialization of an input is a data-version change."""
     input_changed = AutomationCondition.any_deps_match(
@@ -236,16 +236,38 @@ def follows_changed_inputs() -> AutomationCondition:
     ).with_label("follows changed inputs")
 
 
-def made_with_its_input() -> AutomationCondition:
-    """Missing partitions whose input requested this tick feeds this stage (`Stage.feeds`): the
-    run made for the input makes both, one pass over each file. The input's automation sensor
-    evaluates this stage too (a tick sees only what its own sensor requests). The operand that
-    is empty when idle goes first."""
-    return (
-        AutomationCondition.any_deps_match(AutomationCondition.will_be_requested())
-        & AutomationCondition.missing()
-        & ~AutomationCondition.in_progress()
-    ).with_label("made with its input")
+class MadeWithItsInputCondition(ParameterlessCondition):
+    """Missing partitions, in no run or backfill, whose input is requested this tick: the stage
+    fed by that input (`Stage.feeds`; its only input), which the input's run makes too, one pass
+    over each file. The input's automation sensor evaluates this stage as well (a tick sees only
+    what its own sensor requests). One node, not Dagster's five (`any_deps_match(
+    will_be_requested()) & missing() & ~in_progress()`): each node's subset, every new unit when
+    a crawl is registered, is sorted, hashed and written into the cursor."""
+
+    @property
+    def name(self) -> str:
+        return "made_with_its_input"
+
+    @property
+    def description(self) -> str:
+        return "Missing, and its input is requested this tick"
+
+    async def evaluate(self, context: AutomationContext) -> AutomationResult:
+        view = context.asset_graph_view
+        subset = context.get_empty_subset()
+        for parent in context.asset_graph.get(context.key).parent_entity_keys:
+            requested = context.request_subsets_by_key.get(parent)
+            if requested is not None and not requested.is_empty:
+                mapped = view.compute_child_subset(context.key, requested)
+                subset = subset.compute_union(context.candidate_subset.compute_intersection(mapped))
+        if not subset.is_empty:
+            subset = await view.compute_missing_subset(key=context.key, from_subset=subset)
+            for busy in (
+                view.compute_run_in_progress_subset,
+                view.compute_backfill_in_progress_subset,
+            ):
+                subset = subset.compute_difference(await busy(key=context.key, from_subset=subset))
+        return AutomationResult(context, subset)
 
 
 def automation_condition(stage: Stage, settings=None) -> AutomationCondition | None:
@@ -279,7 +301,7 @@ def automation_condition(stage: Stage, settings=None) -> AutomationCondition | N
     # Each stage follows its inputs' data, and re-runs when its recipe section changes.
     condition = follows_changed_inputs() | (code_version_changed() & ~AutomationCondition.missing())
     if any(other.feeds == stage.name for other in STAGES):
-        condition = made_with_its_input() | condition
+        condition = MadeWithItsInputCondition() | condition
     if stage.boundary:
         # The unit list tells Dagster when the crawl stage is stale; its inputs on every unit
         # (the gathered observation) trigger the recomputation.
@@ -291,7 +313,7 @@ def automation_sensors(catalog) -> dict[str, tuple[Stage, ...]]:
     """Each automation sensor's name and the stages it evaluates: one sensor per stage the
     automation launches, except that a stage and the one it feeds (`Stage.feeds`) share one, so
     that the tick requesting a new unit's first stage requests the stage it feeds with it: one
-    run, one pass over each file for both (`made_with_its_input`)."""
+    run, one pass over each file for both (`MadeWithItsInputCondition`)."""
     launched = [
         stage
         for stage in STAGES
