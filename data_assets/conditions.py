@@ -11,6 +11,7 @@ stage asks its inputs' asset records whether they have anything materialized
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from dagster import (
     AssetRecordsFilter,
@@ -25,6 +26,9 @@ from tokenmill.data_assets.partitions import crawl_units
 from tokenmill.dagster_internals import CODE_VERSION_TAG
 from tokenmill.runtime.stage import Scope, Stage
 from tokenmill.stages import STAGES, stage_named
+
+if TYPE_CHECKING:
+    from tokenmill.data_assets.datasets import Catalog
 
 log = logging.getLogger("tokenmill")
 
@@ -309,7 +313,7 @@ def automation_condition(stage: Stage, settings=None) -> AutomationCondition | N
     return condition
 
 
-def automation_sensors(catalog) -> dict[str, tuple[Stage, ...]]:
+def automation_sensors(catalog: Catalog) -> dict[str, tuple[Stage, ...]]:
     """Each automation sensor's name and the stages it evaluates: one sensor per stage the
     automation launches, except that a stage and the one it feeds (`Stage.feeds`) share one, so
     that the tick requesting a new unit's first stage requests the stage it feeds with it: one
