@@ -907,7 +907,10 @@ def test_tokenmill_run_runs_only_what_is_missing_or_stale(tmp_path, lake, monkey
     land_files(lake, CRAWL, demo_files(tmp_path, CRAWL, files=2))
     instance = DagsterInstance.ephemeral()
     units = {u.key for u in register(instance, lake, CRAWL, files_per_unit=1).units}
+    automation = Automation(definitions(lake), instance)  # a daemon's, beside the command
     first = materialize_all(instance, lake, workers=1)
+    # the daemon finds nothing to make: extracted, made in raw_crawl's run, does not follow it
+    assert automation.evaluate().total_requested == 0
     # a new unit's files are read once: raw_crawl and extracted in one run, one pass
     together = [run for run in first if run.assets == ("raw_crawl", "extracted")]
     assert {run.partition for run in together} == units
