@@ -34,7 +34,19 @@ log = logging.getLogger("tokenmill")
 
 
 class ParameterlessCondition(AutomationCondition):
-    """A custom condition without parameters: all of its kind are one condition."""
+    """A custom condition without parameters: all of its kind are one condition. Its name and
+    description (the UI's) are its class's ``condition_name`` and ``condition_description``."""
+
+    condition_name: str
+    condition_description: str
+
+    @property
+    def name(self) -> str:
+        return self.condition_name
+
+    @property
+    def description(self) -> str:
+        return self.condition_description
 
     def __eq__(self, other) -> bool:
         return type(other) is type(self)
@@ -50,13 +62,8 @@ class NewlyAddedCondition(ParameterlessCondition):
     pagination cursor): a tick reads only the keys added after it, not the 90,000 already there.
     None are new on the first evaluation."""
 
-    @property
-    def name(self) -> str:
-        return "newly_added"
-
-    @property
-    def description(self) -> str:
-        return "Partition added since the previous evaluation"
+    condition_name = "newly_added"
+    condition_description = "Partition added since the previous evaluation"
 
     def evaluate(self, context: AutomationContext) -> AutomationResult:
         partitions_def = context.partitions_def
@@ -124,13 +131,8 @@ class AnyDepsMaterializedCondition(ParameterlessCondition):
     Dagster's `any_deps_match(~missing())` computes every input's missing partitions (90,000
     keys read and hashed into the cursor) to answer the same (partitions are never deleted)."""
 
-    @property
-    def name(self) -> str:
-        return "any_deps_materialized"
-
-    @property
-    def description(self) -> str:
-        return "Any input has a materialized partition"
+    condition_name = "any_deps_materialized"
+    condition_description = "Any input has a materialized partition"
 
     def evaluate(self, context: AutomationContext) -> AutomationResult:
         queryer = context.asset_graph_view.get_inner_queryer_for_back_compat()
@@ -154,13 +156,8 @@ class BuiltWithAnotherCodeVersion(ParameterlessCondition):
     another deployment) has built with the new version since. Read only where the code version
     changed, so an idle tick reads nothing."""
 
-    @property
-    def name(self) -> str:
-        return "built_with_another_code_version"
-
-    @property
-    def description(self) -> str:
-        return "Latest materialization made by another code version"
+    condition_name = "built_with_another_code_version"
+    condition_description = "Latest materialization made by another code version"
 
     def evaluate(self, context: AutomationContext) -> AutomationResult:
         candidates = context.candidate_subset
@@ -247,13 +244,8 @@ class MadeWithItsInputCondition(ParameterlessCondition):
     will_be_requested()) & missing() & ~in_progress()`): each node's subset, every new unit when
     a crawl is registered, is sorted, hashed and written into the cursor."""
 
-    @property
-    def name(self) -> str:
-        return "made_with_its_input"
-
-    @property
-    def description(self) -> str:
-        return "Missing, and its input is requested this tick"
+    condition_name = "made_with_its_input"
+    condition_description = "Missing, and its input is requested this tick"
 
     async def evaluate(self, context: AutomationContext) -> AutomationResult:
         view = context.asset_graph_view
