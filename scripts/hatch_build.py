@@ -18,6 +18,7 @@ LIBRARIES = {
     "tokenmill/text/word_scan.c": "tokenmill/text/libword_scan.so.1",
     "tokenmill/storage/spans.c": "tokenmill/storage/libspans.so.1",
     "tokenmill/text/ngrams.c": "tokenmill/text/libngrams.so.1",
+    "tokenmill/crawl/html_words.c": "tokenmill/crawl/libhtml_words.so.1",
 }
 # The Dagster layer's top-level folders of a checkout, installed inside the package (an editable
 # install finds them in the checkout: tokenmill/__init__.py).

