@@ -322,8 +322,11 @@ def _pool(workers: int, memory_limit: int | None) -> ProcessPoolExecutor:
 
 
 def run_part(work: Work) -> StageReport:
-    # Only this stage's module: a worker of one stage does not import the others' libraries.
+    # Only this stage's module (and the one it feeds in this pass): a worker of one stage does
+    # not import the others' libraries. Imports are the worker's start-up, not the part's CPU.
     module = importlib.import_module(f"tokenmill.stages.{work.stage}")
+    if work.then is not None:
+        fed = importlib.import_module(f"tokenmill.stages.{work.then.stage}").STAGE.fed
     post = _post_part(work)
     started = time.process_time()
     try:
@@ -331,7 +334,6 @@ def run_part(work: Work) -> StageReport:
             report = module.STAGE.run(work)
             report.cpu_s = time.process_time() - started
             return report
-        fed = importlib.import_module(f"tokenmill.stages.{work.then.stage}").STAGE.fed
         then = replace(work.then, skip=work.skip)  # records that ended a worker: in both
         made = []
         report = module.STAGE.run(work, consume=lambda feed: made.append(fed(then, feed)))
