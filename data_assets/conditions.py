@@ -218,13 +218,15 @@ def first_seen_missing() -> AutomationCondition:
 def follows_changed_inputs() -> AutomationCondition:
     """Dagster's `eager`, on inputs whose data changed: an input materialized again with the
     same data version (the same bytes where the stages below read) requests nothing, nor does
-    one its run made this stage from (the stage's own update handles the change). Not on inputs
-    requested in the same tick, as `eager` is: a stage runs after its inputs committed, in runs
-    of its own or, when its input feeds it, in the input's run (`MadeWithItsInputCondition`).
-    Not on `newly_missing` either: a new unit's partitions are missing with their inputs, and
-    the first materialization of an input is a data-version change."""
+    an input made by a run that made this stage too (whenever a tick sees that input's change:
+    the stage's own update does not always come after it). Not on inputs requested in the same
+    tick, as `eager` is: a stage runs after its inputs committed, in runs of its own or, when
+    its input feeds it, in the input's run (`MadeWithItsInputCondition`). Not on
+    `newly_missing` either: a new unit's partitions are missing with their inputs, and the
+    first materialization of an input is a data-version change."""
     input_changed = AutomationCondition.any_deps_match(
         AutomationCondition.data_version_changed()
+        & ~AutomationCondition.executed_with_root_target()
     ).with_label("any_deps_data_changed")
     # A stage added to a deployment (or first evaluated by a new cursor) builds the missing
     # partitions whose inputs exist, once; the others wait for their inputs as usual.
