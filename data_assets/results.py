@@ -140,6 +140,8 @@ def stage_result(
     }
     if report.fed_cpu_s:  # it fed the next stage in the same pass over each file
         metadata["fed_cpu_s"] = round(report.fed_cpu_s, 3)
+    if report.start_cpu_s >= 0.0005:  # its workers' start-up, not in cpu_s
+        metadata["start_cpu_s"] = round(report.start_cpu_s, 3)
     if report.fed_parts:  # made in the pass of the stage feeding it
         metadata["fed_parts"] = report.fed_parts
     if report.seconds > 0:  # not for a kept output, which took no time

@@ -17,6 +17,7 @@ from tokenmill.stages import stage_named
 from tokenmill.stages.extracted import ExtractSettings
 from tokenmill.storage.lake import HOST_ID, TEMP_MARKER, Lake
 from tokenmill.storage.layout import EXTRACTED, LANDING, MARKER, RAW_CRAWL, Unit
+from tokenmill.storage.outputs import StageReport
 
 CRAWL = "CC-MAIN-PARTS-2026-01"
 FILES = 3
@@ -128,6 +129,23 @@ def test_a_units_cpu_seconds_count_its_worker_processes(tmp_path, warc_dir):
     own = time.process_time() - started
     assert report.cpu_s > own  # the workers' CPU seconds are in it, not only this process's
     assert report.cpu_s > 0.3 * in_process.cpu_s  # the same work, wherever it ran
+
+
+def test_a_workers_start_up_is_reported_apart_from_its_parts_cpu(tmp_path, warc_dir):
+    """Each worker imports the stage's libraries and loads its models once (the language-ID
+    model, trafilatura): the parts it begins with report that as start_cpu_s, not in cpu_s; a
+    run on the same workers starts at once."""
+    lake, unit = landed_unit(tmp_path / "lake", warc_dir)
+    run(lake, unit, RAW_CRAWL)
+    cap = (4 << 30) + 4096  # a pool of its own: its workers start in this test
+
+    def extracted() -> StageReport:
+        return run_stage_work(stage_named(EXTRACTED), lake, unit=unit, workers=2, memory_limit=cap)
+
+    first, again = extracted(), extracted()
+    assert first.start_cpu_s > 0.3  # polars, pyarrow, fastText and its model, trafilatura
+    assert again.start_cpu_s < 0.1 * first.start_cpu_s
+    assert first.summary() == again.summary()
 
 
 def test_a_hashed_output_files_digest_is_its_contents_whatever_the_write_sizes():

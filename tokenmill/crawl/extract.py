@@ -166,8 +166,15 @@ def _has_comment_sections(tree: HTMLTree) -> bool:
 FALLBACK_PRUNE = ["//nav", "//footer"]
 
 
+def load_extractor(extractor: str, main_content: bool = True) -> None:
+    """Import the libraries ``extractor`` may call (trafilatura, for a lost main content):
+    otherwise imported on first need, as it is slow to import and rarely needed."""
+    if main_content and extractor != "resiliparse":
+        import trafilatura  # noqa: F401
+
+
 def _trafilatura(html: str, fast: bool = False) -> str:
-    import trafilatura  # imported on first use: it is slow to import and rarely needed
+    import trafilatura
 
     if fast:
         return _lines(

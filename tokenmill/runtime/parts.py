@@ -322,23 +322,30 @@ def _pool(workers: int, memory_limit: int | None) -> ProcessPoolExecutor:
 
 
 def run_part(work: Work) -> StageReport:
-    # Only this stage's module (and the one it feeds in this pass): a worker of one stage does
-    # not import the others' libraries. Imports are the worker's start-up, not the part's CPU.
+    # The worker's start-up, once per process and not the part's CPU: only this stage's module
+    # (and the one it feeds in this pass: a worker of one stage does not import the others'
+    # libraries), and what they prepare (`Stage.prepare`).
+    begun = time.process_time()
     module = importlib.import_module(f"tokenmill.stages.{work.stage}")
+    _prepare(module.STAGE, work.settings)
     if work.then is not None:
-        fed = importlib.import_module(f"tokenmill.stages.{work.then.stage}").STAGE.fed
+        fed_stage = importlib.import_module(f"tokenmill.stages.{work.then.stage}").STAGE
+        _prepare(fed_stage, work.then.settings)
     post = _post_part(work)
     started = time.process_time()
     try:
         if work.then is None:
             report = module.STAGE.run(work)
             report.cpu_s = time.process_time() - started
-            return report
-        then = replace(work.then, skip=work.skip)  # records that ended a worker: in both
-        made = []
-        report = module.STAGE.run(work, consume=lambda feed: made.append(fed(then, feed)))
-        report.cpu_s = time.process_time() - started  # the whole pass
-        report.fed_cpu_s = sum(r.cpu_s for r in made)  # of it, the fed stage's part
+        else:
+            then = replace(work.then, skip=work.skip)  # records that ended a worker: in both
+            made = []
+            report = module.STAGE.run(
+                work, consume=lambda feed: made.append(fed_stage.fed(then, feed))
+            )
+            report.cpu_s = time.process_time() - started  # the whole pass
+            report.fed_cpu_s = sum(r.cpu_s for r in made)  # of it, the fed stage's part
+        report.start_cpu_s = started - begun
         return report
     except Exception as error:
         error.add_note(f"while {_describe(work)}")
@@ -349,6 +356,11 @@ def run_part(work: Work) -> StageReport:
     finally:
         if post is not None:
             post.unlink(missing_ok=True)
+
+
+def _prepare(stage: Stage, settings: Any) -> None:
+    if stage.prepare is not None:
+        stage.prepare(settings if settings is not None or not stage.settings else stage.settings())
 
 
 def _describe(work: Work) -> str:

@@ -21,7 +21,14 @@ import pyarrow as pa
 import xxhash
 
 from tokenmill.classifiers.scoring import Classifier, model_file
-from tokenmill.crawl.extract import DEFAULT_EXTRACTOR, EXTRACTORS, Extracted, Skip, extract_document
+from tokenmill.crawl.extract import (
+    DEFAULT_EXTRACTOR,
+    EXTRACTORS,
+    Extracted,
+    Skip,
+    extract_document,
+    load_extractor,
+)
 from tokenmill.crawl.sources import open_file
 from tokenmill.crawl.warc import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -98,6 +105,14 @@ class ExtractSettings:
             raise ValueError(
                 f"language_backend must be one of {BACKENDS}, got {self.language_backend!r}"
             )
+
+
+def prepare(settings: ExtractSettings) -> None:
+    """A worker's start-up: the language-ID backend's model loaded (a model in the lake is
+    loaded by the first part), the extractor's fallback library imported."""
+    if not settings.language_model:
+        identifier(settings.language_backend)
+    load_extractor(settings.extractor, settings.main_content)
 
 
 def run(work: Work) -> StageReport:
@@ -335,6 +350,7 @@ STAGE = Stage(
     version="9",
     data_files=("docs.parquet",),
     fed=fed,
+    prepare=prepare,
     shared=True,
     description="Main-content text of every HTML response with language, provenance and every "
     "built-in filter's signals (the work all recipes share); records without text are in "

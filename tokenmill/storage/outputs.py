@@ -76,6 +76,9 @@ class StageReport:
     # its parts made so (neither kept in markers: a pass makes the bytes two passes make)
     fed_cpu_s: float = 0.0
     fed_parts: int = 0
+    # CPU seconds the worker processes spent starting (importing the stage's libraries, loading
+    # its models: `Stage.prepare`) before the parts they began with; not in cpu_s
+    start_cpu_s: float = 0.0
 
     def drop(self, reason: str, n: int = 1) -> None:
         self.dropped[reason] += n
@@ -167,6 +170,7 @@ def combine(reports: dict[str, StageReport]) -> StageReport:
         total.seconds += report.seconds
         total.cpu_s += report.cpu_s
         total.fed_cpu_s += report.fed_cpu_s
+        total.start_cpu_s += report.start_cpu_s
         total.add_preview(report.preview)
         total.counts = merge_counts(total.counts, report.counts)
         total.histograms = merge_counts(total.histograms, report.histograms)
