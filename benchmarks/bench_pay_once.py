@@ -3,16 +3,16 @@ on a fresh project (SQLite instance, local lake); then a copy of the shipped rec
 threshold changed (`min_language_score: 0.8`) added to the recipes folder, and `tokenmill run`
 again (a run makes each recipe's first release); then the second recipe's release made again
 with nothing new: its fixed cost. An asset's cost is the `cpu_s` of its materializations (every
-process that did its work), summed; its workers' start-up (`start_cpu_s`: imports and models,
-once per worker process, and each `tokenmill run` starts its own) is shown apart, and the
-shared stages' ratio to the bare loop with it too. The shared stages (raw_crawl + extracted) are also set
+process that did its work), summed. The shared stages (raw_crawl + extracted) are also set
 against the bare loop (fastwarc + resiliparse over the same WARC files, in this process, before
 and after the runs: the faster of the two): what a user's `tokenmill run` costs over bare
-extraction, worker start-up and per-file costs included. The bare loop is also run one process per
-file, side by side as the stage's workers run (`shared_x_bare_parallel`): the same contention for
-the machine's shared caches and memory, which adds to CPU seconds on a loaded machine. Then the
-shared stages are run again (`tokenmill run --force --select ...`) for ``BENCH_ROUNDS`` rounds in
-all (3), each after the bare loop again: the ratio's median over the rounds, interleaved.
+extraction, per-file costs included; its workers' start-up (`start_cpu_s`: imports and models,
+once per worker process, and each `tokenmill run` starts its own) is shown apart, and the ratio
+with it too. The bare loop is also run one process per file, side by side as the stage's
+workers run (`shared_x_bare_parallel`): the same contention for the machine's shared caches and
+memory, which adds to CPU seconds on a loaded machine. Then the shared stages are run again
+(`tokenmill run --force --select ...`) for ``BENCH_ROUNDS`` rounds in all (3), each after the
+bare loop again: the ratio's median over the rounds, interleaved.
 
     uv run python benchmarks/bench_pay_once.py                 # ../shared's real pages
     uv run python benchmarks/bench_pay_once.py --pages DIR [--sample N] [--files N]

@@ -129,6 +129,7 @@ def test_a_units_cpu_seconds_count_its_worker_processes(tmp_path, warc_dir):
     own = time.process_time() - started
     assert report.cpu_s > own  # the workers' CPU seconds are in it, not only this process's
     assert report.cpu_s > 0.3 * in_process.cpu_s  # the same work, wherever it ran
+    assert in_process.start_cpu_s == 0  # no worker started: its imports are in cpu_s
 
 
 def test_a_workers_start_up_is_reported_apart_from_its_parts_cpu(tmp_path, warc_dir):

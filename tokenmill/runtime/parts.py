@@ -147,7 +147,10 @@ def run_unit(
             on_part(len(reports), len(files))
     total = combine({part_name(part): reports[part] for part in sorted(reports)})
     own = time.process_time() - started  # parts run in this process are in it already
-    total.cpu_s = own if _in_process(workers, memory_limit) else own + total.cpu_s
+    if _in_process(workers, memory_limit):
+        total.cpu_s, total.start_cpu_s = own, 0.0  # no workers: their start-up is this process's
+    else:
+        total.cpu_s += own
     total.fed_parts = fed_parts
     total.counts["files"] = len(files)
     total.counts["resumed_parts"] = len(files) - len(todo) - fed_parts
