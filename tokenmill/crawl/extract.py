@@ -256,9 +256,12 @@ def _recovered(
     content, if it finds any."""
     region = main_region(tree, len(html))
     if region is not None:
-        if covers(region, text):
+        whole = _plain_text(region, main_content=False)
+        if covers(region, text, whole):
             return None
-        region_text = _lines(_plain_text(region, main_content=False, skip=REGION_BOILERPLATE))
+        if region.document.query_selector(",".join(REGION_BOILERPLATE)) is not None:
+            whole = _plain_text(region, main_content=False, skip=REGION_BOILERPLATE)
+        region_text = _lines(whole)
         if not looks_lost(region_text, page_words):
             return region_text, ROUTES[2]
     if not page_words.share_exceeds(_word_count(text), TRAFILATURA_SHARE):
@@ -334,13 +337,16 @@ def main_region(tree: HTMLTree, page_chars: int) -> HTMLTree | None:
     return HTMLTree.parse("".join(parts)) if parts else None
 
 
-def covers(region: HTMLTree, text: str) -> bool:
+def covers(region: HTMLTree, text: str, whole: str | None = None) -> bool:
     """Whether ``text`` is the main ``region``: at least ``REGION_PRECISION`` of its words (all
     but ``REGION_SLACK`` of a short text) are the region's, and they are at least
     ``REGION_COVERAGE`` of the region's words outside links. Chosen on wcxb-dev-sample (its F1
-    unchanged) and documentation pages (benchmarks/bench_clean.py)."""
+    unchanged) and documentation pages (benchmarks/bench_clean.py). ``whole``: the region's
+    text, if extracted already."""
     found = _word_bag(text)
-    shared = (found & _word_bag(_plain_text(region, main_content=False))).total()
+    if whole is None:
+        whole = _plain_text(region, main_content=False)
+    shared = (found & _word_bag(whole)).total()
     outside = found.total() - shared
     if not shared or outside > max((1 - REGION_PRECISION) * found.total(), REGION_SLACK):
         return False
