@@ -114,7 +114,7 @@ def run_unit(
     lake.delete(f"{prefix}/{MARKER}")
     lake.remove_stray_temporaries(prefix)  # e.g. of a unit marker a killed run was writing
     stamp = {RESUME_FIELD: resume} if resume else None
-    in_force = settings if settings is not None or not stage.settings else stage.settings()
+    in_force = _in_force(stage, settings)
     reports, fed_parts = _resumed(lake, stage, unit, len(files), resume, in_force)
     todo = [
         Work(
@@ -361,9 +361,14 @@ def run_part(work: Work) -> StageReport:
             post.unlink(missing_ok=True)
 
 
+def _in_force(stage: Stage, settings: Any) -> Any:
+    """The settings a part of ``stage`` runs with: ``settings``, or (None) the defaults."""
+    return settings if settings is not None or not stage.settings else stage.settings()
+
+
 def _prepare(stage: Stage, settings: Any) -> None:
     if stage.prepare is not None:
-        stage.prepare(settings if settings is not None or not stage.settings else stage.settings())
+        stage.prepare(_in_force(stage, settings))
 
 
 def _describe(work: Work) -> str:
