@@ -386,66 +386,6 @@ def test_retraining_the_tokenizer_is_a_tagged_run_and_says_what_changed(landed, 
 
 
 @pytest.mark.integration
-def test_the_demo_trains_a_classifier_and_builds_a_second_recipe_that_keeps_by_it(tmp_path):
-    """`tokenmill demo` end to end, as the README's first command runs it (smaller pages):
-    the project's recipe, then demo_quality trained from the crawls' good pages and the
-    demo_top_quality recipe; `tokenmill summary` shows both datasets; run again, nothing runs."""
-    import os
-    import subprocess
-    import sys
-
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("TOKENMILL_EXTRACTION", "TOKENMILL_RECIPES", "TOKENMILL_LAKE_URL")
-    }
-    env |= {
-        "TOKENMILL_LAKE_URL": str(tmp_path / "lake"),
-        "DAGSTER_HOME": str(tmp_path / "h"),
-        "TOKENMILL_SETTINGS": str(tmp_path / "tokenmill.yaml"),
-    }
-
-    def tokenmill(*args: str) -> str:
-        command = [sys.executable, "-m", "tokenmill.cli.main", *args]
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        return done.stdout
-
-    out = tokenmill("demo", "--pages-per-file", "40")
-    assert re.search(r"classifier demo_quality: \d+ positives, \d+ negatives", out)
-    assert f"the demo's classifier declared and its recipe added in {tmp_path}" in out
-    lake = Lake.from_url(str(tmp_path / "lake"))
-    card = lake.read_json("classifiers/demo_quality/card.json")
-    assert card["held_out"]["recall"] and card["held_out"]["precision"]
-    rows, summary = {}, tokenmill("summary").splitlines()
-    for line in summary[2:]:
-        cells = [c.strip() for c in line.split("|")]
-        if len(cells) > 3:
-            rows[cells[0]] = {"partitions": cells[1], "docs_out": int(cells[3])}
-    # and each recipe's release, as the demo ends with
-    assert [line.split(":")[0] for line in summary if line.startswith("release ")] == [
-        "release fineweb_en",
-        "release demo_top_quality",
-    ]
-    for recipe in ("fineweb_en", "demo_top_quality"):
-        shards = rows[f"{recipe}/tokenized_shards"]
-        assert shards["partitions"] == "3/3" and shards["docs_out"] > 0, rows
-        # its documents and tokens per language, from the tokenized units' markers
-        (line,) = [s for s in summary if s.startswith(f"{recipe} (tokenized) per language: ")]
-        per_language = re.findall(r"(\w+) ([\d,]+) docs, ([\d,]+) tokens", line)
-        assert [language for language, *_ in per_language] == ["en"], line
-        assert sum(int(docs.replace(",", "")) for _, docs, _ in per_language) == shards["docs_out"]
-    # the classifier keeps a share of what FineWeb's filters keep
-    assert 0 < rows["demo_top_quality/cleaned"]["docs_out"] < rows["fineweb_en/cleaned"]["docs_out"]
-    assert rows["scored"]["docs_out"] == rows["extracted"]["docs_out"]
-    assert "\n0 runs succeeded" in "\n" + tokenmill("demo", "--pages-per-file", "40")
-    # a release made on purpose: a recorded run; the same inputs and settings, the same version
-    released = [line for line in summary if line.startswith("release demo_top_quality")]
-    again = tokenmill("release", "--recipe", "demo_top_quality")
-    assert "demo_top_quality/release: run " in again and released[0] in again
-
-
-@pytest.mark.integration
 def test_status_and_dry_run_tell_what_a_recipe_change_makes_stale_and_run_limits_to_it(
     landed, tmp_path, monkeypatch, capsys
 ):

@@ -86,36 +86,26 @@ def test_demo_without_its_generator_says_what_is_missing(runtime_venv, tmp_path)
     assert "needs the 'faker' package" in result.stderr
 
 
-def test_runtime_venv_runs_every_stage(runtime_venv, tmp_path):
+def test_runtime_venv_runs_every_stage_then_a_recipe_keeps_by_a_classifiers_scores(
+    runtime_venv, tmp_path
+):
     lake = Lake.from_url(str(tmp_path / "lake"))
     truth = land_demo_crawl(lake, CRAWL, files=2, pages_per_file=60, seed=3)  # dev env: faker
-    result = subprocess.run(
-        [runtime_venv / "bin" / "tokenmill", "run", "--crawl", CRAWL, "--files-per-unit", "1"],
-        env=clean_env(TOKENMILL_LAKE_URL=str(tmp_path / "lake"), DAGSTER_HOME=str(tmp_path / "h")),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "FAILED" not in result.stdout
+    env = clean_env(TOKENMILL_LAKE_URL=str(tmp_path / "lake"), DAGSTER_HOME=str(tmp_path / "h"))
+    tokenmill = [runtime_venv / "bin" / "tokenmill"]
+    run = [*tokenmill, "run", "--crawl", CRAWL, "--files-per-unit", "1"]
+    done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "FAILED" not in done.stdout
     rows = {row["stage"]: row for row in stage_rows(recipe_lake(lake))}  # the recipe's zones
     assert set(rows) == set(STAGES)
     for stage, row in rows.items():  # every partition of every stage committed, with output
-        done, total = row["partitions"].split("/")
-        assert done == total != "0" and row["docs_out"] > 0, (stage, row)
+        finished, total = row["partitions"].split("/")
+        assert finished == total != "0" and row["docs_out"] > 0, (stage, row)
     assert rows["raw_crawl"]["docs_out"] >= len(truth["pages"])
     assert 0 < rows["tokenized_shards"]["docs_out"] < len(truth["pages"])
     assert rows["tokenized_shards"]["tokens"] > 0
 
-
-def test_runtime_venv_trains_a_classifier_and_a_recipe_keeps_by_its_scores(runtime_venv, tmp_path):
-    lake = Lake.from_url(str(tmp_path / "lake"))
-    land_demo_crawl(lake, CRAWL, files=2, pages_per_file=60, seed=3)
-    env = clean_env(TOKENMILL_LAKE_URL=str(tmp_path / "lake"), DAGSTER_HOME=str(tmp_path / "h"))
-    tokenmill = [runtime_venv / "bin" / "tokenmill"]
-    run = [*tokenmill, "run", "--crawl", CRAWL, "--files-per-unit", "2"]
-    done = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     positives = tmp_path / "good.txt"
     positives.write_text("\n".join(sample_articles("en", 60, seed=2)))
     small = ["--epoch", "25", "--lr", "1.0", "--dim", "16", "--bucket", "100000"]
