@@ -5,7 +5,7 @@ metadata (`tokenmill.reports.plots.markdown`).
     uv run python benchmarks/bench_pictures.py [--lake lake] [--recipe fineweb_en] [--rounds 5]
 
 Input: the histograms of a lake's `cleaned` units (default: the demo lake `uv run tokenmill demo`
-makes). Measured: a fresh process's first drawing (matplotlib's import included), then the
+makes). Measured: a fresh process's first drawing (its imports included), then the
 median of ``--rounds`` drawings in that process; per unit and per picture, with the metadata's
 size.
 """

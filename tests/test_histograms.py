@@ -1,5 +1,5 @@
 """Rule value histograms: fixed bins that add up across files, units and crawls, and the
-pictures drawn from them (matplotlib figures inspected before rendering; the PNGs read back
+pictures drawn from them (what a picture shows inspected before drawing; the PNGs read back
 with the tests' own PNG reader)."""
 
 from __future__ import annotations
@@ -19,13 +19,17 @@ from tokenmill.filters.chain import FilterChain
 from tokenmill.filters.histograms import BINS, bin_of, lower_edge, position_of, rule_histograms
 from tokenmill.filters.signals import SignalProfile
 from tokenmill.reports.plots import (
+    AXES,
+    BAR,
     HEIGHT,
     MARK_COLORS,
     WIDTH,
     markdown,
+    nice_ticks,
     pictures,
     png_of,
-    rule_figure,
+    rule_picture,
+    short_number,
 )
 from tokenmill.storage.outputs import merge_counts
 
@@ -91,46 +95,38 @@ COUNTS = counts_at({105: 1, 110: 4, 116: 2})  # 3.2 to 4, 10 to 12.6, 39.8 to 50
 MARKS = {"current": ["<50"], "proposed": [">0.5"]}
 
 
-def lines_of(ax) -> dict[str, list[float]]:
-    """Each vertical line's x, by colour."""
+def lines_of(picture) -> dict[str, list[float]]:
+    """Each threshold line's value on the axis, by colour."""
     lines: dict[str, list[float]] = {}
-    for line in ax.get_lines():
-        xs = line.get_xdata()
-        assert xs[0] == xs[1], "a threshold line is vertical"
-        lines.setdefault(line.get_color(), []).append(float(xs[0]))
+    for kind, value, _ in picture.lines:
+        lines.setdefault(MARK_COLORS[kind], []).append(value)
     return lines
 
 
-def test_a_figure_draws_the_counts_over_their_true_values_and_each_threshold_as_a_line():
-    figure = rule_figure("gopher_quality/n_words", COUNTS, MARKS)
-    (ax,) = figure.axes
+def test_a_picture_shows_the_counts_over_their_true_values_and_each_threshold_as_a_line():
+    picture = rule_picture("gopher_quality/n_words", COUNTS, MARKS)
     first, last = 50, 116  # the proposed threshold (bin 50) widens the picture to the left
-    assert ax.get_xlim() == pytest.approx((0.5, lower_edge(last + 1)))
-    (bars,) = ax.patches
-    heights, edges = bars.get_data().values, bars.get_data().edges
-    assert list(heights) == list(COUNTS[first : last + 1])
-    assert edges == pytest.approx([lower_edge(i) for i in range(first, last + 2)])
-    assert lines_of(ax) == {MARK_COLORS["current"]: [50.0], MARK_COLORS["proposed"]: [0.5]}
-    labels = {text.get_text(): text.get_color() for text in ax.texts}
-    assert labels == {"<50": MARK_COLORS["current"], ">0.5": MARK_COLORS["proposed"]}
-    assert ax.get_title(loc="left") == "gopher_quality/n_words"
-    assert ax.get_ylabel() == "documents" and ax.get_ylim()[1] >= 4
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["current", "proposed"]
+    assert (picture.first, picture.last) == (first, last)
+    assert picture.x_range == pytest.approx((0.5, lower_edge(last + 1)))
+    assert list(picture.counts) == list(COUNTS[first : last + 1])
+    assert lines_of(picture) == {MARK_COLORS["current"]: [50.0], MARK_COLORS["proposed"]: [0.5]}
+    assert [text for _, _, text in picture.lines] == ["<50", ">0.5"]
+    assert picture.title == "gopher_quality/n_words" and picture.y_top >= 4
+    assert picture.legend == ["current", "proposed"]
 
 
 def test_the_x_axis_is_linear_then_logarithmic_as_the_bins_are_with_true_tick_labels():
-    figure = rule_figure("a/ratio_and_count", counts_at({0: 1, 150: 1}), {})
-    (ax,) = figure.axes
-    figure.draw_without_rendering()
-    assert ax.get_xlim() == pytest.approx((0.0, lower_edge(151)))
+    picture = rule_picture("a/ratio_and_count", counts_at({0: 1, 150: 1}), {})
+    assert picture.x_range == pytest.approx((0.0, lower_edge(151)))
     # every bin as wide: a value's place on the axis is its place on the bin axis
-    left, right = ax.transData.transform([(0.0, 0), (lower_edge(151), 0)])[:, 0]
+    left, right = picture.x_of(0.0), picture.x_of(lower_edge(151))
     for value in (0.25, 0.5, 1.0, 7.0, 100.0, 31_000.0):
-        x = ax.transData.transform([(value, 0)])[0, 0]
+        x = picture.x_of(value)
         assert (x - left) / (right - left) == pytest.approx(position_of(value) / 151)
-    ticks = dict(zip(ax.get_xticks(), (t.get_text() for t in ax.get_xticklabels()), strict=True))
+    ticks = {value: short_number(value) for value in picture.x_ticks}
     assert {0.0: "0", 1.0: "1", 10.0: "10", 1e3: "1k", 1e5: "100k"}.items() <= ticks.items()
     assert sorted(ticks) == list(ticks) and all(0 <= t <= lower_edge(151) for t in ticks)
+    assert not set(picture.minor_ticks) & set(ticks) and 2.0 in picture.minor_ticks
 
 
 @pytest.mark.parametrize(
@@ -139,68 +135,84 @@ def test_the_x_axis_is_linear_then_logarithmic_as_the_bins_are_with_true_tick_la
         ({0: 5, 90: 1}, [0.0, 0.2, 0.4, 0.6, 0.8]),  # ratios: round numbers
         ({103: 5, 112: 2}, [2.0, 5.0, 10.0]),  # under two decades: 2 and 5 too
         ({110: 1, 160: 1}, [10.0, 100.0, 1e3, 1e4, 1e5, 1e6]),  # decades
+        ({101: 1, 102: 1}, [1.5, 1.75]),  # under half a decade (1.26 to 2): round numbers
     ],
 )
 def test_ticks_fit_the_range_shown(bins, expected):
-    (ax,) = rule_figure("a/b", counts_at(bins), {}).axes
-    assert list(ax.get_xticks()) == pytest.approx(expected)
+    assert rule_picture("a/b", counts_at(bins), {}).x_ticks == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "low,high,most,integer,expected",
+    [
+        (0, 13, 4, True, [0, 5, 10]),
+        (0, 2.6, 4, True, [0, 1, 2]),
+        (0, 1.3, 4, True, [0, 1]),
+        (0, 0.91, 6, False, [0, 0.2, 0.4, 0.6, 0.8]),
+        (0, 130, 4, True, [0, 50, 100]),
+    ],
+)
+def test_nice_ticks_are_round_numbers_in_the_range(low, high, most, integer, expected):
+    assert nice_ticks(low, high, most, integer) == pytest.approx(expected)
 
 
 def test_an_empty_histogram_is_drawn_as_empty_axes_with_its_thresholds():
     empty = np.zeros(BINS, dtype=np.int64)
-    (ax,) = rule_figure("a/b", empty, {"current": []}).axes
-    assert ax.get_xlim() == pytest.approx((0.0, 0.01)) and not ax.get_lines()
-    assert not ax.get_legend() and not ax.patches[0].get_data().values.any()
-    figure = rule_figure("a/b", empty, {"current": ["<50"]})
-    assert lines_of(figure.axes[0]) == {MARK_COLORS["current"]: [50.0]}
-    assert read_png(png_of(figure)).shape[:2] == (HEIGHT, WIDTH)
+    picture = rule_picture("a/b", empty, {"current": []})
+    assert picture.x_range == pytest.approx((0.0, 0.01)) and not picture.lines
+    assert not picture.legend and not picture.counts.any()
+    picture = rule_picture("a/b", empty, {"current": ["<50"]})
+    assert lines_of(picture) == {MARK_COLORS["current"]: [50.0]}
+    assert read_png(png_of(picture)).shape[:2] == (HEIGHT, WIDTH)
 
 
-def test_the_png_has_the_set_size_and_each_threshold_line_where_the_figure_puts_it():
-    figure = rule_figure("gopher_quality/n_words", COUNTS, MARKS)
-    pixels = read_png(png_of(figure))[:, :, :3].astype(int)
+def colour_rows(pixels: np.ndarray, colour: str, x: float) -> float:
+    """How much of the plotting area's height the colour covers at column x (+-1)."""
+    left, top, right, bottom = AXES
+    rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+    column = round(x)
+    near = np.abs(pixels[top:bottom, column - 1 : column + 2] - rgb).sum(axis=2).min(axis=1) < 60
+    return near.mean()
+
+
+def test_the_png_has_the_set_size_and_each_threshold_line_and_bar_where_the_picture_puts_it():
+    picture = rule_picture("gopher_quality/n_words", COUNTS, MARKS)
+    pixels = read_png(png_of(picture))[:, :, :3].astype(int)
     assert pixels.shape == (HEIGHT, WIDTH, 3)
-    (ax,) = figure.axes
-    bottom, top = (HEIGHT - int(y) for y in ax.get_window_extent().intervaly)  # rows top down
-
-    def share_of_rows_in(colour: str, value: float) -> float:
-        """How much of the axes' height the colour covers at this value's column (+-1)."""
-        x = int(ax.transData.transform([(value, 0)])[0, 0])
-        rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
-        near = np.abs(pixels[top:bottom, x - 1 : x + 2] - rgb).sum(axis=2).min(axis=1) < 60
-        return near.mean()
-
-    assert share_of_rows_in(MARK_COLORS["current"], 50.0) > 0.9  # solid
-    assert share_of_rows_in(MARK_COLORS["proposed"], 0.5) > 0.4  # dashed, over the spine
-    assert share_of_rows_in(MARK_COLORS["current"], 5.0) == 0
-    assert share_of_rows_in(MARK_COLORS["proposed"], 5.0) == 0
+    assert colour_rows(pixels, MARK_COLORS["current"], picture.x_of(50.0)) > 0.9  # solid
+    assert colour_rows(pixels, MARK_COLORS["proposed"], picture.x_of(0.5)) > 0.4  # dashed
+    assert colour_rows(pixels, MARK_COLORS["proposed"], picture.x_of(0.5)) < 0.9
+    for colour in MARK_COLORS.values():
+        assert colour_rows(pixels, colour, picture.x_of(5.0)) == 0
+    # the bars: 4 documents in bin 110 (10 to 12.6) fill 4 / y_top of the height, 1 in bin 105
+    grey = np.array([int(BAR[i : i + 2], 16) for i in (1, 3, 5)])
+    _, top, _, bottom = AXES
+    for bin_, count in ((110, 4), (105, 1)):
+        x = round(picture.x_of((lower_edge(bin_) + lower_edge(bin_ + 1)) / 2))
+        filled = (np.abs(pixels[top:bottom, x] - grey).sum(axis=1) < 30).sum()
+        assert filled == pytest.approx(count / picture.y_top * (bottom - top), abs=2)
 
 
 DRAW = """
 import sys
 import numpy as np
-from tokenmill.reports.plots import png_of, rule_figure
+from tokenmill.reports.plots import png_of, rule_picture
 counts = np.zeros(170, dtype=np.int64)
 counts[[105, 110, 116]] = [1, 4, 2]
-sys.stdout.buffer.write(png_of(rule_figure("gopher_quality/n_words", counts, {marks!r})))
+sys.stdout.buffer.write(png_of(rule_picture("gopher_quality/n_words", counts, {marks!r})))
 """
 
 
-def test_the_same_histogram_gives_the_same_png_bytes(tmp_path):
-    figure = rule_figure("gopher_quality/n_words", COUNTS, MARKS)
-    image = png_of(figure)
-    assert png_of(figure) == image == png_of(rule_figure("gopher_quality/n_words", COUNTS, MARKS))
+def test_the_same_histogram_gives_the_same_png_bytes():
+    picture = rule_picture("gopher_quality/n_words", COUNTS, MARKS)
+    image = png_of(picture)
+    assert png_of(picture) == image == png_of(rule_picture("gopher_quality/n_words", COUNTS, MARKS))
     assert b"Software" not in image and b"tEXt" not in image
-    # another process, other string hashes, a user's matplotlibrc: the same bytes
-    rc = tmp_path / "matplotlibrc"
-    rc.write_text(
-        "font.size: 20\nlines.linewidth: 5\nfigure.facecolor: yellow\ntext.hinting: none\n"
-        "savefig.bbox: tight\naxes.grid: True\n"
-    )
-    env = {**os.environ, "PYTHONHASHSEED": "12345", "MATPLOTLIBRC": str(rc)}
+    # another process, other string hashes: the same bytes
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
     draw = [sys.executable, "-c", DRAW.format(marks=MARKS)]
     assert subprocess.run(draw, env=env, capture_output=True, check=True).stdout == image
-    assert png_of(rule_figure("gopher_quality/n_words", COUNTS, {"current": ["<50"]})) != image
+    assert png_of(rule_picture("gopher_quality/n_words", COUNTS, {"current": ["<50"]})) != image
 
 
 def test_markdown_embeds_a_png_per_rule():

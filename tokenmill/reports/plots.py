@@ -1,19 +1,22 @@
 """Pictures of the rules' value distributions (`tokenmill.filters.histograms`): one small PNG a
-rule, drawn with matplotlib (Agg, no pyplot), its thresholds as labelled vertical lines.
+rule, drawn with Pillow: bars over the rule's values, its thresholds as labelled vertical lines.
 
 The x axis follows the bins: linear over [0, 1], then logarithmic from 1 to 10^7, so every bin
 is as wide as the next and ticks, tick labels and threshold lines sit at their true values.
-The same histograms and marks give the same PNG bytes (matplotlib's default style, no text
-chunk), whatever matplotlibrc the user has.
+``rule_picture`` says what a picture shows (ranges, ticks, lines), ``png_of`` draws it: the same
+histograms and marks give the same PNG bytes (Pillow's own font, no text chunk). Every cleaned
+unit draws a picture per rule, so a picture costs a few milliseconds, not a plotting library's
+figure.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,24 +29,20 @@ from tokenmill.filters.histograms import (
     threshold_values,
 )
 
-if TYPE_CHECKING:  # matplotlib is imported when a picture is drawn, not with the module
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
-
-WIDTH, HEIGHT, DPI = 480, 240, 100  # pixels
+WIDTH, HEIGHT = 480, 240  # pixels
 BAR = "#969696"
 MARK_COLORS = {"current": "#1f77b4", "proposed": "#d62728"}
-MARK_STYLES = {"current": "-", "proposed": "--"}  # a proposed line on a current one shows both
+DASHED = {"current": False, "proposed": True}  # a proposed line on a current one shows both
 MAJOR_TICKS = 6  # at most, about
-FONT = 7
+FONT_PX = 10
+TITLE_PX = 11
 GREYS = 8  # levels from black to white in the PNG's palette (text, axes, their anti-aliasing)
-AXES_BOX = (0.1, 0.11, 0.88, 0.79)  # left, bottom, width, height, in figure fractions
+AXES = (48, 24, 470, 213)  # left, top, right, bottom: the plotting area, in pixels
 HEADROOM = 1.3  # above the highest bar: room for the threshold labels
-MINOR_TICK = 0.015  # below the axis, in axes fractions (matplotlib's minor tick length)
+TICK, MINOR_TICK = 4, 3  # tick lengths below the axis, in pixels
+DASH = (6, 3)  # a dashed line's pixels on, off
 LEADING_DIGITS = ((1,), (1, 2, 5), tuple(range(1, 10)))  # of the log part's labelled ticks
-
-_to_position = np.vectorize(position_of, otypes=[float])  # value -> place on the bin axis
-_to_value = np.vectorize(lower_edge, otypes=[float])  # and back (fractional bins too)
+NICE_STEPS = (1, 2, 2.5, 5, 10)
 
 
 def shown_bins(counts: np.ndarray, marks: dict[str, list[float]]) -> tuple[int, int]:
@@ -55,89 +54,100 @@ def shown_bins(counts: np.ndarray, marks: dict[str, list[float]]) -> tuple[int, 
     return max(0, min(ends, default=0)), min(BINS - 1, max(ends, default=0))
 
 
-def rule_figure(key: str, counts: np.ndarray, marks: dict[str, list[str]]) -> Figure:
-    """The histogram `counts` of rule `key` as bars over its true values, with a vertical line
+@dataclass(frozen=True)
+class Picture:
+    """What a rule's picture shows: bins ``first`` to ``last`` with their ``counts``, the y
+    axis up to ``y_top``, ticks at true values, and each threshold line as (kind, value on the
+    axis, its text); the marks' ``kinds`` (each a row of line texts), and a legend when there
+    is more than one."""
+
+    title: str
+    first: int
+    last: int
+    counts: np.ndarray
+    y_top: float
+    x_ticks: list[float]
+    minor_ticks: list[float]
+    y_ticks: list[float]
+    lines: list[tuple[str, float, str]]
+    kinds: list[str]
+
+    @property
+    def legend(self) -> list[str]:
+        return self.kinds if len(self.kinds) > 1 else []
+
+    @property
+    def x_range(self) -> tuple[float, float]:
+        return lower_edge(self.first), lower_edge(self.last + 1)
+
+    def x_of(self, value: float) -> float:
+        """The pixel column of a value on the x axis."""
+        left, _, right, _ = AXES
+        share = (position_of(value) - self.first) / (self.last + 1 - self.first)
+        return left + share * (right - left)
+
+    def y_of(self, count: float) -> float:
+        """The pixel row of a count on the y axis."""
+        _, top, _, bottom = AXES
+        return bottom - count / self.y_top * (bottom - top)
+
+
+def rule_picture(key: str, counts: np.ndarray, marks: dict[str, list[str]]) -> Picture:
+    """The histogram `counts` of rule `key` over its true values, with a vertical line
     labelled with its threshold text for each of `marks` (kind → thresholds such as "<50";
     kinds "current" and "proposed"), and a legend when there is more than one kind."""
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-    from matplotlib.style import context
-
     values = {kind: threshold_values(texts) for kind, texts in marks.items()}
     first, last = shown_bins(counts, values)
-    edges = _to_value(np.arange(first, last + 2))
-    with context("default"):  # the user's matplotlibrc would change the picture
-        figure = Figure(figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI)
-        # fixed margins, room for "100k" and the title row: a layout engine would measure every
-        # text of every picture again, two thirds of the drawing time
-        ax = figure.add_axes(AXES_BOX)
-        ax.set_xscale("function", functions=(_to_position, _to_value))
-        ax.stairs(counts[first : last + 1], edges, fill=True, color=BAR)
-        ax.set_xlim(edges[0], edges[-1])
-        ax.set_ylim(0, max(int(counts.max()), 1) * HEADROOM)
-        _ticks(ax, edges[0], edges[-1])
-        ax.set_ylabel("documents", fontsize=FONT)
-        ax.set_title(key, loc="left", fontsize=FONT + 1)
-        for row, (kind, texts) in enumerate(marks.items()):
-            for text, value in zip(texts, values[kind], strict=True):
-                _mark(ax, value, text, kind, row)
-        if len(marks) > 1:
-            handles = [
-                Line2D([], [], color=MARK_COLORS[k], linestyle=MARK_STYLES[k]) for k in marks
-            ]
-            ax.legend(
-                handles,
-                list(marks),
-                loc="lower right",
-                bbox_to_anchor=(1, 1),
-                ncols=len(marks),
-                frameon=False,
-                fontsize=FONT,
-                borderaxespad=0.2,
-            )
-    return figure
-
-
-def _mark(ax: Axes, value: float, text: str, kind: str, row: int) -> None:
-    """A threshold's line and its text beside it at the top, one row of text per kind; the text
-    on the side with more room."""
-    value = min(max(value, ax.get_xlim()[0]), ax.get_xlim()[1])  # beyond the bins: at the edge
-    ax.axvline(
-        value,
-        color=MARK_COLORS[kind],
-        linestyle=MARK_STYLES[kind],
-        linewidth=1.2,
-        zorder=3,  # over the spine: a threshold at the first or last bin's edge stays seen
-        clip_on=False,
-    )
-    low, high = (float(_to_position(x)) for x in ax.get_xlim())
-    right = (float(_to_position(value)) - low) / max(high - low, 1e-9) < 0.5
-    ax.annotate(
-        text,
-        (value, 0.97 - 0.1 * row),
-        xycoords=("data", "axes fraction"),
-        xytext=(3 if right else -3, 0),
-        textcoords="offset points",
-        ha="left" if right else "right",
-        va="top",
-        fontsize=FONT,
-        color=MARK_COLORS[kind],
-        bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none"},
+    low, high = lower_edge(first), lower_edge(last + 1)
+    major, minor = _x_ticks(low, high)
+    y_top = max(int(counts.max()), 1) * HEADROOM
+    lines = [
+        (kind, min(max(value, low), high), text)  # beyond the bins: at the edge
+        for kind, texts in marks.items()
+        for text, value in zip(texts, values[kind], strict=True)
+    ]
+    return Picture(
+        title=key,
+        first=first,
+        last=last,
+        counts=counts[first : last + 1],
+        y_top=y_top,
+        x_ticks=major,
+        minor_ticks=minor,
+        y_ticks=[v for v in nice_ticks(0, y_top, 4, integer=True) if v <= y_top],
+        lines=lines,
+        kinds=list(marks),
     )
 
 
-def _ticks(ax: Axes, low: float, high: float) -> None:
+def nice_ticks(low: float, high: float, most: int, integer: bool = False) -> list[float]:
+    """Round numbers from ``low`` to ``high``: steps of 1, 2, 2.5 or 5 times a power of ten
+    (whole numbers if ``integer``), the smallest giving at most ``most`` intervals."""
+    if high <= low:
+        return [low]
+    magnitude = 10.0 ** math.floor(math.log10((high - low) / most))
+    for scale in (magnitude, 10 * magnitude):
+        for nice in NICE_STEPS:
+            step = nice * scale
+            if integer and (step < 1 or step != int(step)):
+                continue
+            start, end = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
+            if end - start <= most:
+                ticks = [round(i * step, 10) for i in range(start, end + 1)]
+                return [t for t in ticks if low - 1e-9 <= t <= high + 1e-9]
+    return [low, high]
+
+
+def _x_ticks(low: float, high: float) -> tuple[list[float], list[float]]:
     """Ticks at true values: round numbers on the linear part (as many as its share of the
-    axis allows), decades on the log part (with 2 and 5 when it spans less than two)."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator
-
+    axis allows), decades on the log part (with 2 and 5 when it spans less than two); the log
+    part's other steps as minor ticks."""
     span = position_of(high) - position_of(low)
     major, minor = [], []
     if low < 1:
         top = min(high, 1.0)
         share = (position_of(top) - position_of(low)) / span
-        linear = MaxNLocator(max(1, round(MAJOR_TICKS * share))).tick_values(low, top)
-        major += [round(v, 6) for v in linear if low - 1e-9 <= v <= top + 1e-9]
+        major += nice_ticks(low, top, max(1, round(MAJOR_TICKS * share)))
     if high > 1:
         bottom = max(low, 1.0)
         decades = range(math.floor(math.log10(bottom)), math.ceil(math.log10(high)) + 1)
@@ -148,25 +158,10 @@ def _ticks(ax: Axes, low: float, high: float) -> None:
             if len(labelled) >= 3:
                 break
         if len(labelled) < 3:  # less than half a decade: round numbers
-            labelled = [v for v in MaxNLocator(3).tick_values(bottom, high) if bottom <= v <= high]
+            labelled = nice_ticks(bottom, high, 3)
         major += labelled
         minor += [v for v in inside if v not in labelled]
-    ax.xaxis.set_major_locator(FixedLocator(sorted(set(major))))
-    # minor ticks as one collection of short lines: matplotlib's own make an object apiece,
-    # half the drawing time of a picture spanning decades
-    ax.vlines(
-        minor,
-        -MINOR_TICK,
-        0,
-        transform=ax.get_xaxis_transform(),
-        colors="black",
-        linewidth=0.6,
-        clip_on=False,
-    )
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: short_number(v)))
-    ax.yaxis.set_major_locator(MaxNLocator(4, integer=True))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: short_number(v)))
-    ax.tick_params(labelsize=FONT)
+    return sorted(set(major)), minor
 
 
 def short_number(value: float) -> str:
@@ -177,21 +172,105 @@ def short_number(value: float) -> str:
     return f"{value:.3g}"
 
 
-def png_of(figure: Figure) -> bytes:
-    """The figure as a PNG of WIDTH x HEIGHT pixels in the palette's colours, the same bytes for
-    the same figure."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.style import context
+def _rgb(colour: str) -> tuple[int, int, int]:
+    return tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+
+
+@functools.cache
+def _font(size: int):
+    from PIL import ImageFont
+
+    return ImageFont.load_default(size=size)
+
+
+def png_of(picture: Picture) -> bytes:
+    """The picture as a PNG of WIDTH x HEIGHT pixels in the palette's colours."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (WIDTH, HEIGHT), "white")
+    draw = ImageDraw.Draw(image)
+    left, top, right, bottom = AXES
+    font, black = _font(FONT_PX), (0, 0, 0)
+    edges = [round(picture.x_of(lower_edge(i))) for i in range(picture.first, picture.last + 2)]
+    for index, count in enumerate(picture.counts):
+        if count:
+            box = (edges[index], round(picture.y_of(count)), edges[index + 1], bottom)
+            draw.rectangle(box, fill=_rgb(BAR))
+    for value in picture.minor_ticks:
+        x = round(picture.x_of(value))
+        draw.line([(x, bottom), (x, bottom + MINOR_TICK)], fill=black)
+    for value in picture.x_ticks:
+        x = round(picture.x_of(value))
+        draw.line([(x, bottom), (x, bottom + TICK)], fill=black)
+        draw.text((x, bottom + TICK + 1), short_number(value), fill=black, font=font, anchor="mt")
+    for value in picture.y_ticks:
+        y = round(picture.y_of(value))
+        draw.line([(left - TICK, y), (left, y)], fill=black)
+        draw.text((left - TICK - 2, y), short_number(value), fill=black, font=font, anchor="rm")
+    draw.rectangle((left, top, right, bottom), outline=black)
+    draw.text((left, top - 4), picture.title, fill=black, font=_font(TITLE_PX), anchor="ls")
+    _y_label(image, "documents", font)
+    for kind, value, text in picture.lines:
+        _mark(draw, picture, kind, value, text, picture.kinds.index(kind))
+    _legend(draw, picture.legend, font)
+    return _palette_png(image)
+
+
+def _vertical(draw, x: int, top: int, bottom: int, colour, dashed: bool, width: int = 2) -> None:
+    on, off = DASH if dashed else (bottom - top + 1, 0)
+    for y in range(top, bottom + 1, on + off):
+        draw.rectangle((x, y, x + width - 1, min(y + on - 1, bottom)), fill=colour)
+
+
+def _mark(draw, picture: Picture, kind: str, value: float, text: str, row: int) -> None:
+    """A threshold's line and its text beside it at the top, one row of text per kind; the text
+    on the side with more room."""
+    left, top, right, bottom = AXES
+    colour, x = _rgb(MARK_COLORS[kind]), round(picture.x_of(value))
+    _vertical(draw, min(x, right - 1), top, bottom, colour, DASHED[kind])
+    font = _font(FONT_PX)
+    y = top + round((0.03 + 0.1 * row) * (bottom - top))
+    on_right = x - left < (right - left) / 2
+    anchor, at = ("la", x + 4) if on_right else ("ra", x - 3)
+    box = draw.textbbox((at, y), text, font=font, anchor=anchor)
+    draw.rectangle((box[0] - 1, box[1] - 1, box[2] + 1, box[3] + 1), fill="white")
+    draw.text((at, y), text, fill=colour, font=font, anchor=anchor)
+
+
+def _legend(draw, kinds: list[str], font) -> None:
+    """Each kind's line and name, right-aligned above the plotting area."""
+    _, top, right, _ = AXES
+    x = right
+    for kind in reversed(kinds):
+        width = round(draw.textlength(kind, font=font))
+        draw.text((x, top - 4), kind, fill=(0, 0, 0), font=font, anchor="rs")
+        x -= width + 4
+        y = top - 8
+        for start in range(x - 16, x, sum(DASH) if DASHED[kind] else 16):
+            end = min(start + (DASH[0] if DASHED[kind] else 16), x) - 1
+            draw.rectangle((start, y, end, y + 1), fill=_rgb(MARK_COLORS[kind]))
+        x -= 16 + 8
+
+
+def _y_label(image, text: str, font) -> None:
+    """``text`` turned a quarter left, centred along the plotting area's left side."""
+    from PIL import Image, ImageDraw
+
+    _, top, _, bottom = AXES
+    width = round(ImageDraw.Draw(image).textlength(text, font=font))
+    label = Image.new("RGB", (width + 2, FONT_PX + 4), "white")
+    ImageDraw.Draw(label).text((1, 1), text, fill=(0, 0, 0), font=font)
+    turned = label.rotate(90, expand=True)
+    image.paste(turned, (4, (top + bottom - turned.height) // 2))
+
+
+def _palette_png(image) -> bytes:
     from PIL import Image
 
-    canvas = FigureCanvasAgg(figure)
-    with context("default"):  # some settings are read while drawing (text hinting, paths)
-        canvas.draw()
-    rgb = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba()).convert("RGB")
     palette = Image.new("P", (1, 1))
     palette.putpalette(palette_colours())
     buffer = io.BytesIO()
-    rgb.quantize(palette=palette, dither=Image.Dither.NONE).save(buffer, "PNG", optimize=True)
+    image.quantize(palette=palette, dither=Image.Dither.NONE).save(buffer, "PNG", optimize=True)
     return buffer.getvalue()
 
 
@@ -199,13 +278,11 @@ def palette_colours() -> list[int]:
     """The few colours a picture is drawn in, as flat RGB bytes: greys, the bars' grey, each
     mark's colour and its tints on white. A PNG of them is a quarter the size of a truecolour
     one (the pictures go into Dagster's event log), and keeps the lines' exact colours."""
-    from matplotlib.colors import to_rgb
-
-    greys = [(level,) * 3 for level in np.linspace(0.0, 1.0, GREYS)]
-    marks = [np.array(to_rgb(c)) for c in MARK_COLORS.values()]
-    tints = [tint * c + (1 - tint) for c in marks for tint in (1 / 3, 2 / 3)]
-    colours = [*greys, to_rgb(BAR), *marks, *tints]
-    return [round(255 * channel) for colour in colours for channel in colour]
+    greys = [(round(255 * level),) * 3 for level in np.linspace(0.0, 1.0, GREYS)]
+    marks = [np.array(_rgb(c), dtype=float) for c in MARK_COLORS.values()]
+    tints = [tuple(round(v) for v in t * c + (1 - t) * 255) for c in marks for t in (1 / 3, 2 / 3)]
+    colours = [*greys, _rgb(BAR), *(tuple(int(v) for v in c) for c in marks), *tints]
+    return [channel for colour in colours for channel in colour]
 
 
 def pictures(
@@ -219,12 +296,11 @@ def pictures(
     for key, histogram in sorted(histograms.items()):
         counts = counts_of(histogram)
         drawn = {kind: thresholds.get(key, []) for kind, thresholds in marks.items()}
-        first, last = shown_bins(counts, {k: threshold_values(t) for k, t in drawn.items()})
-        image = png_of(rule_figure(key, counts, drawn))
+        picture = rule_picture(key, counts, drawn)
         shown = "; ".join(f"{kind} {' '.join(t) or 'none'}" for kind, t in drawn.items())
-        low, high = lower_edge(first), lower_edge(last + 1)
+        low, high = picture.x_range
         caption = f"{int(counts.sum()):,} documents; {low:.4g} to {high:.4g}; {shown}"
-        yield key, caption, "data:image/png;base64," + base64.b64encode(image).decode()
+        yield key, caption, "data:image/png;base64," + base64.b64encode(png_of(picture)).decode()
 
 
 def markdown(histograms: dict[str, dict], note: str = "") -> str:
