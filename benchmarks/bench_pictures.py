@@ -1,6 +1,6 @@
-"""What the rule-distribution pictures cost: every materialization of a unit stage with rule
-histograms (`cleaned`) and every crawl's distributions draw one picture a rule into the UI's
-metadata (`tokenmill.reports.plots.markdown`).
+"""What the rule-distribution pictures cost: every crawl's materialization of the stage that
+gathers the units' rule histograms (`dedup_clusters`) and every preview draw one picture a rule
+(`tokenmill.reports.plots.markdown`; the UI shows them in the metadata).
 
     uv run python benchmarks/bench_pictures.py [--lake lake] [--recipe fineweb_en] [--rounds 5]
 

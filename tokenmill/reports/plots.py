@@ -4,9 +4,9 @@ rule, drawn with Pillow: bars over the rule's values, its thresholds as labelled
 The x axis follows the bins: linear over [0, 1], then logarithmic from 1 to 10^7, so every bin
 is as wide as the next and ticks, tick labels and threshold lines sit at their true values.
 ``rule_picture`` says what a picture shows (ranges, ticks, lines), ``png_of`` draws it: the same
-histograms and marks give the same PNG bytes (Pillow's own font, no text chunk). Every cleaned
-unit draws a picture per rule, so a picture costs a few milliseconds, not a plotting library's
-figure.
+histograms and marks give the same PNG bytes (Pillow's own font, no text chunk). A crawl's
+materialization and every preview draw a picture per rule: drawn directly, a picture costs a few
+milliseconds, not a plotting library's figure.
 """
 
 from __future__ import annotations
