@@ -58,16 +58,23 @@ def postgres_database():
 # module's tests in one of them, so its module fixtures (demo pipelines, `dagster dev`) are set
 # up once; the modules using the PostgreSQL server share one, since test_faults restarts it.
 SHARES_POSTGRES = {"test_faults", "test_production"}
-# The longest start first, so neither process is left with one at the end.
+# The longest start first, so neither process is left with one at the end (in this order:
+# `--no-loadscope-reorder` in pyproject.toml, or xdist starts the modules with most tests first,
+# and the long end-to-end modules, of few tests each, last).
 LONGEST_FIRST = [
-    "postgres",
     "test_docs",
+    "postgres",
+    "test_concurrent_runs",
     "test_daemon",
     "test_backfill",
     "test_cli",
-    "test_webui",
     "test_automation",
     "test_runtime",
+    "test_webui",
+    "test_pipeline",
+    "test_release_staleness",
+    "test_claims",
+    "test_dedup",
     "test_progress",
 ]
 
