@@ -90,7 +90,7 @@ def test_runtime_venv_runs_every_stage_then_a_recipe_keeps_by_a_classifiers_scor
     runtime_venv, tmp_path
 ):
     lake = Lake.from_url(str(tmp_path / "lake"))
-    truth = land_demo_crawl(lake, CRAWL, files=2, pages_per_file=60, seed=3)  # dev env: faker
+    truth = land_demo_crawl(lake, CRAWL, files=2, pages_per_file=30, seed=3)  # dev env: faker
     env = clean_env(TOKENMILL_LAKE_URL=str(tmp_path / "lake"), DAGSTER_HOME=str(tmp_path / "h"))
     tokenmill = [runtime_venv / "bin" / "tokenmill"]
     run = [*tokenmill, "run", "--crawl", CRAWL, "--files-per-unit", "1"]
