@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit import commands
+
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 DOCS = PROJECT_DIR / "docs"
 RUN_PAGES = [DOCS / "getting-started.md", *sorted((DOCS / "guides").glob("*.md"))]
@@ -292,10 +294,7 @@ def test_the_demo_trains_a_classifier_and_builds_a_second_recipe_that_keeps_by_i
     env = demo_env(root)
 
     def tokenmill(*args: str) -> str:
-        command = [sys.executable, "-m", "tokenmill.cli.main", *args]
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        return done.stdout
+        return commands.run(env, *args)
 
     card = json.loads((root / "lake/classifiers/demo_quality/card.json").read_text())
     assert card["held_out"]["recall"] and card["held_out"]["precision"]

@@ -166,12 +166,17 @@ def test_an_empty_histogram_is_drawn_as_empty_axes_with_its_thresholds():
     assert read_png(png_of(picture)).shape[:2] == (HEIGHT, WIDTH)
 
 
+def rgb(colour: str) -> np.ndarray:
+    """A "#rrggbb" colour's channels."""
+    return np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+
+
 def colour_rows(pixels: np.ndarray, colour: str, x: float) -> float:
     """How much of the plotting area's height the colour covers at column x (+-1)."""
     left, top, right, bottom = AXES
-    rgb = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
     column = round(x)
-    near = np.abs(pixels[top:bottom, column - 1 : column + 2] - rgb).sum(axis=2).min(axis=1) < 60
+    near = np.abs(pixels[top:bottom, column - 1 : column + 2] - rgb(colour))
+    near = near.sum(axis=2).min(axis=1) < 60
     return near.mean()
 
 
@@ -185,7 +190,7 @@ def test_the_png_has_the_set_size_and_each_threshold_line_and_bar_where_the_pict
     for colour in MARK_COLORS.values():
         assert colour_rows(pixels, colour, picture.x_of(5.0)) == 0
     # the bars: 4 documents in bin 110 (10 to 12.6) fill 4 / y_top of the height, 1 in bin 105
-    grey = np.array([int(BAR[i : i + 2], 16) for i in (1, 3, 5)])
+    grey = rgb(BAR)
     _, top, _, bottom = AXES
     for bin_, count in ((110, 4), (105, 1)):
         x = round(picture.x_of((lower_edge(bin_) + lower_edge(bin_ + 1)) / 2))

@@ -257,20 +257,27 @@ def _y_label(image, text: str, font) -> None:
     from PIL import Image, ImageDraw
 
     _, top, _, bottom = AXES
-    width = round(ImageDraw.Draw(image).textlength(text, font=font))
+    width = round(font.getlength(text))
     label = Image.new("RGB", (width + 2, FONT_PX + 4), "white")
     ImageDraw.Draw(label).text((1, 1), text, fill=(0, 0, 0), font=font)
     turned = label.rotate(90, expand=True)
     image.paste(turned, (4, (top + bottom - turned.height) // 2))
 
 
-def _palette_png(image) -> bytes:
+@functools.cache
+def _palette():
     from PIL import Image
 
     palette = Image.new("P", (1, 1))
     palette.putpalette(palette_colours())
+    return palette
+
+
+def _palette_png(image) -> bytes:
+    from PIL import Image
+
     buffer = io.BytesIO()
-    image.quantize(palette=palette, dither=Image.Dither.NONE).save(buffer, "PNG", optimize=True)
+    image.quantize(palette=_palette(), dither=Image.Dither.NONE).save(buffer, "PNG", optimize=True)
     return buffer.getvalue()
 
 
