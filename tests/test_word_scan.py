@@ -2,6 +2,7 @@
 the compiled sentence, line and paragraph counts against the regexes they follow."""
 
 import random
+import re
 
 import numpy as np
 import polars as pl
@@ -19,6 +20,8 @@ from tokenmill.text import (
 from tokenmill.text.segmentation import (
     LINE_BREAKS,
     NON_PUNCTUATION,
+    TERMINAL_PUNCTUATION,
+    count_per_doc,
     explode,
     find_duplicates,
     split_words,
@@ -31,6 +34,7 @@ from tokenmill.text.word_scan import (
     count_sentences,
     count_words,
     element_duplicates,
+    fineweb_line_counts,
     hash_of,
     scan_words,
     text_totals,
@@ -370,3 +374,58 @@ def test_null_and_sliced_texts_count_as_empty_and_theirs():
     duplicates = element_duplicates(text.slice(1, 3))
     assert duplicates["line_dup"].tolist() == [0, 1, 0]
     assert duplicates["para_n"].tolist() == [1, 2, 1]
+
+
+def reference_fineweb_line_counts(texts: list[str], stops, short: int) -> dict[str, list[int]]:
+    """FineWebQualityFilter's line counts by regexes over the exploded lines."""
+    text = pl.Series(texts, dtype=pl.Utf8).fill_null("")
+    lines = explode(text.str.split("\n"))
+    lines = lines.filter((lines.values.str.strip_chars() != "").to_numpy())
+    ends = "(?:" + "|".join(re.escape(c) for c in stops) + ")$"
+    punct = lines.values.str.contains(ends).to_numpy()
+    short_lines = (lines.values.str.len_chars() <= short).to_numpy()
+    return {
+        "n_lines": count_per_doc(lines.doc, len(texts)).tolist(),
+        "n_punct": count_per_doc(lines.doc, len(texts), punct).tolist(),
+        "n_short": count_per_doc(lines.doc, len(texts), short_lines).tolist(),
+        "dup_chars": find_duplicates(lines, len(texts))["dup_chars"].tolist(),
+    }
+
+
+def assert_fineweb_line_counts(texts: list[str], stops=TERMINAL_PUNCTUATION, short: int = 3):
+    got = fineweb_line_counts(pl.Series(texts, dtype=pl.Utf8), stops, short)
+    expected = reference_fineweb_line_counts(texts, stops, short)
+    for name, values in expected.items():
+        differing = [i for i, (g, e) in enumerate(zip(got[name], values, strict=True)) if g != e]
+        assert not differing, (name, [texts[i] for i in differing[:3]])
+
+
+@pytest.mark.parametrize(
+    "stops",
+    [TERMINAL_PUNCTUATION, ["...", "…", ".", "日本", "\r", "x" * 9], ["", "a"], []],
+    ids=["fineweb", "strings", "empty string", "none"],
+)
+def test_fineweb_line_counts_are_the_regexes(stops):
+    assert_fineweb_line_counts(LINE_CASES, stops)
+    rng = random.Random(13)
+    texts = ["".join(rng.choices(LINE_TRICKY, k=rng.randrange(0, 60))) for _ in range(5000)]
+    assert_fineweb_line_counts(texts, stops)
+
+
+def test_fineweb_line_counts_of_every_whitespace_and_terminal_character_are_the_regexes():
+    every = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    odd = [c for c in every if c.isspace() or c in TERMINAL_PUNCTUATION or not c.isprintable()]
+    texts = [f"{c}\n{c}a{c}\n{c}\na{c}\n{c}{c}\n{c}" for c in odd[:5000]]
+    assert_fineweb_line_counts(texts)
+    assert_fineweb_line_counts(texts, short=1)
+
+
+def test_null_and_sliced_texts_count_no_fineweb_lines_and_theirs():
+    text = pl.Series(["x\nx", None, "a.\n\na.\n b", ""])
+    counts = fineweb_line_counts(text.slice(1, 3), TERMINAL_PUNCTUATION, 2)
+    assert {k: v.tolist() for k, v in counts.items()} == {
+        "n_lines": [0, 3, 0],
+        "n_punct": [0, 2, 0],
+        "n_short": [0, 3, 0],
+        "dup_chars": [0, 2, 0],
+    }

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import polars as pl
 
 from tokenmill.filters.protocol import Filter
 from tokenmill.filters.rules import Judgement, Rule
-from tokenmill.text.segmentation import (
-    TERMINAL_PUNCTUATION,
-    count_per_doc,
-    explode,
-    find_duplicates,
-)
-from tokenmill.text.word_scan import word_counts_of
+from tokenmill.text.segmentation import TERMINAL_PUNCTUATION
+from tokenmill.text.word_scan import fineweb_line_counts, word_counts_of
 
 
 class FineWebQualityFilter(Filter):
@@ -52,8 +46,7 @@ class FineWebQualityFilter(Filter):
         self.short_line_length = short_line_length
         self.char_duplicates_ratio = char_duplicates_ratio
         self.new_line_ratio = new_line_ratio
-        stop_chars = TERMINAL_PUNCTUATION if stop_chars is None else stop_chars
-        self._ends_with_stop_char = "(?:" + "|".join(re.escape(c) for c in stop_chars) + ")$"
+        self.stop_chars = tuple(sorted(TERMINAL_PUNCTUATION if stop_chars is None else stop_chars))
 
     signals = (
         "n_lines",
@@ -66,25 +59,18 @@ class FineWebQualityFilter(Filter):
     )
 
     def measure_key(self) -> tuple:
-        return (self.short_line_length, self._ends_with_stop_char)
+        return (self.short_line_length, self.stop_chars)
 
     def judgement(self) -> Judgement:
         return Judgement(self.rules(), empty=pl.col("n_lines") == 0)
 
     def measure(self, docs: pl.DataFrame) -> pl.DataFrame:
         text = docs["text"].fill_null("")
-        n_docs = len(text)
-        lines = explode(text.str.split("\n"))
-        lines = lines.filter((lines.values.str.strip_chars() != "").to_numpy())
         n_newlines = text.str.count_matches("\n", literal=True)
-        ends_with_punct = lines.values.str.contains(self._ends_with_stop_char).to_numpy()
-        is_short = (lines.values.str.len_chars() <= self.short_line_length).to_numpy()
+        lines = fineweb_line_counts(text, self.stop_chars, self.short_line_length)
         return pl.DataFrame(
             {
-                "n_lines": count_per_doc(lines.doc, n_docs),
-                "n_punct": count_per_doc(lines.doc, n_docs, ends_with_punct),
-                "n_short": count_per_doc(lines.doc, n_docs, is_short),
-                "dup_chars": find_duplicates(lines, n_docs)["dup_chars"],
+                **lines,
                 "chars_without_newlines": text.str.len_chars() - n_newlines,
                 "n_newlines": n_newlines,
                 "n_words": word_counts_of(docs),

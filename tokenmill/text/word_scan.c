@@ -801,6 +801,85 @@ int element_duplicates(const uint8_t *data, const int64_t *offsets, int64_t n_do
     return 0;
 }
 
+/* Rust's char::is_whitespace (White_Space), what polars' str.strip_chars() strips: unlike \s,
+ * not U+001C..U+001F. */
+static int is_white_space(int32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+           c == 0x205F || c == 0x3000;
+}
+
+/* Whether data[start, end) holds a code point that is not white space. */
+static int has_content(const uint8_t *data, int64_t start, int64_t end) {
+    int size;
+    for (int64_t i = start; i < end; i += size)
+        if (!is_white_space(code_point_at(data, i, &size))) return 1;
+    return 0;
+}
+
+/* Whether data[start, end) ends with one of the stop strings (UTF-8, stops[stop_offsets[k],
+ * stop_offsets[k + 1]) each, none empty). */
+static int ends_with_stop(const uint8_t *data, int64_t start, int64_t end, const uint8_t *stops,
+                          const int64_t *stop_offsets, int64_t n_stops) {
+    for (int64_t k = 0; k < n_stops; k++) {
+        int64_t length = stop_offsets[k + 1] - stop_offsets[k];
+        if (length <= end - start && data[end - 1] == stops[stop_offsets[k + 1] - 1] &&
+            !memcmp(data + end - length, stops + stop_offsets[k], length))
+            return 1;
+    }
+    return 0;
+}
+
+/* FineWeb quality's line counts of each text: its lines, split at each "\n" and not stripped,
+ * that hold a code point other than white space (n_lines); of those, the ones ending with a
+ * stop string (n_punct), of at most short_length code points (n_short), and the code points of
+ * those equal to an earlier one of the text (dup_chars). stop_bytes: the UTF-8 bytes that end a
+ * stop string (a line ending otherwise is not looked at further). Returns 0, or -1 when out of
+ * memory. */
+int fineweb_line_counts(const uint8_t *data, const int64_t *offsets, int64_t n_docs,
+                        const uint8_t *stops, const int64_t *stop_offsets, int64_t n_stops,
+                        const uint8_t *stop_bytes, int64_t short_length, int64_t *n_lines,
+                        int64_t *n_punct, int64_t *n_short, int64_t *dup_chars) {
+    int64_t most = 0; /* lines of a text, at most */
+    for (int64_t d = 0; d < n_docs; d++) {
+        int64_t n = count_byte(data, offsets[d], offsets[d + 1], '\n') + 1;
+        if (n > most) most = n;
+    }
+    KeyTable table;
+    if (key_table_init(&table, most)) {
+        key_table_free(&table);
+        return -1;
+    }
+    for (int64_t d = 0; d < n_docs; d++) {
+        int64_t start = offsets[d], end = offsets[d + 1];
+        key_table_reset(&table, count_byte(data, start, end, '\n') + 1);
+        int64_t lines = 0, punct = 0, short_lines = 0, dup = 0;
+        for (int64_t line = start;;) {
+            int64_t stop = next_byte(data, line, end, '\n');
+            if (has_content(data, line, stop)) {
+                int64_t chars = code_points(data, line, stop);
+                lines++;
+                punct += stop_bytes[data[stop - 1]] &&
+                         ends_with_stop(data, line, stop, stops, stop_offsets, n_stops);
+                short_lines += chars <= short_length;
+                uint64_t key = hash_bytes(data + line, stop - line);
+                int64_t slot = key_slot(&table, key);
+                if (table.counts[slot]) dup += chars;
+                else table.keys[slot] = key;
+                table.counts[slot]++;
+            }
+            if (stop >= end) break;
+            line = stop + 1;
+        }
+        n_lines[d] = lines;
+        n_punct[d] = punct;
+        n_short[d] = short_lines;
+        dup_chars[d] = dup;
+    }
+    key_table_free(&table);
+    return 0;
+}
+
 /* UTF-8 of the code point c at out; its length. */
 static int encode(int32_t c, uint8_t *out) {
     if (c < 0x80) {

@@ -10,8 +10,8 @@ from that same engine, asked once per code point (`char_classes`), so both agree
 character. `tests/test_word_scan.py` holds them equal. The same library counts over the words
 what the Gopher filters measure (`gopher_repetition.ngram_stats`, `GopherQualityFilter.measure`)
 and, over the texts' characters and lines, Gopher quality's symbol and line counts
-(`text_totals`), Gopher repetition's repeated lines and paragraphs (`element_duplicates`) and
-C4's line rules (`c4_lines`, with its sentences: `count_sentences`), each held by the tests to
+(`text_totals`), Gopher repetition's repeated lines and paragraphs (`element_duplicates`),
+FineWeb quality's line counts (`fineweb_line_counts`) and C4's line rules (`c4_lines`, with its sentences: `count_sentences`), each held by the tests to
 the regexes it replaced.
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -119,6 +120,18 @@ _SIGNATURES = {
     "count_sentences": (ctypes.c_int, [*_TEXTS, *_ABBREVIATION_TABLE, pointer(np.int64)]),
     "text_totals": (None, [*_TEXTS, *[pointer(np.int64)] * 5]),
     "element_duplicates": (ctypes.c_int, [*_TEXTS, *[pointer(np.int64)] * 6]),
+    "fineweb_line_counts": (
+        ctypes.c_int,
+        [
+            *_TEXTS[:3],
+            ctypes.c_char_p,
+            pointer(np.int64),
+            I64,
+            pointer(np.uint8),
+            I64,
+            *[pointer(np.int64)] * 4,
+        ],
+    ),
     "c4_measure": (
         I64,
         [
@@ -281,6 +294,35 @@ def element_duplicates(text: pl.Series) -> dict[str, np.ndarray]:
     found = {name: np.zeros(len(text), dtype=np.int64) for name in names}
     if library().element_duplicates(*_texts(text), *found.values()):
         raise MemoryError("counting repeated lines")
+    return found
+
+
+FINEWEB_LINE_COUNTS = ("n_lines", "n_punct", "n_short", "dup_chars")
+
+
+def fineweb_line_counts(
+    text: pl.Series, stops: Iterable[str], short_length: int
+) -> dict[str, np.ndarray]:
+    """Per text (null: empty), ``FineWebQualityFilter``'s counts of its non-blank lines (split
+    at each "\\n", not stripped; blank: only white space, as polars' ``strip_chars`` strips):
+    all of them (``n_lines``), those ending with one of ``stops`` (``n_punct``), those of at most
+    ``short_length`` characters (``n_short``), and the characters of those repeating an earlier
+    line of the text (``dup_chars``, datatrove's ``find_duplicates``)."""
+    stops = set(stops)
+    every_line = "" in stops or not stops  # as the regex of no stop strings: every line
+    encoded = sorted(stop.encode() for stop in stops if stop)
+    found = {name: np.zeros(len(text), dtype=np.int64) for name in FINEWEB_LINE_COUNTS}
+    stop_offsets = np.cumsum([0, *map(len, encoded)], dtype=np.int64)
+    stop_bytes = np.zeros(256, dtype=np.uint8)
+    stop_bytes[[stop[-1] for stop in encoded]] = 1
+    data, offsets, n = text_buffers(text)
+    if library().fineweb_line_counts(
+        data, offsets, n, b"".join(encoded), stop_offsets, len(encoded), stop_bytes,
+        short_length, *found.values(),
+    ):  # fmt: skip
+        raise MemoryError("counting FineWeb's lines")
+    if every_line:
+        found["n_punct"] = found["n_lines"].copy()
     return found
 
 
