@@ -189,7 +189,8 @@ def test_a_marked_main_region_replaces_what_resiliparse_lost(region, landmarks):
     assert text.count("the soil stays cold") == 8
     assert "All our guides" not in text
     assert ("Subscribe" in text) is not landmarks
-    assert main_content_route(html, fallback=False)[1] == "with comments"  # resiliparse alone
+    # resiliparse alone: no comment sections to add, nothing to recover
+    assert main_content_route(html, fallback=False)[1] == "main content"
 
 
 def test_trafilatura_when_the_marked_main_region_looks_lost_too():
@@ -201,8 +202,16 @@ def test_trafilatura_when_the_marked_main_region_looks_lost_too():
 
 
 def test_no_trafilatura_fallback_on_pages_with_too_many_tags():
+    """Nor is the page's text extracted to see whether its main content looks lost: without
+    comment sections, nothing would change it."""
     html = SIDEBAR_PAGE.replace("</body>", "<br>" * FALLBACK_MAX_TAGS + "</body>")
-    assert main_content_route(html, fallback=True)[1] != "trafilatura"
+    assert main_content_route(html, fallback=True) == main_content_route(html, fallback=False)
+    assert main_content_route(html, fallback=True)[1] == "main content"
+    thread = "<div class='comments'><p>Straw works.</p></div>"
+    with_thread = html.replace("<footer>", thread + "<footer>")
+    text, route = main_content_route(with_thread, fallback=True)
+    assert route == "with comments"
+    assert "Straw works." in text
 
 
 def test_chunked_and_gzip_transfer():

@@ -114,16 +114,22 @@ TRAFILATURA_SHARE = 0.05
 FALLBACK_MAX_TAGS = 5000
 
 
-def _lines(text: str) -> str:
+def _line_list(text: str) -> list[str]:
     text = text.replace("\ufeff", "")  # byte-order marks pasted mid-page by templates
-    return "\n".join(filter(None, map(str.strip, text.splitlines())))
+    return list(filter(None, map(str.strip, text.splitlines())))
 
 
-def _without_repeats(text: str) -> str:
+def _lines(text: str) -> str:
+    return "\n".join(_line_list(text))
+
+
+def _without_repeats(text: str, lines: list[str] | None = None) -> str:
     """Drop the repeats of a line of two words or more (captions rendered twice, "Read more"
     under every teaser); single tokens such as prices or closing braces stay. ``text`` is one
-    ``_lines`` made: "\n" is its only line break, and most texts come back as they are."""
-    lines = text.split("\n")
+    ``_lines`` made: "\n" is its only line break, and most texts come back as they are;
+    ``lines``: its lines, if split already."""
+    if lines is None:
+        lines = text.split("\n")
     if len(set(lines)) == len(lines):
         return text
     seen: set[str] = set()
@@ -232,18 +238,27 @@ ROUTES = ("main content", "with comments", "main region", "trafilatura")
 def main_content_route(html: str, fallback: bool) -> tuple[str, str]:
     """Main content by resiliparse, and which of ``ROUTES`` gave it: without comment sections;
     with them when nothing else is left (forum threads); if ``fallback``, when resiliparse's
-    text still looks lost and the page is small enough, what ``_recovered`` finds instead."""
+    text still looks lost and the page is small enough, what ``_recovered`` finds instead.
+    Whether the text looks lost is asked only where the answer can change it: a page without
+    comment sections and too large to recover keeps its main content (nor are its words
+    counted)."""
     tree = HTMLTree.parse(html)
-    text, route = _resiliparse(tree, main_content=True, comments=False), ROUTES[0]
+    lines = _line_list(_plain_text(tree, main_content=True, comments=False))
+    text, route = "\n".join(lines), ROUTES[0]
     if _fewer_words(text, FALLBACK_MAX_WORDS):
+        recoverable = fallback and html.count("<") <= FALLBACK_MAX_TAGS
+        comments = not recoverable and _has_comment_sections(tree)
         page_words = PageWords(tree, words_bound(html))
-        if looks_lost(text, page_words):
-            if _has_comment_sections(tree):
-                text = _resiliparse(tree, main_content=True, comments=True)
+        if (recoverable or comments) and looks_lost(text, page_words):
+            if comments or _has_comment_sections(tree):
+                lines = _line_list(_plain_text(tree, main_content=True, comments=True))
+                text = "\n".join(lines)
             route = ROUTES[1]
-            if fallback and looks_lost(text, page_words) and html.count("<") <= FALLBACK_MAX_TAGS:
-                text, route = _recovered(tree, html, text, page_words) or (text, route)
-    return _without_repeats(text), route
+            if recoverable and looks_lost(text, page_words):
+                recovered = _recovered(tree, html, text, page_words)
+                if recovered is not None:
+                    (text, route), lines = recovered, None
+    return _without_repeats(text, lines), route
 
 
 def _recovered(

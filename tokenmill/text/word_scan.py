@@ -11,8 +11,8 @@ character. `tests/test_word_scan.py` holds them equal. The same library counts o
 what the Gopher filters measure (`gopher_repetition.ngram_stats`, `GopherQualityFilter.measure`)
 and, over the texts' characters and lines, Gopher quality's symbol and line counts
 (`text_totals`), Gopher repetition's repeated lines and paragraphs (`element_duplicates`),
-FineWeb quality's line counts (`fineweb_line_counts`) and C4's line rules (`c4_lines`, with its sentences: `count_sentences`), each held by the tests to
-the regexes it replaced.
+FineWeb quality's line counts (`fineweb_line_counts`) and C4's line rules (`c4_lines`, with its
+sentences: `count_sentences`), each held by the tests to the regexes it replaced.
 """
 
 from __future__ import annotations
