@@ -247,10 +247,10 @@ def main_content_route(html: str, fallback: bool) -> tuple[str, str]:
     text, route = "\n".join(lines), ROUTES[0]
     if _fewer_words(text, FALLBACK_MAX_WORDS):
         recoverable = fallback and html.count("<") <= FALLBACK_MAX_TAGS
-        comments = not recoverable and _has_comment_sections(tree)
-        page_words = PageWords(tree, words_bound(html))
-        if (recoverable or comments) and looks_lost(text, page_words):
-            if comments or _has_comment_sections(tree):
+        if (recoverable or _has_comment_sections(tree)) and looks_lost(
+            text, page_words := PageWords(tree, words_bound(html))
+        ):
+            if _has_comment_sections(tree):
                 lines = _line_list(_plain_text(tree, main_content=True, comments=True))
                 text = "\n".join(lines)
             route = ROUTES[1]
