@@ -88,18 +88,24 @@ def command() -> str:
 
 
 def commit() -> str | None:
-    """The checkout's commit, with ``-dirty`` when files differ from it."""
+    """The checkout's commit, with ``-dirty`` when files other than the record itself (and the
+    report made from it) differ from it: runs recorded one after another stay on their commit."""
     try:
-        done = subprocess.run(
-            ["git", "describe", "--always", "--dirty", "--abbrev=12"],
-            cwd=CHECKOUT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
+        described = _git("describe", "--always", "--abbrev=12")
+        changed = _git(
+            "status", "--porcelain", "--untracked-files=no", "--", ".",
+            f":!{RESULTS.relative_to(CHECKOUT)}", ":!benchmarks/RESULTS.md",
+        )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout.strip() or None
+    return (described + "-dirty" if changed else described) or None
+
+
+def _git(*arguments: str) -> str:
+    done = subprocess.run(
+        ["git", *arguments], cwd=CHECKOUT, capture_output=True, text=True, timeout=10
+    )
+    return done.stdout.strip()
 
 
 def _plain(value: Any) -> Any:
