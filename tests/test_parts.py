@@ -8,6 +8,7 @@ import os
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from tokenmill.crawl.units import register_new_files
@@ -147,6 +148,42 @@ def test_a_workers_start_up_is_reported_apart_from_its_parts_cpu(tmp_path, warc_
     assert first.start_cpu_s > 0.3  # polars, pyarrow, fastText and its model, trafilatura
     assert again.start_cpu_s < 0.1 * first.start_cpu_s
     assert first.summary() == again.summary()
+
+
+def test_workers_label_with_a_language_model_in_the_lake_and_a_bad_one_fails_the_part(
+    tmp_path, warc_dir
+):
+    """Workers load the lake's model as they start (`Stage.prepare`); a file that is no fastText
+    model fails the part, with the model's name and the file."""
+    import fasttext
+
+    lake, unit = landed_unit(tmp_path / "lake", warc_dir)
+    run(lake, unit, RAW_CRAWL)
+    lines = [
+        f"__label__{label} {word} " * 5
+        for label, word in (("eng_Latn", "the"), ("deu_Latn", "der"))
+    ]
+    (tmp_path / "train.txt").write_text("\n".join(lines * 20) + "\n")
+    model = fasttext.train_supervised(str(tmp_path / "train.txt"), epoch=5, dim=4, verbose=0)
+    model.save_model(str(tmp_path / "lid.bin"))
+    lake.put_file("models/lid.bin", tmp_path / "lid.bin")
+    (tmp_path / "bad.bin").write_bytes(b"not a model at all")
+    lake.put_file("models/bad.bin", tmp_path / "bad.bin")
+    cap = (4 << 30) + 8192  # a pool of its own: its workers start in this test
+
+    def extracted(model: str) -> StageReport:
+        settings = ExtractSettings(language_model=model)
+        return run_stage_work(
+            stage_named(EXTRACTED), lake, settings, unit=unit, workers=2, memory_limit=cap
+        )
+
+    report = extracted("models/lid.bin")
+    assert report.records_out > 0 and report.start_cpu_s > 0
+    docs = pl.read_parquet(lake.path(f"{unit.part_prefix(EXTRACTED, 0)}/docs.parquet"))
+    assert set(docs["language"]) <= {"eng_Latn", "deu_Latn", "und"}
+    with pytest.raises(Exception, match="models/bad.bin.*not a fastText model") as failed:
+        extracted("models/bad.bin")
+    assert "while extracted worked on" in "\n".join(getattr(failed.value, "__notes__", []))
 
 
 def test_a_hashed_output_files_digest_is_its_contents_whatever_the_write_sizes():

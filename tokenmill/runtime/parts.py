@@ -328,15 +328,15 @@ def run_part(work: Work) -> StageReport:
     # The worker's start-up, once per process and not the part's CPU: only this stage's module
     # (and the one it feeds in this pass: a worker of one stage does not import the others'
     # libraries), and what they prepare (`Stage.prepare`).
-    begun = time.process_time()
-    module = importlib.import_module(f"tokenmill.stages.{work.stage}")
-    _prepare(module.STAGE, work.settings)
-    if work.then is not None:
-        fed_stage = importlib.import_module(f"tokenmill.stages.{work.then.stage}").STAGE
-        _prepare(fed_stage, work.then.settings)
-    post = _post_part(work)
-    started = time.process_time()
+    begun, post = time.process_time(), None
     try:
+        module = importlib.import_module(f"tokenmill.stages.{work.stage}")
+        _prepare(module.STAGE, work)  # a model that cannot be loaded fails the part
+        if work.then is not None:
+            fed_stage = importlib.import_module(f"tokenmill.stages.{work.then.stage}").STAGE
+            _prepare(fed_stage, work.then)
+        post = _post_part(work)
+        started = time.process_time()
         if work.then is None:
             report = module.STAGE.run(work)
             report.cpu_s = time.process_time() - started
@@ -366,9 +366,9 @@ def _in_force(stage: Stage, settings: Any) -> Any:
     return settings if settings is not None or not stage.settings else stage.settings()
 
 
-def _prepare(stage: Stage, settings: Any) -> None:
+def _prepare(stage: Stage, work: Work) -> None:
     if stage.prepare is not None:
-        stage.prepare(_in_force(stage, settings))
+        stage.prepare(_in_force(stage, work.settings), work.lake)
 
 
 def _describe(work: Work) -> str:

@@ -171,10 +171,11 @@ class Stage:
     feeds: str | None = None
     # (work, RecordFeed) -> its part made from the records another stage hands on
     fed: Callable[[Work, RecordFeed], StageReport] | None = None
-    # (settings) -> None: what a worker process loads once, before its first part, for parts
-    # with these settings (models; libraries a part would import on first need): the worker's
-    # start-up, reported apart from the parts' CPU (`StageReport.start_cpu_s`)
-    prepare: Callable[[Any], None] | None = None
+    # (settings, lake) -> None: what a worker process loads once, before its first part, for
+    # parts with these settings (models, from the lake too; libraries a part would import on
+    # first need): the worker's start-up, reported apart from the parts' CPU
+    # (`StageReport.start_cpu_s`)
+    prepare: Callable[[Any, Lake], None] | None = None
     # The output files the stages below read: their content is the data version, so a re-run
     # that changes only the others (what was dropped and why) makes nothing downstream stale.
     # Empty: every output file.

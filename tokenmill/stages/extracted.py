@@ -107,11 +107,10 @@ class ExtractSettings:
             )
 
 
-def prepare(settings: ExtractSettings) -> None:
-    """A worker's start-up: the language-ID backend's model loaded (a model in the lake is
-    loaded by the first part), the extractor's fallback library imported."""
-    if not settings.language_model:
-        identifier(settings.language_backend)
+def prepare(settings: ExtractSettings, lake: Lake) -> None:
+    """A worker's start-up: the language-ID model loaded (the backend's, or a model file,
+    copied from the lake if it is there), the extractor's fallback library imported."""
+    language_identifier(lake, settings)
     load_extractor(settings.extractor, settings.main_content)
 
 
