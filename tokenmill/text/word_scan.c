@@ -726,6 +726,28 @@ static int64_t next_byte(const uint8_t *data, int64_t from, int64_t end, uint8_t
     return at ? at - data : end;
 }
 
+/* How many elements data[start, end) splits into at most: one more than its "\n" bytes (and,
+ * with nul, its NUL bytes). */
+static int64_t elements_at_most(const uint8_t *data, int64_t start, int64_t end, int nul) {
+    return count_byte(data, start, end, '\n') + (nul ? count_byte(data, start, end, 0) : 0) + 1;
+}
+
+/* A key table for the elements of any one of the texts (elements_at_most); 0, or -1 when out of
+ * memory. */
+static int key_table_for_texts(KeyTable *table, const uint8_t *data, const int64_t *offsets,
+                               int64_t n_docs, int nul) {
+    int64_t most = 0;
+    for (int64_t d = 0; d < n_docs; d++) {
+        int64_t n = elements_at_most(data, offsets[d], offsets[d + 1], nul);
+        if (n > most) most = n;
+    }
+    if (key_table_init(table, most)) {
+        key_table_free(table);
+        return -1;
+    }
+    return 0;
+}
+
 /* The lines (split at runs of "\n") or paragraphs (split at runs of two "\n" or more and at each
  * NUL) of data[start, end), counted into *n, those equal to an earlier one into *dup and their
  * code points into *dup_chars; table: cleared for up to `most` elements. */
@@ -776,21 +798,11 @@ int element_duplicates(const uint8_t *data, const int64_t *offsets, int64_t n_do
                        const uint8_t *classes, int64_t *para_n, int64_t *para_dup,
                        int64_t *para_dup_chars, int64_t *line_n, int64_t *line_dup,
                        int64_t *line_dup_chars) {
-    int64_t most = 0; /* elements of a text, at most */
-    for (int64_t d = 0; d < n_docs; d++) {
-        int64_t n = count_byte(data, offsets[d], offsets[d + 1], '\n') +
-                    count_byte(data, offsets[d], offsets[d + 1], 0) + 1;
-        if (n > most) most = n;
-    }
     KeyTable table;
-    if (key_table_init(&table, most)) {
-        key_table_free(&table);
-        return -1;
-    }
+    if (key_table_for_texts(&table, data, offsets, n_docs, 1)) return -1;
     for (int64_t d = 0; d < n_docs; d++) {
         int64_t start = offsets[d], end = offsets[d + 1];
-        int64_t elements =
-            count_byte(data, start, end, '\n') + count_byte(data, start, end, 0) + 1;
+        int64_t elements = elements_at_most(data, start, end, 1);
         count_duplicates(data, start, end, 0, elements, &table, line_n + d, line_dup + d,
                          line_dup_chars + d);
         strip_spaces(data, &start, &end, classes);
@@ -840,19 +852,11 @@ int fineweb_line_counts(const uint8_t *data, const int64_t *offsets, int64_t n_d
                         const uint8_t *stops, const int64_t *stop_offsets, int64_t n_stops,
                         const uint8_t *stop_bytes, int64_t short_length, int64_t *n_lines,
                         int64_t *n_punct, int64_t *n_short, int64_t *dup_chars) {
-    int64_t most = 0; /* lines of a text, at most */
-    for (int64_t d = 0; d < n_docs; d++) {
-        int64_t n = count_byte(data, offsets[d], offsets[d + 1], '\n') + 1;
-        if (n > most) most = n;
-    }
     KeyTable table;
-    if (key_table_init(&table, most)) {
-        key_table_free(&table);
-        return -1;
-    }
+    if (key_table_for_texts(&table, data, offsets, n_docs, 0)) return -1;
     for (int64_t d = 0; d < n_docs; d++) {
         int64_t start = offsets[d], end = offsets[d + 1];
-        key_table_reset(&table, count_byte(data, start, end, '\n') + 1);
+        key_table_reset(&table, elements_at_most(data, start, end, 0));
         int64_t lines = 0, punct = 0, short_lines = 0, dup = 0;
         for (int64_t line = start;;) {
             int64_t stop = next_byte(data, line, end, '\n');
