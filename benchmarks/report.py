@@ -12,9 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.results import RESULTS
+from benchmarks.results import RESULTS, RESULTS_MD
 
-RESULTS_MD = RESULTS.with_name("RESULTS.md")
 PREAMBLE = (
     "The latest run of each benchmark, as it recorded itself in `benchmarks/results.jsonl`. "
     "Written by `uv run python benchmarks/report.py`; do not edit by hand."

@@ -22,6 +22,7 @@ from tokenmill.runtime.parts import available_cpus
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 RESULTS = CHECKOUT / "benchmarks" / "results.jsonl"
+RESULTS_MD = RESULTS.with_name("RESULTS.md")  # the report made from it (report.py)
 RESULTS_ENV = "BENCH_RESULTS"
 # Environment variables that change what a benchmark measures (BENCH_ROUNDS, ...): part of the
 # command that reproduces a run.
@@ -94,7 +95,7 @@ def commit() -> str | None:
         described = _git("describe", "--always", "--abbrev=12")
         changed = _git(
             "status", "--porcelain", "--untracked-files=no", "--", ".",
-            f":!{RESULTS.relative_to(CHECKOUT)}", ":!benchmarks/RESULTS.md",
+            *(f":!{path.relative_to(CHECKOUT)}" for path in (RESULTS, RESULTS_MD)),
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return None

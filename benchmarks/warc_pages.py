@@ -14,6 +14,7 @@ from testkit.shared_data import shared_path
 from tokenmill.crawl.extract import HTML_TYPES
 from tokenmill.crawl.http_messages import Skip, parse_http_head
 from tokenmill.crawl.warc import BadRecord, iter_records
+from tokenmill.stages.extracted import ExtractSettings
 
 WARCS = ("corpora", "warc")
 
@@ -26,6 +27,7 @@ def main() -> None:
     if folder is None:
         raise SystemExit("../shared is absent")
     arguments.dir.mkdir(parents=True, exist_ok=True)
+    max_bytes = ExtractSettings().max_html_mb << 20  # what the extractor reads at most
     written = 0
     for path in sorted(folder.glob("*.warc.gz")):
         with open(path, "rb") as stream:
@@ -33,7 +35,7 @@ def main() -> None:
                 if isinstance(record, BadRecord) or record.type != "response":
                     continue
                 try:
-                    response = parse_http_head(record.block).decoded(8 << 20)
+                    response = parse_http_head(record.block).decoded(max_bytes)
                 except Skip:
                     continue
                 if response.status != 200 or response.mime not in HTML_TYPES:

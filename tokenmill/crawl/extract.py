@@ -137,8 +137,8 @@ def _without_repeats(text: str, lines: list[str] | None = None) -> str:
     return "\n".join(line for line in lines if not (line in seen and " " in line or remember(line)))
 
 
-def _resiliparse(tree: HTMLTree, main_content: bool, comments: bool = True) -> str:
-    return _lines(_plain_text(tree, main_content, comments))
+def _resiliparse_lines(tree: HTMLTree, main_content: bool, comments: bool = True) -> list[str]:
+    return _line_list(_plain_text(tree, main_content, comments))
 
 
 def _plain_text(
@@ -228,7 +228,7 @@ def html_to_text(
     if extractor == "trafilatura" and main_content:
         return _trafilatura(html)
     if not main_content:
-        return _resiliparse(HTMLTree.parse(html), main_content=False)
+        return "\n".join(_resiliparse_lines(HTMLTree.parse(html), main_content=False))
     return main_content_route(html, fallback=extractor == "hybrid")[0]
 
 
@@ -243,7 +243,7 @@ def main_content_route(html: str, fallback: bool) -> tuple[str, str]:
     comment sections and too large to recover keeps its main content (nor are its words
     counted)."""
     tree = HTMLTree.parse(html)
-    lines = _line_list(_plain_text(tree, main_content=True, comments=False))
+    lines = _resiliparse_lines(tree, main_content=True, comments=False)
     text, route = "\n".join(lines), ROUTES[0]
     if _fewer_words(text, FALLBACK_MAX_WORDS):
         recoverable = fallback and html.count("<") <= FALLBACK_MAX_TAGS
@@ -251,7 +251,7 @@ def main_content_route(html: str, fallback: bool) -> tuple[str, str]:
             text, page_words := PageWords(tree, words_bound(html))
         ):
             if _has_comment_sections(tree):
-                lines = _line_list(_plain_text(tree, main_content=True, comments=True))
+                lines = _resiliparse_lines(tree, main_content=True)
                 text = "\n".join(lines)
             route = ROUTES[1]
             if recoverable and looks_lost(text, page_words):
